@@ -1,0 +1,141 @@
+package builder
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/gpuaas/imagectl/builder/steps"
+)
+
+// WriteJSON writes the plan as indented, stable JSON.
+func (p *Plan) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(p)
+}
+
+// WriteText writes the plan for a person to read before a build.
+func (p *Plan) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	pf := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+
+	pf("Plan for image %s %s (%s)\n", p.Image.Name, p.Image.Version, p.Image.Architecture)
+	pf("  title:        %s\n", p.Image.Title)
+	pf("  version from: %s\n", p.Image.VersionFrom)
+	pf("  recipe:       %s %s\n", p.Recipe.Path, p.Recipe.Digest)
+	pf("  builder:      imagectl %s\n", p.BuilderVersion)
+
+	if len(p.Variables) > 0 {
+		pf("\nVariables\n")
+		width := 0
+		for _, v := range p.Variables {
+			width = max(width, len(v.Name))
+		}
+		for _, v := range p.Variables {
+			pf("  %-*s = %s  (%s)\n", width, v.Name, string(v.Value), v.Source)
+		}
+	}
+
+	pf("\nBase image\n")
+	pf("  source:   %s\n", p.Base.Source)
+	pf("  checksum: %s\n", p.Base.Checksum)
+	pf("  format:   %s\n", p.Base.Format)
+	if p.Base.Size != "" {
+		pf("  grow to:  %s (%d bytes)\n", p.Base.Size, p.Base.SizeBytes)
+	}
+
+	pf("\nLayers (applied in order, in one appliance session)\n")
+	n := 0
+	for _, l := range p.Layers {
+		from := ""
+		if l.File != "" {
+			from = "  from " + l.File
+		}
+		if !l.Enabled {
+			pf("  -  %s: disabled%s\n", l.Name, from)
+			continue
+		}
+		n++
+		pf("  %d. %s%s\n", n, l.Name, from)
+		if l.Description != "" {
+			pf("     %s\n", l.Description)
+		}
+		pf("     digest %s\n     key    %s\n", l.Digest, l.Key)
+		for _, s := range l.Steps {
+			writeStep(bw, s)
+		}
+	}
+
+	pf("\nKernel args:  %s\n", orNone(strings.Join(p.KernelArgs, " ")))
+	if nd := p.Netdata; nd != nil {
+		if nd.Enabled {
+			pf("Netdata:      bind %s, dbengine %d MB, every %ds, collectors %s\n", nd.Bind, nd.RetentionMB, nd.UpdateEvery, orNone(strings.Join(nd.Collectors, " ")))
+		} else {
+			pf("Netdata:      disabled\n")
+		}
+	}
+	if nw := p.Network; nw != nil {
+		any := ""
+		if nw.WaitOnlineAny {
+			any = ", any interface"
+		}
+		pf("Network:      wait-online bounded to %ds%s\n", nw.WaitOnlineTimeoutSeconds, any)
+	}
+	for _, b := range p.Bundles {
+		pf("Bundle:       %s: %s -> %s (%d files, %d bytes, %s)\n", b.Name, b.Source, b.Destination, b.Files, b.Bytes, b.Digest)
+	}
+	pf("Validation:   %s", p.Validation.Script)
+	if k := len(p.Validation.ServicesActive) + len(p.Validation.FilesExist) + len(p.Validation.Checks); k > 0 {
+		pf(" (+%d recipe checks)", k)
+	}
+	pf("\n")
+
+	a := p.Artifacts
+	pf("\nArtifacts in %s/\n", a.Directory)
+	pf("  %s  (gzip level %d)\n", a.Tarball, a.CompressionLevel)
+	pf("  %s\n", a.Manifest)
+	if a.SignKey != "" {
+		pf("  %s, %s  (key %s)\n", a.Signature, a.SigstoreBundle, a.SignKey)
+	} else {
+		pf("  (unsigned: no sign_key)\n")
+	}
+	pf("  %s\n", a.ValidationScript)
+
+	if m := p.MAAS; m != nil {
+		pf("\nMAAS target\n")
+		pf("  name:          %s (versioned: %s)\n", m.Name, m.VersionedName)
+		pf("  distro_series: %s\n", m.DistroSeries)
+		pf("  title:         %s\n", m.Title)
+		pf("  architecture:  %s, filetype %s, base_image %s\n", m.Architecture, m.Filetype, m.BaseImage)
+		if m.Site != "" {
+			pf("  site:          %s\n", m.Site)
+		}
+	}
+	return bw.Flush()
+}
+
+func writeStep(w io.Writer, s steps.Step) {
+	fmt.Fprintf(w, "     - %s\n", s.Summary())
+	if b, ok := s.(steps.StageBundle); ok {
+		for _, e := range b.Entries {
+			switch e.Type {
+			case "file":
+				fmt.Fprintf(w, "         %s %s %s (%d bytes)\n", steps.ModeString(e.Mode), e.SHA256[:12], path.Join(b.Destination, e.Path), e.Size)
+			case "symlink":
+				fmt.Fprintf(w, "         %s -> %s\n", path.Join(b.Destination, e.Path), e.Target)
+			}
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+func newFmtCmd() *cobra.Command {
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "fmt [PATH...]",
+		Short: "Rewrite recipes and layer files in canonical HCL formatting",
+		Long: `Fmt rewrites .hcl files (recipes, layer files, var files) in the canonical
+formatting of hclwrite. Directories are walked for .hcl files; "-" formats
+standard input to standard output. With --check nothing is written: the files
+that need formatting are listed and the exit status is 1 if there are any.`,
+		Example: `  imagectl fmt recipes/h200.hcl
+  imagectl fmt --check recipes layers examples`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				args = []string{"."}
+			}
+			if len(args) == 1 && args[0] == "-" {
+				return fmtStdin(cmd)
+			}
+			var files []string
+			for _, a := range args {
+				found, err := hclFiles(a)
+				if err != nil {
+					return err
+				}
+				files = append(files, found...)
+			}
+			var unformatted, broken int
+			for _, f := range files {
+				src, err := os.ReadFile(f)
+				if err != nil {
+					return err
+				}
+				out, diags := recipes.Format(src, f)
+				if diags.HasErrors() {
+					if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), nil, diags, false); err != nil {
+						return err
+					}
+					broken++
+					continue
+				}
+				if bytes.Equal(src, out) {
+					continue
+				}
+				unformatted++
+				if check {
+					fmt.Fprintln(cmd.OutOrStdout(), f)
+					continue
+				}
+				if err := writeFileAtomic(f, out); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), f)
+			}
+			if broken > 0 || (check && unformatted > 0) {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&check, "check", false, "list files that need formatting and exit 1 if any; write nothing")
+	return cmd
+}
+
+func fmtStdin(cmd *cobra.Command) error {
+	src, err := io.ReadAll(cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	out, diags := recipes.Format(src, "<stdin>")
+	if diags.HasErrors() {
+		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), nil, diags, false); err != nil {
+			return err
+		}
+		return exitError{1}
+	}
+	_, err = cmd.OutOrStdout().Write(out)
+	return err
+}
+
+// hclFiles lists the .hcl files at p: p itself, or those under directory p.
+func hclFiles(p string) ([]string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{p}, nil
+	}
+	var out []string
+	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".hcl") {
+			out = append(out, path)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// writeFileAtomic replaces a file's content through a rename, keeping its mode.
+func writeFileAtomic(path string, data []byte) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(st.Mode().Perm()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

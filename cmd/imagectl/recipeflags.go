@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// recipeFlags are the flags of every command that loads a recipe.
+type recipeFlags struct {
+	vars     []string
+	varFiles []string
+	roots    []string
+	output   string
+}
+
+func (f *recipeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: -var name=value (repeatable; highest precedence)")
+	cmd.Flags().StringArrayVar(&f.varFiles, "var-file", nil, "read variables from an HCL file of name = value lines (repeatable)")
+	cmd.Flags().StringArrayVar(&f.roots, "root", nil, "also allow file, bundle and key sources from this directory tree (repeatable)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+func (f *recipeFlags) check() error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("--output must be text or json, not %q", f.output)
+	}
+	return nil
+}
+
+// load reads a recipe and prints its diagnostics: every error and warning
+// at once, as text on stderr, or as JSON on stdout when the recipe fails and
+// --output json is set. It returns nil and an exitError when there are errors.
+func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*recipes.Recipe, error) {
+	p := recipes.NewParser()
+	r, diags := p.LoadFile(path, recipes.Options{
+		Inputs: recipes.Inputs{Env: env, Files: f.varFiles, Flags: f.vars},
+		Roots:  f.roots,
+	})
+	if diags.HasErrors() && f.output == "json" {
+		if err := writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "recipe": path, "diagnostics": recipes.DiagnosticsJSON(diags)}); err != nil {
+			return nil, err
+		}
+		return nil, exitError{1}
+	}
+	if len(diags) > 0 {
+		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), p.Files(), diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
+			return nil, err
+		}
+	}
+	if diags.HasErrors() {
+		return nil, exitError{1}
+	}
+	return r, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// exitError carries an exit status for outcomes that are not failures of
+// imagectl itself (a recipe with errors, an unformatted file); the command
+// has already said why.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// run executes imagectl with args and returns the process exit status.
+func run(ctx context.Context, args []string, s streams, env []string) int {
+	root := newRootCmd(s, env)
+	root.SetArgs(normalizeArgs(args))
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(s.err, "imagectl: %v\n", err)
+		return 1
+	}
+}
+
+func newRootCmd(s streams, env []string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "imagectl",
+		Short: "Build curated MAAS host images from HCL recipes",
+		Long: `imagectl builds curated MAAS host images from declarative HCL recipes:
+a base cloud image, package layers, kernel args, Netdata and site-bootstrap
+bundles, customized through libguestfs into a tgz root filesystem that MAAS
+deploys, with a build manifest and a signature.`,
+		Example: `  imagectl validate recipes/h200.hcl
+  imagectl build recipes/h200.hcl --dry-run
+  imagectl build recipes/h200.hcl --dry-run -var enable_doca_repos=true --output json
+  imagectl fmt --check recipes layers`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.AddCommand(
+		newBuildCmd(env),
+		newValidateCmd(env),
+		newFmtCmd(),
+		newVersionCmd(),
+	)
+	return root
+}
+
+// normalizeArgs accepts Packer's single-dash spellings (-var, -var-file,
+// -check, -output) beside the double-dash ones pflag understands.
+func normalizeArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, _, _ := strings.Cut(a, "=")
+		switch name {
+		case "-var", "-var-file", "-check", "-output", "-version", "-root", "-diff":
+			a = "-" + a
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// isTerminal reports whether w is a terminal that wants colour.
+func isTerminal(w io.Writer, env []string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "NO_COLOR=") || kv == "TERM=dumb" {
+			return false
+		}
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

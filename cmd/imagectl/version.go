@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/builder"
+)
+
+func newVersionCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "version",
+		Short:   "Print imagectl's version",
+		Example: "  imagectl version\n  imagectl version --output json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{
+					"version": builder.Version, "go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH,
+				})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "imagectl %s (%s, %s/%s)\n", builder.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}

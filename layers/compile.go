@@ -1,0 +1,235 @@
+// Package layers owns what a layer is once compiled: the reusable layer files
+// shipped beside this package (*.hcl, loaded through package recipes) and the
+// translation of a decoded recipe into ordered, digested layers of steps.
+//
+// A recipe compiles to its own layers, in order, followed by two layers the
+// image block implies: "@config" (kernel args, Netdata, the networkd
+// wait-online bound, bundles: content fixed by the recipe) and "@finalize"
+// (validation script, build marker, clean-up: different on every build).
+// Names starting with "@" cannot collide with recipe layer names.
+package layers
+
+import (
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// Names of the layers the image block implies.
+const (
+	ConfigLayer   = "@config"
+	FinalizeLayer = "@finalize"
+)
+
+// Layer is a compiled layer: its steps and the digest of its definition and
+// inputs (file contents, not paths or mtimes).
+type Layer struct {
+	Name        string
+	Description string
+	// File is the layer file relative to the recipe, "" for inline layers.
+	File       string
+	FileDigest string
+	Enabled    bool
+	Steps      []steps.Step
+	Digest     string
+}
+
+// Compile turns a recipe's image into its ordered layers. Disabled layers
+// are kept, without steps or digest, so plans can show them.
+func Compile(img *recipes.Image) ([]*Layer, error) {
+	var out []*Layer
+	for _, rl := range img.Layers {
+		l := &Layer{Name: rl.Name, Description: rl.Description, File: rl.File, FileDigest: rl.FileDigest, Enabled: rl.Enabled}
+		if rl.Enabled {
+			l.Steps = layerSteps(rl)
+		}
+		out = append(out, l)
+	}
+	out = append(out,
+		&Layer{Name: ConfigLayer, Description: "kernel args, Netdata, network, bundles", Enabled: true, Steps: configSteps(img)},
+		&Layer{Name: FinalizeLayer, Description: "validation script, build marker, clean-up", Enabled: true, Steps: finalizeSteps(img)},
+	)
+	for _, l := range out {
+		if !l.Enabled {
+			continue
+		}
+		d, err := steps.Digest(l.Steps)
+		if err != nil {
+			return nil, fmt.Errorf("digesting layer %q: %w", l.Name, err)
+		}
+		l.Digest = d
+	}
+	return out, nil
+}
+
+// layerSteps orders a layer's content: repositories before the packages
+// that need them, packages before the files that configure them (so dpkg
+// never meets a conffile it did not install), commands after both, services
+// last (their units come from packages and files).
+func layerSteps(rl *recipes.Layer) []steps.Step {
+	var out []steps.Step
+	for _, r := range rl.Repositories {
+		if r.Enabled {
+			out = append(out, aptRepository(r))
+		}
+	}
+	if len(rl.Packages) > 0 {
+		out = append(out, steps.Packages{Packages: rl.Packages})
+	}
+	if len(rl.OptionalPackages) > 0 {
+		out = append(out, steps.Packages{Packages: rl.OptionalPackages, Optional: true})
+	}
+	for _, f := range rl.Files {
+		out = append(out, writeFile(f.Path, f.Mode, f.Owner, f.Origin, f.Content))
+	}
+	for _, cmd := range rl.Run {
+		out = append(out, steps.Run{Command: cmd})
+	}
+	if len(rl.Services.Enable) > 0 || len(rl.Services.Disable) > 0 {
+		out = append(out, steps.Services{Enable: rl.Services.Enable, Disable: rl.Services.Disable})
+	}
+	return out
+}
+
+func writeFile(p string, mode fs.FileMode, owner, origin string, content []byte) steps.WriteFile {
+	return steps.WriteFile{Path: p, Mode: mode, Owner: owner, Origin: origin, SHA256: steps.SHA256Hex(content), Size: len(content), Content: content}
+}
+
+// aptRepository compiles a repository to its keyring and deb822 file.
+func aptRepository(r *recipes.AptRepository) steps.AptRepository {
+	s := steps.AptRepository{
+		Name:        r.Name,
+		URI:         r.URI,
+		Suite:       r.Suite,
+		Components:  r.Components,
+		KeyURL:      r.Key.URL,
+		KeyringPath: "/etc/apt/keyrings/imagectl-" + r.Name + ".gpg",
+		SourcesPath: "/etc/apt/sources.list.d/imagectl-" + r.Name + ".sources",
+	}
+	if r.Key.Content != nil {
+		s.KeyFile, s.KeySHA256, s.KeyContent = r.Key.Display, steps.SHA256Hex(r.Key.Content), r.Key.Content
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by imagectl: apt repository %q.\n", r.Name)
+	fmt.Fprintf(&b, "Types: deb\nURIs: %s\nSuites: %s\n", r.URI, r.Suite)
+	if len(r.Components) > 0 {
+		fmt.Fprintf(&b, "Components: %s\n", strings.Join(r.Components, " "))
+	}
+	fmt.Fprintf(&b, "Signed-By: %s\n", s.KeyringPath)
+	s.Sources = b.String()
+	return s
+}
+
+// Paths of the files the image block compiles to.
+const (
+	GrubDropIn       = "/etc/default/grub.d/99-imagectl-kernel-args.cfg"
+	NetdataConf      = "/etc/netdata/netdata.conf"
+	NetdataGoDConf   = "/etc/netdata/go.d.conf"
+	WaitOnlineDropIn = "/etc/systemd/system/systemd-networkd-wait-online.service.d/10-imagectl-timeout.conf"
+)
+
+func configSteps(img *recipes.Image) []steps.Step {
+	var out []steps.Step
+	if len(img.Kernel.Args) > 0 {
+		out = append(out, steps.KernelArgs{Args: img.Kernel.Args},
+			writeFile(GrubDropIn, 0o644, "root:root", "kernel block", []byte(GrubDropInContent(img.Kernel.Args))))
+	}
+	if n := img.Netdata; n != nil && n.Enabled {
+		out = append(out, writeFile(NetdataConf, 0o644, "root:root", "netdata block", []byte(netdataConf(n))))
+		if goD := netdataGoD(n); goD != "" {
+			out = append(out, writeFile(NetdataGoDConf, 0o644, "root:root", "netdata block", []byte(goD)))
+		}
+		out = append(out, steps.Services{Enable: []string{"netdata"}})
+	}
+	if n := img.Network; n != nil {
+		out = append(out, writeFile(WaitOnlineDropIn, 0o644, "root:root", "network block", []byte(waitOnlineDropIn(n))))
+	}
+	for _, b := range img.Bundles {
+		sb := steps.StageBundle{Name: b.Name, Source: b.Source, SourcePath: b.Path, Archive: b.Archive, Destination: b.Destination, Digest: b.Digest}
+		for _, e := range b.Entries {
+			sb.Entries = append(sb.Entries, steps.BundleEntry{Path: e.Path, Type: e.Type, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Target: e.Target})
+		}
+		sort.Slice(sb.Entries, func(i, j int) bool { return sb.Entries[i].Path < sb.Entries[j].Path })
+		out = append(out, sb)
+	}
+	return out
+}
+
+func finalizeSteps(img *recipes.Image) []steps.Step {
+	return []steps.Step{
+		steps.InstallValidationScript{Path: img.Validation.Script},
+		steps.WriteBuildMarker{Path: img.BuildMarker},
+		steps.Cleanup{Actions: steps.DefaultCleanup},
+	}
+}
+
+// GrubDropInContent is the grub.d drop-in that carries the kernel args. grub
+// sources it after /etc/default/grub; it appends each argument to
+// GRUB_CMDLINE_LINUX unless already there, so it never duplicates the edit
+// in /etc/default/grub and never touches GRUB_CMDLINE_LINUX_DEFAULT, which
+// curtin rewrites at deploy with MAAS's kernel_opts.
+func GrubDropInContent(args []string) string {
+	return `# Written by imagectl: the recipe's kernel arguments.
+# curtin rewrites GRUB_CMDLINE_LINUX_DEFAULT at deploy and never touches
+# GRUB_CMDLINE_LINUX, so the arguments go here and in /etc/default/grub.
+for imagectl_arg in ` + strings.Join(args, " ") + `; do
+	case " ${GRUB_CMDLINE_LINUX} " in
+	*" ${imagectl_arg} "*) ;;
+	*) GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX:+${GRUB_CMDLINE_LINUX} }${imagectl_arg}" ;;
+	esac
+done
+unset imagectl_arg
+`
+}
+
+func netdataConf(n *recipes.Netdata) string {
+	var b strings.Builder
+	b.WriteString("# Written by imagectl from the recipe's netdata block.\n")
+	fmt.Fprintf(&b, "[db]\n    mode = dbengine\n    update every = %d\n    storage tiers = 1\n    dbengine multihost disk space MB = %d\n\n", n.UpdateEvery, n.RetentionMB)
+	fmt.Fprintf(&b, "[web]\n    bind to = %s\n", n.Bind)
+	var plugins []string
+	for _, c := range n.Collectors {
+		if col, _ := recipes.Collector(c); col.Plugin {
+			plugins = append(plugins, c)
+		}
+	}
+	if len(plugins) > 0 {
+		b.WriteString("\n[plugins]\n")
+		for _, p := range plugins {
+			fmt.Fprintf(&b, "    %s = yes\n", p)
+		}
+	}
+	return b.String()
+}
+
+// netdataGoD enables the go.d modules among the collectors ("" if none).
+func netdataGoD(n *recipes.Netdata) string {
+	var mods []string
+	for _, c := range n.Collectors {
+		if col, _ := recipes.Collector(c); !col.Plugin {
+			mods = append(mods, c)
+		}
+	}
+	if len(mods) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("# Written by imagectl from the recipe's netdata block.\nenabled: yes\ndefault_run: yes\nmodules:\n")
+	for _, m := range mods {
+		fmt.Fprintf(&b, "  %s: yes\n", m)
+	}
+	return b.String()
+}
+
+func waitOnlineDropIn(n *recipes.Network) string {
+	args := fmt.Sprintf("--timeout=%d", int(n.WaitOnlineTimeout.Seconds()))
+	if n.WaitOnlineAny {
+		args += " --any"
+	}
+	return "# Written by imagectl: first boot must not wait forever on unused fabric ports.\n" +
+		"[Service]\nExecStart=\nExecStart=/usr/lib/systemd/systemd-networkd-wait-online " + args + "\n"
+}

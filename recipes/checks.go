@@ -1,0 +1,188 @@
+package recipes
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The syntax checks of recipe values. Each returns "" when the value is
+// fine, or a sentence for the diagnostic's detail.
+
+var (
+	nameRE         = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	checksumRE     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	sizeRE         = regexp.MustCompile(`^([0-9]+)\s*([KMGTP]?)(i?B)?$`)
+	packageRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+|/[a-z0-9.+-]+)?$`)
+	unitRE         = regexp.MustCompile(`^[A-Za-z0-9:_.@\\-]+$`)
+	ownerRE        = regexp.MustCompile(`^([a-z_][a-z0-9_-]*\$?|[0-9]+)(:([a-z_][a-z0-9_-]*\$?|[0-9]+))?$`)
+	modeRE         = regexp.MustCompile(`^0?[0-7]{3,4}$`)
+	versionRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]*$`)
+	architectureRE = regexp.MustCompile(`^(amd64|arm64|armhf|i386|ppc64el|s390x|riscv64)/[a-z0-9-]+$`)
+	baseImageRE    = regexp.MustCompile(`^(ubuntu|centos|rhel|ol)/[a-z0-9.-]+$`)
+)
+
+func checkName(kind, n string) string {
+	if !nameRE.MatchString(n) {
+		return fmt.Sprintf("%q is not a valid %s name: use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit.", n, kind)
+	}
+	return ""
+}
+
+func checkChecksum(s string) string {
+	if checksumRE.MatchString(s) {
+		return ""
+	}
+	if strings.HasPrefix(s, "sha256:") {
+		hex := strings.TrimPrefix(s, "sha256:")
+		return fmt.Sprintf("The digest has %d characters; a sha256 digest is 64 lowercase hex digits, as in \"sha256:%s\".", len(hex), strings.Repeat("0", 64))
+	}
+	return fmt.Sprintf("%q is not of the form \"sha256:<64 hex digits>\".", s)
+}
+
+// parseSize reads a disk size such as "80G", "512MiB" or "1073741824";
+// units are binary, as qemu-img takes them.
+func parseSize(s string) (int64, string) {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Sprintf("%q is not a size: write a whole number with an optional unit K, M, G, T or P, such as \"80G\".", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Sprintf("%q is not a positive size.", s)
+	}
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40, "P": 50}[m[2]]
+	if n > (1<<62)>>shift {
+		return 0, fmt.Sprintf("%q is too large.", s)
+	}
+	return n << shift, ""
+}
+
+func checkPackage(p string) string {
+	switch {
+	case strings.TrimSpace(p) == "":
+		return "A package name is empty."
+	case !packageRE.MatchString(p):
+		return fmt.Sprintf("%q is not a Debian package name (lowercase letters, digits, '+', '-', '.'; optionally :arch, =version or /release).", p)
+	}
+	return ""
+}
+
+func checkKernelArg(a string) string {
+	switch {
+	case a == "":
+		return "A kernel argument is empty."
+	case strings.ContainsAny(a, " \t\n\r"):
+		return fmt.Sprintf("%q contains whitespace: give each argument as its own list element.", a)
+	case strings.ContainsAny(a, "\"'`\\$"):
+		return fmt.Sprintf("%q contains a quote, backslash or $: GRUB_CMDLINE_LINUX is shell-quoted by imagectl and such characters would change its meaning.", a)
+	}
+	return ""
+}
+
+func checkUnit(u string) string {
+	if u == "" || !unitRE.MatchString(u) {
+		return fmt.Sprintf("%q is not a systemd unit name.", u)
+	}
+	return ""
+}
+
+func checkOwner(o string) string {
+	if !ownerRE.MatchString(o) {
+		return fmt.Sprintf("%q is not an owner: write user or user:group, by name or number.", o)
+	}
+	return ""
+}
+
+func parseMode(s string) (uint32, string) {
+	if !modeRE.MatchString(s) {
+		return 0, fmt.Sprintf("%q is not an octal file mode such as \"0644\" (write it as a string: a bare 644 would be decimal).", s)
+	}
+	m, _ := strconv.ParseUint(s, 8, 32)
+	return uint32(m), ""
+}
+
+// checkImagePath checks a path inside the image.
+func checkImagePath(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("%q is not an absolute path in the image.", p)
+	case path.Clean(p) != p && path.Clean(p)+"/" != p:
+		return fmt.Sprintf("%q is not a clean path; write %q.", p, path.Clean(p))
+	case path.Clean(p) == "/":
+		return "The path is the root directory."
+	case path.Clean(p) == "/boot/efi" || strings.HasPrefix(p, "/boot/efi/"):
+		return "Nothing may be placed under /boot/efi: at deploy time MAAS mounts the EFI system partition (vfat) there before extracting the image."
+	}
+	return ""
+}
+
+func checkHTTPURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Sprintf("%q is not an http or https URL.", s)
+	}
+	return ""
+}
+
+func checkBind(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port, such as \"127.0.0.1:19999\".", s)
+	}
+	if host != "" && host != "*" && net.ParseIP(host) == nil && !nameRE.MatchString(host) {
+		return fmt.Sprintf("%q is not an IP address or host name.", host)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Sprintf("%q is not a TCP port (1-65535).", port)
+	}
+	return ""
+}
+
+// NetdataCollector says how imagectl enables a Netdata collector: as one of
+// the agent's internal plugins ([plugins] in netdata.conf) or as a go.d
+// module (go.d.conf).
+type NetdataCollector struct {
+	Name   string
+	Plugin bool
+}
+
+// netdataCollectors are the collectors imagectl knows how to enable.
+var netdataCollectors = map[string]bool{
+	// internal plugins: name -> true
+	"apps": true, "cgroups": true, "diskspace": true, "ebpf": true, "idlejitter": true,
+	"proc": true, "statsd": true, "tc": true, "timex": true, "perf": true, "slabinfo": true,
+	// go.d modules: name -> false
+	"nvidia_smi": false, "docker": false, "dockerhub": false, "nginx": false, "systemdunits": false,
+	"smartctl": false, "sensors": false, "ping": false, "dnsmasq": false, "dnsmasq_dhcp": false,
+	"libvirt": false, "nvme": false, "ipmi": false, "chrony": false,
+	"k8s_kubelet": false, "prometheus": false, "httpcheck": false, "portcheck": false, "intelgpu": false,
+}
+
+// Collector looks up a known Netdata collector.
+func Collector(name string) (NetdataCollector, bool) {
+	plugin, ok := netdataCollectors[name]
+	return NetdataCollector{Name: name, Plugin: plugin}, ok
+}
+
+func checkCollector(c string) string {
+	if _, ok := netdataCollectors[c]; ok {
+		return ""
+	}
+	names := make([]string, 0, len(netdataCollectors))
+	for n := range netdataCollectors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	msg := fmt.Sprintf("%q is not a Netdata collector imagectl knows.", c)
+	if s := suggest(c, names); s != "" {
+		return msg + fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return msg + " Known collectors: " + strings.Join(names, ", ") + "."
+}

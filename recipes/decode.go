@@ -1,0 +1,204 @@
+package recipes
+
+import (
+	"fmt"
+	"math/big"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// attrs evaluates the attributes of one block. Every getter returns the
+// given default when the attribute is absent, null, or not known (a value
+// that depends on a variable that already failed: the failure has been
+// reported once and is not reported again here). Type errors are collected
+// in diags with the attribute's expression as subject.
+type attrs struct {
+	m     hcl.Attributes
+	ctx   *hcl.EvalContext
+	diags *hcl.Diagnostics
+}
+
+func newAttrs(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) attrs {
+	return attrs{m: content.Attributes, ctx: ctx, diags: diags}
+}
+
+// has reports whether the attribute is written in the block.
+func (a attrs) has(name string) bool { _, ok := a.m[name]; return ok }
+
+// rng is the range of the attribute's expression, or nil when absent.
+func (a attrs) rng(name string) *hcl.Range {
+	if at, ok := a.m[name]; ok {
+		r := at.Expr.Range()
+		return &r
+	}
+	return nil
+}
+
+// value evaluates and converts an attribute. ok is false when the attribute
+// is absent, null, unknown or of the wrong type.
+func (a attrs) value(name string, ty cty.Type) (cty.Value, bool) {
+	at, ok := a.m[name]
+	if !ok {
+		return cty.NilVal, false
+	}
+	v, diags := at.Expr.Value(a.ctx)
+	*a.diags = append(*a.diags, diags...)
+	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+		return cty.NilVal, false
+	}
+	cv, err := convert.Convert(v, ty)
+	if err != nil {
+		r := at.Expr.Range()
+		*a.diags = append(*a.diags, &hcl.Diagnostic{
+			Severity:    hcl.DiagError,
+			Summary:     "Incorrect attribute value type",
+			Detail:      fmt.Sprintf("Inappropriate value for attribute %q: %s.", name, convertErrText(err, ty)),
+			Subject:     &r,
+			Expression:  at.Expr,
+			EvalContext: a.ctx,
+		})
+		return cty.NilVal, false
+	}
+	if cv.IsNull() || !cv.IsWhollyKnown() {
+		return cty.NilVal, false
+	}
+	return cv, true
+}
+
+func convertErrText(err error, ty cty.Type) string {
+	switch {
+	case ty == cty.String:
+		return "a string is required"
+	case ty == cty.Bool:
+		return "a bool (true or false) is required"
+	case ty == cty.Number:
+		return "a number is required"
+	case ty.IsListType() && ty.ElementType() == cty.String:
+		return "a list of strings is required"
+	}
+	return err.Error()
+}
+
+func (a attrs) str(name, def string) string {
+	v, ok := a.value(name, cty.String)
+	if !ok {
+		return def
+	}
+	return v.AsString()
+}
+
+func (a attrs) boolean(name string, def bool) bool {
+	v, ok := a.value(name, cty.Bool)
+	if !ok {
+		return def
+	}
+	return v.True()
+}
+
+// integer reads a whole number; a fraction is an error.
+func (a attrs) integer(name string, def int) int {
+	v, ok := a.value(name, cty.Number)
+	if !ok {
+		return def
+	}
+	bf := v.AsBigFloat()
+	i, acc := bf.Int64()
+	if acc != big.Exact || i > 1<<31 || i < -(1<<31) {
+		a.errorAt(name, "Invalid number", fmt.Sprintf("%q must be a whole number.", name))
+		return def
+	}
+	return int(i)
+}
+
+// strList reads a list of strings and returns, beside it, the source range
+// of each element: the element's own range when the list is written out
+// literally, the whole expression's range otherwise.
+func (a attrs) strList(name string) ([]string, []hcl.Range) {
+	v, ok := a.value(name, cty.List(cty.String))
+	if !ok {
+		return nil, nil
+	}
+	at := a.m[name]
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, ev := it.Element()
+		if ev.IsNull() {
+			out = append(out, "")
+			continue
+		}
+		out = append(out, ev.AsString())
+	}
+	ranges := make([]hcl.Range, len(out))
+	exprs, diags := hcl.ExprList(at.Expr)
+	for i := range ranges {
+		if !diags.HasErrors() && len(exprs) == len(out) {
+			ranges[i] = exprs[i].Range()
+		} else {
+			ranges[i] = at.Expr.Range()
+		}
+	}
+	return out, ranges
+}
+
+// strMap reads a map of any values (used for template and layer variables).
+func (a attrs) anyMap(name string) (map[string]cty.Value, bool) {
+	at, ok := a.m[name]
+	if !ok {
+		return nil, false
+	}
+	v, diags := at.Expr.Value(a.ctx)
+	*a.diags = append(*a.diags, diags...)
+	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+		return nil, false
+	}
+	if !v.Type().IsObjectType() && !v.Type().IsMapType() {
+		a.errorAt(name, "Incorrect attribute value type", fmt.Sprintf("%q must be an object, such as { name = value }.", name))
+		return nil, false
+	}
+	return v.AsValueMap(), true
+}
+
+func (a attrs) errorAt(name, summary, detail string) {
+	*a.diags = append(*a.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   detail,
+		Subject:  a.rng(name),
+	})
+}
+
+func (a attrs) warnAt(name, summary, detail string) {
+	*a.diags = append(*a.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagWarning,
+		Summary:  summary,
+		Detail:   detail,
+		Subject:  a.rng(name),
+	})
+}
+
+func errorAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
+// singleBlock returns the only block of a type, reporting any repeat.
+func singleBlock(blocks hcl.Blocks, typ string, diags *hcl.Diagnostics) *hcl.Block {
+	var first *hcl.Block
+	for _, b := range blocks {
+		if b.Type != typ {
+			continue
+		}
+		if first != nil {
+			*diags = append(*diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("Duplicate %s block", typ),
+				Detail:   fmt.Sprintf("Only one %s block is allowed here; the first is at %s.", typ, first.DefRange),
+				Subject:  b.DefRange.Ptr(),
+			})
+			continue
+		}
+		first = b
+	}
+	return first
+}

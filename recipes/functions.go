@@ -1,0 +1,245 @@
+package recipes
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"path"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/tryfunc"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+)
+
+// functions returns the functions a recipe or layer file in baseDir may
+// call. The set follows Packer and Terraform names. There is deliberately no
+// env(): a recipe's inputs are its variables, so a build is reproducible from
+// the recipe and the values the plan prints. File functions read only inside
+// the tree (see tree).
+func functions(t tree, baseDir string) map[string]function.Function {
+	fns := map[string]function.Function{
+		"abs":          stdlib.AbsoluteFunc,
+		"base64decode": base64DecodeFunc,
+		"base64encode": base64EncodeFunc,
+		"basename":     basenameFunc,
+		"can":          tryfunc.CanFunc,
+		"ceil":         stdlib.CeilFunc,
+		"chomp":        stdlib.ChompFunc,
+		"coalesce":     stdlib.CoalesceFunc,
+		"coalescelist": stdlib.CoalesceListFunc,
+		"compact":      stdlib.CompactFunc,
+		"concat":       stdlib.ConcatFunc,
+		"contains":     stdlib.ContainsFunc,
+		"csvdecode":    stdlib.CSVDecodeFunc,
+		"dirname":      dirnameFunc,
+		"distinct":     stdlib.DistinctFunc,
+		"element":      stdlib.ElementFunc,
+		"flatten":      stdlib.FlattenFunc,
+		"floor":        stdlib.FloorFunc,
+		"format":       stdlib.FormatFunc,
+		"formatlist":   stdlib.FormatListFunc,
+		"indent":       stdlib.IndentFunc,
+		"join":         stdlib.JoinFunc,
+		"jsondecode":   stdlib.JSONDecodeFunc,
+		"jsonencode":   stdlib.JSONEncodeFunc,
+		"keys":         stdlib.KeysFunc,
+		"length":       stdlib.LengthFunc,
+		"lookup":       stdlib.LookupFunc,
+		"lower":        stdlib.LowerFunc,
+		"max":          stdlib.MaxFunc,
+		"merge":        stdlib.MergeFunc,
+		"min":          stdlib.MinFunc,
+		"parseint":     stdlib.ParseIntFunc,
+		"range":        stdlib.RangeFunc,
+		"regex":        stdlib.RegexFunc,
+		"regexall":     stdlib.RegexAllFunc,
+		"replace":      stdlib.ReplaceFunc,
+		"reverse":      stdlib.ReverseListFunc,
+		"setunion":     stdlib.SetUnionFunc,
+		"sha256":       sha256Func,
+		"slice":        stdlib.SliceFunc,
+		"sort":         stdlib.SortFunc,
+		"split":        stdlib.SplitFunc,
+		"substr":       stdlib.SubstrFunc,
+		"title":        stdlib.TitleFunc,
+		"tobool":       stdlib.MakeToFunc(cty.Bool),
+		"tolist":       stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+		"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
+		"tonumber":     stdlib.MakeToFunc(cty.Number),
+		"toset":        stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+		"tostring":     stdlib.MakeToFunc(cty.String),
+		"trim":         stdlib.TrimFunc,
+		"trimprefix":   stdlib.TrimPrefixFunc,
+		"trimspace":    stdlib.TrimSpaceFunc,
+		"trimsuffix":   stdlib.TrimSuffixFunc,
+		"try":          tryfunc.TryFunc,
+		"upper":        stdlib.UpperFunc,
+		"values":       stdlib.ValuesFunc,
+		"zipmap":       stdlib.ZipmapFunc,
+	}
+	fns["file"] = fileFunc(t, baseDir)
+	fns["fileexists"] = fileExistsFunc(t, baseDir)
+	fns["filesha256"] = fileSHA256Func(t, baseDir)
+	// templatefile's own templates get every function but templatefile, so
+	// a template cannot recurse into itself.
+	inner := make(map[string]function.Function, len(fns))
+	for k, v := range fns {
+		inner[k] = v
+	}
+	fns["templatefile"] = templateFileFunc(t, baseDir, inner)
+	return fns
+}
+
+var stringParam = []function.Parameter{{Name: "path", Type: cty.String}}
+
+func fileFunc(t tree, baseDir string) function.Function {
+	return function.New(&function.Spec{
+		Description: "Reads a file in the recipe's tree as a UTF-8 string.",
+		Params:      stringParam,
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			b, _, err := t.readSource(baseDir, args[0].AsString())
+			if err != nil {
+				return cty.NilVal, err
+			}
+			return cty.StringVal(string(b)), nil
+		},
+	})
+}
+
+func fileExistsFunc(t tree, baseDir string) function.Function {
+	return function.New(&function.Spec{
+		Description: "Reports whether a file exists in the recipe's tree.",
+		Params:      stringParam,
+		Type:        function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			_, _, err := t.readSource(baseDir, args[0].AsString())
+			return cty.BoolVal(err == nil), nil
+		},
+	})
+}
+
+func fileSHA256Func(t tree, baseDir string) function.Function {
+	return function.New(&function.Spec{
+		Description: "Returns the hex sha256 of a file in the recipe's tree.",
+		Params:      stringParam,
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			b, _, err := t.readSource(baseDir, args[0].AsString())
+			if err != nil {
+				return cty.NilVal, err
+			}
+			sum := sha256.Sum256(b)
+			return cty.StringVal(hex.EncodeToString(sum[:])), nil
+		},
+	})
+}
+
+var sha256Func = function.New(&function.Spec{
+	Description: "Returns the hex sha256 of a string.",
+	Params:      []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:        function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		sum := sha256.Sum256([]byte(args[0].AsString()))
+		return cty.StringVal(hex.EncodeToString(sum[:])), nil
+	},
+})
+
+var base64EncodeFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.StringVal(base64.StdEncoding.EncodeToString([]byte(args[0].AsString()))), nil
+	},
+})
+
+var base64DecodeFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		b, err := base64.StdEncoding.DecodeString(args[0].AsString())
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("invalid base64: %w", err)
+		}
+		return cty.StringVal(string(b)), nil
+	},
+})
+
+var basenameFunc = function.New(&function.Spec{
+	Params: stringParam,
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.StringVal(path.Base(args[0].AsString())), nil
+	},
+})
+
+var dirnameFunc = function.New(&function.Spec{
+	Params: stringParam,
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.StringVal(path.Dir(args[0].AsString())), nil
+	},
+})
+
+func templateFileFunc(t tree, baseDir string, fns map[string]function.Function) function.Function {
+	return function.New(&function.Spec{
+		Description: "Renders a template file in the recipe's tree with the given variables.",
+		Params: []function.Parameter{
+			{Name: "path", Type: cty.String},
+			{Name: "vars", Type: cty.DynamicPseudoType},
+		},
+		Type: function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			return renderTemplate(t, baseDir, args[0].AsString(), args[1], fns)
+		},
+	})
+}
+
+// renderTemplate renders the template file p with vars (an object or map).
+func renderTemplate(t tree, baseDir, p string, vars cty.Value, fns map[string]function.Function) (cty.Value, error) {
+	src, real, err := t.readSource(baseDir, p)
+	if err != nil {
+		return cty.NilVal, err
+	}
+	if !vars.IsNull() && !vars.Type().IsObjectType() && !vars.Type().IsMapType() {
+		return cty.NilVal, fmt.Errorf("template variables must be an object, such as { name = value }")
+	}
+	expr, diags := hclsyntax.ParseTemplate(src, real, hcl.Pos{Line: 1, Column: 1, Byte: 0})
+	if diags.HasErrors() {
+		return cty.NilVal, fmt.Errorf("parsing template %s: %s", p, diags.Error())
+	}
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: fns}
+	if !vars.IsNull() {
+		for k, v := range vars.AsValueMap() {
+			ctx.Variables[k] = v
+		}
+	}
+	for _, tr := range expr.Variables() {
+		if _, ok := ctx.Variables[tr.RootName()]; !ok {
+			return cty.NilVal, fmt.Errorf("template %s uses %q, which is not among the variables given to it", p, tr.RootName())
+		}
+	}
+	v, diags := expr.Value(ctx)
+	if diags.HasErrors() {
+		return cty.NilVal, fmt.Errorf("rendering template %s: %s", p, diags.Error())
+	}
+	sv, err := toString(v)
+	if err != nil {
+		return cty.NilVal, fmt.Errorf("rendering template %s: %w", p, err)
+	}
+	return sv, nil
+}
+
+func toString(v cty.Value) (cty.Value, error) {
+	if v.IsNull() || !v.IsKnown() {
+		return cty.NilVal, fmt.Errorf("the result is null or unknown")
+	}
+	if v.Type() != cty.String {
+		return cty.NilVal, fmt.Errorf("the result is %s, not a string", v.Type().FriendlyName())
+	}
+	return v, nil
+}

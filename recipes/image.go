@@ -1,0 +1,433 @@
+package recipes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Defaults of the image block.
+const (
+	DefaultArchitecture      = "amd64/generic"
+	DefaultBuildMarker       = "/etc/imagectl/build.json"
+	DefaultBundleDir         = "/usr/local/share/gpuaas/site-bootstrap"
+	DefaultArtifactDirectory = "artifacts"
+	DefaultCompressionLevel  = 6
+	DefaultWaitOnlineTimeout = 30 * time.Second
+	DefaultNetdataBind       = "127.0.0.1:19999"
+	DefaultNetdataRetention  = 256
+)
+
+func digestBytes(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func fileMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	img := &Image{Name: block.Labels[0], DeclRange: block.DefRange}
+	if msg := checkName("image", img.Name); msg != "" {
+		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid image name", msg))
+	}
+	content, d := block.Body.Content(imageSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	img.Title = a.str("title", "")
+	if a.has("title") && strings.TrimSpace(img.Title) == "" {
+		a.errorAt("title", "Empty title", "The image title is shown in MAAS; give it one.")
+	}
+	img.Version = a.str("version", "")
+	if img.Version != "" && !versionRE.MatchString(img.Version) {
+		a.errorAt("version", "Invalid version", fmt.Sprintf("%q is not a version: use letters, digits, '.', '+', '~', '_' and '-', starting with a letter or digit.", img.Version))
+	}
+	img.Architecture = a.str("architecture", DefaultArchitecture)
+	if !architectureRE.MatchString(img.Architecture) {
+		a.errorAt("architecture", "Invalid architecture", fmt.Sprintf("%q is not a MAAS architecture such as %q.", img.Architecture, DefaultArchitecture))
+	}
+	img.BuildMarker = a.str("build_marker", DefaultBuildMarker)
+	if msg := checkImagePath(img.BuildMarker); msg != "" {
+		a.errorAt("build_marker", "Invalid build marker path", msg)
+	}
+
+	if b := singleBlock(content.Blocks, "base", &diags); b != nil {
+		diags = append(diags, l.decodeBase(&img.Base, b, ctx)...)
+	} else {
+		diags = append(diags, errorAt(block.DefRange, "Missing base block",
+			`An image needs a base { source = ..., checksum = "sha256:..." } block naming the cloud image it starts from.`))
+	}
+
+	layerNames := map[string]hcl.Range{}
+	bundleNames := map[string]hcl.Range{}
+	for _, b := range content.Blocks {
+		switch b.Type {
+		case "layer":
+			name := b.Labels[0]
+			if prev, dup := layerNames[name]; dup {
+				diags = append(diags, errorAt(b.LabelRanges[0], "Duplicate layer",
+					fmt.Sprintf("Layer %q is already defined at %s.", name, prev)))
+				continue
+			}
+			layerNames[name] = b.DefRange
+			layer, d := l.decodeLayer(b, ctx)
+			diags = append(diags, d...)
+			img.Layers = append(img.Layers, layer)
+		case "bundle":
+			name := b.Labels[0]
+			if prev, dup := bundleNames[name]; dup {
+				diags = append(diags, errorAt(b.LabelRanges[0], "Duplicate bundle",
+					fmt.Sprintf("Bundle %q is already defined at %s.", name, prev)))
+				continue
+			}
+			bundleNames[name] = b.DefRange
+			bundle, d := l.decodeBundle(b, ctx)
+			diags = append(diags, d...)
+			img.Bundles = append(img.Bundles, bundle)
+		}
+	}
+	if b := singleBlock(content.Blocks, "kernel", &diags); b != nil {
+		diags = append(diags, decodeKernel(&img.Kernel, b, ctx)...)
+	}
+	if b := singleBlock(content.Blocks, "netdata", &diags); b != nil {
+		img.Netdata = &Netdata{}
+		diags = append(diags, decodeNetdata(img.Netdata, b, ctx)...)
+	}
+	if b := singleBlock(content.Blocks, "network", &diags); b != nil {
+		img.Network = &Network{}
+		diags = append(diags, decodeNetwork(img.Network, b, ctx)...)
+	}
+	img.Artifact = Artifact{Directory: DefaultArtifactDirectory, CompressionLevel: DefaultCompressionLevel}
+	if b := singleBlock(content.Blocks, "artifact", &diags); b != nil {
+		diags = append(diags, l.decodeArtifact(&img.Artifact, b, ctx)...)
+	}
+	if b := singleBlock(content.Blocks, "maas", &diags); b != nil {
+		img.MAAS = &MAAS{}
+		diags = append(diags, decodeMAAS(img.MAAS, img, b, ctx)...)
+	}
+	img.Validation.Script = "/usr/local/sbin/" + img.Name + "-validate.sh"
+	if b := singleBlock(content.Blocks, "validation", &diags); b != nil {
+		diags = append(diags, decodeValidation(&img.Validation, b, ctx)...)
+	}
+	return img, diags
+}
+
+func (l *loader) decodeBase(base *Base, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	content, d := b.Body.Content(baseSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	base.Source = a.str("source", "")
+	switch {
+	case !a.has("source"):
+	case strings.Contains(base.Source, "://"):
+		if msg := checkHTTPURL(base.Source); msg != "" {
+			a.errorAt("source", "Invalid base image URL", msg)
+		}
+		base.URL = true
+	case base.Source == "":
+		a.errorAt("source", "Empty base image source", "Give the base image as an http(s) URL or a local path.")
+	default:
+		// A local base image may live anywhere (a cache, a download
+		// directory); only its checksum is trusted. Missing is an error
+		// only for a real build, which verifies it first.
+		p := base.Source
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(l.recipeDir, p)
+		}
+		base.Path = p
+	}
+	base.Checksum = a.str("checksum", "")
+	if a.has("checksum") {
+		if msg := checkChecksum(base.Checksum); msg != "" {
+			a.errorAt("checksum", "Invalid checksum", msg)
+		}
+	}
+	base.Format = a.str("format", "qcow2")
+	if base.Format != "qcow2" && base.Format != "raw" {
+		a.errorAt("format", "Unsupported base image format", fmt.Sprintf("%q is not qcow2 or raw.", base.Format))
+	}
+	base.SizeText = a.str("size", "")
+	if base.SizeText != "" {
+		size, msg := parseSize(base.SizeText)
+		if msg != "" {
+			a.errorAt("size", "Invalid size", msg)
+		}
+		base.Size = size
+	}
+	return diags
+}
+
+func decodeKernel(k *Kernel, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	content, d := b.Body.Content(kernelSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	args, ranges := a.strList("args")
+	seen := map[string]bool{}
+	for i, arg := range args {
+		if msg := checkKernelArg(arg); msg != "" {
+			diags = append(diags, errorAt(ranges[i], "Invalid kernel argument", msg))
+			continue
+		}
+		if seen[arg] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "Duplicate kernel argument",
+				Detail: fmt.Sprintf("%q is given twice.", arg), Subject: ranges[i].Ptr()})
+			continue
+		}
+		seen[arg] = true
+		k.Args = append(k.Args, arg)
+	}
+	return diags
+}
+
+func decodeNetdata(n *Netdata, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	content, d := b.Body.Content(netdataSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	n.Enabled = a.boolean("enabled", true)
+	n.Bind = a.str("bind", DefaultNetdataBind)
+	if msg := checkBind(n.Bind); msg != "" {
+		a.errorAt("bind", "Invalid bind address", msg)
+	}
+	n.RetentionMB = a.integer("retention_mb", DefaultNetdataRetention)
+	if n.RetentionMB < 16 {
+		a.errorAt("retention_mb", "Retention too small", fmt.Sprintf("retention_mb is %d; Netdata's dbengine needs at least 16 MB.", n.RetentionMB))
+	}
+	n.UpdateEvery = a.integer("update_every", 1)
+	if n.UpdateEvery < 1 || n.UpdateEvery > 3600 {
+		a.errorAt("update_every", "Invalid update interval", fmt.Sprintf("update_every is %d; give a number of seconds from 1 to 3600.", n.UpdateEvery))
+	}
+	collectors, ranges := a.strList("collectors")
+	for i, c := range collectors {
+		if msg := checkCollector(c); msg != "" {
+			diags = append(diags, errorAt(ranges[i], "Unknown Netdata collector", msg))
+		}
+	}
+	n.Collectors = collectors
+	return diags
+}
+
+func decodeNetwork(n *Network, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	content, d := b.Body.Content(networkSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	n.WaitOnlineTimeout = DefaultWaitOnlineTimeout
+	if a.has("wait_online_timeout") {
+		// A number is seconds; a string is a Go duration such as "30s".
+		if v, ok := a.value("wait_online_timeout", cty.DynamicPseudoType); ok {
+			var dur time.Duration
+			var err error
+			switch v.Type() {
+			case cty.Number:
+				f, _ := v.AsBigFloat().Float64()
+				dur = time.Duration(f * float64(time.Second))
+			case cty.String:
+				dur, err = time.ParseDuration(v.AsString())
+			default:
+				err = fmt.Errorf("a duration such as \"30s\" or a number of seconds is required")
+			}
+			switch {
+			case err != nil:
+				a.errorAt("wait_online_timeout", "Invalid timeout", err.Error()+".")
+			case dur < time.Second || dur > time.Hour || dur%time.Second != 0:
+				a.errorAt("wait_online_timeout", "Invalid timeout", "Give a whole number of seconds from 1s to 1h: systemd-networkd-wait-online takes seconds.")
+			default:
+				n.WaitOnlineTimeout = dur
+			}
+		}
+	}
+	n.WaitOnlineAny = a.boolean("wait_online_any", true)
+	return diags
+}
+
+func (l *loader) decodeArtifact(art *Artifact, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	content, d := b.Body.Content(artifactSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	art.Directory = a.str("directory", art.Directory)
+	if strings.TrimSpace(art.Directory) == "" {
+		a.errorAt("directory", "Empty artifact directory", "Give the directory the build writes into.")
+	}
+	art.CompressionLevel = a.integer("compression_level", art.CompressionLevel)
+	if art.CompressionLevel < 1 || art.CompressionLevel > 9 {
+		a.errorAt("compression_level", "Invalid compression level", fmt.Sprintf("%d is not a gzip level from 1 (fastest) to 9 (smallest).", art.CompressionLevel))
+	}
+	art.SignKey = a.str("sign_key", "")
+	if art.SignKey != "" {
+		p := art.SignKey
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(l.recipeDir, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			a.warnAt("sign_key", "Signing key not found", fmt.Sprintf("%s: a build would fail when it signs the artifact.", err))
+		}
+	}
+	return diags
+}
+
+// maasFiletypes are the file types MAAS accepts; imagectl builds tgz.
+var maasFiletypes = []string{"tgz", "tbz", "txz", "ddtgz", "ddtbz", "ddtxz", "ddtar", "ddbz2", "ddgz", "ddxz", "ddraw"}
+
+func decodeMAAS(m *MAAS, img *Image, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	content, d := b.Body.Content(maasSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	m.Name = a.str("name", "custom/"+img.Name)
+	short := strings.TrimPrefix(m.Name, "custom/")
+	if strings.Contains(short, "/") || !nameRE.MatchString(short) {
+		a.errorAt("name", "Invalid MAAS name", fmt.Sprintf("%q is not a custom image name: write custom/<name> or <name>, with lowercase letters, digits, '.', '_' and '-'.", m.Name))
+	}
+	m.Title = a.str("title", img.Title)
+	m.Filetype = a.str("filetype", "tgz")
+	switch {
+	case m.Filetype == "tgz":
+	case contains(maasFiletypes, m.Filetype):
+		a.errorAt("filetype", "Unsupported MAAS file type",
+			fmt.Sprintf("imagectl builds tgz root filesystems (MAAS owns partitioning); %q is a file type MAAS knows but imagectl does not produce.", m.Filetype))
+	default:
+		a.errorAt("filetype", "Unknown MAAS file type", fmt.Sprintf("%q is not a MAAS file type (%s).", m.Filetype, strings.Join(maasFiletypes, ", ")))
+	}
+	m.BaseImage = a.str("base_image", "")
+	if a.has("base_image") && !baseImageRE.MatchString(m.BaseImage) {
+		a.errorAt("base_image", "Invalid MAAS base image", fmt.Sprintf("%q is not <os>/<series> with os ubuntu, centos, rhel or ol, such as \"ubuntu/noble\".", m.BaseImage))
+	}
+	m.Site = a.str("site", "")
+	if m.Site != "" {
+		if msg := checkName("site", m.Site); msg != "" {
+			a.errorAt("site", "Invalid site name", msg)
+		}
+	}
+	return diags
+}
+
+func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	content, d := b.Body.Content(validationSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	v.Script = a.str("script", v.Script)
+	if msg := checkImagePath(v.Script); msg != "" {
+		a.errorAt("script", "Invalid script path", msg)
+	}
+	v.ServicesActive = checkedUnits(a, "services_active", &diags)
+	files, ranges := a.strList("files_exist")
+	for i, f := range files {
+		if msg := checkImagePath(f); msg != "" {
+			diags = append(diags, errorAt(ranges[i], "Invalid path", msg))
+		}
+	}
+	v.FilesExist = files
+	names := map[string]hcl.Range{}
+	for _, cb := range content.Blocks {
+		name := cb.Labels[0]
+		if msg := checkName("check", name); msg != "" {
+			diags = append(diags, errorAt(cb.LabelRanges[0], "Invalid check name", msg))
+		}
+		if prev, dup := names[name]; dup {
+			diags = append(diags, errorAt(cb.LabelRanges[0], "Duplicate check",
+				fmt.Sprintf("Check %q is already defined at %s.", name, prev)))
+			continue
+		}
+		names[name] = cb.DefRange
+		cc, d := cb.Body.Content(checkSchema)
+		diags = append(diags, d...)
+		ca := newAttrs(cc, ctx, &diags)
+		cmd := ca.str("command", "")
+		if ca.has("command") && strings.TrimSpace(cmd) == "" {
+			ca.errorAt("command", "Empty command", "A check's command is empty.")
+		}
+		v.Commands = append(v.Commands, Check{Name: name, Command: cmd})
+	}
+	return diags
+}
+
+func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	bundle := &Bundle{Name: b.Labels[0]}
+	if msg := checkName("bundle", bundle.Name); msg != "" {
+		diags = append(diags, errorAt(b.LabelRanges[0], "Invalid bundle name", msg))
+	}
+	content, d := b.Body.Content(bundleSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, ctx, &diags)
+	bundle.Source = a.str("source", "")
+	if a.has("source") {
+		real, err := l.tree.resolve(l.recipeDir, bundle.Source)
+		if err != nil {
+			diags = append(diags, sourceDiag("bundle source", a.rng("source"), err))
+		} else {
+			bundle.Path = real
+			st, err := os.Stat(real)
+			switch {
+			case err != nil:
+				diags = append(diags, sourceDiag("bundle source", a.rng("source"), err))
+			case st.IsDir():
+			case isTarball(real):
+				bundle.Archive = true
+			default:
+				a.errorAt("source", "Invalid bundle source", fmt.Sprintf("%s is neither a directory nor a tarball (.tar, .tar.gz, .tgz).", bundle.Source))
+			}
+		}
+	}
+	bundle.Destination = a.str("destination", DefaultBundleDir+"/"+bundle.Name+"/")
+	if msg := checkImagePath(bundle.Destination); msg != "" {
+		a.errorAt("destination", "Invalid bundle destination", msg)
+	}
+	if !strings.HasSuffix(bundle.Destination, "/") {
+		bundle.Destination += "/"
+	}
+	bundle.Checksum = a.str("checksum", "")
+	if a.has("checksum") {
+		if msg := checkChecksum(bundle.Checksum); msg != "" {
+			a.errorAt("checksum", "Invalid checksum", msg)
+			bundle.Checksum = ""
+		}
+	}
+	if bundle.Path != "" && !diags.HasErrors() {
+		diags = append(diags, inspectBundle(bundle, a.rng("checksum"), a.rng("source"))...)
+	}
+	return bundle, diags
+}
+
+func isTarball(p string) bool {
+	for _, ext := range []string{".tar", ".tar.gz", ".tgz"} {
+		if strings.HasSuffix(p, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,420 @@
+package recipes
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/agext/levenshtein"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// EnvPrefix prefixes the environment variables that set recipe variables:
+// IMAGECTL_VAR_size=80G sets var.size.
+const EnvPrefix = "IMAGECTL_VAR_"
+
+// Inputs are the values given to a recipe's variables from outside it, from
+// lowest to highest precedence: environment, var files in order, -var flags
+// in order. Defaults are lower than all of them.
+type Inputs struct {
+	// Env is in os.Environ form; only IMAGECTL_VAR_* entries are read.
+	Env []string
+	// Files are var files: HCL files of name = value attributes.
+	Files []string
+	// Flags are -var arguments, "name=value".
+	Flags []string
+}
+
+// decodeVariable decodes one variable block.
+func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	v := &Variable{Name: block.Labels[0], DeclRange: block.DefRange, Type: cty.DynamicPseudoType}
+	if !hclsyntax.ValidIdentifier(v.Name) {
+		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid variable name",
+			"A variable name must start with a letter or underscore and contain only letters, digits, underscores and dashes."))
+	}
+	content, d := block.Body.Content(variableSchema)
+	diags = append(diags, d...)
+	a := newAttrs(content, nil, &diags)
+
+	typeGiven := false
+	if at, ok := content.Attributes["type"]; ok {
+		ty, d := typeexpr.TypeConstraint(at.Expr)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			v.Type = ty
+			typeGiven = true
+		}
+	}
+	v.Description = a.str("description", "")
+	v.Sensitive = a.boolean("sensitive", false)
+	if at, ok := content.Attributes["default"]; ok {
+		val, d := at.Expr.Value(nil)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if !typeGiven {
+				v.Type = inferType(val)
+			}
+			cv, err := convert.Convert(val, v.Type)
+			if err != nil {
+				diags = append(diags, errorAt(at.Expr.Range(), "Invalid default value for variable",
+					fmt.Sprintf("The default of %q does not match its type %s: %s.", v.Name, typeexpr.TypeString(v.Type), err)))
+			} else {
+				v.hasDefault, v.defaultVal = true, cv
+			}
+		}
+	}
+	if !typeGiven && !v.hasDefault {
+		v.Type = cty.String
+	}
+	for _, b := range content.Blocks {
+		vc, d := b.Body.Content(variableValidationSchema)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		val := &variableValidation{DeclRange: b.DefRange}
+		val.Condition = vc.Attributes["condition"].Expr
+		val.ErrorMessage = vc.Attributes["error_message"].Expr
+		for _, tr := range val.Condition.Variables() {
+			if tr.RootName() != "var" || len(tr) < 2 {
+				diags = append(diags, errorAt(tr.SourceRange(), "Invalid validation condition",
+					fmt.Sprintf("A validation condition may refer only to var.%s.", v.Name)))
+				continue
+			}
+			if at, ok := tr[1].(hcl.TraverseAttr); ok && at.Name != v.Name {
+				diags = append(diags, errorAt(tr.SourceRange(), "Invalid validation condition",
+					fmt.Sprintf("A validation condition may refer only to var.%s, not var.%s.", v.Name, at.Name)))
+			}
+		}
+		v.validations = append(v.validations, val)
+	}
+	return v, diags
+}
+
+// inferType gives a variable without a type attribute the type of its
+// default: primitives keep theirs, a list of strings is list(string) (so a
+// comma-separated value from the environment works), anything else is any.
+func inferType(v cty.Value) cty.Type {
+	ty := v.Type()
+	switch {
+	case ty.IsPrimitiveType():
+		return ty
+	case ty.IsTupleType() || ty.IsListType() || ty.IsSetType():
+		if _, err := convert.Convert(v, cty.List(cty.String)); err == nil {
+			return cty.List(cty.String)
+		}
+	}
+	return cty.DynamicPseudoType
+}
+
+// resolveVariables sets every variable's Value from its inputs. Variables
+// that end up without a valid value get cty.DynamicVal so that expressions
+// using them are skipped rather than reported a second time.
+func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	byName := map[string]*Variable{}
+	names := make([]string, 0, len(vars))
+	for _, v := range vars {
+		byName[v.Name] = v
+		names = append(names, v.Name)
+		if v.hasDefault {
+			v.Value, v.Source = v.defaultVal, "default"
+		}
+	}
+	invalid := map[string]bool{}
+	set := func(v *Variable, raw string, source string, rng *hcl.Range) {
+		val, err := parseVarString(raw, v.Type)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid value for variable",
+				Detail:   fmt.Sprintf("The value for %q from %s is not a valid %s: %s.", v.Name, source, typeexpr.TypeString(v.Type), err),
+				Subject:  rng,
+			})
+			invalid[v.Name] = true
+			return
+		}
+		v.Value, v.Source = val, source
+		delete(invalid, v.Name)
+	}
+
+	envs := append([]string(nil), in.Env...)
+	sort.Strings(envs)
+	for _, kv := range envs {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, EnvPrefix) {
+			continue
+		}
+		if v := byName[strings.TrimPrefix(k, EnvPrefix)]; v != nil {
+			set(v, val, "env "+k, nil)
+		}
+	}
+
+	for _, f := range in.Files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read var file", Detail: err.Error()})
+			continue
+		}
+		file, d := p.p.ParseHCL(src, f)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		attrs, d := file.Body.JustAttributes()
+		diags = append(diags, d...)
+		sorted := make([]*hcl.Attribute, 0, len(attrs))
+		for _, at := range attrs {
+			sorted = append(sorted, at)
+		}
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Range.Start.Byte < sorted[j].Range.Start.Byte })
+		for _, at := range sorted {
+			v := byName[at.Name]
+			if v == nil {
+				diags = append(diags, undeclared(at.Name, names, at.NameRange.Ptr()))
+				continue
+			}
+			val, d := at.Expr.Value(nil)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				invalid[v.Name] = true
+				continue
+			}
+			cv, err := convert.Convert(val, v.Type)
+			if err != nil {
+				diags = append(diags, errorAt(at.Expr.Range(), "Invalid value for variable",
+					fmt.Sprintf("The value for %q is not a valid %s: %s.", v.Name, typeexpr.TypeString(v.Type), err)))
+				invalid[v.Name] = true
+				continue
+			}
+			v.Value, v.Source = cv, "var-file "+f
+			delete(invalid, v.Name)
+		}
+	}
+
+	for _, flag := range in.Flags {
+		k, val, ok := strings.Cut(flag, "=")
+		if !ok || k == "" {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid -var argument",
+				Detail: fmt.Sprintf("%q is not of the form name=value.", flag)})
+			continue
+		}
+		v := byName[k]
+		if v == nil {
+			diags = append(diags, undeclared(k, names, nil))
+			continue
+		}
+		set(v, val, "-var", nil)
+	}
+
+	for _, v := range vars {
+		if invalid[v.Name] {
+			v.Value = cty.DynamicVal
+			continue
+		}
+		if v.Value == cty.NilVal {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("No value for variable %q", v.Name),
+				Detail: fmt.Sprintf("Variable %q has no default. Set it with -var %s=..., in a -var-file, or with the environment variable %s%s.",
+					v.Name, v.Name, EnvPrefix, v.Name),
+				Subject: v.DeclRange.Ptr(),
+			})
+			v.Value = cty.DynamicVal
+		}
+	}
+	return diags
+}
+
+func undeclared(name string, names []string, rng *hcl.Range) *hcl.Diagnostic {
+	detail := fmt.Sprintf("The recipe declares no variable %q.", name)
+	if s := suggest(name, names); s != "" {
+		detail += fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared variable", Detail: detail, Subject: rng}
+}
+
+// suggest returns the candidate closest to given, if any is close enough to
+// be what the user meant.
+func suggest(given string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if d := levenshtein.Distance(given, c, nil); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// parseVarString turns a value given as text (-var, environment) into a
+// value of type ty. Strings are taken literally; bools also accept 1/0 and
+// yes/no (the old pipeline's =0/=1 overrides); a list of strings may be
+// written comma-separated; everything else is parsed as an HCL expression.
+func parseVarString(raw string, ty cty.Type) (cty.Value, error) {
+	switch {
+	case ty == cty.String:
+		return cty.StringVal(raw), nil
+	case ty == cty.Bool:
+		switch strings.ToLower(strings.TrimSpace(raw)) {
+		case "1", "true", "yes", "on":
+			return cty.True, nil
+		case "0", "false", "no", "off":
+			return cty.False, nil
+		}
+		return cty.NilVal, fmt.Errorf("%q is not true, false, 1 or 0", raw)
+	case (ty.IsListType() || ty.IsSetType()) && ty.ElementType() == cty.String && !strings.HasPrefix(strings.TrimSpace(raw), "["):
+		var elems []cty.Value
+		for _, s := range strings.Split(raw, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				elems = append(elems, cty.StringVal(s))
+			}
+		}
+		if len(elems) == 0 {
+			if ty.IsSetType() {
+				return cty.SetValEmpty(cty.String), nil
+			}
+			return cty.ListValEmpty(cty.String), nil
+		}
+		if ty.IsSetType() {
+			return cty.SetVal(elems), nil
+		}
+		return cty.ListVal(elems), nil
+	}
+	expr, diags := hclsyntax.ParseExpression([]byte(raw), "<value>", hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		if ty == cty.DynamicPseudoType {
+			return cty.StringVal(raw), nil
+		}
+		return cty.NilVal, fmt.Errorf("cannot parse %q: %s", raw, diags[0].Summary)
+	}
+	val, diags := expr.Value(nil)
+	if diags.HasErrors() {
+		if ty == cty.DynamicPseudoType {
+			return cty.StringVal(raw), nil
+		}
+		return cty.NilVal, fmt.Errorf("cannot evaluate %q: %s", raw, diags[0].Summary)
+	}
+	return convert.Convert(val, ty)
+}
+
+// checkValidations runs each variable's validation blocks.
+func checkValidations(vars []*Variable, ctx *hcl.EvalContext) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, v := range vars {
+		if !v.Value.IsWhollyKnown() {
+			continue
+		}
+		for _, val := range v.validations {
+			res, d := val.Condition.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() || !res.IsWhollyKnown() {
+				continue
+			}
+			res, err := convert.Convert(res, cty.Bool)
+			if err != nil || res.IsNull() {
+				diags = append(diags, errorAt(val.Condition.Range(), "Invalid validation condition", "The condition must be true or false."))
+				continue
+			}
+			if res.True() {
+				continue
+			}
+			msg := "The value is not valid."
+			if mv, d := val.ErrorMessage.Value(ctx); !d.HasErrors() && mv.Type() == cty.String && mv.IsKnown() && !mv.IsNull() {
+				msg = mv.AsString()
+			}
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("Invalid value for variable %q", v.Name),
+				Detail:   fmt.Sprintf("%s (value from %s)", msg, v.Source),
+				Subject:  val.Condition.Range().Ptr(),
+			})
+		}
+	}
+	return diags
+}
+
+// varsObject is the var.* object of an evaluation context.
+func varsObject(vars []*Variable) cty.Value {
+	m := map[string]cty.Value{}
+	for _, v := range vars {
+		m[v.Name] = v.Value
+	}
+	return cty.ObjectVal(m)
+}
+
+// decodeLocals evaluates locals blocks in dependency order; base is the
+// context with var.* and functions. It returns the local.* object.
+func decodeLocals(blocks hcl.Blocks, base *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	pending := map[string]*hcl.Attribute{}
+	var order []string
+	for _, b := range blocks {
+		attrs, d := b.Body.JustAttributes()
+		diags = append(diags, d...)
+		sorted := make([]*hcl.Attribute, 0, len(attrs))
+		for _, at := range attrs {
+			sorted = append(sorted, at)
+		}
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Range.Start.Byte < sorted[j].Range.Start.Byte })
+		for _, at := range sorted {
+			if prev, dup := pending[at.Name]; dup {
+				diags = append(diags, errorAt(at.NameRange, "Duplicate local value",
+					fmt.Sprintf("local.%s is already defined at %s.", at.Name, prev.NameRange)))
+				continue
+			}
+			pending[at.Name] = at
+			order = append(order, at.Name)
+		}
+	}
+	done := map[string]cty.Value{}
+	for len(pending) > 0 {
+		progress := false
+		for _, name := range order {
+			at, ok := pending[name]
+			if !ok {
+				continue
+			}
+			ready := true
+			for _, tr := range at.Expr.Variables() {
+				if tr.RootName() != "local" || len(tr) < 2 {
+					continue
+				}
+				if ref, ok := tr[1].(hcl.TraverseAttr); ok {
+					if _, waiting := pending[ref.Name]; waiting {
+						ready = false
+					}
+				}
+			}
+			if !ready {
+				continue
+			}
+			ctx := base.NewChild()
+			ctx.Variables = map[string]cty.Value{"local": cty.ObjectVal(done)}
+			v, d := at.Expr.Value(ctx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				v = cty.DynamicVal
+			}
+			done[name] = v
+			delete(pending, name)
+			progress = true
+		}
+		if !progress {
+			for _, name := range order {
+				if at, ok := pending[name]; ok {
+					diags = append(diags, errorAt(at.NameRange, "Circular local value",
+						fmt.Sprintf("local.%s depends, directly or not, on itself.", name)))
+					done[name] = cty.DynamicVal
+					delete(pending, name)
+				}
+			}
+		}
+	}
+	return cty.ObjectVal(done), diags
+}
