@@ -15,14 +15,20 @@ import (
 // reported once and is not reported again here). Type errors are collected
 // in diags with the attribute's expression as subject.
 type attrs struct {
-	m     hcl.Attributes
-	ctx   *hcl.EvalContext
-	diags *hcl.Diagnostics
+	m      hcl.Attributes
+	ctx    *hcl.EvalContext
+	diags  *hcl.Diagnostics
+	failed map[string]bool
 }
 
 func newAttrs(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) attrs {
-	return attrs{m: content.Attributes, ctx: ctx, diags: diags}
+	return attrs{m: content.Attributes, ctx: ctx, diags: diags, failed: map[string]bool{}}
 }
+
+// ok reports whether the attribute is written and evaluated to a usable
+// value, so that checks on its value do not pile onto an error already
+// reported for it.
+func (a attrs) ok(name string) bool { return a.has(name) && !a.failed[name] }
 
 // has reports whether the attribute is written in the block.
 func (a attrs) has(name string) bool { _, ok := a.m[name]; return ok }
@@ -45,11 +51,16 @@ func (a attrs) value(name string, ty cty.Type) (cty.Value, bool) {
 	}
 	v, diags := at.Expr.Value(a.ctx)
 	*a.diags = append(*a.diags, diags...)
-	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+	if diags.HasErrors() || !v.IsWhollyKnown() {
+		a.failed[name] = true
+		return cty.NilVal, false
+	}
+	if v.IsNull() {
 		return cty.NilVal, false
 	}
 	cv, err := convert.Convert(v, ty)
 	if err != nil {
+		a.failed[name] = true
 		r := at.Expr.Range()
 		*a.diags = append(*a.diags, &hcl.Diagnostic{
 			Severity:    hcl.DiagError,
@@ -106,6 +117,7 @@ func (a attrs) integer(name string, def int) int {
 	bf := v.AsBigFloat()
 	i, acc := bf.Int64()
 	if acc != big.Exact || i > 1<<31 || i < -(1<<31) {
+		a.failed[name] = true
 		a.errorAt(name, "Invalid number", fmt.Sprintf("%q must be a whole number.", name))
 		return def
 	}

@@ -47,7 +47,7 @@ func functions(t tree, baseDir string) map[string]function.Function {
 		"jsondecode":   stdlib.JSONDecodeFunc,
 		"jsonencode":   stdlib.JSONEncodeFunc,
 		"keys":         stdlib.KeysFunc,
-		"length":       stdlib.LengthFunc,
+		"length":       lengthFunc,
 		"lookup":       stdlib.LookupFunc,
 		"lower":        stdlib.LowerFunc,
 		"max":          stdlib.MaxFunc,
@@ -138,6 +138,19 @@ func fileSHA256Func(t tree, baseDir string) function.Function {
 		},
 	})
 }
+
+// lengthFunc is Terraform's length: collections, and strings in characters.
+var lengthFunc = function.New(&function.Spec{
+	Description: "Returns the number of elements of a collection or characters of a string.",
+	Params:      []function.Parameter{{Name: "value", Type: cty.DynamicPseudoType, AllowDynamicType: true}},
+	Type:        function.StaticReturnType(cty.Number),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		if args[0].Type() == cty.String {
+			return stdlib.Strlen(args[0])
+		}
+		return stdlib.Length(args[0])
+	},
+})
 
 var sha256Func = function.New(&function.Spec{
 	Description: "Returns the hex sha256 of a string.",

@@ -55,7 +55,7 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 	diags = append(diags, d...)
 	a := newAttrs(content, ctx, &diags)
 	img.Title = a.str("title", "")
-	if a.has("title") && strings.TrimSpace(img.Title) == "" {
+	if a.ok("title") && strings.TrimSpace(img.Title) == "" {
 		a.errorAt("title", "Empty title", "The image title is shown in MAAS; give it one.")
 	}
 	img.Version = a.str("version", "")
@@ -139,7 +139,7 @@ func (l *loader) decodeBase(base *Base, b *hcl.Block, ctx *hcl.EvalContext) hcl.
 	a := newAttrs(content, ctx, &diags)
 	base.Source = a.str("source", "")
 	switch {
-	case !a.has("source"):
+	case !a.ok("source"):
 	case strings.Contains(base.Source, "://"):
 		if msg := checkHTTPURL(base.Source); msg != "" {
 			a.errorAt("source", "Invalid base image URL", msg)
@@ -158,7 +158,7 @@ func (l *loader) decodeBase(base *Base, b *hcl.Block, ctx *hcl.EvalContext) hcl.
 		base.Path = p
 	}
 	base.Checksum = a.str("checksum", "")
-	if a.has("checksum") {
+	if a.ok("checksum") {
 		if msg := checkChecksum(base.Checksum); msg != "" {
 			a.errorAt("checksum", "Invalid checksum", msg)
 		}
@@ -313,7 +313,7 @@ func decodeMAAS(m *MAAS, img *Image, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 		a.errorAt("filetype", "Unknown MAAS file type", fmt.Sprintf("%q is not a MAAS file type (%s).", m.Filetype, strings.Join(maasFiletypes, ", ")))
 	}
 	m.BaseImage = a.str("base_image", "")
-	if a.has("base_image") && !baseImageRE.MatchString(m.BaseImage) {
+	if a.ok("base_image") && !baseImageRE.MatchString(m.BaseImage) {
 		a.errorAt("base_image", "Invalid MAAS base image", fmt.Sprintf("%q is not <os>/<series> with os ubuntu, centos, rhel or ol, such as \"ubuntu/noble\".", m.BaseImage))
 	}
 	m.Site = a.str("site", "")
@@ -358,7 +358,7 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 		diags = append(diags, d...)
 		ca := newAttrs(cc, ctx, &diags)
 		cmd := ca.str("command", "")
-		if ca.has("command") && strings.TrimSpace(cmd) == "" {
+		if ca.ok("command") && strings.TrimSpace(cmd) == "" {
 			ca.errorAt("command", "Empty command", "A check's command is empty.")
 		}
 		v.Commands = append(v.Commands, Check{Name: name, Command: cmd})
@@ -376,7 +376,7 @@ func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.
 	diags = append(diags, d...)
 	a := newAttrs(content, ctx, &diags)
 	bundle.Source = a.str("source", "")
-	if a.has("source") {
+	if a.ok("source") {
 		real, err := l.tree.resolve(l.recipeDir, bundle.Source)
 		if err != nil {
 			diags = append(diags, sourceDiag("bundle source", a.rng("source"), err))
@@ -402,7 +402,7 @@ func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.
 		bundle.Destination += "/"
 	}
 	bundle.Checksum = a.str("checksum", "")
-	if a.has("checksum") {
+	if a.ok("checksum") {
 		if msg := checkChecksum(bundle.Checksum); msg != "" {
 			a.errorAt("checksum", "Invalid checksum", msg)
 			bundle.Checksum = ""

@@ -51,6 +51,10 @@ func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 		v.Value, v.Source = cv, "layer block"
 	}
 	for _, v := range vars {
+		if v.Value == cty.NilVal && v.broken {
+			v.Value = cty.DynamicVal
+			continue
+		}
 		if v.Value == cty.NilVal {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
@@ -293,11 +297,12 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 	repo.Suite = a.str("suite", "")
 	repo.Components, _ = a.strList("components")
 	switch {
-	case a.has("suite") && repo.Suite == "":
+	case !a.ok("suite"):
+	case repo.Suite == "":
 		a.errorAt("suite", "Empty suite", `Give the suite (such as "noble"), or "./" or a path ending in "/" for a flat repository.`)
 	case strings.HasSuffix(repo.Suite, "/") && len(repo.Components) > 0:
 		a.errorAt("components", "Components in a flat repository", "A suite ending in \"/\" names a flat repository, which has no components.")
-	case repo.Suite != "" && !strings.HasSuffix(repo.Suite, "/") && len(repo.Components) == 0 && a.has("suite"):
+	case !strings.HasSuffix(repo.Suite, "/") && len(repo.Components) == 0 && !a.failed["components"]:
 		a.errorAt("suite", "Missing components", `A suite that is not a flat repository path needs components, such as ["main"].`)
 	}
 	for _, c := range repo.Components {
@@ -307,7 +312,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 	}
 	key := a.str("key", "")
 	switch {
-	case !a.has("key"):
+	case !a.ok("key"):
 	case strings.Contains(key, "://"):
 		if !strings.HasPrefix(key, "https://") {
 			a.errorAt("key", "Insecure key URL", "A signing key must be fetched over https.")
@@ -362,12 +367,15 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 	if len(given) == 1 {
 		switch given[0] {
 		case "content":
-			if a.has("content") {
+			if a.ok("content") {
 				f.Content = []byte(a.str("content", ""))
 				f.Origin = "content"
 			}
 		case "source":
 			src := a.str("source", "")
+			if !a.ok("source") {
+				break
+			}
 			if b, _, err := l.tree.readSource(dir, src); err != nil {
 				diags = append(diags, sourceDiag("file source", a.rng("source"), err))
 			} else {
@@ -375,6 +383,9 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 			}
 		case "template":
 			tpl := a.str("template", "")
+			if !a.ok("template") {
+				break
+			}
 			vars := cty.EmptyObjectVal
 			if m, ok := a.anyMap("vars"); ok {
 				vars = cty.ObjectVal(m)

@@ -35,6 +35,7 @@ type Variable struct {
 	Source    string
 	DeclRange hcl.Range
 
+	broken      bool // its block has errors: already reported
 	hasDefault  bool
 	defaultVal  cty.Value
 	validations []*variableValidation

@@ -40,6 +40,7 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 	}
 	content, d := block.Body.Content(variableSchema)
 	diags = append(diags, d...)
+	defer func() { v.broken = diags.HasErrors() }()
 	a := newAttrs(content, nil, &diags)
 
 	typeGiven := false
@@ -215,6 +216,10 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 
 	for _, v := range vars {
 		if invalid[v.Name] {
+			v.Value = cty.DynamicVal
+			continue
+		}
+		if v.Value == cty.NilVal && v.broken {
 			v.Value = cty.DynamicVal
 			continue
 		}
