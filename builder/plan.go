@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/gpuaas/imagectl/builder/steps"
@@ -40,6 +41,9 @@ type Plan struct {
 	MAAS           *MAASTarget    `json:"maas"`
 	// Source is the recipe the plan was made from.
 	Source *recipes.Recipe `json:"-"`
+	// secrets are the values of sensitive variables, kept out of renderings
+	// wherever a step carries them (a run command, a URI).
+	secrets []string
 }
 
 // RecipeRef identifies the recipe a plan came from.
@@ -206,6 +210,9 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		pv := PlanVariable{Name: v.Name, Source: v.Source, Sensitive: v.Sensitive}
 		if v.Sensitive {
 			pv.Value = json.RawMessage(`"(sensitive)"`)
+			if v.Value.Type() == cty.String && v.Value.IsKnown() && !v.Value.IsNull() && len(v.Value.AsString()) >= 4 {
+				p.secrets = append(p.secrets, v.Value.AsString())
+			}
 		} else {
 			b, err := ctyjson.Marshal(v.Value, v.Value.Type())
 			if err != nil {

@@ -2,6 +2,7 @@ package builder
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,14 +14,39 @@ import (
 
 // WriteJSON writes the plan as indented, stable JSON.
 func (p *Plan) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(p)
+	if err := enc.Encode(p); err != nil {
+		return err
+	}
+	return p.redacted(w, buf.Bytes())
+}
+
+// redacted writes b with the values of sensitive variables replaced.
+func (p *Plan) redacted(w io.Writer, b []byte) error {
+	for _, s := range p.secrets {
+		b = bytes.ReplaceAll(b, []byte(s), []byte("(sensitive)"))
+		if q, err := json.Marshal(s); err == nil {
+			inner := q[1 : len(q)-1]
+			b = bytes.ReplaceAll(b, inner, []byte("(sensitive)"))
+		}
+	}
+	_, err := w.Write(b)
+	return err
 }
 
 // WriteText writes the plan for a person to read before a build.
 func (p *Plan) WriteText(w io.Writer) error {
+	var buf bytes.Buffer
+	if err := p.writeText(&buf); err != nil {
+		return err
+	}
+	return p.redacted(w, buf.Bytes())
+}
+
+func (p *Plan) writeText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	pf := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
 

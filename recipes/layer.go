@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -108,6 +109,11 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 	if src == "" {
 		return layer, diags
 	}
+	if !strings.HasSuffix(src, ".hcl") {
+		diags = append(diags, errorAt(*a.rng("source"), "Invalid layer file name",
+			fmt.Sprintf("%q does not end in .hcl; a layer source is an HCL layer file.", src)))
+		return layer, diags
+	}
 	abs := src
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(l.recipeDir, src)
@@ -137,7 +143,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 
 	fileContent, d := file.Body.Content(layerFileSchema)
 	diags = append(diags, d...)
-	given := &givenValues{vals: map[string]cty.Value{}, anchor: block.DefRange}
+	given := &givenValues{vals: map[string]cty.Value{}, anchor: *a.rng("source")}
 	if a.has("variables") {
 		given.rng = *a.rng("variables")
 		given.anchor = given.rng
@@ -352,6 +358,8 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 			given = append(given, n)
 		}
 	}
+	// Point at whichever of them comes second in the file.
+	sort.Slice(given, func(i, j int) bool { return a.rng(given[i]).Start.Byte < a.rng(given[j]).Start.Byte })
 	switch len(given) {
 	case 0:
 		diags = append(diags, errorAt(b.DefRange, "Missing file content",

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/recipes"
@@ -48,7 +49,8 @@ that need formatting are listed and the exit status is 1 if there are any.`,
 				}
 				out, diags := recipes.Format(src, f)
 				if diags.HasErrors() {
-					if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), nil, diags, false); err != nil {
+					files := map[string]*hcl.File{f: {Bytes: src}}
+					if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
 						return err
 					}
 					broken++
@@ -84,7 +86,8 @@ func fmtStdin(cmd *cobra.Command) error {
 	}
 	out, diags := recipes.Format(src, "<stdin>")
 	if diags.HasErrors() {
-		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), nil, diags, false); err != nil {
+		files := map[string]*hcl.File{"<stdin>": {Bytes: src}}
+		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
 			return err
 		}
 		return exitError{1}

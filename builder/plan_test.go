@@ -1,0 +1,222 @@
+package builder
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden plans under testdata/golden")
+
+type planCase struct {
+	name   string
+	recipe string
+	inputs recipes.Inputs
+	roots  []string
+	opts   PlanOptions
+}
+
+var fixedNow = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+
+var planCases = []planCase{
+	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow}},
+	{name: "h200-slice-vm", recipe: "recipes/h200-slice-vm.hcl", opts: PlanOptions{Version: "1.4.0"},
+		inputs: recipes.Inputs{Flags: []string{"enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
+	{name: "demo", recipe: "examples/demo.hcl",
+		inputs: recipes.Inputs{Flags: []string{"base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
+	{name: "full", recipe: "testdata/recipes/valid/full.hcl", roots: []string{"testdata"}},
+}
+
+// chdirRoot runs the test from the repository root, so that recipe paths in
+// plans read as a user typing them there would see them, and makes file
+// modes in bundle directories what a git checkout with umask 022 gives.
+func chdirRoot(t testing.TB) {
+	t.Chdir("..")
+	for _, dir := range []string{"recipes/site-bootstrap", "examples/site-bootstrap", "testdata/bundles"} {
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			mode := fs.FileMode(0o644)
+			if info.Mode()&0o111 != 0 {
+				mode = 0o755
+			}
+			return os.Chmod(p, mode)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func loadPlan(t testing.TB, tc planCase) *Plan {
+	t.Helper()
+	p := recipes.NewParser()
+	r, diags := p.LoadFile(tc.recipe, recipes.Options{Inputs: tc.inputs, Roots: tc.roots})
+	if diags.HasErrors() {
+		var buf bytes.Buffer
+		_ = recipes.WriteDiagnostics(&buf, p.Files(), diags, false)
+		t.Fatalf("%s:\n%s", tc.recipe, buf.String())
+	}
+	plan, err := NewPlan(r, tc.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// TestGoldenPlans pins the plan of each shipped recipe and fixture, as text
+// and as JSON. Run with -update to rewrite them after an intended change.
+func TestGoldenPlans(t *testing.T) {
+	chdirRoot(t)
+	for _, tc := range planCases {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := loadPlan(t, tc)
+			var text, js bytes.Buffer
+			if err := plan.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if err := plan.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			if !json.Valid(js.Bytes()) {
+				t.Fatal("invalid JSON")
+			}
+			golden(t, "testdata/golden/"+tc.name+".plan.txt", text.Bytes())
+			golden(t, "testdata/golden/"+tc.name+".plan.json", js.Bytes())
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./builder -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs from the plan at line %d:\n got: %s\nwant: %s\n(run go test ./builder -update if the change is intended)", path, i+1, g, w)
+			}
+		}
+	}
+}
+
+// TestPlanIsDeterministic plans the same recipe twice, in separate parsers.
+func TestPlanIsDeterministic(t *testing.T) {
+	chdirRoot(t)
+	var outs [2]bytes.Buffer
+	for i := range outs {
+		if err := loadPlan(t, planCases[0]).WriteJSON(&outs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(outs[0].Bytes(), outs[1].Bytes()) {
+		t.Error("two plans of the same recipe differ")
+	}
+}
+
+// TestLayerDigestsFollowContent checks that a layer's digest changes with
+// what it installs or writes and with nothing else, and that keys chain.
+func TestLayerDigestsFollowContent(t *testing.T) {
+	chdirRoot(t)
+	base := loadPlan(t, planCases[0])
+	changed := loadPlan(t, planCase{name: "x", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "9.9.9"},
+		inputs: recipes.Inputs{Flags: []string{"netdata_retention_mb=512", "artifact_dir=elsewhere"}}})
+	afterConfig := false
+	for i, l := range base.Layers {
+		c := changed.Layers[i]
+		switch {
+		case l.Name == "@config":
+			afterConfig = true
+			if l.Digest == c.Digest || l.Key == c.Key {
+				t.Error("@config digest or key did not change with the Netdata retention")
+			}
+		case l.Digest != c.Digest:
+			t.Errorf("layer %s changed with a version, artifact directory or Netdata setting", l.Name)
+		case afterConfig && l.Key == c.Key:
+			t.Errorf("layer %s keeps its key although a layer below it changed", l.Name)
+		case !afterConfig && l.Key != c.Key:
+			t.Errorf("layer %s changed its key although nothing below it changed", l.Name)
+		}
+	}
+	if base.Layers[0].Key == base.Layers[0].Digest {
+		t.Error("the first key is not chained to the base image")
+	}
+}
+
+func TestSensitiveValuesStayOutOfPlans(t *testing.T) {
+	dir := t.TempDir()
+	src := `variable "token" {
+  type      = string
+  default   = "hunter2-secret"
+  sensitive = true
+}
+image "s" {
+  title = "s"
+  base {
+    source   = "b.qcow2"
+    checksum = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+  }
+  layer "l" {
+    run = ["register --token ${var.token}"]
+  }
+}`
+	path := filepath.Join(dir, "s.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := loadPlan(t, planCase{recipe: path, opts: PlanOptions{Version: "1"}})
+	var text, js bytes.Buffer
+	if err := plan.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{text.String(), js.String()} {
+		if strings.Contains(out, "hunter2") {
+			t.Errorf("a sensitive value leaked into the plan:\n%s", out)
+		}
+	}
+	if !strings.Contains(text.String(), "register --token (sensitive)") {
+		t.Error("the redacted command is missing from the plan")
+	}
+}
+
+// BenchmarkPlanH200 measures what imagectl build recipes/h200.hcl --dry-run
+// costs before printing: parsing the recipe and its layer files, resolving
+// variables, reading bundles, compiling and digesting every layer.
+func BenchmarkPlanH200(b *testing.B) {
+	chdirRoot(b)
+	for b.Loop() {
+		loadPlan(b, planCases[0])
+	}
+}

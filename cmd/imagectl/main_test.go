@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// imagectl runs the CLI in-process from the repository root.
+func imagectl(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, streams{in: strings.NewReader(""), out: &out, err: &errb}, env)
+	return out.String(), errb.String(), code
+}
+
+func TestMain(m *testing.M) {
+	if err := os.Chdir("../.."); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+func TestBuildDryRun(t *testing.T) {
+	out, errs, code := imagectl(t, nil, "build", "recipes/h200.hcl", "--dry-run", "-var", "version=2.0.0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"Plan for image gpuaas-h200-host-ubuntu2404 2.0.0",
+		"sha256:834af9cd766d1fd86eca156db7dff34c3713fbbc7f5507a3269be2a72d2d1820",
+		"intel_iommu=on iommu=pt",
+		"gpuaas-h200-host-ubuntu2404-2.0.0.tgz",
+		"custom/gpuaas-h200-host-ubuntu2404-2-0-0",
+		"/usr/local/share/gpuaas/site-bootstrap/h200-ib/",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q", want)
+		}
+	}
+}
+
+func TestBuildDryRunJSON(t *testing.T) {
+	env := []string{"IMAGECTL_VAR_enable_doca_repos=1"}
+	out, errs, code := imagectl(t, env, "build", "recipes/h200-slice-vm.hcl", "--dry-run", "--output", "json", "--version", "3.1.0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var plan struct {
+		Image  struct{ Version string }
+		Layers []struct {
+			Name    string
+			Enabled bool
+			Steps   []map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if plan.Image.Version != "3.1.0" {
+		t.Errorf("version %q", plan.Image.Version)
+	}
+	found := false
+	for _, l := range plan.Layers {
+		if l.Name == "doca" {
+			found = l.Enabled && len(l.Steps) > 0 && l.Steps[0]["kind"] == "apt-repository"
+		}
+	}
+	if !found {
+		t.Error("IMAGECTL_VAR_enable_doca_repos=1 did not enable the doca layer with its repository")
+	}
+}
+
+func TestBuildWithoutDryRunSaysWhy(t *testing.T) {
+	_, errs, code := imagectl(t, nil, "build", "recipes/h200.hcl")
+	if code == 0 || !strings.Contains(errs, "--dry-run") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// brokenCopy copies the H200 recipe and its layer files into a temporary
+// tree and breaks the recipe in three places.
+func brokenCopy(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, sub := range []string{"recipes", "layers", "recipes/site-bootstrap/h200-ib"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, _ := filepath.Glob("layers/*.hcl")
+	files = append(files, "recipes/site-bootstrap/h200-ib/README.md")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := os.ReadFile("recipes/h200.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	for old, repl := range map[string]string{
+		`size     = var.size`:           `size     = "80 gigs"`,
+		`update_every = 5`:              `update_evry = 5`,
+		`"nvidia_smi", "docker"`:        `"nvidia-smi", "docker"`,
+		`source = "../layers/rdma.hcl"`: `source = "../layers/rdma2.hcl"`,
+	} {
+		if !strings.Contains(s, old) {
+			t.Fatalf("recipe no longer contains %q", old)
+		}
+		s = strings.Replace(s, old, repl, 1)
+	}
+	path := filepath.Join(dir, "recipes/h200.hcl")
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestBrokenRecipeReportsEveryError(t *testing.T) {
+	path := brokenCopy(t)
+	for _, cmd := range [][]string{{"validate", path}, {"build", path, "--dry-run"}} {
+		out, errs, code := imagectl(t, nil, cmd...)
+		if code != 1 {
+			t.Errorf("%v: exit %d", cmd, code)
+		}
+		if out != "" {
+			t.Errorf("%v: printed a plan or result despite errors: %s", cmd, out)
+		}
+		for _, want := range []string{
+			path + ":", "Invalid size", `Did you mean "update_every"?`, `Did you mean "nvidia_smi"?`,
+			"Missing layer file", "4 errors, 0 warnings",
+		} {
+			if !strings.Contains(errs, want) {
+				t.Errorf("%v: stderr lacks %q:\n%s", cmd, want, errs)
+			}
+		}
+	}
+}
+
+func TestBrokenRecipeJSON(t *testing.T) {
+	path := brokenCopy(t)
+	out, _, code := imagectl(t, nil, "validate", path, "-output=json")
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	var res struct {
+		Valid       bool
+		Diagnostics []struct {
+			Severity, Summary string
+			Range             *struct {
+				Filename  string
+				StartLine int `json:"start_line"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if res.Valid || len(res.Diagnostics) != 4 {
+		t.Fatalf("got %+v", res)
+	}
+	for _, d := range res.Diagnostics {
+		if d.Range == nil || d.Range.StartLine == 0 || d.Range.Filename != path {
+			t.Errorf("diagnostic %q has no usable range", d.Summary)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	out, errs, code := imagectl(t, nil, "validate", "recipes/h200.hcl")
+	if code != 0 || !strings.Contains(out, "valid (image gpuaas-h200-host-ubuntu2404") {
+		t.Errorf("exit %d\n%s%s", code, out, errs)
+	}
+}
+
+func TestFmt(t *testing.T) {
+	_, errs, code := imagectl(t, nil, "fmt", "-check", "recipes", "layers", "examples", "testdata/recipes/valid")
+	if code != 0 {
+		t.Errorf("shipped files are not formatted: exit %d %s", code, errs)
+	}
+	dir := t.TempDir()
+	ugly := filepath.Join(dir, "ugly.hcl")
+	if err := os.WriteFile(ugly, []byte("image \"x\" {\ntitle=\"x\"\n  base {\n source = \"b\"\n}\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := imagectl(t, nil, "fmt", "--check", dir)
+	if code != 1 || !strings.Contains(out, "ugly.hcl") {
+		t.Errorf("--check: exit %d, %q", code, out)
+	}
+	if _, _, code := imagectl(t, nil, "fmt", ugly); code != 0 {
+		t.Errorf("fmt: exit %d", code)
+	}
+	b, _ := os.ReadFile(ugly)
+	if !strings.Contains(string(b), "  title = \"x\"") {
+		t.Errorf("not formatted:\n%s", b)
+	}
+	if st, _ := os.Stat(ugly); st.Mode().Perm() != 0o600 {
+		t.Errorf("fmt changed the mode to %v", st.Mode())
+	}
+	broken := filepath.Join(dir, "broken.hcl")
+	if err := os.WriteFile(broken, []byte("image {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code = imagectl(t, nil, "fmt", broken)
+	if code != 1 || !strings.Contains(errs, "broken.hcl:") {
+		t.Errorf("broken file: exit %d, %q", code, errs)
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	out, _, code := imagectl(t, nil, "version", "--output", "json")
+	var v map[string]string
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v["version"] == "" {
+		t.Errorf("version: exit %d %q", code, out)
+	}
+	out, _, code = imagectl(t, nil, "completion", "bash")
+	if code != 0 || !strings.Contains(out, "imagectl") {
+		t.Errorf("completion: exit %d", code)
+	}
+}
+
+func TestHelpShowsExamples(t *testing.T) {
+	for _, cmd := range []string{"build", "validate", "fmt", "version"} {
+		out, _, code := imagectl(t, nil, cmd, "--help")
+		if code != 0 || !strings.Contains(out, "Examples:") || !strings.Contains(out, "imagectl "+cmd) {
+			t.Errorf("%s --help: exit %d\n%s", cmd, code, out)
+		}
+	}
+}
