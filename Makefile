@@ -18,7 +18,15 @@ BIN := bin/imagectl
 
 all: build
 
+# Debian packages the tests use; installed only when missing (root, apt).
+APT_PACKAGES := shellcheck
+
 deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 	$(GO) mod download
 
 build: deps

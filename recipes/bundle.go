@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/gpuaas/imagectl/internal/fsmode"
 )
 
 // BundleEntry is one entry of a bundle, as it will be staged under the
@@ -98,23 +100,9 @@ func listingDigest(entries []BundleEntry) string {
 		if e.Type == "symlink" {
 			ref = e.Target
 		}
-		fmt.Fprintf(h, "%s %04o %d %s %s\n", e.Type, uint32(e.Mode.Perm())|specialBits(e.Mode), e.Size, ref, e.Path)
+		fmt.Fprintf(h, "%s %s %d %s %s\n", e.Type, fsmode.String(e.Mode), e.Size, ref, e.Path)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
-
-func specialBits(m fs.FileMode) uint32 {
-	var b uint32
-	if m&fs.ModeSetuid != 0 {
-		b |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		b |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		b |= 0o1000
-	}
-	return b
 }
 
 func readTarBundle(p string) ([]BundleEntry, string, error) {
@@ -150,7 +138,7 @@ func readTarBundle(p string) ([]BundleEntry, string, error) {
 		if strings.HasPrefix(hdr.Name, "/") || strings.Contains("/"+hdr.Name+"/", "/../") {
 			return nil, "", fmt.Errorf("%s: entry %q leaves the bundle directory", p, hdr.Name)
 		}
-		e := BundleEntry{Path: name, Mode: fileMode(uint32(hdr.Mode))}
+		e := BundleEntry{Path: name, Mode: fsmode.FromUnix(uint32(hdr.Mode))}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			e.Type = "dir"

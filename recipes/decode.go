@@ -3,6 +3,7 @@ package recipes
 import (
 	"fmt"
 	"math/big"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -192,6 +193,29 @@ func (a attrs) warnAt(name, summary, detail string) {
 
 func errorAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
+// labels tracks the labels of one kind of block in a scope; add reports a
+// repeat, naming where the label was first used.
+type labels struct {
+	kind  string // "Layer", "file", ...
+	scope string // " in this layer", or ""
+	seen  map[string]hcl.Range
+}
+
+func newLabels(kind, scope string) labels {
+	return labels{kind: kind, scope: scope, seen: map[string]hcl.Range{}}
+}
+
+func (l labels) add(b *hcl.Block, diags *hcl.Diagnostics) bool {
+	name := b.Labels[0]
+	if prev, dup := l.seen[name]; dup {
+		*diags = append(*diags, errorAt(b.LabelRanges[0], "Duplicate "+strings.ToLower(l.kind),
+			fmt.Sprintf("%s %q is already defined%s at %s.", l.kind, name, l.scope, prev)))
+		return false
+	}
+	l.seen[name] = b.DefRange
+	return true
 }
 
 // singleBlock returns the only block of a type, reporting any repeat.

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,20 +28,6 @@ const (
 func digestBytes(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func fileMode(m uint32) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }
 
 func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hcl.Diagnostics) {
@@ -78,29 +63,20 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 			`An image needs a base { source = ..., checksum = "sha256:..." } block naming the cloud image it starts from.`))
 	}
 
-	layerNames := map[string]hcl.Range{}
-	bundleNames := map[string]hcl.Range{}
+	layerNames, bundleNames := newLabels("Layer", ""), newLabels("Bundle", "")
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "layer":
-			name := b.Labels[0]
-			if prev, dup := layerNames[name]; dup {
-				diags = append(diags, errorAt(b.LabelRanges[0], "Duplicate layer",
-					fmt.Sprintf("Layer %q is already defined at %s.", name, prev)))
+			if !layerNames.add(b, &diags) {
 				continue
 			}
-			layerNames[name] = b.DefRange
 			layer, d := l.decodeLayer(b, ctx)
 			diags = append(diags, d...)
 			img.Layers = append(img.Layers, layer)
 		case "bundle":
-			name := b.Labels[0]
-			if prev, dup := bundleNames[name]; dup {
-				diags = append(diags, errorAt(b.LabelRanges[0], "Duplicate bundle",
-					fmt.Sprintf("Bundle %q is already defined at %s.", name, prev)))
+			if !bundleNames.add(b, &diags) {
 				continue
 			}
-			bundleNames[name] = b.DefRange
 			bundle, d := l.decodeBundle(b, ctx)
 			diags = append(diags, d...)
 			img.Bundles = append(img.Bundles, bundle)
@@ -342,18 +318,15 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 		}
 	}
 	v.FilesExist = files
-	names := map[string]hcl.Range{}
+	names := newLabels("Check", "")
 	for _, cb := range content.Blocks {
 		name := cb.Labels[0]
 		if msg := checkName("check", name); msg != "" {
 			diags = append(diags, errorAt(cb.LabelRanges[0], "Invalid check name", msg))
 		}
-		if prev, dup := names[name]; dup {
-			diags = append(diags, errorAt(cb.LabelRanges[0], "Duplicate check",
-				fmt.Sprintf("Check %q is already defined at %s.", name, prev)))
+		if !names.add(cb, &diags) {
 			continue
 		}
-		names[name] = cb.DefRange
 		cc, d := cb.Body.Content(checkSchema)
 		diags = append(diags, d...)
 		ca := newAttrs(cc, ctx, &diags)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
@@ -25,15 +27,7 @@ type givenValues struct {
 // block passes, the layer file's own defaults below them.
 func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	byName := map[string]*Variable{}
-	var names []string
-	for _, v := range vars {
-		byName[v.Name] = v
-		names = append(names, v.Name)
-		if v.hasDefault {
-			v.Value, v.Source = v.defaultVal, "default"
-		}
-	}
+	byName, names := applyDefaults(vars)
 	for name, val := range given.vals {
 		v := byName[name]
 		if v == nil {
@@ -51,23 +45,15 @@ func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 		}
 		v.Value, v.Source = cv, "layer block"
 	}
-	for _, v := range vars {
-		if v.Value == cty.NilVal && v.broken {
-			v.Value = cty.DynamicVal
-			continue
+	return append(diags, requireValues(vars, func(v *Variable) *hcl.Diagnostic {
+		return &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("No value for layer variable %q", v.Name),
+			Detail:   fmt.Sprintf("The layer file declares %q without a default; pass it with variables = { %s = ... } in the layer block.", v.Name, v.Name),
+			Subject:  given.anchor.Ptr(),
+			Context:  v.DeclRange.Ptr(),
 		}
-		if v.Value == cty.NilVal {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  fmt.Sprintf("No value for layer variable %q", v.Name),
-				Detail:   fmt.Sprintf("The layer file declares %q without a default; pass it with variables = { %s = ... } in the layer block.", v.Name, v.Name),
-				Subject:  given.anchor.Ptr(),
-				Context:  v.DeclRange.Ptr(),
-			})
-			v.Value = cty.DynamicVal
-		}
-	}
-	return diags
+	})...)
 }
 
 // decodeLayer decodes a layer block of an image: inline content, or a layer
@@ -197,19 +183,14 @@ func (l *loader) decodeLayerContent(layer *Layer, content *hcl.BodyContent, ctx 
 	}
 	layer.Run = run
 
-	repos := map[string]hcl.Range{}
-	files := map[string]hcl.Range{}
+	repos, files := newLabels("Apt repository", " in this layer"), newLabels("File", " in this layer")
 	var services *hcl.Block
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "apt_repository":
-			name := b.Labels[0]
-			if prev, dup := repos[name]; dup {
-				diags = append(diags, errorAt(b.LabelRanges[0], "Duplicate apt repository",
-					fmt.Sprintf("apt_repository %q is already defined in this layer at %s.", name, prev)))
+			if !repos.add(b, &diags) {
 				continue
 			}
-			repos[name] = b.DefRange
 			repo, d := l.decodeAptRepository(b, ctx, dir)
 			diags = append(diags, d...)
 			layer.Repositories = append(layer.Repositories, repo)
@@ -218,12 +199,9 @@ func (l *loader) decodeLayerContent(layer *Layer, content *hcl.BodyContent, ctx 
 			if msg := checkImagePath(p); msg != "" {
 				diags = append(diags, errorAt(b.LabelRanges[0], "Invalid file path", msg))
 			}
-			if prev, dup := files[p]; dup {
-				diags = append(diags, errorAt(b.LabelRanges[0], "Duplicate file",
-					fmt.Sprintf("file %q is already defined in this layer at %s.", p, prev)))
+			if !files.add(b, &diags) {
 				continue
 			}
-			files[p] = b.DefRange
 			f, d := l.decodeFile(b, ctx, dir)
 			diags = append(diags, d...)
 			layer.Files = append(layer.Files, f)
@@ -415,7 +393,7 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 	if msg != "" {
 		a.errorAt("mode", "Invalid file mode", msg)
 	}
-	f.Mode = fileMode(m)
+	f.Mode = fsmode.FromUnix(m)
 	f.Owner = a.str("owner", "root:root")
 	if msg := checkOwner(f.Owner); msg != "" {
 		a.errorAt("owner", "Invalid owner", msg)

@@ -119,15 +119,7 @@ func inferType(v cty.Value) cty.Type {
 // using them are skipped rather than reported a second time.
 func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	byName := map[string]*Variable{}
-	names := make([]string, 0, len(vars))
-	for _, v := range vars {
-		byName[v.Name] = v
-		names = append(names, v.Name)
-		if v.hasDefault {
-			v.Value, v.Source = v.defaultVal, "default"
-		}
-	}
+	byName, names := applyDefaults(vars)
 	invalid := map[string]bool{}
 	set := func(v *Variable, raw string, source string, rng *hcl.Range) {
 		val, err := parseVarString(raw, v.Type)
@@ -170,12 +162,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 		}
 		attrs, d := file.Body.JustAttributes()
 		diags = append(diags, d...)
-		sorted := make([]*hcl.Attribute, 0, len(attrs))
-		for _, at := range attrs {
-			sorted = append(sorted, at)
-		}
-		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Range.Start.Byte < sorted[j].Range.Start.Byte })
-		for _, at := range sorted {
+		for _, at := range inFileOrder(attrs) {
 			v := byName[at.Name]
 			if v == nil {
 				diags = append(diags, undeclared(at.Name, names, at.NameRange.Ptr()))
@@ -217,22 +204,46 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 	for _, v := range vars {
 		if invalid[v.Name] {
 			v.Value = cty.DynamicVal
+		}
+	}
+	return append(diags, requireValues(vars, func(v *Variable) *hcl.Diagnostic {
+		return &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("No value for variable %q", v.Name),
+			Detail: fmt.Sprintf("Variable %q has no default. Set it with -var %s=..., in a -var-file, or with the environment variable %s%s.",
+				v.Name, v.Name, EnvPrefix, v.Name),
+			Subject: v.DeclRange.Ptr(),
+		}
+	})...)
+}
+
+// applyDefaults gives every variable its default and indexes them by name.
+func applyDefaults(vars []*Variable) (map[string]*Variable, []string) {
+	byName := map[string]*Variable{}
+	names := make([]string, 0, len(vars))
+	for _, v := range vars {
+		byName[v.Name] = v
+		names = append(names, v.Name)
+		if v.hasDefault {
+			v.Value, v.Source = v.defaultVal, "default"
+		}
+	}
+	return byName, names
+}
+
+// requireValues reports each variable still without a value (unless its
+// declaration already failed) and marks it unknown so nothing that uses it
+// is reported again.
+func requireValues(vars []*Variable, missing func(*Variable) *hcl.Diagnostic) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, v := range vars {
+		if v.Value != cty.NilVal {
 			continue
 		}
-		if v.Value == cty.NilVal && v.broken {
-			v.Value = cty.DynamicVal
-			continue
+		if !v.broken {
+			diags = append(diags, missing(v))
 		}
-		if v.Value == cty.NilVal {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  fmt.Sprintf("No value for variable %q", v.Name),
-				Detail: fmt.Sprintf("Variable %q has no default. Set it with -var %s=..., in a -var-file, or with the environment variable %s%s.",
-					v.Name, v.Name, EnvPrefix, v.Name),
-				Subject: v.DeclRange.Ptr(),
-			})
-			v.Value = cty.DynamicVal
-		}
+		v.Value = cty.DynamicVal
 	}
 	return diags
 }
@@ -344,6 +355,17 @@ func checkValidations(vars []*Variable, ctx *hcl.EvalContext) hcl.Diagnostics {
 	return diags
 }
 
+// inFileOrder returns attributes in the order they are written, so that
+// diagnostics and evaluation follow the file rather than map order.
+func inFileOrder(attrs hcl.Attributes) []*hcl.Attribute {
+	sorted := make([]*hcl.Attribute, 0, len(attrs))
+	for _, at := range attrs {
+		sorted = append(sorted, at)
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Range.Start.Byte < sorted[j].Range.Start.Byte })
+	return sorted
+}
+
 // varsObject is the var.* object of an evaluation context.
 func varsObject(vars []*Variable) cty.Value {
 	m := map[string]cty.Value{}
@@ -362,12 +384,7 @@ func decodeLocals(blocks hcl.Blocks, base *hcl.EvalContext) (cty.Value, hcl.Diag
 	for _, b := range blocks {
 		attrs, d := b.Body.JustAttributes()
 		diags = append(diags, d...)
-		sorted := make([]*hcl.Attribute, 0, len(attrs))
-		for _, at := range attrs {
-			sorted = append(sorted, at)
-		}
-		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Range.Start.Byte < sorted[j].Range.Start.Byte })
-		for _, at := range sorted {
+		for _, at := range inFileOrder(attrs) {
 			if prev, dup := pending[at.Name]; dup {
 				diags = append(diags, errorAt(at.NameRange, "Duplicate local value",
 					fmt.Sprintf("local.%s is already defined at %s.", at.Name, prev.NameRange)))

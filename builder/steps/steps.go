@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/fsmode"
 )
 
 // Step is one customization step.
@@ -212,19 +214,7 @@ func short(hex string) string {
 }
 
 // ModeString prints a mode as four octal digits, "0644".
-func ModeString(m fs.FileMode) string {
-	v := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		v |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		v |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		v |= 0o1000
-	}
-	return fmt.Sprintf("%04o", v)
-}
+func ModeString(m fs.FileMode) string { return fsmode.String(m) }
 
 // SHA256Hex is the hex sha256 of b.
 func SHA256Hex(b []byte) string {
