@@ -1,0 +1,152 @@
+package builder
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/klauspost/pgzip"
+)
+
+// PackResult describes a packed root filesystem.
+type PackResult struct {
+	SHA256  string // of the compressed tgz, hex
+	Size    int64  // bytes of the compressed tgz
+	Entries int
+	// Content is the sum of regular file sizes.
+	Content int64
+}
+
+// excluded reports paths the tgz must not carry: at deploy curtin mounts the
+// EFI system partition (vfat) at /boot/efi before extracting, where chown
+// and symlinks fail; it creates the mount point itself.
+func excluded(name string) bool {
+	n := strings.TrimPrefix(strings.TrimPrefix(name, "./"), "/")
+	return n == "boot/efi" || strings.HasPrefix(n, "boot/efi/")
+}
+
+// Repack turns a tar stream of a root filesystem (the appliance's tar-out
+// with xattrs and numeric owners) into the artifact's tgz: PAX headers with
+// numeric owners only, no user or group names, no atime or ctime, extended
+// attributes as SCHILY.xattr records, nothing under ./boot/efi, gzip at the
+// given level compressed in parallel, and the sha256 of the output computed
+// in the same pass. The same input stream gives the same bytes.
+func Repack(ctx context.Context, in io.Reader, out io.Writer, level int) (PackResult, error) {
+	var res PackResult
+	hw := &hashingWriter{w: out, h: sha256.New()}
+	zw, err := pgzip.NewWriterLevel(hw, level)
+	if err != nil {
+		return res, err
+	}
+	// A fixed block size and header keep the output independent of the
+	// machine: pgzip's blocks are compressed in parallel but written in order.
+	if err := zw.SetConcurrency(1<<20, 2*runtime.NumCPU()); err != nil {
+		return res, err
+	}
+	zw.Header.ModTime = time.Unix(0, 0)
+	zw.Header.OS = 255
+	tw := tar.NewWriter(zw)
+	tr := tar.NewReader(in)
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return res, fmt.Errorf("reading the root filesystem stream: %w", err)
+		}
+		if excluded(hdr.Name) {
+			continue
+		}
+		nh, err := normalizeHeader(hdr)
+		if err != nil {
+			return res, err
+		}
+		if err := tw.WriteHeader(nh); err != nil {
+			return res, fmt.Errorf("writing %s: %w", hdr.Name, err)
+		}
+		if nh.Typeflag == tar.TypeReg {
+			n, err := io.Copy(tw, tr)
+			if err != nil {
+				return res, fmt.Errorf("packing %s: %w", hdr.Name, err)
+			}
+			res.Content += n
+		}
+		res.Entries++
+	}
+	if err := tw.Close(); err != nil {
+		return res, err
+	}
+	if err := zw.Close(); err != nil {
+		return res, err
+	}
+	res.SHA256, res.Size = hex.EncodeToString(hw.h.Sum(nil)), hw.n
+	return res, nil
+}
+
+// normalizeHeader keeps what deploy needs and drops what varies between
+// packings of the same filesystem.
+func normalizeHeader(h *tar.Header) (*tar.Header, error) {
+	name := h.Name
+	if !strings.HasPrefix(name, "./") {
+		name = "./" + strings.TrimPrefix(name, "/")
+	}
+	nh := &tar.Header{
+		Typeflag: h.Typeflag,
+		Name:     name,
+		Linkname: h.Linkname,
+		Mode:     h.Mode & 0o7777,
+		Uid:      h.Uid,
+		Gid:      h.Gid,
+		ModTime:  h.ModTime,
+		Format:   tar.FormatPAX,
+	}
+	switch h.Typeflag {
+	case tar.TypeReg, tar.TypeRegA:
+		nh.Typeflag, nh.Size = tar.TypeReg, h.Size
+	case tar.TypeLink:
+		if !strings.HasPrefix(nh.Linkname, "./") && !strings.HasPrefix(nh.Linkname, "/") {
+			nh.Linkname = "./" + nh.Linkname
+		}
+	case tar.TypeSymlink, tar.TypeDir, tar.TypeFifo:
+	case tar.TypeChar, tar.TypeBlock:
+		nh.Devmajor, nh.Devminor = h.Devmajor, h.Devminor
+	default:
+		return nil, fmt.Errorf("%s: unsupported tar entry type %q", h.Name, h.Typeflag)
+	}
+	for k, v := range h.PAXRecords {
+		if strings.HasPrefix(k, "SCHILY.xattr.") {
+			if nh.PAXRecords == nil {
+				nh.PAXRecords = map[string]string{}
+			}
+			nh.PAXRecords[k] = v
+		}
+	}
+	return nh, nil
+}
+
+type hashingWriter struct {
+	w io.Writer
+	h interface {
+		io.Writer
+		Sum([]byte) []byte
+	}
+	n int64
+}
+
+func (hw *hashingWriter) Write(p []byte) (int, error) {
+	n, err := hw.w.Write(p)
+	hw.h.Write(p[:n])
+	hw.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,129 @@
+package builder
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rootTar builds a tar stream like the appliance's tar-out: every entry type,
+// xattrs (a file capability), user/group names and atimes that must go.
+func rootTar(t testing.TB) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	mt := time.Unix(1700000000, 123456789)
+	add := func(h *tar.Header, body string) {
+		h.ModTime, h.AccessTime, h.Uname, h.Gname, h.Format = mt, time.Now(), "root", "root", tar.FormatPAX
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			tw.Write([]byte(body))
+		}
+	}
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755}, "")
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./usr/bin/", Mode: 0o755}, "")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/ping", Mode: 0o755,
+		PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "\x01\x00\x00\x02\x00\x20\x00\x00", "atime": "1"}}, "ELF...")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/sudo", Mode: 0o4755, Uid: 0, Gid: 0}, "sudo")
+	add(&tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/sudoedit", Linkname: "./usr/bin/sudo"}, "")
+	add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "./bin", Linkname: "usr/bin"}, "")
+	add(&tar.Header{Typeflag: tar.TypeChar, Name: "./dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3}, "")
+	add(&tar.Header{Typeflag: tar.TypeFifo, Name: "./run/fifo", Mode: 0o600}, "")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./var/lib/x", Mode: 0o640, Uid: 105, Gid: 110, Uname: "netdata"}, "x")
+	add(&tar.Header{Typeflag: tar.TypeDir, Name: "./boot/efi/", Mode: 0o700}, "")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./boot/efi/EFI/debian/grubx64.efi", Mode: 0o700}, "efi")
+	add(&tar.Header{Typeflag: tar.TypeReg, Name: "./boot/vmlinuz", Mode: 0o644}, "kernel")
+	tw.Close()
+	return buf.Bytes()
+}
+
+func TestRepack(t *testing.T) {
+	in := rootTar(t)
+	var a, b bytes.Buffer
+	ra, err := Repack(context.Background(), bytes.NewReader(in), &a, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Repack(context.Background(), bytes.NewReader(in), &b, 6); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("packing the same stream twice gave different bytes")
+	}
+	sum := sha256.Sum256(a.Bytes())
+	if ra.SHA256 != hex.EncodeToString(sum[:]) || ra.Size != int64(a.Len()) {
+		t.Errorf("result %+v does not describe the output", ra)
+	}
+	zr, err := gzip.NewReader(&a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !zr.ModTime.IsZero() || zr.Name != "" {
+		t.Errorf("gzip header varies: %v %q", zr.ModTime, zr.Name)
+	}
+	tr := tar.NewReader(zr)
+	got := map[string]*tar.Header{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.Name] = h
+		if h.Uname != "" || h.Gname != "" || !h.AccessTime.IsZero() {
+			t.Errorf("%s keeps names or atime: %+v", h.Name, h)
+		}
+		if strings.HasPrefix(h.Name, "./boot/efi") {
+			t.Errorf("%s is under ./boot/efi", h.Name)
+		}
+	}
+	if ra.Entries != len(got) || len(got) != 10 {
+		t.Errorf("%d entries, result says %d", len(got), ra.Entries)
+	}
+	if h := got["./usr/bin/ping"]; h == nil || h.PAXRecords["SCHILY.xattr.security.capability"] == "" || h.PAXRecords["atime"] != "" {
+		t.Errorf("ping: %+v", h)
+	}
+	if h := got["./usr/bin/sudo"]; h.Mode != 0o4755 {
+		t.Errorf("sudo mode %o", h.Mode)
+	}
+	if h := got["./usr/bin/sudoedit"]; h.Typeflag != tar.TypeLink || h.Linkname != "./usr/bin/sudo" {
+		t.Errorf("hard link: %+v", h)
+	}
+	if h := got["./dev/null"]; h.Typeflag != tar.TypeChar || h.Devmajor != 1 || h.Devminor != 3 {
+		t.Errorf("device: %+v", h)
+	}
+	if h := got["./var/lib/x"]; h.Uid != 105 || h.Gid != 110 || !h.ModTime.Equal(time.Unix(1700000000, 123456789)) {
+		t.Errorf("owner or mtime lost: %+v", h)
+	}
+}
+
+func TestRepackCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Repack(ctx, bytes.NewReader(rootTar(t)), io.Discard, 6); err == nil {
+		t.Error("a cancelled pack succeeded")
+	}
+}
+
+func BenchmarkRepack(b *testing.B) {
+	in := rootTar(b)
+	for b.Loop() {
+		if _, err := Repack(context.Background(), bytes.NewReader(in), io.Discard, 6); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
