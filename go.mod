@@ -2,7 +2,10 @@ module github.com/gpuaas/imagectl
 
 go 1.26.8
 
+require libguestfs.org/guestfs v0.0.0
+
 require (
+	github.com/ProtonMail/go-crypto v1.5.2 // indirect
 	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
@@ -20,3 +23,5 @@ require (
 	golang.org/x/text v0.31.0 // indirect
 	golang.org/x/tools v0.38.0 // indirect
 )
+
+replace libguestfs.org/guestfs => ./third_party/guestfs

@@ -1,0 +1,442 @@
+package builder
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+
+	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/manifest"
+)
+
+// aptEnv is the environment of every apt and dpkg call in the guest:
+// no prompts, and conffiles the recipe wrote win over the packages'.
+const aptEnv = "export DEBIAN_FRONTEND=noninteractive LC_ALL=C; "
+
+const aptInstall = "apt-get install -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
+
+// bundleMTime is the modification time of staged bundle files: fixed, so a
+// bundle's bytes in the image depend on its content only.
+var bundleMTime = time.Unix(946684800, 0) // 2000-01-01
+
+// applier executes steps in a session and records what the manifest needs.
+type applier struct {
+	s       Session
+	rep     reporter
+	client  *http.Client
+	layer   string
+	aptSync bool // apt lists are current for the configured repositories
+
+	missing  []string
+	keys     []manifest.AptKey
+	files    []manifest.File
+	enabled  []string
+	disabled []string
+
+	// finalize hooks: the validation script and build marker are generated
+	// from the build's own state when their steps run.
+	validationScript func(ctx context.Context) ([]byte, error)
+	marker           func(ctx context.Context) ([]byte, error)
+}
+
+func (a *applier) apply(ctx context.Context, st steps.Step) error {
+	switch s := st.(type) {
+	case steps.AptRepository:
+		return a.aptRepository(ctx, s)
+	case steps.Packages:
+		if s.Optional {
+			return a.optionalPackages(ctx, s.Packages)
+		}
+		return a.requiredPackages(ctx, s.Packages)
+	case steps.WriteFile:
+		if err := a.s.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner); err != nil {
+			return err
+		}
+		a.files = append(a.files, manifest.File{Path: s.Path, SHA256: s.SHA256, Mode: fsmode.String(s.Mode), Owner: s.Owner, Layer: a.layer})
+		return nil
+	case steps.Run:
+		_, err := a.s.Run(ctx, s.Command)
+		return err
+	case steps.Services:
+		return a.services(ctx, s)
+	case steps.KernelArgs:
+		return a.kernelArgs(ctx, s)
+	case steps.StageBundle:
+		return a.stageBundle(ctx, s)
+	case steps.InstallValidationScript:
+		b, err := a.validationScript(ctx)
+		if err != nil {
+			return err
+		}
+		return a.s.WriteFile(ctx, s.Path, b, 0o755, "root:root")
+	case steps.WriteBuildMarker:
+		b, err := a.marker(ctx)
+		if err != nil {
+			return err
+		}
+		return a.s.WriteFile(ctx, s.Path, b, 0o644, "root:root")
+	case steps.Cleanup:
+		_, err := a.s.Run(ctx, cleanupScript(s.Actions))
+		return err
+	}
+	return fmt.Errorf("no executor for %s steps", st.Kind())
+}
+
+func (a *applier) aptUpdate(ctx context.Context) error {
+	if a.aptSync {
+		return nil
+	}
+	if _, err := a.s.Run(ctx, aptEnv+"apt-get update -q"); err != nil {
+		return fmt.Errorf("apt-get update: %w", err)
+	}
+	a.aptSync = true
+	return nil
+}
+
+func (a *applier) requiredPackages(ctx context.Context, pkgs []string) error {
+	if err := a.aptUpdate(ctx); err != nil {
+		return err
+	}
+	_, err := a.s.Run(ctx, aptEnv+aptInstall+shellJoin(pkgs))
+	return err
+}
+
+// optionalPackages installs what the archive has: all at once when it can,
+// else one by one, recording the packages that could not be installed.
+func (a *applier) optionalPackages(ctx context.Context, pkgs []string) error {
+	if err := a.aptUpdate(ctx); err != nil {
+		return err
+	}
+	if _, err := a.s.Run(ctx, aptEnv+aptInstall+shellJoin(pkgs)); err == nil {
+		return nil
+	} else if !isCommandError(err) {
+		return err
+	}
+	for _, p := range pkgs {
+		_, err := a.s.Run(ctx, aptEnv+aptInstall+shellQuote(p))
+		switch {
+		case err == nil:
+		case isCommandError(err):
+			a.missing = append(a.missing, p)
+			a.rep.log(fmt.Sprintf("optional package %s not installed: %s", p, lastLine(err.(*CommandError).Output)))
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+func isCommandError(err error) bool {
+	var ce *CommandError
+	return errors.As(err, &ce)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func (a *applier) aptRepository(ctx context.Context, s steps.AptRepository) error {
+	key, source := s.KeyContent, s.KeyFile
+	if s.KeyURL != "" {
+		var err error
+		if key, err = fetch(ctx, a.client, s.KeyURL); err != nil {
+			return fmt.Errorf("fetching the signing key of apt repository %s: %w", s.Name, err)
+		}
+		source = s.KeyURL
+	}
+	keyring, err := dearmor(key)
+	if err != nil {
+		return fmt.Errorf("signing key of apt repository %s (%s): %w", s.Name, source, err)
+	}
+	if err := a.s.WriteFile(ctx, s.KeyringPath, keyring, 0o644, "root:root"); err != nil {
+		return err
+	}
+	if err := a.s.WriteFile(ctx, s.SourcesPath, []byte(s.Sources), 0o644, "root:root"); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(keyring)
+	a.keys = append(a.keys, manifest.AptKey{Repository: s.Name, Source: source, SHA256: hex.EncodeToString(sum[:])})
+	a.aptSync = false
+	return nil
+}
+
+// dearmor returns an OpenPGP key in binary form, which apt reads from a
+// .gpg keyring named by Signed-By.
+func dearmor(key []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(key)
+	if !bytes.HasPrefix(trimmed, []byte("-----BEGIN PGP")) {
+		if len(trimmed) == 0 || trimmed[0]&0x80 == 0 {
+			return nil, errors.New("not an OpenPGP key (neither armored nor binary)")
+		}
+		return key, nil
+	}
+	block, err := armor.Decode(bytes.NewReader(trimmed))
+	if err != nil {
+		return nil, fmt.Errorf("reading the armored key: %w", err)
+	}
+	return io.ReadAll(block.Body)
+}
+
+func fetch(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %s", resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+}
+
+func (a *applier) services(ctx context.Context, s steps.Services) error {
+	if len(s.Enable) > 0 {
+		if _, err := a.s.Run(ctx, "systemctl enable "+shellJoin(s.Enable)); err != nil {
+			return err
+		}
+		a.enabled = append(a.enabled, s.Enable...)
+	}
+	if len(s.Disable) > 0 {
+		if _, err := a.s.Run(ctx, "systemctl disable "+shellJoin(s.Disable)); err != nil {
+			return err
+		}
+		a.disabled = append(a.disabled, s.Disable...)
+	}
+	return nil
+}
+
+const defaultGrub = "/etc/default/grub"
+
+func (a *applier) kernelArgs(ctx context.Context, s steps.KernelArgs) error {
+	var cur []byte
+	ok, err := a.s.Exists(ctx, defaultGrub)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if cur, err = a.s.ReadFile(ctx, defaultGrub); err != nil {
+			return err
+		}
+	}
+	if err := a.s.WriteFile(ctx, defaultGrub, AddKernelArgs(cur, s.Args), 0o644, "root:root"); err != nil {
+		return err
+	}
+	// curtin regenerates grub.cfg at deploy; doing it here too makes the
+	// image boot with the args outside MAAS. Best effort: a failure is said,
+	// not fatal.
+	if _, err := a.s.Run(ctx, "if command -v update-grub >/dev/null 2>&1; then update-grub; fi"); err != nil {
+		if !isCommandError(err) {
+			return err
+		}
+		a.rep.log("update-grub failed (curtin runs it again at deploy): " + lastLine(err.(*CommandError).Output))
+	}
+	return nil
+}
+
+var cmdlineRE = regexp.MustCompile(`(?m)^([ \t]*GRUB_CMDLINE_LINUX=)(.*)$`)
+
+// AddKernelArgs appends args missing from GRUB_CMDLINE_LINUX in the content
+// of /etc/default/grub, or adds the variable when the file has none. Only
+// the last live assignment is edited: it is the one grub-mkconfig uses.
+func AddKernelArgs(grub []byte, args []string) []byte {
+	locs := cmdlineRE.FindAllSubmatchIndex(grub, -1)
+	if len(locs) == 0 {
+		out := append([]byte{}, grub...)
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
+		}
+		return append(out, []byte("GRUB_CMDLINE_LINUX=\""+strings.Join(args, " ")+"\"\n")...)
+	}
+	loc := locs[len(locs)-1]
+	value := strings.TrimSpace(string(grub[loc[4]:loc[5]]))
+	if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
+		value = value[1 : len(value)-1]
+	}
+	fields := strings.Fields(value)
+	have := map[string]bool{}
+	for _, f := range fields {
+		have[f] = true
+	}
+	for _, arg := range args {
+		if !have[arg] {
+			fields = append(fields, arg)
+			have[arg] = true
+		}
+	}
+	var out bytes.Buffer
+	out.Write(grub[:loc[4]])
+	out.WriteString(`"` + strings.Join(fields, " ") + `"`)
+	out.Write(grub[loc[5]:])
+	return out.Bytes()
+}
+
+// stageBundle streams the bundle as a tar owned by root into its
+// destination, re-hashing every file against the plan so a bundle that
+// changed since planning fails the build instead of shipping unplanned bytes.
+func (a *applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
+	if _, err := a.s.Run(ctx, "mkdir -p "+shellQuote(s.Destination)); err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		err := writeBundleTar(s, pw)
+		pw.CloseWithError(err)
+		errc <- err
+	}()
+	err := a.s.TarIn(ctx, pr, s.Destination)
+	pr.CloseWithError(errors.New("staging stopped"))
+	if werr := <-errc; werr != nil {
+		return fmt.Errorf("staging bundle %s: %w", s.Name, werr)
+	}
+	if err != nil {
+		return fmt.Errorf("staging bundle %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+func writeBundleTar(s steps.StageBundle, w io.Writer) error {
+	want := map[string]steps.BundleEntry{}
+	for _, e := range s.Entries {
+		want[e.Path] = e
+	}
+	tw := tar.NewWriter(w)
+	header := func(e steps.BundleEntry) *tar.Header {
+		h := &tar.Header{Name: "./" + e.Path, Mode: int64(fsmode.ToUnix(e.Mode)), ModTime: bundleMTime, Format: tar.FormatPAX}
+		switch e.Type {
+		case "dir":
+			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+		case "symlink":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e.Target
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, e.Size
+		}
+		return h
+	}
+	copyChecked := func(e steps.BundleEntry, r io.Reader) error {
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(tw, h), io.LimitReader(r, e.Size+1))
+		if err != nil {
+			return err
+		}
+		if n != e.Size || hex.EncodeToString(h.Sum(nil)) != e.SHA256 {
+			return fmt.Errorf("%s changed since the plan was made", e.Path)
+		}
+		return nil
+	}
+	if s.Archive {
+		f, err := os.Open(s.SourcePath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		var r io.Reader = f
+		if strings.HasSuffix(s.SourcePath, ".gz") || strings.HasSuffix(s.SourcePath, ".tgz") {
+			zr, err := gzipReader(f)
+			if err != nil {
+				return err
+			}
+			r = zr
+		}
+		tr := tar.NewReader(r)
+		for {
+			hdr, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			name := strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")
+			e, ok := want[name]
+			if !ok {
+				continue
+			}
+			delete(want, name)
+			if err := tw.WriteHeader(header(e)); err != nil {
+				return err
+			}
+			if e.Type == "file" {
+				if err := copyChecked(e, tr); err != nil {
+					return err
+				}
+			}
+		}
+	} else {
+		paths := make([]string, 0, len(want))
+		for p := range want {
+			paths = append(paths, p)
+		}
+		sort.Strings(paths)
+		for _, p := range paths {
+			e := want[p]
+			delete(want, p)
+			if err := tw.WriteHeader(header(e)); err != nil {
+				return err
+			}
+			if e.Type != "file" {
+				continue
+			}
+			f, err := os.Open(filepath.Join(s.SourcePath, filepath.FromSlash(p)))
+			if err != nil {
+				return err
+			}
+			err = copyChecked(e, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	for p := range want {
+		return fmt.Errorf("%s disappeared since the plan was made", p)
+	}
+	return tw.Close()
+}
+
+// cleanupScript is the shell the cleanup step runs, one block per action.
+func cleanupScript(actions []string) string {
+	parts := map[string]string{
+		steps.CleanAptCache:    "apt-get clean; rm -rf /var/lib/apt/lists/*",
+		steps.CleanMachineID:   ": > /etc/machine-id; if [ -f /var/lib/dbus/machine-id ] && [ ! -L /var/lib/dbus/machine-id ]; then rm -f /var/lib/dbus/machine-id; fi",
+		steps.CleanCloudInit:   "if command -v cloud-init >/dev/null 2>&1; then cloud-init clean --logs --seed; fi; rm -rf /var/lib/cloud/*",
+		steps.CleanSSHHostKeys: "rm -f /etc/ssh/ssh_host_*",
+		steps.CleanLogs: "find /var/log -type f \\( -name '*.gz' -o -name '*.[0-9]' -o -name '*.old' \\) -delete; " +
+			"find /var/log -type f -exec truncate -s 0 {} +; rm -rf /var/log/journal/*; rm -f /root/.bash_history",
+		steps.CleanPolicyRCD:     "rm -f /usr/sbin/policy-rc.d",
+		steps.CleanCloudInitNet:  "rm -f /etc/netplan/50-cloud-init.yaml",
+		steps.CleanInstallerCfgs: "rm -f /etc/cloud/cloud.cfg.d/99-installer.cfg /etc/cloud/cloud.cfg.d/subiquity-disable-cloudinit-networking.cfg",
+	}
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	for _, act := range actions {
+		b.WriteString(parts[act] + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,74 @@
+package builder
+
+import (
+	"context"
+	"io"
+	"io/fs"
+)
+
+// Executor starts sessions on disk images. The libguestfs executor (package
+// builder/guestfs, built with the guestfs tag) is the real one; the CLI
+// supplies it, so this package builds without cgo.
+type Executor interface {
+	// Open launches one appliance for the whole customization of disk (a
+	// qcow2 overlay), grows the root filesystem to fill the disk, and mounts
+	// the guest's filesystems. Everything else in a build happens in the
+	// returned session.
+	Open(ctx context.Context, disk string, opts SessionOptions) (Session, error)
+}
+
+// SessionOptions configure a session.
+type SessionOptions struct {
+	// Accel is "auto" (KVM when it works, else TCG, said in the log), "kvm"
+	// or "tcg".
+	Accel string
+	// Log receives one line per notable event ("falling back to TCG: ...").
+	Log func(string)
+}
+
+// Session is an open appliance with the guest mounted. Its methods are
+// called from one goroutine; Close may be called from any and ends a
+// blocked call (used for cancellation).
+type Session interface {
+	// Accelerator is "kvm" or "tcg".
+	Accelerator() string
+	// Run runs a shell command in the guest (chrooted, never booted) and
+	// returns its combined output; a non-zero exit is a *CommandError.
+	Run(ctx context.Context, cmd string) (string, error)
+	// WriteFile writes a file, creating parent directories, with the mode
+	// and owner ("user:group", names resolved in the guest).
+	WriteFile(ctx context.Context, path string, content []byte, mode fs.FileMode, owner string) error
+	// ReadFile reads a file of the guest.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// Exists reports whether a path exists in the guest.
+	Exists(ctx context.Context, path string) (bool, error)
+	// TarIn unpacks an uncompressed tar stream into a guest directory,
+	// keeping the owners, modes and xattrs it carries.
+	TarIn(ctx context.Context, r io.Reader, dir string) error
+	// TarOut streams the guest's root filesystem as tar with xattrs and
+	// numeric owners.
+	TarOut(ctx context.Context, w io.Writer) error
+	// Close unmounts, shuts the appliance down and releases it. It is safe
+	// to call more than once.
+	Close() error
+}
+
+// CommandError is a guest command that exited non-zero.
+type CommandError struct {
+	Command  string
+	ExitCode int
+	// Output is the tail of what the command printed.
+	Output string
+}
+
+func (e *CommandError) Error() string {
+	msg := "command failed"
+	if e.ExitCode > 0 {
+		msg = "command exited " + itoa(e.ExitCode)
+	}
+	out := e.Output
+	if out != "" {
+		out = ":\n" + indent(out)
+	}
+	return msg + ": " + e.Command + out
+}

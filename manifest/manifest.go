@@ -1,0 +1,239 @@
+// Package manifest owns the build manifest: the JSON record of what an
+// image contains and where it came from (packages with versions, layers and
+// their digests, files, bundles, kernel args, Netdata, the artifact's hash,
+// timings, lineage). The builder writes it beside the tgz and, without the
+// artifact section, into the image as its build marker; diff, sign and
+// upload read it.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// SchemaVersion is the version of the manifest's JSON form.
+const SchemaVersion = 1
+
+// Manifest describes one built image.
+type Manifest struct {
+	SchemaVersion int       `json:"schema_version"`
+	Image         Image     `json:"image"`
+	Recipe        Recipe    `json:"recipe"`
+	Builder       Builder   `json:"builder"`
+	Base          Base      `json:"base"`
+	Layers        []Layer   `json:"layers"`
+	Packages      []Package `json:"packages"`
+	// RequiredPackages are the packages the recipe requires, as it names
+	// them; Packages says at which version each was installed.
+	RequiredPackages []string `json:"required_packages"`
+	// MissingOptional are optional packages the archive did not have.
+	MissingOptional []string   `json:"missing_optional_packages"`
+	AptKeys         []AptKey   `json:"apt_keys,omitempty"`
+	Files           []File     `json:"files"`
+	Bundles         []Bundle   `json:"bundles"`
+	Services        Services   `json:"services"`
+	KernelArgs      []string   `json:"kernel_args"`
+	Netdata         *Netdata   `json:"netdata,omitempty"`
+	Network         *Network   `json:"network,omitempty"`
+	Validation      Validation `json:"validation"`
+	Build           Build      `json:"build"`
+	Lineage         Lineage    `json:"lineage"`
+	// Artifact is absent in the build marker inside the image, which cannot
+	// contain its own hash.
+	Artifact *Artifact `json:"artifact,omitempty"`
+}
+
+// Image names the image.
+type Image struct {
+	Name         string `json:"name"`
+	Title        string `json:"title"`
+	Version      string `json:"version"`
+	Architecture string `json:"architecture"`
+}
+
+// Recipe identifies the recipe the image was built from.
+type Recipe struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// Builder identifies the imagectl that built it.
+type Builder struct {
+	Version string `json:"version"`
+	// Accelerator is "kvm" or "tcg": how the appliance ran.
+	Accelerator string `json:"accelerator,omitempty"`
+}
+
+// Base is the base image.
+type Base struct {
+	Source string `json:"source"`
+	SHA256 string `json:"sha256"`
+	Format string `json:"format"`
+	// Size is the size the disk was grown to, in bytes (0: unchanged).
+	Size int64 `json:"size,omitempty"`
+}
+
+// Layer is an applied (or disabled) layer with its steps' timings.
+type Layer struct {
+	Name       string `json:"name"`
+	File       string `json:"file,omitempty"`
+	FileDigest string `json:"file_digest,omitempty"`
+	Enabled    bool   `json:"enabled"`
+	Digest     string `json:"digest,omitempty"`
+	Key        string `json:"key,omitempty"`
+	Steps      []Step `json:"steps,omitempty"`
+}
+
+// Step is one executed step.
+type Step struct {
+	Kind    string  `json:"kind"`
+	Summary string  `json:"summary"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Package is an installed Debian package, from the image's dpkg database.
+type Package struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	Architecture string `json:"architecture"`
+}
+
+// AptKey is a repository signing key as installed.
+type AptKey struct {
+	Repository string `json:"repository"`
+	Source     string `json:"source"`
+	SHA256     string `json:"sha256"`
+}
+
+// File is a file the recipe wrote.
+type File struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Mode   string `json:"mode"`
+	Owner  string `json:"owner"`
+	Layer  string `json:"layer"`
+}
+
+// Bundle is a staged bundle and what it holds.
+type Bundle struct {
+	Name        string        `json:"name"`
+	Destination string        `json:"destination"`
+	Digest      string        `json:"digest"`
+	Entries     []BundleEntry `json:"entries"`
+}
+
+// BundleEntry is one staged entry.
+type BundleEntry struct {
+	Path   string `json:"path"`
+	Type   string `json:"type"`
+	Mode   string `json:"mode"`
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Target string `json:"target,omitempty"`
+}
+
+// Netdata is the Netdata configuration baked in.
+type Netdata struct {
+	Enabled     bool     `json:"enabled"`
+	Bind        string   `json:"bind"`
+	RetentionMB int      `json:"retention_mb"`
+	UpdateEvery int      `json:"update_every"`
+	Collectors  []string `json:"collectors"`
+}
+
+// Network is the systemd-networkd-wait-online bound.
+type Network struct {
+	WaitOnlineTimeoutSeconds int  `json:"wait_online_timeout_seconds"`
+	WaitOnlineAny            bool `json:"wait_online_any"`
+}
+
+// Services are the systemd units the recipe enabled and disabled.
+type Services struct {
+	Enabled  []string `json:"enabled"`
+	Disabled []string `json:"disabled"`
+}
+
+// Validation is where the on-host validation script is and the recipe's
+// extra checks it runs.
+type Validation struct {
+	Script string `json:"script"`
+	// Marker is where the image carries its build marker.
+	Marker         string   `json:"marker"`
+	ServicesActive []string `json:"services_active"`
+	FilesExist     []string `json:"files_exist"`
+	Checks         []Check  `json:"checks"`
+}
+
+// Check is a named command that must succeed on the host.
+type Check struct {
+	Name    string `json:"name"`
+	Command string `json:"command"`
+}
+
+// Build records when the build ran.
+type Build struct {
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Seconds  float64   `json:"seconds"`
+}
+
+// Lineage ties the image to everything it came from.
+type Lineage struct {
+	BaseDigest   string `json:"base_digest"`
+	RecipeDigest string `json:"recipe_digest"`
+	// TopKey is the key of the last layer: equal keys, equal image content.
+	TopKey        string `json:"top_key"`
+	ParentVersion string `json:"parent_version,omitempty"`
+	// SourceRevision is the git commit of the recipe's checkout, with
+	// "-dirty" when it had uncommitted changes.
+	SourceRevision string `json:"source_revision,omitempty"`
+}
+
+// Artifact is the tgz the manifest describes.
+type Artifact struct {
+	File             string `json:"file"`
+	SHA256           string `json:"sha256"`
+	Size             int64  `json:"size"`
+	Compression      string `json:"compression"`
+	CompressionLevel int    `json:"compression_level"`
+	Entries          int    `json:"entries"`
+}
+
+// Marshal encodes a manifest as indented JSON with a final newline.
+func (m *Manifest) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Marker is the manifest as the image carries it: without the artifact.
+func (m *Manifest) Marker() ([]byte, error) {
+	c := *m
+	c.Artifact = nil
+	return c.Marshal()
+}
+
+// Read loads a manifest file, refusing schema versions it does not know.
+func Read(path string) (*Manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("reading manifest %s: %w", path, err)
+	}
+	if m.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("reading manifest %s: schema version %d, this imagectl reads %d", path, m.SchemaVersion, SchemaVersion)
+	}
+	return &m, nil
+}

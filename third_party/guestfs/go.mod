@@ -1,0 +1,3 @@
+module libguestfs.org/guestfs
+
+go 1.21
