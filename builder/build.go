@@ -76,7 +76,9 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	// 1. The base image, verified before anything else happens.
 	end := rep.phase(PhaseVerifyBase, plan.Base.Source)
 	basePath, err := BaseCache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, plan.Base, img.Base.Path,
-		func(done, total int64) { rep.emit(Event{Type: "progress", Phase: PhaseVerifyBase, Done: done, Total: total}) })
+		func(done, total int64) {
+			rep.emit(Event{Type: "progress", Phase: PhaseVerifyBase, Done: done, Total: total})
+		})
 	end(err)
 	if err != nil {
 		return nil, err
