@@ -109,7 +109,7 @@ func verifyFile(ctx context.Context, path, want string, progress func(done, tota
 // copyWithProgress copies in 1 MiB pieces, checking ctx between them.
 func copyWithProgress(ctx context.Context, w io.Writer, r io.Reader, total int64, progress func(done, total int64)) (int64, error) {
 	buf := make([]byte, 1<<20)
-	var done int64
+	var done, reported int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return done, err
@@ -120,8 +120,9 @@ func copyWithProgress(ctx context.Context, w io.Writer, r io.Reader, total int64
 				return done, werr
 			}
 			done += int64(n)
-			if progress != nil {
+			if progress != nil && (done-reported >= 64<<20 || done == total) {
 				progress(done, total)
+				reported = done
 			}
 		}
 		if err == io.EOF {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/steps"
@@ -105,8 +104,9 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	if err != nil {
 		return nil, err
 	}
-	var closeOnce sync.Once
-	closeSess := func() { closeOnce.Do(func() { sess.Close() }) }
+	// Close is idempotent and may run from the cancellation goroutine while
+	// a guest call blocks: it then stops the appliance so the call returns.
+	closeSess := func() { sess.Close() }
 	defer closeSess()
 	stop := context.AfterFunc(ctx, closeSess) // cancellation ends a blocked guest call
 	defer stop()

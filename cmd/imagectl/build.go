@@ -1,7 +1,10 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -10,9 +13,13 @@ import (
 
 func newBuildCmd(env []string) *cobra.Command {
 	var (
-		rf      recipeFlags
-		dryRun  bool
-		version string
+		rf        recipeFlags
+		dryRun    bool
+		version   string
+		cacheDir  string
+		workDir   string
+		outputDir string
+		accel     string
 	)
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
@@ -20,7 +27,13 @@ func newBuildCmd(env []string) *cobra.Command {
 		Long: `Build resolves a recipe's variables and layers into the ordered steps a
 build executes. With --dry-run it prints that plan - base image and checksum,
 each layer with its steps and digest, kernel args, Netdata, bundles with their
-file hashes, artifact names and the MAAS target - and touches nothing.`,
+file hashes, artifact names and the MAAS target - and touches nothing.
+
+Without --dry-run it runs the plan: verifies the base image's checksum
+(downloading it once into the cache), customizes a copy-on-write overlay of it
+in one libguestfs appliance (KVM when it works, TCG otherwise), and writes
+<name>-<version>.tgz, .manifest.json and -validate.sh into the artifact
+directory, all or none of them. Ctrl-C stops the build and cleans up.`,
 		Example: `  imagectl build recipes/h200.hcl --dry-run
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
   imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
@@ -37,17 +50,62 @@ file hashes, artifact names and the MAAS target - and touches nothing.`,
 			if err != nil {
 				return err
 			}
-			if !dryRun {
-				return errors.New("this imagectl can plan but not yet execute a build: run with --dry-run")
+			if dryRun {
+				if rf.output == "json" {
+					return plan.WriteJSON(cmd.OutOrStdout())
+				}
+				return plan.WriteText(cmd.OutOrStdout())
+			}
+			if cacheDir == "" {
+				if cacheDir, err = defaultCacheDir(env); err != nil {
+					return err
+				}
+			}
+			events := progress(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
+			if rf.output == "json" {
+				events = progress(cmd.OutOrStdout(), true, false)
+			}
+			res, err := builder.Build(cmd.Context(), plan, builder.BuildOptions{
+				Executor:  newExecutor(),
+				CacheDir:  cacheDir,
+				WorkDir:   workDir,
+				OutputDir: outputDir,
+				Accel:     accel,
+				Events:    events,
+			})
+			if err != nil {
+				return err
 			}
 			if rf.output == "json" {
-				return plan.WriteJSON(cmd.OutOrStdout())
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"type": "result", "tarball": res.Tarball,
+					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sha256": res.Manifest.Artifact.SHA256,
+					"size": res.Manifest.Artifact.Size})
 			}
-			return plan.WriteText(cmd.OutOrStdout())
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n", res.Tarball, res.Manifest.Artifact.SHA256,
+				res.Manifest.Artifact.Size, res.ManifestPath, res.ValidationScript)
+			return nil
 		},
 	}
 	rf.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and touch nothing")
 	cmd.Flags().StringVar(&version, "version", "", "image version (overrides the recipe's)")
+	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images are kept (default: $XDG_CACHE_HOME/imagectl)")
+	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary overlay goes (default: $TMPDIR)")
+	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
+	cmd.Flags().StringVar(&accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")
 	return cmd
+}
+
+// defaultCacheDir is $IMAGECTL_CACHE_DIR, else the user's cache directory.
+func defaultCacheDir(env []string) (string, error) {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "IMAGECTL_CACHE_DIR="); ok && v != "" {
+			return v, nil
+		}
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: %w (pass --cache-dir)", err)
+	}
+	return filepath.Join(dir, "imagectl"), nil
 }

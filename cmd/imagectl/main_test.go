@@ -75,12 +75,6 @@ func TestBuildDryRunJSON(t *testing.T) {
 	}
 }
 
-func TestBuildWithoutDryRunSaysWhy(t *testing.T) {
-	_, errs, code := imagectl(t, nil, "build", "recipes/h200.hcl")
-	if code == 0 || !strings.Contains(errs, "--dry-run") {
-		t.Errorf("exit %d, stderr %q", code, errs)
-	}
-}
 
 // brokenCopy copies the H200 recipe and its layer files into a temporary
 // tree and breaks the recipe in three places.

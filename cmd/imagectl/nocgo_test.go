@@ -1,0 +1,15 @@
+//go:build !guestfs
+
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBuildWithoutLibguestfsSaysWhy(t *testing.T) {
+	_, errs, code := imagectl(t, nil, "build", "recipes/h200.hcl")
+	if code == 0 || !strings.Contains(errs, "-tags guestfs") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder"
+)
+
+// progress renders build events: JSON lines for --output json, and for
+// text one line per phase and step with its duration (a terminal also sees
+// what is running now).
+func progress(w io.Writer, jsonOut, terminal bool) func(builder.Event) {
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	return func(e builder.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if jsonOut {
+			if e.Type == "progress" && e.Done != e.Total {
+				return
+			}
+			_ = enc.Encode(e)
+			return
+		}
+		ok, fail, run := "ok  ", "FAIL", "... "
+		if terminal {
+			ok, fail, run = "\x1b[32m✓\x1b[0m", "\x1b[31m✗\x1b[0m", "\x1b[2m…\x1b[0m"
+		}
+		what := e.Phase
+		if e.Type == "step" {
+			what = e.Layer + ": " + e.Summary
+		}
+		switch {
+		case e.Type == "log":
+			fmt.Fprintf(w, "     %s\n", e.Message)
+		case e.Type == "progress":
+			if terminal && e.Total > 0 {
+				fmt.Fprintf(w, "\r     %s %3d%%", e.Phase, e.Done*100/e.Total)
+				if e.Done == e.Total {
+					fmt.Fprintln(w)
+				}
+			}
+		case e.Status == "start":
+			if terminal || e.Type == "phase" {
+				fmt.Fprintf(w, "%s %s\n", run, truncate(what, 110))
+			}
+		case e.Status == "ok":
+			fmt.Fprintf(w, "%s %s (%s)\n", ok, truncate(what, 110), dur(e.Seconds))
+		case e.Status == "failed":
+			fmt.Fprintf(w, "%s %s (%s)\n", fail, truncate(what, 110), dur(e.Seconds))
+		}
+	}
+}
+
+func dur(secs float64) string {
+	return (time.Duration(secs * float64(time.Second))).Round(100 * time.Millisecond).String()
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
