@@ -1,36 +1,57 @@
 # imagectl: build, test and benchmark.
 #
-#   make build   the imagectl binary in bin/
-#   make unit    the fast tests, for the edit loop
-#   make test    everything CI runs (installs what it needs first)
-#   make bench   benchmarks
-#   make demo    the main job on the shipped recipes
+#   make build       the imagectl binary in bin/ (with libguestfs support)
+#   make unit        the fast tests, for the edit loop (no appliance)
+#   make test        everything CI runs, installing what it needs first
+#   make bench       benchmarks
+#   make demo        builds examples/demo.hcl into a tgz, manifest and validation script
+#   make base-image  the Debian test base image (built once per machine, cached by content)
 
 SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/gpuaas/imagectl/builder.Version=$(VERSION)
+TAGS := guestfs
 FUZZTIME ?= 20s
 BIN := bin/imagectl
 
-.PHONY: all build deps unit test lint fuzz bench demo clean
+# Debian packages: libguestfs and its Go binding (source only), QEMU tools,
+# what scripts/mkbase.sh uses, shellcheck for generated shell.
+APT_PACKAGES := libguestfs-tools golang-guestfs-dev libguestfs-dev linux-image-amd64 qemu-utils \
+	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck
+GUESTFS_GO := /usr/share/gocode/src/libguestfs.org/guestfs/guestfs.go
+
+# The test base image is keyed by the script that builds it and kept per
+# machine, outside the checkout, so a fresh clone reuses it.
+IMAGES_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/imagectl/test-images
+BASE_KEY := $(shell cat scripts/mkbase.sh 2>/dev/null | sha256sum | cut -c1-16)
+BASE_DIR := $(IMAGES_CACHE)/$(BASE_KEY)
+BASE_IMAGE := $(BASE_DIR)/debian-bookworm-base.qcow2
+BASE_VARS := $(BASE_DIR)/base.vars.hcl
+export IMAGECTL_TEST_BASE_VARS := $(BASE_VARS)
+
+.PHONY: all build deps guestfs-binding unit test lint fuzz bench demo base-image clean
 
 all: build
-
-# Debian packages the tests use; installed only when missing (root, apt).
-APT_PACKAGES := shellcheck
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	$(MAKE) --no-print-directory guestfs-binding
 	$(GO) mod download
 
+# Debian ships libguestfs's Go binding as source only; third_party/guestfs is
+# the module that holds it (see its doc.go).
+guestfs-binding: third_party/guestfs/guestfs.go
+third_party/guestfs/guestfs.go: $(GUESTFS_GO)
+	cp $< $@
+
 build: deps
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/imagectl
+	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/imagectl
 
 unit:
 	$(GO) test -short ./...
@@ -39,23 +60,35 @@ lint: build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^third_party/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags $(TAGS) ./...
+	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/imagectl
+	shellcheck scripts/*.sh .ci/run
 	$(BIN) fmt --check recipes layers examples testdata/recipes/valid testdata/recipes/layers
 
 fuzz:
 	$(GO) test ./recipes -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 
-test: lint
-	$(GO) test -count=1 ./...
+base-image: $(BASE_VARS)
+
+$(BASE_VARS): scripts/mkbase.sh
+	@mkdir -p $(BASE_DIR)
+	scripts/mkbase.sh $(BASE_IMAGE).tmp
+	mv $(BASE_IMAGE).tmp $(BASE_IMAGE)
+	printf 'base_image    = "%s"\nbase_checksum = "sha256:%s"\n' $(BASE_IMAGE) \
+		$$(sha256sum $(BASE_IMAGE) | cut -d' ' -f1) > $@.tmp
+	mv $@.tmp $@
+
+test: lint base-image
+	$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./...
 	$(MAKE) --no-print-directory fuzz
 	$(BIN) build recipes/h200.hcl --dry-run --version 0.0.0-ci >/dev/null
 	$(BIN) build recipes/h200-slice-vm.hcl --dry-run --output json --version 0.0.0-ci >/dev/null
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: build base-image
+	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchmem -timeout 60m ./...
 
-demo: build
-	$(BIN) validate recipes/h200.hcl
-	$(BIN) build recipes/h200.hcl --dry-run
+demo: build base-image
+	$(BIN) build examples/demo.hcl -var-file $(BASE_VARS)
 
 clean:
 	rm -rf bin artifacts

@@ -259,13 +259,25 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	return res, nil
 }
 
-// packSession streams the guest's root filesystem through Repack into a
-// temporary file that becomes the tgz when published.
+// packSession packs the guest's root filesystem into a temporary file that
+// becomes the tgz when published.
 func packSession(ctx context.Context, sess Session, tgzPath string, level int) (*atomicfile.File, PackResult, error) {
 	f, err := atomicfile.Create(tgzPath, 0o644)
 	if err != nil {
 		return nil, PackResult{}, err
 	}
+	res, err := PackSession(ctx, sess, f, level)
+	if err != nil {
+		f.Abort()
+		return nil, PackResult{}, fmt.Errorf("packing the root filesystem: %w", err)
+	}
+	return f, res, nil
+}
+
+// PackSession streams the session's root filesystem (tar-out with xattrs and
+// numeric owners) through Repack into w: compression and sha256 in one pass,
+// no uncompressed tar on disk.
+func PackSession(ctx context.Context, sess Session, w io.Writer, level int) (PackResult, error) {
 	pr, pw := io.Pipe()
 	type packed struct {
 		res PackResult
@@ -273,21 +285,24 @@ func packSession(ctx context.Context, sess Session, tgzPath string, level int) (
 	}
 	done := make(chan packed, 1)
 	go func() {
-		res, err := Repack(ctx, pr, f, level)
+		res, err := Repack(ctx, pr, w, level)
+		if err == nil {
+			// tar pads its output past the end-of-archive marker: take it
+			// all, or the writer would see a broken pipe.
+			_, err = io.Copy(io.Discard, pr)
+		}
 		pr.CloseWithError(errors.New("packing stopped"))
 		done <- packed{res, err}
 	}()
-	err = sess.TarOut(ctx, pw)
+	err := sess.TarOut(ctx, pw)
 	pw.CloseWithError(err)
 	p := <-done
-	if err == nil {
+	if p.err != nil {
+		// The repacker's error is the cause; the tar-out's broken pipe is
+		// its consequence.
 		err = p.err
 	}
-	if err != nil {
-		f.Abort()
-		return nil, PackResult{}, fmt.Errorf("packing the root filesystem: %w", err)
-	}
-	return f, p.res, nil
+	return p.res, err
 }
 
 func prepareOverlay(ctx context.Context, base, format, overlay string, size int64) error {

@@ -31,7 +31,7 @@ var planCases = []planCase{
 	{name: "h200-slice-vm", recipe: "recipes/h200-slice-vm.hcl", opts: PlanOptions{Version: "1.4.0"},
 		inputs: recipes.Inputs{Flags: []string{"enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
 	{name: "demo", recipe: "examples/demo.hcl",
-		inputs: recipes.Inputs{Flags: []string{"base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
+		inputs: recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
 	{name: "full", recipe: "testdata/recipes/valid/full.hcl", roots: []string{"testdata"}},
 }
 

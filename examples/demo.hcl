@@ -1,17 +1,17 @@
 # A small real image: the Debian bookworm base disk the project builds for
 # its tests (make base-image), customized with a reused layer file, an inline
 # layer, kernel args, Netdata, the bounded wait-online and a site-bootstrap
-# bundle. `make demo` builds it on a fresh machine.
+# bundle. `make demo` builds it on a fresh machine, passing the base image
+# and its checksum in the var file make base-image writes beside it.
 
 variable "base_image" {
   type        = string
-  default     = "../.cache/images/debian-bookworm-base.qcow2"
   description = "The Debian base disk built by make base-image."
 }
 
 variable "base_checksum" {
   type        = string
-  description = "sha256 of base_image; make writes it into the var file beside the image."
+  description = "sha256 of base_image."
 
   validation {
     condition     = can(regex("^sha256:[0-9a-f]{64}$", var.base_checksum))

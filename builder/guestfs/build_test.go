@@ -1,0 +1,547 @@
+//go:build guestfs
+
+package guestfs
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// These tests run real builds in a real libguestfs appliance on the
+// project's Debian base image (make base-image; the Makefile exports
+// IMAGECTL_TEST_BASE_VARS). They are slow under TCG: -short skips them.
+
+func baseVars(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds an image: skipped with -short")
+	}
+	p := os.Getenv("IMAGECTL_TEST_BASE_VARS")
+	if p == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("IMAGECTL_TEST_BASE_VARS is not set: run the tests through make test")
+		}
+		t.Skip("IMAGECTL_TEST_BASE_VARS is not set (make base-image, then run through make)")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("base image vars: %v", err)
+	}
+	return p
+}
+
+var varRE = regexp.MustCompile(`(?m)^(\w+)\s*=\s*"([^"]*)"`)
+
+func baseImage(t *testing.T) (path, checksum string) {
+	b, err := os.ReadFile(baseVars(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range varRE.FindAllStringSubmatch(string(b), -1) {
+		switch m[1] {
+		case "base_image":
+			path = m[2]
+		case "base_checksum":
+			checksum = m[2]
+		}
+	}
+	return path, checksum
+}
+
+// hostMirror is the Debian mirror this machine's apt uses: the appliance
+// reaches the same archive.
+func hostMirror(t *testing.T) string {
+	for _, f := range []string{"/etc/apt/sources.list.d/debian.sources", "/etc/apt/sources.list"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			switch {
+			case len(fields) >= 2 && fields[0] == "URIs:":
+				return fields[1]
+			case len(fields) >= 3 && fields[0] == "deb" && strings.HasPrefix(fields[1], "http"):
+				return fields[1]
+			}
+		}
+	}
+	t.Fatal("no Debian mirror in this machine's apt sources")
+	return ""
+}
+
+// recipeTree copies testdata/recipes/build into a temporary directory with
+// the Debian archive keyring beside it.
+func recipeTree(t *testing.T) string {
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-a", "../../testdata/recipes/build/.", dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	os.MkdirAll(filepath.Join(dir, "keys"), 0o755)
+	if out, err := exec.Command("cp", "/usr/share/keyrings/debian-archive-keyring.gpg", filepath.Join(dir, "keys/archive.gpg")).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return dir
+}
+
+func planFor(t *testing.T, recipe string, flags ...string) *builder.Plan {
+	t.Helper()
+	p := recipes.NewParser()
+	r, diags := p.LoadFile(recipe, recipes.Options{Inputs: recipes.Inputs{Files: []string{baseVars(t)}, Flags: flags}})
+	if diags.HasErrors() {
+		t.Fatalf("%s: %s", recipe, diags.Error())
+	}
+	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+func buildOptions(t *testing.T, out string, events *[]builder.Event) builder.BuildOptions {
+	return builder.BuildOptions{
+		Executor:  Executor{},
+		CacheDir:  t.TempDir(),
+		WorkDir:   t.TempDir(),
+		OutputDir: out,
+		Events: func(e builder.Event) {
+			if events != nil {
+				*events = append(*events, e)
+			}
+			if e.Type == "log" || (e.Status != "" && e.Status != "start") {
+				t.Logf("%s %s %s %s %.1fs %s", e.Type, e.Status, e.Phase+e.Layer, e.Summary, e.Seconds, e.Message)
+			}
+		},
+	}
+}
+
+func TestBuildEveryStepKind(t *testing.T) {
+	dir := recipeTree(t)
+	plan := planFor(t, filepath.Join(dir, "every-step.hcl"), "mirror_uri="+hostMirror(t))
+	out := t.TempDir()
+	var events []builder.Event
+	res, err := builder.Build(context.Background(), plan, buildOptions(t, out, &events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Manifest
+
+	// The manifest describes the file beside it.
+	sum, size := fileSHA256(t, res.Tarball)
+	if m.Artifact.SHA256 != sum || m.Artifact.Size != size {
+		t.Errorf("manifest says %s/%d, the tgz is %s/%d", m.Artifact.SHA256, m.Artifact.Size, sum, size)
+	}
+	if m.Builder.Accelerator == "" || len(m.Packages) < 100 {
+		t.Errorf("manifest: accelerator %q, %d packages", m.Builder.Accelerator, len(m.Packages))
+	}
+	if strings.Join(m.MissingOptional, ",") != "no-such-package-imagectl-test" {
+		t.Errorf("missing optional packages: %v", m.MissingOptional)
+	}
+	if len(m.AptKeys) != 1 || m.AptKeys[0].Repository != "mirror" {
+		t.Errorf("apt keys: %+v", m.AptKeys)
+	}
+	for _, l := range m.Layers {
+		if l.Enabled && (l.Digest == "" || len(l.Steps) == 0) {
+			t.Errorf("layer %s: no digest or steps in the manifest", l.Name)
+		}
+	}
+	kinds := map[string]bool{}
+	for _, e := range events {
+		if e.Type == "step" && e.Status == "ok" {
+			kinds[e.Kind] = true
+		}
+	}
+	for _, k := range []string{"apt-repository", "packages", "file", "run", "services", "kernel-args", "bundle", "validation-script", "build-marker", "cleanup"} {
+		if !kinds[k] {
+			t.Errorf("no %s step ran", k)
+		}
+	}
+
+	// Unpack the tgz the way curtin does and look at it from outside.
+	root := t.TempDir()
+	if out, err := exec.Command("tar", "-C", root, "--xattrs", "--xattrs-include=*", "-Sxpf", res.Tarball, "--numeric-owner").CombinedOutput(); err != nil {
+		t.Fatalf("curtin's tar cannot extract the tgz: %v: %s", err, out)
+	}
+	checkFile(t, root, "etc/every-step/plain.conf", "plain\n", 0o600)
+	checkFile(t, root, "usr/local/bin/every-step", "#!/bin/sh\necho \"hello from every-step\"\n", 0o755)
+	checkFile(t, root, "usr/local/share/gpuaas/site-bootstrap/site/bin/bootstrap.sh", "#!/bin/sh\necho site bootstrap\n", 0o755)
+	checkFile(t, root, "usr/local/share/gpuaas/site-bootstrap/site/site.conf", "SITE=test\n", 0o644)
+	if target, err := os.Readlink(filepath.Join(root, "usr/local/share/gpuaas/site-bootstrap/site/run")); err != nil || target != "bin/bootstrap.sh" {
+		t.Errorf("bundle symlink: %q %v", target, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "var/lib/every-step-ran")); err != nil {
+		t.Error("the run step left no trace")
+	}
+	for _, f := range []string{"etc/default/grub", "etc/default/grub.d/99-imagectl-kernel-args.cfg"} {
+		b, _ := os.ReadFile(filepath.Join(root, f))
+		if !strings.Contains(string(b), "intel_iommu=on") || !strings.Contains(string(b), "iommu=pt") {
+			t.Errorf("%s lacks the kernel args:\n%s", f, b)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(root, "etc/systemd/system/multi-user.target.wants/cron.service")); err != nil {
+		t.Error("cron was not enabled")
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/machine-id")); len(b) != 0 {
+		t.Errorf("machine-id not emptied: %q", b)
+	}
+	for _, gone := range []string{"usr/sbin/policy-rc.d", "boot/efi/EFI"} {
+		if _, err := os.Lstat(filepath.Join(root, gone)); err == nil {
+			t.Errorf("%s is in the tgz", gone)
+		}
+	}
+	if keys, _ := filepath.Glob(filepath.Join(root, "etc/ssh/ssh_host_*")); len(keys) > 0 {
+		t.Errorf("SSH host keys left: %v", keys)
+	}
+	if out, err := exec.Command("getcap", filepath.Join(root, "usr/bin/ping")).CombinedOutput(); err != nil || !strings.Contains(string(out), "cap_net_raw") {
+		t.Errorf("ping lost its file capability: %q %v", out, err)
+	}
+	gid := ownerGID(t, root, "crontab")
+	if st := statOf(t, filepath.Join(root, "etc/every-step/plain.conf")); st.gid != gid {
+		t.Errorf("plain.conf group %d, want crontab (%d)", st.gid, gid)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/imagectl/build.json")); err != nil || !strings.Contains(string(b), `"top_key": "`+m.Lineage.TopKey+`"`) {
+		t.Errorf("build marker: %v\n%s", err, b)
+	}
+
+	// The validation script baked in and the one beside the artifact are
+	// the same, and pass on the unpacked tree.
+	baked, _ := os.ReadFile(filepath.Join(root, "usr/local/sbin/every-step-validate.sh"))
+	beside, _ := os.ReadFile(res.ValidationScript)
+	if len(baked) == 0 || string(baked) != string(beside) {
+		t.Error("the baked validation script differs from the one beside the artifact")
+	}
+	vout, err := exec.Command("sh", res.ValidationScript, "--root", root).CombinedOutput()
+	if err != nil || strings.Contains(string(vout), "status=FAIL") {
+		t.Errorf("validation of the unpacked tgz: %v\n%s", err, vout)
+	}
+}
+
+func TestBuildFailures(t *testing.T) {
+	base, checksum := baseImage(t)
+	dir := t.TempDir()
+	write := func(name, layer string) string {
+		p := filepath.Join(dir, name)
+		src := fmt.Sprintf("image \"fail\" {\n  title = \"f\"\n  version = \"1\"\n  base {\n    source = %q\n    checksum = var_checksum\n  }\n%s\n}\n", base, layer)
+		src = strings.Replace(src, "var_checksum", "\""+checksum+"\"", 1)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	load := func(p string, flags ...string) *builder.Plan {
+		r, diags := recipes.NewParser().LoadFile(p, recipes.Options{Inputs: recipes.Inputs{Flags: flags}})
+		if diags.HasErrors() {
+			t.Fatal(diags.Error())
+		}
+		plan, err := builder.NewPlan(r, builder.PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plan
+	}
+	noOutputs := func(t *testing.T, out, work string) {
+		t.Helper()
+		for _, d := range []string{out, work} {
+			if entries, _ := os.ReadDir(d); len(entries) > 0 {
+				t.Errorf("left behind in %s: %v", d, entries)
+			}
+		}
+		if n := childQEMUs(); n > 0 {
+			t.Errorf("%d QEMU processes left running", n)
+		}
+	}
+	run := func(t *testing.T, ctx context.Context, plan *builder.Plan, opts builder.BuildOptions) error {
+		t.Helper()
+		_, err := builder.Build(ctx, plan, opts)
+		if err == nil {
+			t.Fatal("the build succeeded")
+		}
+		noOutputs(t, opts.OutputDir, opts.WorkDir)
+		return err
+	}
+
+	t.Run("bad checksum", func(t *testing.T) {
+		p := load(write("a.hcl", ""))
+		p.Base.Checksum = "sha256:" + strings.Repeat("0", 64)
+		opts := buildOptions(t, t.TempDir(), nil)
+		if err := run(t, context.Background(), p, opts); !errors.Is(err, builder.ErrChecksum) {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("missing base", func(t *testing.T) {
+		p := load(write("b.hcl", ""))
+		p.Source.Image.Base.Path = filepath.Join(dir, "nope.qcow2")
+		opts := buildOptions(t, t.TempDir(), nil)
+		if err := run(t, context.Background(), p, opts); err == nil || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("failing command", func(t *testing.T) {
+		p := load(write("c.hcl", `  layer "x" {
+    run = ["echo about to fail; exit 3"]
+  }`))
+		err := run(t, context.Background(), p, buildOptions(t, t.TempDir(), nil))
+		var ce *builder.CommandError
+		if !errors.As(err, &ce) || ce.ExitCode != 3 || !strings.Contains(ce.Output, "about to fail") || !strings.Contains(err.Error(), "layer x, run step") {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("failing required package", func(t *testing.T) {
+		p := load(write("d.hcl", `  layer "pkgs" {
+    packages = ["no-such-package-imagectl-test"]
+  }`))
+		err := run(t, context.Background(), p, buildOptions(t, t.TempDir(), nil))
+		if err == nil || !strings.Contains(err.Error(), "Unable to locate package no-such-package-imagectl-test") {
+			t.Errorf("apt's own error is not in %v", err)
+		}
+	})
+	t.Run("cancelled mid-build", func(t *testing.T) {
+		p := load(write("e.hcl", `  layer "slow" {
+    run = ["sleep 600"]
+  }`))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		opts := buildOptions(t, t.TempDir(), nil)
+		var cancelledAt time.Time
+		inner := opts.Events
+		opts.Events = func(e builder.Event) {
+			inner(e)
+			if e.Type == "step" && e.Status == "start" && e.Kind == "run" {
+				go func() { time.Sleep(2 * time.Second); cancelledAt = time.Now(); cancel() }()
+			}
+		}
+		err := run(t, ctx, p, opts)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v", err)
+		}
+		if waited := time.Since(cancelledAt); waited > 20*time.Second {
+			t.Errorf("the build took %s to stop after cancellation", waited)
+		}
+	})
+}
+
+// TestPackIsDeterministicAndFaithful packs the same guest filesystem twice
+// and compares the bytes, and compares the tgz entry by entry with the
+// appliance's own tar-out stream (the oracle).
+func TestPackIsDeterministicAndFaithful(t *testing.T) {
+	base, _ := baseImage(t)
+	work := t.TempDir()
+	overlay := filepath.Join(work, "overlay.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, overlay).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	ctx := context.Background()
+	sess, err := Executor{}.Open(ctx, overlay, builder.SessionOptions{Log: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	oracle := map[string]string{}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- tarDigests(pr, oracle); io.Copy(io.Discard, pr) }()
+	if err := sess.TarOut(ctx, pw); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	var tgzs [2]string
+	for i := range tgzs {
+		tgzs[i] = filepath.Join(work, fmt.Sprintf("pack%d.tgz", i))
+		f, err := os.Create(tgzs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := builder.PackSession(ctx, sess, f, 6); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	a, _ := fileSHA256(t, tgzs[0])
+	b, _ := fileSHA256(t, tgzs[1])
+	if a != b {
+		t.Errorf("packing the same filesystem twice gave %s and %s", a, b)
+	}
+
+	f, err := os.Open(tgzs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed := map[string]string{}
+	if err := tarDigests(zr, packed); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range oracle {
+		if strings.HasPrefix(name, "./boot/efi") {
+			if _, ok := packed[name]; ok {
+				t.Errorf("%s is in the tgz", name)
+			}
+			continue
+		}
+		if got := packed[name]; got != want {
+			t.Errorf("%s:\n  oracle %s\n  tgz    %s", name, want, got)
+		}
+	}
+	if len(packed) < 1000 {
+		t.Errorf("only %d entries", len(packed))
+	}
+	t.Logf("%d entries, tgz sha256 %s", len(packed), a)
+}
+
+// tarDigests records, per entry, everything deploy depends on: type, mode,
+// owner, size, content hash, link target, device numbers, xattrs, mtime.
+func tarDigests(r io.Reader, into map[string]string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		hs := sha256.New()
+		if _, err := io.Copy(hs, tr); err != nil {
+			return err
+		}
+		var xattrs []string
+		for k, v := range h.PAXRecords {
+			if strings.HasPrefix(k, "SCHILY.xattr.") {
+				xattrs = append(xattrs, k+"="+hex.EncodeToString([]byte(v)))
+			}
+		}
+		name := h.Name
+		if !strings.HasPrefix(name, "./") {
+			name = "./" + name
+		}
+		into[strings.TrimSuffix(name, "/")] = fmt.Sprintf("type=%c mode=%o uid=%d gid=%d size=%d sha=%x link=%s dev=%d,%d mtime=%d xattrs=%s",
+			normalizeType(h.Typeflag), h.Mode&0o7777, h.Uid, h.Gid, h.Size, hs.Sum(nil)[:8], strings.TrimPrefix(h.Linkname, "./"),
+			h.Devmajor, h.Devminor, h.ModTime.UnixNano(), strings.Join(sortStrings(xattrs), ","))
+	}
+}
+
+func normalizeType(t byte) byte {
+	if t == tar.TypeRegA {
+		return tar.TypeReg
+	}
+	return t
+}
+
+func sortStrings(s []string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
+
+func fileSHA256(t *testing.T, p string) (string, int64) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n
+}
+
+func checkFile(t *testing.T, root, p, content string, mode os.FileMode) {
+	t.Helper()
+	full := filepath.Join(root, p)
+	b, err := os.ReadFile(full)
+	if err != nil {
+		t.Errorf("%s: %v", p, err)
+		return
+	}
+	if string(b) != content {
+		t.Errorf("%s = %q, want %q", p, b, content)
+	}
+	if st, _ := os.Stat(full); st.Mode().Perm() != mode {
+		t.Errorf("%s mode %v, want %v", p, st.Mode().Perm(), mode)
+	}
+}
+
+type ownership struct{ uid, gid int }
+
+func statOf(t *testing.T, p string) ownership {
+	out, err := exec.Command("stat", "-c", "%u %g", p).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o ownership
+	fmt.Sscan(string(out), &o.uid, &o.gid)
+	return o
+}
+
+func ownerGID(t *testing.T, root, group string) int {
+	b, err := os.ReadFile(filepath.Join(root, "etc/group"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 3 && f[0] == group {
+			var gid int
+			fmt.Sscan(f[2], &gid)
+			return gid
+		}
+	}
+	t.Fatalf("no group %s in the image", group)
+	return -1
+}
+
+// childQEMUs counts QEMU processes this test process started.
+func childQEMUs() int {
+	n := 0
+	self := fmt.Sprint(os.Getpid())
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		fields := strings.Fields(s[close+1:])
+		if strings.HasPrefix(s[open+1:close], "qemu") && len(fields) > 1 && fields[1] == self && fields[0] != "Z" {
+			n++
+		}
+	}
+	return n
+}
