@@ -19,7 +19,7 @@ BIN := bin/imagectl
 # Debian packages: libguestfs and its Go binding (source only), QEMU tools,
 # what scripts/mkbase.sh uses, shellcheck for generated shell.
 APT_PACKAGES := libguestfs-tools golang-guestfs-dev libguestfs-dev linux-image-amd64 qemu-utils \
-	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck
+	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck gcc
 GUESTFS_GO := /usr/share/gocode/src/libguestfs.org/guestfs/guestfs.go
 
 # The test base image is keyed by the script that builds it and kept per

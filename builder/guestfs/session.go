@@ -55,6 +55,7 @@ func (e Executor) Open(ctx context.Context, disk string, opts builder.SessionOpt
 	if gerr != nil {
 		return nil, fmt.Errorf("creating the libguestfs handle: %v", gerr)
 	}
+	g.Quiet()
 	s := &session{g: g, accel: accel}
 	ok := false
 	defer func() {

@@ -3,4 +3,6 @@
 // guestfs.go) and it is not on the module proxy, so `make guestfs-binding`
 // copies that file here; this module and the replace line in imagectl's
 // go.mod make it importable. Only code built with the guestfs tag uses it.
+// quiet.go is imagectl's own addition (an error-handler switch the
+// generated binding lacks).
 package guestfs

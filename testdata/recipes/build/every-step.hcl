@@ -1,7 +1,9 @@
 # The integration tests build this recipe: every step kind, against the
 # project's Debian base image. The tests supply the base image, its checksum
 # and the apt mirror the build machine uses (read from its own apt sources),
-# and copy the Debian archive keyring in as keys/archive.gpg.
+# and copy the Debian archive keyring in as keys/archive.gpg. The repository is
+# the mirror's backports suite: apt refuses a second Signed-By for a source the
+# base image already lists.
 
 variable "base_image" {
   type = string
@@ -28,7 +30,7 @@ image "every-step" {
   layer "repo" {
     apt_repository "mirror" {
       uri        = var.mirror_uri
-      suite      = "bookworm"
+      suite      = "bookworm-backports"
       components = ["main"]
       key        = "keys/archive.gpg"
     }
