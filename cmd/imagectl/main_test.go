@@ -75,7 +75,6 @@ func TestBuildDryRunJSON(t *testing.T) {
 	}
 }
 
-
 // brokenCopy copies the H200 recipe and its layer files into a temporary
 // tree and breaks the recipe in three places.
 func brokenCopy(t *testing.T) string {
