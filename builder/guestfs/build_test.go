@@ -49,7 +49,13 @@ func baseVars(t *testing.T) string {
 var varRE = regexp.MustCompile(`(?m)^(\w+)\s*=\s*"([^"]*)"`)
 
 func baseImage(t *testing.T) (path, checksum string) {
-	b, err := os.ReadFile(baseVars(t))
+	return baseImageFrom(t, baseVars(t))
+}
+
+// baseImageFrom reads the base image's path and checksum from the var file
+// make base-image writes.
+func baseImageFrom(t testing.TB, vars string) (path, checksum string) {
+	b, err := os.ReadFile(vars)
 	if err != nil {
 		t.Fatal(err)
 	}
