@@ -96,47 +96,41 @@ func functions(t tree, baseDir string) map[string]function.Function {
 
 var stringParam = []function.Parameter{{Name: "path", Type: cty.String}}
 
-func fileFunc(t tree, baseDir string) function.Function {
+// fileFunction makes a function of one path argument that reads the file
+// (inside the tree) and derives its result from the bytes; missing says
+// what to return instead of an error when the file cannot be read.
+func fileFunction(t tree, baseDir, desc string, ret cty.Type, f func([]byte) cty.Value, missing *cty.Value) function.Function {
 	return function.New(&function.Spec{
-		Description: "Reads a file in the recipe's tree as a UTF-8 string.",
+		Description: desc,
 		Params:      stringParam,
-		Type:        function.StaticReturnType(cty.String),
+		Type:        function.StaticReturnType(ret),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
 			b, _, err := t.readSource(baseDir, args[0].AsString())
 			if err != nil {
+				if missing != nil {
+					return *missing, nil
+				}
 				return cty.NilVal, err
 			}
-			return cty.StringVal(string(b)), nil
+			return f(b), nil
 		},
 	})
+}
+
+func fileFunc(t tree, baseDir string) function.Function {
+	return fileFunction(t, baseDir, "Reads a file in the recipe's tree as a UTF-8 string.", cty.String,
+		func(b []byte) cty.Value { return cty.StringVal(string(b)) }, nil)
 }
 
 func fileExistsFunc(t tree, baseDir string) function.Function {
-	return function.New(&function.Spec{
-		Description: "Reports whether a file exists in the recipe's tree.",
-		Params:      stringParam,
-		Type:        function.StaticReturnType(cty.Bool),
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			_, _, err := t.readSource(baseDir, args[0].AsString())
-			return cty.BoolVal(err == nil), nil
-		},
-	})
+	no := cty.False
+	return fileFunction(t, baseDir, "Reports whether a file exists in the recipe's tree.", cty.Bool,
+		func([]byte) cty.Value { return cty.True }, &no)
 }
 
 func fileSHA256Func(t tree, baseDir string) function.Function {
-	return function.New(&function.Spec{
-		Description: "Returns the hex sha256 of a file in the recipe's tree.",
-		Params:      stringParam,
-		Type:        function.StaticReturnType(cty.String),
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			b, _, err := t.readSource(baseDir, args[0].AsString())
-			if err != nil {
-				return cty.NilVal, err
-			}
-			sum := sha256.Sum256(b)
-			return cty.StringVal(hex.EncodeToString(sum[:])), nil
-		},
-	})
+	return fileFunction(t, baseDir, "Returns the hex sha256 of a file in the recipe's tree.", cty.String,
+		func(b []byte) cty.Value { sum := sha256.Sum256(b); return cty.StringVal(hex.EncodeToString(sum[:])) }, nil)
 }
 
 // lengthFunc is Terraform's length: collections, and strings in characters.

@@ -268,8 +268,8 @@ func TestBuildFailures(t *testing.T) {
 				t.Errorf("left behind in %s: %v", d, entries)
 			}
 		}
-		if n := childQEMUs(); n > 0 {
-			t.Errorf("%d QEMU processes left running", n)
+		if pids := childQEMUs(); len(pids) > 0 {
+			t.Errorf("QEMU processes left running: %v", pids)
 		}
 	}
 	run := func(t *testing.T, ctx context.Context, plan *builder.Plan, opts builder.BuildOptions) error {
@@ -549,27 +549,4 @@ func ownerGID(t *testing.T, root, group string) int {
 	}
 	t.Fatalf("no group %s in the image", group)
 	return -1
-}
-
-// childQEMUs counts QEMU processes this test process started.
-func childQEMUs() int {
-	n := 0
-	self := fmt.Sprint(os.Getpid())
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, st := range stats {
-		b, err := os.ReadFile(st)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || close < open {
-			continue
-		}
-		fields := strings.Fields(s[close+1:])
-		if strings.HasPrefix(s[open+1:close], "qemu") && len(fields) > 1 && fields[1] == self && fields[0] != "Z" {
-			n++
-		}
-	}
-	return n
 }

@@ -16,7 +16,15 @@ func fdPath(f *os.File) string { return "/dev/fd/" + strconv.Itoa(int(f.Fd())) }
 // killChildQEMU kills the QEMU processes this process started: used when a
 // build is cancelled during the appliance's launch, before its PID is known.
 func killChildQEMU() {
+	for _, pid := range childQEMUs() {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// childQEMUs lists the live QEMU processes whose parent is this process.
+func childQEMUs() []int {
 	self := os.Getpid()
+	var pids []int
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, st := range stats {
 		b, err := os.ReadFile(st)
@@ -29,14 +37,14 @@ func killChildQEMU() {
 		if open < 0 || close < open {
 			continue
 		}
-		comm := s[open+1 : close]
 		fields := strings.Fields(s[close+1:])
-		if len(fields) < 2 || !strings.HasPrefix(comm, "qemu") {
+		if len(fields) < 2 || fields[0] == "Z" || !strings.HasPrefix(s[open+1:close], "qemu") {
 			continue
 		}
 		if ppid, _ := strconv.Atoi(fields[1]); ppid == self {
 			pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
-			syscall.Kill(pid, syscall.SIGKILL)
+			pids = append(pids, pid)
 		}
 	}
+	return pids
 }
