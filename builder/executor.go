@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"strconv"
 )
 
 // Executor starts sessions on disk images. The libguestfs executor (package
@@ -64,7 +65,7 @@ type CommandError struct {
 func (e *CommandError) Error() string {
 	msg := "command failed"
 	if e.ExitCode > 0 {
-		msg = "command exited " + itoa(e.ExitCode)
+		msg = "command exited " + strconv.Itoa(e.ExitCode)
 	}
 	out := e.Output
 	if out != "" {

@@ -3,26 +3,14 @@ package builder
 import (
 	"compress/gzip"
 	"io"
-	"strconv"
 	"strings"
 )
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // indent prefixes every line with four spaces, for command output in errors.
 func indent(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	for i, l := range lines {
 		lines[i] = "    " + l
-	}
-	return strings.Join(lines, "\n")
-}
-
-// tail keeps the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = append([]string{"..."}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
 }
