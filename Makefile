@@ -88,7 +88,7 @@ test: lint base-image
 # (one iteration each: every run launches an appliance).
 bench: build base-image
 	$(GO) test -run '^$$' -bench . -benchmem ./builder ./recipes
-	$(GO) test -tags $(TAGS) -run '^$$' -bench Pack -benchtime 1x -timeout 60m ./builder/guestfs
+	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild' -benchtime 1x -timeout 90m ./builder/guestfs
 
 demo: build base-image
 	$(BIN) build examples/demo.hcl -var-file $(BASE_VARS)

@@ -18,6 +18,8 @@ require (
 	libguestfs.org/guestfs v0.0.0
 )
 
+require github.com/knqyf263/go-deb-version v0.0.0-20241115132648-6f4aee6ccd23
+
 require (
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect

@@ -40,14 +40,10 @@ type applier struct {
 	s       Session
 	rep     reporter
 	client  *http.Client
-	layer   string
 	aptSync bool // apt lists are current for the configured repositories
 
-	missing  []string
-	keys     []manifest.AptKey
-	files    []manifest.File
-	enabled  []string
-	disabled []string
+	missing []string
+	keys    []manifest.AptKey
 
 	// finalize hooks: the validation script and build marker are generated
 	// from the build's own state when their steps run.
@@ -65,11 +61,7 @@ func (a *applier) apply(ctx context.Context, st steps.Step) error {
 		}
 		return a.requiredPackages(ctx, s.Packages)
 	case steps.WriteFile:
-		if err := a.s.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner); err != nil {
-			return err
-		}
-		a.files = append(a.files, manifest.File{Path: s.Path, SHA256: s.SHA256, Mode: fsmode.String(s.Mode), Owner: s.Owner, Layer: a.layer})
-		return nil
+		return a.s.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner)
 	case steps.Run:
 		_, err := a.s.Run(ctx, s.Command)
 		return err
@@ -220,13 +212,11 @@ func (a *applier) services(ctx context.Context, s steps.Services) error {
 		if _, err := a.s.Run(ctx, "systemctl enable "+shellJoin(s.Enable)); err != nil {
 			return err
 		}
-		a.enabled = append(a.enabled, s.Enable...)
 	}
 	if len(s.Disable) > 0 {
 		if _, err := a.s.Run(ctx, "systemctl disable "+shellJoin(s.Disable)); err != nil {
 			return err
 		}
-		a.disabled = append(a.disabled, s.Disable...)
 	}
 	return nil
 }

@@ -111,27 +111,10 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	stop := context.AfterFunc(ctx, closeSess) // cancellation ends a blocked guest call
 	defer stop()
 
-	m := &manifest.Manifest{
-		SchemaVersion: manifest.SchemaVersion,
-		Image:         manifest.Image{Name: plan.Image.Name, Title: plan.Image.Title, Version: plan.Image.Version, Architecture: plan.Image.Architecture},
-		Recipe:        manifest.Recipe{Path: plan.Recipe.Path, Digest: plan.Recipe.Digest},
-		Builder:       manifest.Builder{Version: plan.BuilderVersion, Accelerator: sess.Accelerator()},
-		Base:          manifest.Base{Source: plan.Base.Source, SHA256: strings.TrimPrefix(plan.Base.Checksum, "sha256:"), Format: plan.Base.Format, Size: plan.Base.SizeBytes},
-		KernelArgs:    plan.KernelArgs,
-		Validation: manifest.Validation{Script: plan.Validation.Script, Marker: plan.Image.BuildMarker, ServicesActive: plan.Validation.ServicesActive,
-			FilesExist: plan.Validation.FilesExist},
-		Lineage: manifest.Lineage{BaseDigest: plan.Base.Checksum, RecipeDigest: plan.Recipe.Digest, SourceRevision: sourceRevision(plan.Source.Dir)},
-		Build:   manifest.Build{Started: started},
-	}
-	for _, c := range plan.Validation.Checks {
-		m.Validation.Checks = append(m.Validation.Checks, manifest.Check{Name: c.Name, Command: c.Command})
-	}
-	if nd := plan.Netdata; nd != nil {
-		m.Netdata = &manifest.Netdata{Enabled: nd.Enabled, Bind: nd.Bind, RetentionMB: nd.RetentionMB, UpdateEvery: nd.UpdateEvery, Collectors: nd.Collectors}
-	}
-	if nw := plan.Network; nw != nil {
-		m.Network = &manifest.Network{WaitOnlineTimeoutSeconds: nw.WaitOnlineTimeoutSeconds, WaitOnlineAny: nw.WaitOnlineAny}
-	}
+	m := plan.Manifest()
+	m.Builder.Accelerator = sess.Accelerator()
+	m.Build.Started = started
+	m.Lineage.SourceRevision = sourceRevision(plan.Source.Dir)
 
 	ap := &applier{s: sess, rep: rep, client: opts.HTTPClient}
 	// The final layer's steps need the manifest as it stands then.
@@ -141,9 +124,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 			return err
 		}
 		m.Packages = pkgs
-		m.RequiredPackages = plan.requiredPackages()
-		m.MissingOptional, m.AptKeys, m.Files = nonNilStrings(ap.missing), ap.keys, nonNilFiles(ap.files)
-		m.Services = manifest.Services{Enabled: nonNilStrings(ap.enabled), Disabled: nonNilStrings(ap.disabled)}
+		m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
 		return nil
 	}
 	ap.validationScript = func(ctx context.Context) ([]byte, error) {
@@ -157,18 +138,13 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	if err := sess.WriteFile(ctx, "/usr/sbin/policy-rc.d", []byte("#!/bin/sh\n# imagectl: no services start during the build\nexit 101\n"), 0o755, "root:root"); err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("preparing the guest: %w", err))
 	}
-	for _, l := range plan.Layers {
-		ml := manifest.Layer{Name: l.Name, File: l.File, FileDigest: l.FileDigest, Enabled: l.Enabled, Digest: l.Digest, Key: l.Key}
+	for i, l := range plan.Layers {
+		ml := &m.Layers[i]
 		if l.Name == layers.FinalizeLayer {
 			if err := snapshot(ctx); err != nil {
 				return nil, ctxErr(ctx, fmt.Errorf("reading the guest's packages: %w", err))
 			}
-			for _, b := range plan.bundleSteps() {
-				m.Bundles = append(m.Bundles, manifestBundle(b))
-			}
-			m.Lineage.TopKey = plan.Layers[len(plan.Layers)-1].Key
 		}
-		ap.layer = l.Name
 		for _, st := range l.Steps {
 			start := time.Now()
 			rep.emit(Event{Type: "step", Status: "start", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
@@ -182,7 +158,6 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 			rep.emit(Event{Type: "step", Status: "ok", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
 			ml.Steps = append(ml.Steps, manifest.Step{Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
 		}
-		m.Layers = append(m.Layers, ml)
 	}
 
 	// 5. Pack the root filesystem, streaming: compression and sha256 in one
@@ -378,31 +353,6 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// requiredPackages lists the required packages of every enabled layer.
-func (p *Plan) requiredPackages() []string {
-	out := []string{}
-	for _, l := range p.Layers {
-		for _, s := range l.Steps {
-			if pk, ok := s.(steps.Packages); ok && !pk.Optional {
-				out = append(out, pk.Packages...)
-			}
-		}
-	}
-	return out
-}
-
-func (p *Plan) bundleSteps() []steps.StageBundle {
-	var out []steps.StageBundle
-	for _, l := range p.Layers {
-		for _, s := range l.Steps {
-			if b, ok := s.(steps.StageBundle); ok {
-				out = append(out, b)
-			}
-		}
-	}
-	return out
-}
-
 func manifestBundle(b steps.StageBundle) manifest.Bundle {
 	mb := manifest.Bundle{Name: b.Name, Destination: b.Destination, Digest: b.Digest}
 	for _, e := range b.Entries {
@@ -416,11 +366,4 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-func nonNilFiles(f []manifest.File) []manifest.File {
-	if f == nil {
-		return []manifest.File{}
-	}
-	return f
 }

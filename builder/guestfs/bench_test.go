@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/recipes"
 )
 
 // BenchmarkPack compares, on the test base image, ways of turning its root
@@ -80,6 +82,74 @@ func BenchmarkPack(b *testing.B) {
 		b.ResetTimer()
 		for b.Loop() {
 			shell(b, "tar -C "+tree+" --xattrs --xattrs-include='*' --numeric-owner -cf - . | pigz -6 > /dev/null")
+		}
+	})
+}
+
+// BenchmarkDemoBuild compares a whole build of examples/demo.hcl by imagectl
+// with the equivalent sequence the old pipeline would run: virt-customize
+// (packages, files, commands, services, bundle, clean-up) then guestfish
+// tar-out with xattrs piped to gzip, on the same base image.
+func BenchmarkDemoBuild(b *testing.B) {
+	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
+	if vars == "" {
+		b.Skip("IMAGECTL_TEST_BASE_VARS is not set (make bench sets it)")
+	}
+	base, _ := baseImageFrom(b, vars)
+	ctx := context.Background()
+	accel, err := Accelerator(ctx, "auto", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := os.Environ()
+	if accel == "tcg" {
+		env = append(env, "LIBGUESTFS_BACKEND_SETTINGS=force_tcg")
+	}
+
+	b.Run("imagectl", func(b *testing.B) {
+		for b.Loop() {
+			p := recipes.NewParser()
+			r, diags := p.LoadFile("../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}}})
+			if diags.HasErrors() {
+				b.Fatal(diags.Error())
+			}
+			plan, err := builder.NewPlan(r, builder.PlanOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := builder.Build(ctx, plan, builder.BuildOptions{Executor: Executor{}, CacheDir: b.TempDir(),
+				WorkDir: b.TempDir(), OutputDir: b.TempDir(), Accel: accel}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("virt-customize-guestfish-gzip", func(b *testing.B) {
+		for b.Loop() {
+			dir := b.TempDir()
+			overlay := filepath.Join(dir, "o.qcow2")
+			hello := filepath.Join(dir, "demo-hello")
+			os.WriteFile(hello, []byte("#!/bin/sh\necho \"imagectl-demo 0.1.0\"\n"), 0o755)
+			script := strings.Join([]string{
+				"set -e",
+				"qemu-img create -q -f qcow2 -F qcow2 -b " + base + " " + overlay,
+				"qemu-img resize -q " + overlay + " 4G",
+				"virt-customize -q -a " + overlay + " --network" +
+					" --run-command 'growpart /dev/sda 1 || true; resize2fs /dev/sda1 || true'" +
+					" --update --install jq,less,curl,htop,netdata" +
+					" --write '/etc/motd:imagectl demo image 0.1.0'" +
+					" --upload " + hello + ":/usr/local/bin/demo-hello --chmod 0755:/usr/local/bin/demo-hello" +
+					" --run-command 'install -d -m 0750 /var/lib/imagectl-demo'" +
+					" --run-command 'sed -i \"s/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX=\\\"intel_iommu=on iommu=pt\\\"/\" /etc/default/grub && update-grub'" +
+					" --mkdir /usr/local/share/gpuaas/site-bootstrap --copy-in ../../examples/site-bootstrap/demo:/usr/local/share/gpuaas/site-bootstrap" +
+					" --run-command 'systemctl enable netdata'" +
+					" --run-command 'apt-get clean; rm -rf /var/lib/apt/lists/*; : > /etc/machine-id; rm -f /etc/ssh/ssh_host_*'",
+				"guestfish --ro -a " + overlay + " -i tar-out / - xattrs:true numericowner:true | gzip -6 > " + filepath.Join(dir, "out.tgz"),
+			}, "\n")
+			cmd := exec.Command("bash", "-o", "pipefail", "-c", script)
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v\n%s", err, out)
+			}
 		}
 	})
 }

@@ -223,10 +223,49 @@ func TestVersionAndCompletion(t *testing.T) {
 }
 
 func TestHelpShowsExamples(t *testing.T) {
-	for _, cmd := range []string{"build", "validate", "fmt", "version"} {
+	for _, cmd := range []string{"build", "validate", "fmt", "diff", "validate-script", "version"} {
 		out, _, code := imagectl(t, nil, cmd, "--help")
 		if code != 0 || !strings.Contains(out, "Examples:") || !strings.Contains(out, "imagectl "+cmd) {
 			t.Errorf("%s --help: exit %d\n%s", cmd, code, out)
+		}
+	}
+}
+
+func TestDiff(t *testing.T) {
+	a, b := "testdata/manifests/demo-0.1.0.json", "testdata/manifests/demo-0.1.1.json"
+	out, _, code := imagectl(t, nil, "diff", a, b)
+	if code != 1 || !strings.Contains(out, "+ hugepages 2.24-1") || !strings.Contains(out, "↑ jq") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	if _, _, code := imagectl(t, nil, "diff", a, a); code != 0 {
+		t.Errorf("equal manifests: exit %d", code)
+	}
+	out, _, code = imagectl(t, nil, "diff", a, b, "--output", "markdown")
+	if code != 1 || !strings.HasPrefix(out, "## imagectl-demo 0.1.0 → 0.1.1") {
+		t.Errorf("markdown: exit %d\n%s", code, out)
+	}
+	_, errs, code := imagectl(t, nil, "diff", a, "testdata/manifests/nope.json")
+	if code != 2 || !strings.Contains(errs, "nope.json") {
+		t.Errorf("missing manifest: exit %d %q", code, errs)
+	}
+}
+
+func TestValidateScript(t *testing.T) {
+	dir := t.TempDir()
+	for _, src := range []string{"recipes/h200-slice-vm.hcl", "testdata/manifests/demo-0.1.0.json"} {
+		out := filepath.Join(dir, filepath.Base(src)+".sh")
+		if _, errs, code := imagectl(t, nil, "validate-script", src, "--out", out); code != 0 {
+			t.Fatalf("%s: exit %d %s", src, code, errs)
+		}
+		st, err := os.Stat(out)
+		if err != nil || st.Mode().Perm() != 0o755 {
+			t.Fatalf("%s: %v %v", out, err, st)
+		}
+		b, _ := os.ReadFile(out)
+		for _, want := range []string{"check_marker", "check_package", "check_kernel_arg 'iommu=pt'", "check_file"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %s", src, want)
+			}
 		}
 	}
 }

@@ -51,7 +51,8 @@ deploys, with a build manifest and a signature.`,
 		Example: `  imagectl validate recipes/h200.hcl
   imagectl build recipes/h200.hcl --dry-run
   imagectl build recipes/h200.hcl --dry-run -var enable_doca_repos=true --output json
-  imagectl fmt --check recipes layers`,
+  imagectl fmt --check recipes layers
+  imagectl diff old.manifest.json new.manifest.json`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -62,6 +63,8 @@ deploys, with a build manifest and a signature.`,
 		newBuildCmd(env),
 		newValidateCmd(env),
 		newFmtCmd(),
+		newDiffCmd(),
+		newValidateScriptCmd(env),
 		newVersionCmd(),
 	)
 	return root

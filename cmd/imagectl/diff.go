@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/manifest"
+)
+
+func newDiffCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "diff A.manifest.json B.manifest.json",
+		Short: "Show what changed between two image manifests",
+		Long: `Diff compares two build manifests the way an operator asks before a
+rollout: packages added, removed, upgraded and downgraded (in Debian version
+order), kernel args, enabled services, layers and their digests, files and
+bundles changed, Netdata settings, the base image and the artifact. Build
+timings are not differences. Like diff(1) it exits 0 when the images are
+equal, 1 when they differ and 2 on trouble.`,
+		Example: `  imagectl diff artifacts/gpuaas-h200-host-ubuntu2404-1.3.0.manifest.json artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json
+  imagectl diff old.manifest.json new.manifest.json --output markdown >> RELEASE-NOTES.md`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ms [2]*manifest.Manifest
+			for i, p := range args {
+				m, err := manifest.Read(p)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
+					return exitError{2}
+				}
+				ms[i] = m
+			}
+			d := manifest.Compare(ms[0], ms[1])
+			var err error
+			switch output {
+			case "json":
+				err = writeJSON(cmd.OutOrStdout(), d)
+			case "markdown":
+				err = d.WriteMarkdown(cmd.OutOrStdout())
+			case "text":
+				err = d.WriteText(cmd.OutOrStdout())
+			default:
+				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: --output must be text, json or markdown, not %q\n", output)
+				return exitError{2}
+			}
+			if err != nil {
+				return err
+			}
+			if !d.Equal {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "markdown"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/validate"
+)
+
+func newValidateScriptCmd(env []string) *cobra.Command {
+	var (
+		rf  recipeFlags
+		out string
+	)
+	cmd := &cobra.Command{
+		Use:   "validate-script RECIPE|MANIFEST",
+		Short: "Write the on-host validation script of an image",
+		Long: `Validate-script writes the POSIX sh script that checks a deployed host (or,
+with --root DIR, an unpacked root filesystem) against its image: packages,
+kernel args in /proc/cmdline and both grub files, Netdata, services, the
+wait-online bound, files and bundle contents by hash and mode, the build
+marker, and the recipe's validation block. From a build manifest it pins
+package versions; from a recipe it checks what the recipe alone says. Each
+check prints one "IMAGECTL_VALIDATE status=PASS|FAIL|WARN check=... detail=..."
+line; the script exits 1 when any check failed. Builds bake it into the image
+and write it beside the artifact.`,
+		Example: `  imagectl validate-script artifacts/imagectl-demo-0.1.0.manifest.json --out validate.sh
+  imagectl validate-script recipes/h200.hcl > gpuaas-h200-host-image-validate.sh
+  sh validate.sh --root /mnt/unpacked-image`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var m *manifest.Manifest
+			if strings.HasSuffix(args[0], ".json") {
+				var err error
+				if m, err = manifest.Read(args[0]); err != nil {
+					return err
+				}
+			} else {
+				if err := rf.check(); err != nil {
+					return err
+				}
+				r, err := rf.load(cmd, args[0], env)
+				if err != nil {
+					return err
+				}
+				plan, err := builder.NewPlan(r, builder.PlanOptions{})
+				if err != nil {
+					return err
+				}
+				m = plan.Manifest()
+			}
+			script, err := validate.Script(m)
+			if err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				_, err = cmd.OutOrStdout().Write(script)
+				return err
+			}
+			return atomicfile.WriteFile(out, script, 0o755)
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().StringVar(&out, "out", "", "write the script to this file (mode 0755) instead of standard output")
+	return cmd
+}

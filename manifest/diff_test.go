@@ -1,0 +1,94 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden diffs under testdata/manifests")
+
+// The manifests are a real one from a demo build and a hand-edited next
+// version: one package added, one removed, jq upgraded from deb12u3 to
+// deb12u10 (which string order gets wrong), curl downgraded, a kernel arg,
+// the Netdata retention, a file, a bundle, a layer and the artifact changed.
+func loadPair(t *testing.T) (*Manifest, *Manifest) {
+	a, err := Read("../testdata/manifests/demo-0.1.0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Read("../testdata/manifests/demo-0.1.1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func TestCompare(t *testing.T) {
+	a, b := loadPair(t)
+	d := Compare(a, b)
+	if d.Equal {
+		t.Fatal("different manifests compare equal")
+	}
+	if len(d.Packages.Added) != 1 || d.Packages.Added[0].Name != "hugepages" {
+		t.Errorf("added: %+v", d.Packages.Added)
+	}
+	if len(d.Packages.Removed) != 1 || d.Packages.Removed[0].Name != "less" {
+		t.Errorf("removed: %+v", d.Packages.Removed)
+	}
+	if len(d.Packages.Upgraded) != 1 || d.Packages.Upgraded[0].Name != "jq" {
+		t.Errorf("upgraded (Debian order): %+v", d.Packages.Upgraded)
+	}
+	if len(d.Packages.Downgraded) != 1 || d.Packages.Downgraded[0].Name != "curl" {
+		t.Errorf("downgraded: %+v", d.Packages.Downgraded)
+	}
+	if len(d.KernelArgs.Added) != 1 || d.KernelArgs.Added[0] != "hugepages=512" {
+		t.Errorf("kernel args: %+v", d.KernelArgs)
+	}
+	if self := Compare(a, a); !self.Equal {
+		t.Errorf("a manifest differs from itself: %+v", self)
+	}
+	// Rebuilding the same recipe changes timings, not content.
+	again := *a
+	again.Build.Seconds++
+	again.Builder.Accelerator = "kvm"
+	if !Compare(a, &again).Equal {
+		t.Error("build timings or the accelerator count as differences")
+	}
+}
+
+func TestDiffGolden(t *testing.T) {
+	a, b := loadPair(t)
+	d := Compare(a, b)
+	var text, md, js bytes.Buffer
+	if err := d.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(&js)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d); err != nil {
+		t.Fatal(err)
+	}
+	for path, got := range map[string][]byte{
+		"../testdata/manifests/demo.diff.txt":  text.Bytes(),
+		"../testdata/manifests/demo.diff.md":   md.Bytes(),
+		"../testdata/manifests/demo.diff.json": js.Bytes(),
+	} {
+		if *update {
+			os.WriteFile(path, got, 0o644)
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (go test ./manifest -update creates it)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs:\n%s", path, got)
+		}
+	}
+}

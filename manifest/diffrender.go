@@ -1,0 +1,120 @@
+package manifest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteText writes the diff for a terminal, grouped by what changed.
+func (d *Diff) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%s %s -> %s %s\n", d.A.Name, d.A.Version, d.B.Name, d.B.Version)
+	if d.Equal {
+		fmt.Fprintln(bw, "  no differences in content")
+		return bw.Flush()
+	}
+	d.sections(func(title string, lines []string) {
+		fmt.Fprintf(bw, "\n%s\n", title)
+		for _, l := range lines {
+			fmt.Fprintf(bw, "  %s\n", l)
+		}
+	})
+	return bw.Flush()
+}
+
+// WriteMarkdown writes the diff as a release-note section.
+func (d *Diff) WriteMarkdown(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "## %s %s → %s\n", d.B.Name, d.A.Version, d.B.Version)
+	if d.Equal {
+		fmt.Fprintln(bw, "\nNo differences in content.")
+		return bw.Flush()
+	}
+	d.sections(func(title string, lines []string) {
+		fmt.Fprintf(bw, "\n### %s\n\n", title)
+		for _, l := range lines {
+			fmt.Fprintf(bw, "- `%s`\n", strings.ReplaceAll(l, "`", "'"))
+		}
+	})
+	return bw.Flush()
+}
+
+// sections emits each non-empty group with one line per change.
+func (d *Diff) sections(emit func(title string, lines []string)) {
+	add := func(title string, lines []string) {
+		if len(lines) > 0 {
+			emit(title, lines)
+		}
+	}
+	var pk []string
+	for _, p := range d.Packages.Added {
+		pk = append(pk, fmt.Sprintf("+ %s %s", p.Name, p.Version))
+	}
+	for _, p := range d.Packages.Removed {
+		pk = append(pk, fmt.Sprintf("- %s %s", p.Name, p.Version))
+	}
+	for _, p := range d.Packages.Upgraded {
+		pk = append(pk, fmt.Sprintf("↑ %s %s -> %s", p.Name, p.From, p.To))
+	}
+	for _, p := range d.Packages.Downgraded {
+		pk = append(pk, fmt.Sprintf("↓ %s %s -> %s", p.Name, p.From, p.To))
+	}
+	add(fmt.Sprintf("Packages (%d added, %d removed, %d upgraded, %d downgraded)",
+		len(d.Packages.Added), len(d.Packages.Removed), len(d.Packages.Upgraded), len(d.Packages.Downgraded)), pk)
+	add("Kernel args", listLines(d.KernelArgs))
+	add("Services enabled", listLines(d.Services))
+	add("Layers", changeLines(d.Layers))
+	add("Files", changeLines(d.Files))
+	add("Bundles", changeLines(d.Bundles))
+	add("Netdata", fieldLines(d.Netdata))
+	add("Base image", fieldLines(d.Base))
+	add("Artifact", fieldLines(d.Artifact))
+}
+
+func listLines(l ListChanges) []string {
+	var out []string
+	for _, x := range l.Added {
+		out = append(out, "+ "+x)
+	}
+	for _, x := range l.Removed {
+		out = append(out, "- "+x)
+	}
+	return out
+}
+
+func changeLines(cs []Change) []string {
+	var out []string
+	for _, c := range cs {
+		switch c.Change {
+		case "added":
+			out = append(out, fmt.Sprintf("+ %s (%s)", c.Name, short(c.To)))
+		case "removed":
+			out = append(out, fmt.Sprintf("- %s (%s)", c.Name, short(c.From)))
+		default:
+			out = append(out, fmt.Sprintf("~ %s (%s -> %s)", c.Name, short(c.From), short(c.To)))
+		}
+	}
+	return out
+}
+
+func fieldLines(fs []FieldChange) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("~ %s: %s -> %s", f.Field, f.From, f.To))
+	}
+	return out
+}
+
+// short abbreviates digests inside a change's value.
+func short(s string) string {
+	fields := strings.Fields(s)
+	for i, f := range fields {
+		f = strings.TrimPrefix(f, "sha256:")
+		if len(f) == 64 {
+			fields[i] = f[:12]
+		}
+	}
+	return strings.Join(fields, " ")
+}
