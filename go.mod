@@ -10,6 +10,8 @@ require (
 	github.com/hashicorp/hcl/v2 v2.25.0
 	// Parallel gzip for the tgz: curtin reads gzip, not zstd.
 	github.com/klauspost/pgzip v1.3.0
+	// dpkg's version ordering for imagectl diff (upgraded vs downgraded).
+	github.com/knqyf263/go-deb-version v0.0.0-20241115132648-6f4aee6ccd23
 	github.com/spf13/cobra v1.10.2
 	github.com/zclconf/go-cty v1.19.0
 	// libguestfs's Go binding: Debian ships it as source only, so the
@@ -17,8 +19,6 @@ require (
 	// Only code built with the guestfs tag imports it.
 	libguestfs.org/guestfs v0.0.0
 )
-
-require github.com/knqyf263/go-deb-version v0.0.0-20241115132648-6f4aee6ccd23
 
 require (
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
