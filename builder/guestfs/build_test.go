@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/recipes"
+	"github.com/gpuaas/imagectl/validate"
 )
 
 // These tests run real builds in a real libguestfs appliance on the
@@ -235,6 +236,26 @@ func TestBuildEveryStepKind(t *testing.T) {
 	vout, err := exec.Command("sh", res.ValidationScript, "--root", root).CombinedOutput()
 	if err != nil || strings.Contains(string(vout), "status=FAIL") {
 		t.Errorf("validation of the unpacked tgz: %v\n%s", err, vout)
+	}
+
+	// The deployability check on the built tgz: the clean-up and packing
+	// leave nothing curtin trips on; what remains is that the test image is
+	// Debian, not Ubuntu.
+	findings, err := validate.CheckDeployable(context.Background(), res.Tarball, validate.DeployOptions{KernelArgs: m.KernelArgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range findings {
+		got[f.Check] = true
+	}
+	if !got["os-release"] {
+		t.Error("a Debian image passed the Ubuntu check")
+	}
+	for _, clean := range []string{"compression", "kernel", "boot-efi", "curtin-hooks", "policy-rc.d", "machine-id", "ssh-host-keys", "cloud-init-state", "kernel-args", "cloud-init", "netplan", "lsb-release"} {
+		if got[clean] {
+			t.Errorf("deployability finding %q on the built image: %+v", clean, findings)
+		}
 	}
 }
 

@@ -223,7 +223,7 @@ func TestVersionAndCompletion(t *testing.T) {
 }
 
 func TestHelpShowsExamples(t *testing.T) {
-	for _, cmd := range []string{"build", "validate", "fmt", "diff", "validate-script", "version"} {
+	for _, cmd := range []string{"build", "validate", "fmt", "diff", "validate-script", "check", "version"} {
 		out, _, code := imagectl(t, nil, cmd, "--help")
 		if code != 0 || !strings.Contains(out, "Examples:") || !strings.Contains(out, "imagectl "+cmd) {
 			t.Errorf("%s --help: exit %d\n%s", cmd, code, out)

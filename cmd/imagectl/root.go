@@ -64,6 +64,7 @@ deploys, with a build manifest and a signature.`,
 		newValidateCmd(env),
 		newFmtCmd(),
 		newDiffCmd(),
+		newCheckCmd(),
 		newValidateScriptCmd(env),
 		newVersionCmd(),
 	)

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/validate"
+)
+
+func newCheckCmd() *cobra.Command {
+	var (
+		manifestPath string
+		output       string
+		bareMetal    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check ARTIFACT.tgz",
+		Short: "Check that a tgz will deploy through MAAS/curtin",
+		Long: `Check reads a tgz the way MAAS and curtin will use it, without extracting it or
+starting an appliance, and reports what would fail or slow the deploy: the
+compression, kernel and initrd under /boot (a generic kernel for bare metal),
+cloud-init, netplan and lsb_release, the UEFI boot packages for an offline
+deploy, nothing under ./boot/efi, no /curtin/curtin-hooks, no policy-rc.d, an
+empty machine-id, no SSH host keys or cloud-init state, the recipe's kernel
+args in GRUB_CMDLINE_LINUX, no grub.d drop-in assigning
+GRUB_CMDLINE_LINUX_DEFAULT, no commented GRUB_CMDLINE_LINUX_DEFAULT before the
+live one. Each finding names its fix. It exits 1 when any finding is an error.`,
+		Example: `  imagectl check artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz
+  imagectl check image.tgz --manifest image.manifest.json --output json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := validate.DeployOptions{BareMetal: bareMetal}
+			if manifestPath == "" {
+				if guess := strings.TrimSuffix(args[0], ".tgz") + ".manifest.json"; guess != args[0] {
+					if _, err := os.Stat(guess); err == nil {
+						manifestPath = guess
+					}
+				}
+			}
+			if manifestPath != "" {
+				m, err := manifest.Read(manifestPath)
+				if err != nil {
+					return err
+				}
+				opts.KernelArgs = m.KernelArgs
+			}
+			findings, err := validate.CheckDeployable(cmd.Context(), args[0], opts)
+			if err != nil {
+				return err
+			}
+			errorsFound := false
+			for _, f := range findings {
+				errorsFound = errorsFound || f.Severity == "error"
+			}
+			if output == "json" {
+				if findings == nil {
+					findings = []validate.Finding{}
+				}
+				if err := writeJSON(cmd.OutOrStdout(), map[string]any{"artifact": args[0], "deployable": !errorsFound, "findings": findings}); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range findings {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
+				}
+				if len(findings) == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: deployable, no findings\n", args[0])
+				}
+			}
+			if errorsFound {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz, when there is one)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&bareMetal, "bare-metal", true, "expect a generic kernel (bare-metal hosts)")
+	return cmd
+}

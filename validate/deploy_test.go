@@ -1,0 +1,157 @@
+package validate
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const dpkgStatus = `Package: linux-generic
+Status: install ok installed
+
+Package: cloud-init
+Status: install ok installed
+
+Package: netplan.io
+Status: install ok installed
+
+Package: grub-efi-amd64
+Status: install ok installed
+
+Package: grub-efi-amd64-signed
+Status: install ok installed
+
+Package: shim-signed
+Status: install ok installed
+
+Package: efibootmgr
+Status: install ok installed
+
+Package: e2fsprogs
+Status: install ok installed
+`
+
+// goodRoot is a root filesystem that deploys: every check passes.
+func goodRoot() map[string]string {
+	return map[string]string{
+		"./etc/os-release":                                 "NAME=\"Ubuntu\"\nID=ubuntu\n",
+		"./etc/machine-id":                                 "",
+		"./var/lib/dpkg/status":                            dpkgStatus,
+		"./usr/bin/lsb_release":                            "#!/usr/bin/python3\n",
+		"./boot/vmlinuz-6.8.0-1-generic":                   "kernel",
+		"./boot/initrd.img-6.8.0-1-generic":                "initrd",
+		"./etc/default/grub":                               "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"intel_iommu=on iommu=pt\"\n",
+		"./etc/default/grub.d/99-imagectl-kernel-args.cfg": "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX\"\n",
+		"./etc/default/grub.d/50-cloudimg-settings.cfg":    "GRUB_CMDLINE_LINUX_DEFAULT=\"console=tty1\"\n",
+	}
+}
+
+func writeTgz(t *testing.T, files map[string]string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "root.tgz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if strings.HasSuffix(n, "/") {
+			tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: n, Mode: 0o755})
+			continue
+		}
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: int64(len(files[n]))})
+		tw.Write([]byte(files[n]))
+	}
+	tw.Close()
+	zw.Close()
+	f.Close()
+	return p
+}
+
+func checks(fs []Finding) string {
+	var names []string
+	for _, f := range fs {
+		names = append(names, f.Check)
+		if f.Fix == "" || f.Message == "" {
+			f := f
+			names = append(names, "(no fix for "+f.Check+")")
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, " ")
+}
+
+func TestDeployableGood(t *testing.T) {
+	fs, err := CheckDeployable(context.Background(), writeTgz(t, goodRoot()), DeployOptions{KernelArgs: []string{"intel_iommu=on", "iommu=pt"}, BareMetal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 0 {
+		t.Errorf("findings on a good root: %+v", fs)
+	}
+}
+
+func TestDeployableFindings(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change func(map[string]string)
+		want   string
+	}{
+		"debian":    {func(r map[string]string) { r["./etc/os-release"] = "ID=debian\n" }, "os-release"},
+		"no kernel": {func(r map[string]string) { delete(r, "./boot/vmlinuz-6.8.0-1-generic") }, "kernel"},
+		"virtual only": {func(r map[string]string) {
+			r["./var/lib/dpkg/status"] = strings.Replace(dpkgStatus, "linux-generic", "linux-virtual", 1)
+		}, "generic-kernel"},
+		"no cloud-init": {func(r map[string]string) {
+			r["./var/lib/dpkg/status"] = strings.Replace(dpkgStatus, "Package: cloud-init", "Package: cloud-utils", 1)
+		}, "cloud-init"},
+		"no lsb": {func(r map[string]string) { delete(r, "./usr/bin/lsb_release") }, "lsb-release"},
+		"no shim": {func(r map[string]string) {
+			r["./var/lib/dpkg/status"] = strings.Replace(dpkgStatus, "shim-signed", "shim", 1)
+		}, "uefi-packages"},
+		"esp content":  {func(r map[string]string) { r["./boot/efi/EFI/ubuntu/grubx64.efi"] = "x" }, "boot-efi"},
+		"curtin hooks": {func(r map[string]string) { r["./curtin/curtin-hooks"] = "#!/bin/sh\n" }, "curtin-hooks"},
+		"policy-rc.d":  {func(r map[string]string) { r["./usr/sbin/policy-rc.d"] = "exit 101\n" }, "policy-rc.d"},
+		"machine-id":   {func(r map[string]string) { r["./etc/machine-id"] = "0123456789abcdef\n" }, "machine-id"},
+		"ssh keys":     {func(r map[string]string) { r["./etc/ssh/ssh_host_ed25519_key"] = "k" }, "ssh-host-keys"},
+		"cloud state":  {func(r map[string]string) { r["./var/lib/cloud/instance/boot-finished"] = "" }, "cloud-init-state"},
+		"kernel args":  {func(r map[string]string) { r["./etc/default/grub"] = "GRUB_CMDLINE_LINUX=\"quiet\"\n" }, "kernel-args"},
+		"drop-in default": {func(r map[string]string) {
+			r["./etc/default/grub.d/60-site.cfg"] = "GRUB_CMDLINE_LINUX_DEFAULT=\"\"\n"
+		}, "grub-dropin-default"},
+		"commented default": {func(r map[string]string) {
+			r["./etc/default/grub"] = "#GRUB_CMDLINE_LINUX_DEFAULT=\"splash\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"intel_iommu=on iommu=pt\"\n"
+		}, "grub-commented-default"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := goodRoot()
+			tc.change(root)
+			fs, err := CheckDeployable(context.Background(), writeTgz(t, root), DeployOptions{KernelArgs: []string{"intel_iommu=on", "iommu=pt"}, BareMetal: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := checks(fs); got != tc.want {
+				t.Errorf("findings %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeployableRefusesZstd(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "root.tar.zst")
+	os.WriteFile(p, []byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0}, 0o644)
+	fs, err := CheckDeployable(context.Background(), p, DeployOptions{})
+	if err != nil || checks(fs) != "compression" || !strings.Contains(fs[0].Message, "zstd") {
+		t.Errorf("%+v %v", fs, err)
+	}
+}
