@@ -172,7 +172,21 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	defer tgz.Abort()
 	closeSess()
 
-	// 6. The manifest and the validation script, then publish all three.
+	// 6. The deployability check on the packed tgz: findings are reported
+	// and recorded in the manifest (upload refuses what has errors).
+	end = rep.phase(PhaseCheck, "deployability of the tgz")
+	findings, err := validate.CheckDeployable(ctx, tgz.Name(), validate.DeployOptions{KernelArgs: plan.KernelArgs, BareMetal: true})
+	end(err)
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	m.Deploy = []manifest.DeployFinding{}
+	for _, f := range findings {
+		m.Deploy = append(m.Deploy, manifest.DeployFinding{Check: f.Check, Severity: f.Severity, Message: f.Message})
+		rep.log(fmt.Sprintf("deployability %s: %s: %s (fix: %s)", f.Severity, f.Check, f.Message, f.Fix))
+	}
+
+	// 7. The manifest and the validation script, then publish all three.
 	end = rep.phase(PhaseManifest, plan.Artifacts.Manifest)
 	m.Build.Finished = time.Now().UTC()
 	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()

@@ -28,6 +28,7 @@ const (
 	PhaseLaunch     = "launch"
 	PhaseLayers     = "layers"
 	PhasePack       = "pack"
+	PhaseCheck      = "check"
 	PhaseManifest   = "manifest"
 )
 

@@ -40,7 +40,9 @@ type Manifest struct {
 	Network         *Network   `json:"network,omitempty"`
 	Validation      Validation `json:"validation"`
 	Build           Build      `json:"build"`
-	Lineage         Lineage    `json:"lineage"`
+	// Deploy are the deployability check's findings on the artifact.
+	Deploy  []DeployFinding `json:"deploy_findings"`
+	Lineage Lineage         `json:"lineage"`
 	// Artifact is absent in the build marker inside the image, which cannot
 	// contain its own hash.
 	Artifact *Artifact `json:"artifact,omitempty"`
@@ -190,6 +192,13 @@ type Lineage struct {
 	// SourceRevision is the git commit of the recipe's checkout, with
 	// "-dirty" when it had uncommitted changes.
 	SourceRevision string `json:"source_revision,omitempty"`
+}
+
+// DeployFinding is one finding of the deployability check (imagectl check).
+type DeployFinding struct {
+	Check    string `json:"check"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
 }
 
 // Artifact is the tgz the manifest describes.
