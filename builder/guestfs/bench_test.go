@@ -27,20 +27,8 @@ import (
 //
 // Run with -benchtime 1x: each iteration takes tens of seconds under TCG.
 func BenchmarkPack(b *testing.B) {
-	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
-	if vars == "" {
-		b.Skip("IMAGECTL_TEST_BASE_VARS is not set (make bench sets it)")
-	}
-	base, _ := baseImageFrom(b, vars)
+	_, base, accel, env := benchSetup(b)
 	ctx := context.Background()
-	accel, err := Accelerator(ctx, "auto", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	env := os.Environ()
-	if accel == "tcg" {
-		env = append(env, "LIBGUESTFS_BACKEND_SETTINGS=force_tcg")
-	}
 	shell := func(b *testing.B, script string) {
 		cmd := exec.Command("bash", "-o", "pipefail", "-c", script)
 		cmd.Env = env
@@ -91,20 +79,8 @@ func BenchmarkPack(b *testing.B) {
 // (packages, files, commands, services, bundle, clean-up) then guestfish
 // tar-out with xattrs piped to gzip, on the same base image.
 func BenchmarkDemoBuild(b *testing.B) {
-	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
-	if vars == "" {
-		b.Skip("IMAGECTL_TEST_BASE_VARS is not set (make bench sets it)")
-	}
-	base, _ := baseImageFrom(b, vars)
+	vars, base, accel, env := benchSetup(b)
 	ctx := context.Background()
-	accel, err := Accelerator(ctx, "auto", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	env := os.Environ()
-	if accel == "tcg" {
-		env = append(env, "LIBGUESTFS_BACKEND_SETTINGS=force_tcg")
-	}
 
 	b.Run("imagectl", func(b *testing.B) {
 		for b.Loop() {
@@ -152,4 +128,23 @@ func BenchmarkDemoBuild(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchSetup finds the test base image and decides the accelerator once, so
+// that imagectl and the command-line tools it is compared with run alike.
+func benchSetup(b *testing.B) (vars, base, accel string, env []string) {
+	vars = os.Getenv("IMAGECTL_TEST_BASE_VARS")
+	if vars == "" {
+		b.Skip("IMAGECTL_TEST_BASE_VARS is not set (make bench sets it)")
+	}
+	base, _ = baseImageFrom(b, vars)
+	accel, err := Accelerator(context.Background(), "auto", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env = os.Environ()
+	if accel == "tcg" {
+		env = append(env, "LIBGUESTFS_BACKEND_SETTINGS=force_tcg")
+	}
+	return vars, base, accel, env
 }
