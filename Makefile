@@ -70,7 +70,9 @@ fuzz:
 
 base-image: $(BASE_VARS)
 
-$(BASE_VARS): scripts/mkbase.sh
+# No prerequisite on the script: a fresh clone's mtimes are new, and the
+# script's content is already in the path.
+$(BASE_VARS):
 	@mkdir -p $(BASE_DIR)
 	scripts/mkbase.sh $(BASE_IMAGE).tmp
 	mv $(BASE_IMAGE).tmp $(BASE_IMAGE)
