@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,7 +78,8 @@ directory, all or none of them. Ctrl-C stops the build and cleans up.`,
 				return err
 			}
 			if rf.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"type": "result", "tarball": res.Tarball,
+				// One object per line, like the events before it.
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"type": "result", "tarball": res.Tarball,
 					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sha256": res.Manifest.Artifact.SHA256,
 					"size": res.Manifest.Artifact.Size})
 			}
