@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -490,7 +491,7 @@ func tarDigests(r io.Reader, into map[string]string) error {
 		}
 		into[strings.TrimSuffix(name, "/")] = fmt.Sprintf("type=%c mode=%o uid=%d gid=%d size=%d sha=%x link=%s dev=%d,%d mtime=%d xattrs=%s",
 			normalizeType(h.Typeflag), h.Mode&0o7777, h.Uid, h.Gid, h.Size, hs.Sum(nil)[:8], strings.TrimPrefix(h.Linkname, "./"),
-			h.Devmajor, h.Devminor, h.ModTime.UnixNano(), strings.Join(sortStrings(xattrs), ","))
+			h.Devmajor, h.Devminor, h.ModTime.UnixNano(), strings.Join(sorted(xattrs), ","))
 	}
 }
 
@@ -499,17 +500,6 @@ func normalizeType(t byte) byte {
 		return tar.TypeReg
 	}
 	return t
-}
-
-func sortStrings(s []string) []string {
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
-	return s
 }
 
 func fileSHA256(t *testing.T, p string) (string, int64) {
@@ -570,4 +560,9 @@ func ownerGID(t *testing.T, root, group string) int {
 	}
 	t.Fatalf("no group %s in the image", group)
 	return -1
+}
+
+func sorted(s []string) []string {
+	sort.Strings(s)
+	return s
 }

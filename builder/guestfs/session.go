@@ -271,7 +271,7 @@ func (s *session) WriteFile(ctx context.Context, p string, content []byte, mode 
 		if err := g.Chmod(int(fsmode.ToUnix(mode)), p); err != nil {
 			return err
 		}
-		if owner == "root:root" || owner == "0:0" || owner == "root" || owner == "0" {
+		if isRoot(owner) {
 			return g.Chown(0, 0, p)
 		}
 		return nil
@@ -279,7 +279,7 @@ func (s *session) WriteFile(ctx context.Context, p string, content []byte, mode 
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", p, err)
 	}
-	if owner != "root:root" && owner != "0:0" && owner != "root" && owner != "0" {
+	if !isRoot(owner) {
 		// Names resolve against the guest's own passwd and group.
 		if _, err := s.Run(ctx, "chown "+quote(owner)+" "+quote(p)); err != nil {
 			return fmt.Errorf("setting the owner of %s: %w", p, err)
@@ -409,6 +409,16 @@ func (s *session) kill() {
 		s.killed = true
 		syscall.Kill(s.pid, syscall.SIGKILL)
 	}
+}
+
+// isRoot reports whether an owner names root, which needs no lookup in the
+// guest's passwd.
+func isRoot(owner string) bool {
+	switch owner {
+	case "root:root", "0:0", "root", "0":
+		return true
+	}
+	return false
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
