@@ -1,0 +1,110 @@
+package signing
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature/options"
+)
+
+// Check is one verification and its outcome.
+type Check struct {
+	// Name says what was checked, e.g. "tarball signature".
+	Name string `json:"check"`
+	// File is the file the check read (the .sig, the bundle, the manifest).
+	File  string `json:"file"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// Signature and bundle files are small; a larger one is not what it claims.
+const maxSignatureFile = 1 << 20
+
+// verifyFile checks the .sig and .sigstore.json beside path against the
+// file's digest. Each one present must verify and at least one must be
+// present.
+func (v *Verifier) verifyFile(what, path string, d Digest) []Check {
+	sigCheck := Check{Name: what + " signature", File: path + SignatureSuffix}
+	bundleCheck := Check{Name: what + " bundle", File: path + BundleSuffix}
+	sigData, sigErr := readSmall(sigCheck.File)
+	bundleData, bundleErr := readSmall(bundleCheck.File)
+	if errors.Is(sigErr, fs.ErrNotExist) && errors.Is(bundleErr, fs.ErrNotExist) {
+		return []Check{{Name: what + " signature", File: sigCheck.File,
+			Error: fmt.Sprintf("%s is not signed: neither %s nor %s exists", path, sigCheck.File, bundleCheck.File)}}
+	}
+	var checks []Check
+	if !errors.Is(sigErr, fs.ErrNotExist) {
+		err := sigErr
+		if err == nil {
+			err = v.verifyRaw(path, d, sigData)
+		}
+		checks = append(checks, done(sigCheck, err))
+	}
+	if !errors.Is(bundleErr, fs.ErrNotExist) {
+		err := bundleErr
+		if err == nil {
+			err = v.verifyBundle(path, d, bundleData)
+		}
+		checks = append(checks, done(bundleCheck, err))
+	}
+	return checks
+}
+
+func done(c Check, err error) Check {
+	if err != nil {
+		c.Error = fmt.Sprintf("%s: %v", c.File, err)
+	} else {
+		c.OK = true
+	}
+	return c
+}
+
+func (v *Verifier) verifyRaw(path string, d Digest, data []byte) error {
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil {
+		return fmt.Errorf("not a base64 signature: %w", err)
+	}
+	if err := v.v.VerifySignature(bytes.NewReader(raw), nil, options.WithDigest(d.SHA256)); err != nil {
+		return fmt.Errorf("the signature does not match %s under this key (signed with another key, or the file changed since)", path)
+	}
+	return nil
+}
+
+func (v *Verifier) verifyBundle(path string, d Digest, data []byte) error {
+	ms, hint, err := parseBundle(data)
+	if err != nil {
+		return err
+	}
+	if digest := ms.GetMessageDigest().GetDigest(); !bytes.Equal(digest, d.SHA256) {
+		return fmt.Errorf("the bundle signs sha256 %x, but %s has sha256 %s: the file changed since it was signed", digest, path, d.Hex())
+	}
+	if err := v.v.VerifySignature(bytes.NewReader(ms.GetSignature()), nil, options.WithDigest(d.SHA256)); err != nil {
+		if h := hint; h != "" && h != v.hint {
+			return fmt.Errorf("the signature does not verify under this key: the bundle was signed with another key (hint %s, this key's %s)", h, v.hint)
+		}
+		return fmt.Errorf("the signature does not verify under this key")
+	}
+	return nil
+}
+
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSignatureFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSignatureFile {
+		return nil, fmt.Errorf("larger than %d bytes: not a signature", maxSignatureFile)
+	}
+	return b, nil
+}
