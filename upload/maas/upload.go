@@ -165,6 +165,8 @@ func (c *Client) Upload(ctx context.Context, img Image, events func(Event)) (*Re
 			return &u.res, err
 		}
 		if u.res.Restarts >= c.cfg.Restarts {
+			// Leave no stuck file behind; a failure here changes nothing.
+			_ = c.Delete(ctx, res.ID)
 			return &u.res, fmt.Errorf("uploading %s to %s: gave up after %d fresh starts: %w", img.Name, c.cfg.URL, u.res.Restarts, err)
 		}
 		u.res.Restarts++

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,4 +216,225 @@ func TestUploadReplacesAPartialUpload(t *testing.T) {
 		t.Errorf("result %+v, deletes %d, log %s", res, sim.Count(maassim.OpDelete), rec.logs())
 	}
 	holds(t, sim, img)
+}
+
+// fast is for faults that hold a request: the client gives up quickly.
+func fast(c *maas.Config) {
+	c.Timeout, c.LastChunkTimeout = 300*time.Millisecond, 400*time.Millisecond
+}
+
+func TestUploadFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version string
+		faults  []maassim.Fault
+		// restarts is the number of fresh starts the fault must cost
+		// (-1: at most one).
+		restarts int
+		// log is a part of what the client must have said.
+		log string
+	}{
+		{name: "create timeout, applied", faults: []maassim.Fault{{On: maassim.OpCreate, Kind: maassim.Timeout}}, log: "no answer to the create"},
+		{name: "create 503s", faults: []maassim.Fault{{On: maassim.OpCreate, Kind: maassim.Unavailable, Times: 2}}, log: "create: retry 2/5"},
+		{name: "create dropped", faults: []maassim.Fault{{On: maassim.OpCreate, Kind: maassim.Drop}}},
+		{name: "chunk 503s", faults: []maassim.Fault{{On: maassim.OpChunk, Kind: maassim.Unavailable, After: 1, Times: 3}}, log: "retry 3/5"},
+		// Whether the transport had handed MAAS the whole body decides
+		// between a retry and a fresh start: either ends complete.
+		{name: "chunk dropped mid-body", faults: []maassim.Fault{{On: maassim.OpChunk, Kind: maassim.Drop, After: 2}}, restarts: -1},
+		{name: "chunk timeout, applied", faults: []maassim.Fault{{On: maassim.OpChunk, Kind: maassim.Timeout, After: 1}}, restarts: 1, log: "offset is unknown"},
+		{name: "last chunk timeout, applied, complete lags", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Timeout}}, log: "no answer to the last chunk"},
+		{name: "last chunk timeout on 3.4", version: "3.4", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Timeout}}, log: "no answer to the last chunk"},
+		{name: "last chunk 503", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Unavailable, Times: 2}}},
+		{name: "last chunk dropped", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Drop}}},
+		{name: "corrupted chunk", faults: []maassim.Fault{{On: maassim.OpChunk, Kind: maassim.Corrupt, After: 2}}, restarts: 1, log: "another sha256"},
+		{name: "corrupted last chunk", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Corrupt}}, restarts: 1, log: "another sha256"},
+		{name: "corrupted twice", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Corrupt, Times: 2}}, restarts: 2},
+		{name: "get 503 and timeout", faults: []maassim.Fault{{On: maassim.OpGet, Kind: maassim.Unavailable}, {On: maassim.OpGet, Kind: maassim.Timeout}}},
+		{name: "list 503", faults: []maassim.Fault{{On: maassim.OpList, Kind: maassim.Unavailable, Times: 2}}},
+		{name: "delete 503 during a restart", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Corrupt},
+			{On: maassim.OpDelete, Kind: maassim.Unavailable}}, restarts: 1},
+		{name: "timeout and corruption", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Corrupt}, {On: maassim.OpLastChunk, Kind: maassim.Timeout}}, restarts: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := maassim.New(maassim.Options{Version: tc.version})
+			defer sim.Close()
+			sim.Inject(tc.faults...)
+			img := artifact(t, 6*chunk+7)
+			res, rec, err := upload(t, newClient(t, sim, sim.AdminKey, fast), img)
+			if err != nil {
+				t.Fatalf("%v\nlog:\n%s", err, rec.logs())
+			}
+			if res.Restarts != tc.restarts && !(tc.restarts == -1 && res.Restarts <= 1) {
+				t.Errorf("%d restarts, want %d; log:\n%s", res.Restarts, tc.restarts, rec.logs())
+			}
+			if !strings.Contains(rec.logs(), tc.log) {
+				t.Errorf("log lacks %q:\n%s", tc.log, rec.logs())
+			}
+			holds(t, sim, img)
+		})
+	}
+}
+
+func TestUploadFailsClearly(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   maassim.Options
+		faults []maassim.Fault
+		key    func(*maassim.Server) string
+		img    func(*maas.Image)
+		tweak  func(*maas.Config)
+		want   []string
+	}{
+		{name: "always corrupted", faults: []maassim.Fault{{On: maassim.OpLastChunk, Kind: maassim.Corrupt, Times: -1}},
+			want: []string{"gave up after 3 fresh starts", "another sha256"}},
+		{name: "503 forever", faults: []maassim.Fault{{On: maassim.OpChunk, Kind: maassim.Unavailable, Times: -1}},
+			want: []string{"giving up after 5 retries", "503"}},
+		{name: "non-admin key", key: func(s *maassim.Server) string { return s.UserKey },
+			want: []string{"403", "reserved for admin users", "needs an admin"}},
+		{name: "unknown key", key: func(s *maassim.Server) string { return "a:b:cafebabe0secret" },
+			want: []string{"401", "Invalid access token"}},
+		{name: "clock off", opts: maassim.Options{Now: func() time.Time { return time.Now().Add(6 * time.Minute) }},
+			want: []string{"401", "Expired timestamp", "clock"}},
+		{name: "bad architecture", img: func(i *maas.Image) { i.Architecture = "sparc/generic" },
+			want: []string{"400", `'sparc/generic' is not a valid architecture`}},
+		{name: "no base image", img: func(i *maas.Image) { i.BaseImage = "" },
+			want: []string{"400", "custom images require a valid base image name"}},
+		{name: "reserved name", img: func(i *maas.Image) { i.Name = "ubuntu/noble" },
+			want: []string{"ubuntu/noble is a reserved name"}},
+		{name: "never complete", opts: maassim.Options{CompleteAfterGets: 1 << 30}, tweak: func(c *maas.Config) { c.CompleteTimeout = 50 * time.Millisecond },
+			want: []string{"not reported the file complete within 50ms"}},
+		{name: "wrong size", img: func(i *maas.Image) { i.Size++ }, want: []string{"expected"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := maassim.New(tc.opts)
+			defer sim.Close()
+			sim.Inject(tc.faults...)
+			img := artifact(t, 3*chunk)
+			if tc.img != nil {
+				tc.img(&img)
+			}
+			key := sim.AdminKey
+			if tc.key != nil {
+				key = tc.key(sim)
+			}
+			tweaks := []func(*maas.Config){fast}
+			if tc.tweak != nil {
+				tweaks = append(tweaks, tc.tweak)
+			}
+			_, _, err := upload(t, newClient(t, sim, key, tweaks...), img)
+			if err == nil {
+				t.Fatal("upload succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), strings.SplitN(key, ":", 3)[2]) {
+				t.Errorf("error shows the API key's secret: %v", err)
+			}
+			// Never a complete resource with other bytes, and no stuck file.
+			for _, r := range sim.Resources() {
+				for _, s := range r.Sets {
+					for _, f := range s.Files {
+						if r.Type == "Uploaded" && (f.Stuck || f.Verified && f.SHA256 != img.SHA256) {
+							t.Errorf("MAAS left with %+v", f)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestUploadStopsWithContext(t *testing.T) {
+	sim := maassim.New(maassim.Options{})
+	defer sim.Close()
+	sim.Inject(maassim.Fault{On: maassim.OpChunk, Kind: maassim.Timeout, After: 1})
+	img := artifact(t, 4*chunk)
+	c := newClient(t, sim, sim.AdminKey, func(c *maas.Config) { c.Timeout = time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Upload(ctx, img, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v to stop", d)
+	}
+}
+
+func TestNewRefusesBadConfigWithoutShowingTheKey(t *testing.T) {
+	for _, key := range []string{"", "only-one-part-secret", "a:b", "a::secretvalue"} {
+		_, err := maas.New(maas.Config{URL: "http://maas.example/MAAS", APIKey: key})
+		if err == nil || (key != "" && strings.Contains(err.Error(), key)) {
+			t.Errorf("key %q: err = %v", key, err)
+		}
+	}
+	if _, err := maas.New(maas.Config{URL: "maas.example", APIKey: "a:b:c"}); err == nil {
+		t.Error("a URL without scheme was accepted")
+	}
+}
+
+func TestNewestSet(t *testing.T) {
+	r := maas.Resource{Sets: map[string]maas.Set{
+		"20250101.9":  {Version: "20250101.9"},
+		"20250101.10": {Version: "20250101.10", Files: map[string]maas.File{"root.tgz": {SHA256: "x"}}},
+		"20250101":    {Version: "20250101"},
+	}}
+	if s, _ := r.NewestSet(); s.Version != "20250101.10" {
+		t.Errorf("newest %q", s.Version)
+	}
+	if f := r.File(); f == nil || f.SHA256 != "x" {
+		t.Errorf("file %+v", f)
+	}
+}
+
+func TestListFindDelete(t *testing.T) {
+	sim := maassim.New(maassim.Options{})
+	defer sim.Close()
+	c := newClient(t, sim, sim.AdminKey)
+	ctx := context.Background()
+	a, b := artifact(t, chunk), artifact(t, chunk)
+	b.Name = "other-2-0"
+	for _, img := range []maas.Image{a, b} {
+		if _, _, err := upload(t, c, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := c.List(ctx, "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := c.List(ctx, "uploaded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 4 || len(up) != 2 || up[0].Name != "demo-1-0-0" || up[1].Name != "other-2-0" || up[0].Sets != nil {
+		t.Fatalf("all %d, uploaded %+v", len(all), up)
+	}
+	if _, err := c.List(ctx, "bogus"); err == nil || !strings.Contains(err.Error(), "'bogus' is not a valid boot resource type") {
+		t.Errorf("bogus type: %v", err)
+	}
+	found, err := c.FindSHA256(ctx, strings.ToUpper(b.SHA256))
+	if err != nil || len(found) != 1 || found[0].Name != "other-2-0" {
+		t.Fatalf("FindSHA256: %+v, %v", found, err)
+	}
+	r, err := c.Find(ctx, "custom/demo-1-0-0", "amd64/generic")
+	if err != nil || r == nil || r.File().SHA256 != a.SHA256 {
+		t.Fatalf("Find: %+v, %v", r, err)
+	}
+	if r, err := c.Find(ctx, "demo-1-0-0", "arm64/generic"); r != nil || err != nil {
+		t.Errorf("Find on another architecture: %+v, %v", r, err)
+	}
+	if err := c.Delete(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, r.ID); err != nil {
+		t.Errorf("deleting a deleted resource: %v", err)
+	}
+	if _, err := c.Get(ctx, r.ID); !maas.IsNotFound(err) {
+		t.Errorf("Get after delete: %v", err)
+	}
 }
