@@ -145,14 +145,17 @@ type ValidationRef struct {
 
 // Artifacts are the files a build writes.
 type Artifacts struct {
-	Directory        string `json:"directory"`
-	Tarball          string `json:"tarball"`
-	Manifest         string `json:"manifest"`
-	Signature        string `json:"signature"`
-	SigstoreBundle   string `json:"sigstore_bundle"`
-	ValidationScript string `json:"validation_script"`
-	CompressionLevel int    `json:"compression_level"`
-	SignKey          string `json:"sign_key,omitempty"`
+	Directory      string `json:"directory"`
+	Tarball        string `json:"tarball"`
+	Manifest       string `json:"manifest"`
+	Signature      string `json:"signature"`
+	SigstoreBundle string `json:"sigstore_bundle"`
+	// The manifest is signed too, so that it verifies with the tgz.
+	ManifestSignature      string `json:"manifest_signature"`
+	ManifestSigstoreBundle string `json:"manifest_sigstore_bundle"`
+	ValidationScript       string `json:"validation_script"`
+	CompressionLevel       int    `json:"compression_level"`
+	SignKey                string `json:"sign_key,omitempty"`
 }
 
 // MAASTarget is the boot resource the image becomes.
@@ -171,6 +174,8 @@ type MAASTarget struct {
 type PlanOptions struct {
 	// Version overrides the recipe's image version.
 	Version string
+	// SignKey overrides the recipe's artifact sign_key.
+	SignKey string
 	// Now is the clock used to generate a version when neither the recipe
 	// nor Version gives one; time.Now when nil.
 	Now func() time.Time
@@ -257,14 +262,19 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 
 	stem := img.Name + "-" + p.Image.Version
 	p.Artifacts = Artifacts{
-		Directory:        img.Artifact.Directory,
-		Tarball:          stem + ".tgz",
-		Manifest:         stem + ".manifest.json",
-		Signature:        stem + ".tgz.sig",
-		SigstoreBundle:   stem + ".tgz.sigstore.json",
-		ValidationScript: stem + "-validate.sh",
-		CompressionLevel: img.Artifact.CompressionLevel,
-		SignKey:          img.Artifact.SignKey,
+		Directory:              img.Artifact.Directory,
+		Tarball:                stem + ".tgz",
+		Manifest:               stem + ".manifest.json",
+		Signature:              stem + ".tgz.sig",
+		SigstoreBundle:         stem + ".tgz.sigstore.json",
+		ManifestSignature:      stem + ".manifest.json.sig",
+		ManifestSigstoreBundle: stem + ".manifest.json.sigstore.json",
+		ValidationScript:       stem + "-validate.sh",
+		CompressionLevel:       img.Artifact.CompressionLevel,
+		SignKey:                img.Artifact.SignKey,
+	}
+	if opts.SignKey != "" {
+		p.Artifacts.SignKey = opts.SignKey
 	}
 	if m := img.MAAS; m != nil {
 		vn := upload.VersionedName(m.Name, p.Image.Version)

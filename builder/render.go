@@ -125,12 +125,13 @@ func (p *Plan) writeText(w io.Writer) error {
 	pf("\nArtifacts in %s/\n", a.Directory)
 	pf("  %s  (gzip level %d)\n", a.Tarball, a.CompressionLevel)
 	pf("  %s\n", a.Manifest)
-	if a.SignKey != "" {
-		pf("  %s, %s  (key %s)\n", a.Signature, a.SigstoreBundle, a.SignKey)
-	} else {
-		pf("  (unsigned: no sign_key)\n")
-	}
 	pf("  %s\n", a.ValidationScript)
+	if a.SignKey != "" {
+		pf("  signing: key %s\n", a.SignKey)
+		pf("    %s, %s\n    %s, %s\n", a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle)
+	} else {
+		pf("  signing: none (no sign_key or --sign-key)\n")
+	}
 
 	if m := p.MAAS; m != nil {
 		pf("\nMAAS target\n")

@@ -3,7 +3,9 @@ package recipes
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -260,9 +262,37 @@ func (l *loader) decodeArtifact(art *Artifact, b *hcl.Block, ctx *hcl.EvalContex
 		}
 		if _, err := os.Stat(p); err != nil {
 			a.warnAt("sign_key", "Signing key not found", fmt.Sprintf("%s: a build would fail when it signs the artifact.", err))
+		} else if detail := notSigningKey(p); detail != "" {
+			a.errorAt("sign_key", "Not a signing key", detail)
 		}
 	}
 	return diags
+}
+
+// notSigningKey says why the file at p is not a cosign private key, or ""
+// when it is one. Only the PEM block type is checked: the password is the
+// build's to give (package signing decrypts it).
+func notSigningKey(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return err.Error() + "."
+	}
+	defer f.Close()
+	head, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return err.Error() + "."
+	}
+	block, _ := pem.Decode(head)
+	switch {
+	case block == nil:
+		return fmt.Sprintf("%s is not a PEM file: give a cosign private key (cosign.key, from imagectl keygen or cosign generate-key-pair).", p)
+	case block.Type == "ENCRYPTED SIGSTORE PRIVATE KEY", block.Type == "ENCRYPTED COSIGN PRIVATE KEY":
+		return ""
+	case block.Type == "PUBLIC KEY":
+		return fmt.Sprintf("%s is a public key: a build signs with the private key (cosign.key); the public key is for imagectl verify.", p)
+	default:
+		return fmt.Sprintf("%s holds a %q PEM block, not a cosign private key (cosign.key, from imagectl keygen or cosign generate-key-pair).", p, block.Type)
+	}
 }
 
 // maasFiletypes are the file types MAAS accepts; imagectl builds tgz.

@@ -146,4 +146,3 @@ func VerifyArtifact(ctx context.Context, v *Verifier, tarball, manifestPath stri
 func RemoveArtifactSignatures(tarball, manifestPath string) error {
 	return errors.Join(RemoveSignatures(tarball), RemoveSignatures(manifestPath))
 }
-

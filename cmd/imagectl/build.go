@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/signing"
 )
 
 func newBuildCmd(env []string) *cobra.Command {
@@ -21,6 +22,7 @@ func newBuildCmd(env []string) *cobra.Command {
 		workDir   string
 		outputDir string
 		accel     string
+		signKey   string
 	)
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
@@ -34,7 +36,12 @@ Without --dry-run it runs the plan: verifies the base image's checksum
 (downloading it once into the cache), customizes a copy-on-write overlay of it
 in one libguestfs appliance (KVM when it works, TCG otherwise), and writes
 <name>-<version>.tgz, .manifest.json and -validate.sh into the artifact
-directory, all or none of them. Ctrl-C stops the build and cleans up.`,
+directory, all or none of them. Ctrl-C stops the build and cleans up.
+
+With --sign-key (or the recipe's artifact sign_key) it signs the tgz and the
+manifest as imagectl sign does. The key is decrypted (password from
+$COSIGN_PASSWORD) before the build starts; if signing fails, the build's
+outputs are removed.`,
 		Example: `  imagectl build recipes/h200.hcl --dry-run
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
   imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
@@ -47,7 +54,7 @@ directory, all or none of them. Ctrl-C stops the build and cleans up.`,
 			if err != nil {
 				return err
 			}
-			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version})
+			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version, SignKey: signKey})
 			if err != nil {
 				return err
 			}
@@ -59,6 +66,12 @@ directory, all or none of them. Ctrl-C stops the build and cleans up.`,
 			}
 			if cacheDir == "" {
 				if cacheDir, err = defaultCacheDir(env); err != nil {
+					return err
+				}
+			}
+			var signer *signing.Signer
+			if key := buildSignKey(signKey, plan, r.Path); key != "" {
+				if signer, err = loadSigner(key, env); err != nil {
 					return err
 				}
 			}
@@ -77,14 +90,25 @@ directory, all or none of them. Ctrl-C stops the build and cleans up.`,
 			if err != nil {
 				return err
 			}
+			signed, err := signBuild(cmd.Context(), signer, res)
+			if err != nil {
+				return err
+			}
+			sigs := []string{}
+			if signed != nil {
+				sigs = signed.Files()
+			}
 			if rf.output == "json" {
 				// One object per line, like the events before it.
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"type": "result", "tarball": res.Tarball,
 					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sha256": res.Manifest.Artifact.SHA256,
-					"size": res.Manifest.Artifact.Size})
+					"size": res.Manifest.Artifact.Size, "signatures": sigs})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n", res.Tarball, res.Manifest.Artifact.SHA256,
 				res.Manifest.Artifact.Size, res.ManifestPath, res.ValidationScript)
+			for _, s := range sigs {
+				fmt.Fprintln(cmd.OutOrStdout(), s)
+			}
 			return nil
 		},
 	}
@@ -94,6 +118,7 @@ directory, all or none of them. Ctrl-C stops the build and cleans up.`,
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images are kept (default: $XDG_CACHE_HOME/imagectl)")
 	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary overlay goes (default: $TMPDIR)")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
 	cmd.Flags().StringVar(&accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")
 	return cmd
 }

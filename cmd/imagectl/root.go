@@ -66,6 +66,7 @@ deploys, with a build manifest and a signature.`,
 		newDiffCmd(),
 		newCheckCmd(),
 		newValidateScriptCmd(env),
+		newKeygenCmd(env), newSignCmd(env), newVerifyCmd(),
 		newVersionCmd(),
 	)
 	return root
