@@ -6,6 +6,7 @@
 #   make bench       benchmarks
 #   make demo        builds examples/demo.hcl into a tgz, manifest and validation script
 #   make base-image  the Debian test base image (built once per machine, cached by content)
+#   make cosign      the real cosign CLI for the signing interop tests (built once per version)
 
 SHELL := /bin/bash
 GO ?= go
@@ -31,7 +32,17 @@ BASE_IMAGE := $(BASE_DIR)/debian-bookworm-base.qcow2
 BASE_VARS := $(BASE_DIR)/base.vars.hcl
 export IMAGECTL_TEST_BASE_VARS := $(BASE_VARS)
 
-.PHONY: all build deps guestfs-binding unit test lint fuzz bench demo base-image clean
+# The real cosign CLI, which the signing tests check imagectl's keys,
+# signatures and bundles against: built once from the module proxy and kept
+# per version outside the checkout. test and bench build it; other targets
+# pass it to the tests when it is there (without it they skip, except CI=true).
+COSIGN_VERSION := v2.6.5
+TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/imagectl/tools
+COSIGN := $(TOOLS_CACHE)/cosign-$(COSIGN_VERSION)/cosign
+export IMAGECTL_COSIGN := $(if $(wildcard $(COSIGN)),$(COSIGN))
+test bench: export IMAGECTL_COSIGN := $(COSIGN)
+
+.PHONY: all build deps guestfs-binding unit test lint fuzz bench demo base-image cosign clean
 
 all: build
 
@@ -80,7 +91,15 @@ $(BASE_VARS):
 		$$(sha256sum $(BASE_IMAGE) | cut -d' ' -f1) > $@.tmp
 	mv $@.tmp $@
 
-test: lint base-image
+cosign: $(COSIGN)
+$(COSIGN):
+	@mkdir -p $(@D).tmp
+	GOBIN=$(@D).tmp $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
+	@mkdir -p $(@D)
+	mv $(@D).tmp/cosign $@
+	rmdir $(@D).tmp
+
+test: lint base-image cosign
 	$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./...
 	$(MAKE) --no-print-directory fuzz
 	$(BIN) build recipes/h200.hcl --dry-run --version 0.0.0-ci >/dev/null
@@ -88,7 +107,7 @@ test: lint base-image
 
 # Plan and repack benchmarks, then the packing comparison on the base image
 # (one iteration each: every run launches an appliance).
-bench: build base-image
+bench: build base-image cosign
 	$(GO) test -run '^$$' -bench . -benchmem ./builder ./recipes
 	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild' -benchtime 1x -timeout 90m ./builder/guestfs
 
