@@ -7,6 +7,10 @@ require (
 	github.com/ProtonMail/go-crypto v1.5.2
 	// "did you mean" for names HCL does not already suggest (collectors, -var names).
 	github.com/agext/levenshtein v1.2.1
+	// The GPT table and ext4 directory listings, inode stat and xattr values
+	// for the host-side packer (builder/ext4tar); its file reads are not used
+	// (they ignore holes, see docs/host-side-packing.md).
+	github.com/diskfs/go-diskfs v1.9.4
 	// MAAS API: OAuth PLAINTEXT signing and boot-resource GET/DELETE for upload/maas
 	// (module path canonical/, fetched from maas/: see the replace below).
 	github.com/canonical/gomaasclient v0.16.0

@@ -2,7 +2,6 @@ package builder
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/fsmode"
@@ -27,7 +27,7 @@ type BuildOptions struct {
 	Executor Executor
 	// CacheDir holds downloaded base images by digest.
 	CacheDir string
-	// WorkDir is where the temporary overlay goes (default: os.TempDir()).
+	// WorkDir is where the raw working disk goes (default: os.TempDir()).
 	WorkDir string
 	// OutputDir overrides the recipe's artifact directory.
 	OutputDir string
@@ -37,6 +37,11 @@ type BuildOptions struct {
 	Events func(Event)
 	// HTTPClient fetches base images and apt keys (default http.DefaultClient).
 	HTTPClient *http.Client
+	// Packer chooses how the root filesystem is read for the tgz: "host"
+	// (from the disk image after the appliance has shut down), "appliance"
+	// (tar-out through the appliance), or "auto" (default: host when the
+	// filesystem is one it supports, else the appliance, saying why).
+	Packer string
 }
 
 // Result is what a successful build wrote.
@@ -48,7 +53,7 @@ type Result struct {
 }
 
 // Build executes a plan: verifies the base image, customizes a
-// copy-on-write overlay of it in one appliance session, packs the root
+// raw working copy of it in one appliance session, packs the root
 // filesystem into the tgz and writes the manifest and validation script.
 // Outputs appear under their final names only when all of them are
 // complete; a failed or cancelled build leaves none of them and no work
@@ -83,23 +88,26 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 		return nil, err
 	}
 
-	// 2. A copy-on-write overlay in a work directory removed on every path.
+	// 2. A raw working copy of the base in a work directory removed on
+	// every path: the appliance customizes it, and the packer reads the
+	// root filesystem from it on the host afterwards.
 	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-build-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a work directory: %w", err)
 	}
 	defer os.RemoveAll(work)
-	overlay := filepath.Join(work, "overlay.qcow2")
-	end = rep.phase(PhasePrepare, "overlay of the base image")
-	err = prepareOverlay(ctx, basePath, plan.Base.Format, overlay, plan.Base.SizeBytes)
+	disk := filepath.Join(work, "disk.raw")
+	end = rep.phase(PhasePrepare, "raw working copy of the base image")
+	err = prepareDisk(ctx, basePath, plan.Base.Format, disk, plan.Base.SizeBytes)
 	end(err)
 	if err != nil {
 		return nil, err
 	}
 
 	// 3. One appliance for the whole customization.
+	sessOpts := SessionOptions{Accel: opts.Accel, Log: rep.log, Format: "raw"}
 	end = rep.phase(PhaseLaunch, "libguestfs appliance")
-	sess, err := opts.Executor.Open(ctx, overlay, SessionOptions{Accel: opts.Accel, Log: rep.log})
+	sess, err := opts.Executor.Open(ctx, disk, sessOpts)
 	end(err)
 	if err != nil {
 		return nil, err
@@ -164,7 +172,9 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	// pass, no uncompressed tar on disk.
 	tgzPath := filepath.Join(outDir, plan.Artifacts.Tarball)
 	end = rep.phase(PhasePack, tgzPath)
-	tgz, pack, err := packSession(ctx, sess, tgzPath, plan.Artifacts.CompressionLevel)
+	pk := rootPacker{mode: opts.Packer, disk: disk, level: plan.Artifacts.CompressionLevel, log: rep.log,
+		reopen: func() (Session, error) { return opts.Executor.Open(ctx, disk, sessOpts) }}
+	tgz, pack, packer, err := pk.pack(ctx, sess, tgzPath)
 	end(err)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
@@ -191,7 +201,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	m.Build.Finished = time.Now().UTC()
 	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()
 	m.Artifact = &manifest.Artifact{File: plan.Artifacts.Tarball, SHA256: pack.SHA256, Size: pack.Size, Compression: "gzip",
-		CompressionLevel: plan.Artifacts.CompressionLevel, Entries: pack.Entries}
+		CompressionLevel: plan.Artifacts.CompressionLevel, Entries: pack.Entries, Packer: packer}
 	res, err = publish(ctx, m, tgz, outDir, plan.Artifacts)
 	end(err)
 	return res, err
@@ -248,6 +258,91 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	return res, nil
 }
 
+// rootPacker packs the customized root filesystem into the tgz.
+type rootPacker struct {
+	mode   string // auto, host or appliance
+	disk   string // the raw disk the session customized
+	level  int
+	log    func(string)
+	reopen func() (Session, error)
+}
+
+// pack reads the root filesystem on the host when it can: the appliance is
+// shut down first, so the filesystem is clean, and the disk is read
+// directly, much faster than a tar-out through the appliance. When the
+// guest's layout or filesystem is one the host-side reader does not
+// support, it packs through the appliance instead and says why; the two
+// are never mixed in one tgz. It returns the temporary file that becomes
+// the tgz when published, and which packer made it.
+func (p rootPacker) pack(ctx context.Context, sess Session, tgzPath string) (*atomicfile.File, PackResult, string, error) {
+	mode := p.mode
+	if mode == "" {
+		mode = "auto"
+	}
+	why := hostUnpackable(sess.Mounts())
+	switch {
+	case mode != "auto" && mode != "host" && mode != "appliance":
+		return nil, PackResult{}, "", fmt.Errorf("unknown packer %q (auto, host or appliance)", mode)
+	case mode == "host" && why != "":
+		return nil, PackResult{}, "", fmt.Errorf("packing on the host: %s", why)
+	case mode == "appliance" || why != "":
+		if why != "" {
+			p.log("packing through the appliance: " + why)
+		}
+		f, res, err := packSession(ctx, sess, tgzPath, p.level)
+		return f, res, "appliance", err
+	}
+	root := sess.Mounts()[0]
+	if err := sess.Close(); err != nil {
+		return nil, PackResult{}, "", fmt.Errorf("shutting the appliance down before packing: %w", err)
+	}
+	f, err := atomicfile.Create(tgzPath, 0o644)
+	if err != nil {
+		return nil, PackResult{}, "", err
+	}
+	res, err := PackDisk(ctx, p.disk, root.Partition, f, p.level)
+	if err == nil {
+		return f, res, "host", nil
+	}
+	f.Abort()
+	if !ext4tar.IsUnsupported(err) || mode == "host" || ctx.Err() != nil {
+		return nil, PackResult{}, "", fmt.Errorf("packing the root filesystem on the host: %w", err)
+	}
+	p.log(fmt.Sprintf("packing through the appliance (launching it again): %v", err))
+	sess2, err := p.reopen()
+	if err != nil {
+		return nil, PackResult{}, "", err
+	}
+	defer sess2.Close()
+	stop := context.AfterFunc(ctx, func() { sess2.Close() })
+	defer stop()
+	f, res, err = packSession(ctx, sess2, tgzPath, p.level)
+	return f, res, "appliance", err
+}
+
+// hostUnpackable says why the host-side reader cannot pack the guest, or ""
+// when it can: it reads one ext4 root filesystem on a partition of the disk
+// (or the whole disk); only an EFI system partition may be mounted besides,
+// since nothing under /boot/efi goes into the tgz.
+func hostUnpackable(mounts []Mount) string {
+	if len(mounts) == 0 || mounts[0].Point != "/" {
+		return "the guest's root filesystem is not known"
+	}
+	root := mounts[0]
+	if root.Partition < 0 {
+		return fmt.Sprintf("the root filesystem is on %s, not on a partition of the disk", root.Device)
+	}
+	if root.Type != "ext4" {
+		return fmt.Sprintf("the root filesystem is %s, not ext4", root.Type)
+	}
+	for _, m := range mounts[1:] {
+		if m.Point != "/boot/efi" {
+			return fmt.Sprintf("the guest mounts %s on %s, and only the root filesystem is read on the host", m.Device, m.Point)
+		}
+	}
+	return ""
+}
+
 // packSession packs the guest's root filesystem into a temporary file that
 // becomes the tgz when published.
 func packSession(ctx context.Context, sess Session, tgzPath string, level int) (*atomicfile.File, PackResult, error) {
@@ -294,32 +389,20 @@ func PackSession(ctx context.Context, sess Session, w io.Writer, level int) (Pac
 	return p.res, err
 }
 
-func prepareOverlay(ctx context.Context, base, format, overlay string, size int64) error {
-	absBase, err := filepath.Abs(base)
+// prepareDisk writes a sparse raw copy of the base image and grows it to
+// size (the appliance grows the partition and filesystem).
+func prepareDisk(ctx context.Context, base, format, disk string, size int64) error {
+	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-q", "-f", format, "-O", "raw", base, disk).CombinedOutput(); err != nil {
+		return fmt.Errorf("copying the base image: qemu-img convert: %v: %s", ctxErr(ctx, err), strings.TrimSpace(string(out)))
+	}
+	st, err := os.Stat(disk)
 	if err != nil {
 		return err
 	}
-	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", format, "-b", absBase, overlay).CombinedOutput(); err != nil {
-		return fmt.Errorf("creating the overlay: qemu-img create: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	if size == 0 {
-		return nil
-	}
-	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", overlay).Output()
-	if err != nil {
-		return fmt.Errorf("reading the overlay's size: %w", err)
-	}
-	var info struct {
-		VirtualSize int64 `json:"virtual-size"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return fmt.Errorf("reading the overlay's size: %w", err)
-	}
-	if size <= info.VirtualSize {
-		return nil
-	}
-	if out, err := exec.CommandContext(ctx, "qemu-img", "resize", "-q", overlay, fmt.Sprint(size)).CombinedOutput(); err != nil {
-		return fmt.Errorf("growing the overlay to %d bytes: %v: %s", size, err, strings.TrimSpace(string(out)))
+	if size > st.Size() {
+		if err := os.Truncate(disk, size); err != nil {
+			return fmt.Errorf("growing the disk to %d bytes: %w", size, err)
+		}
 	}
 	return nil
 }

@@ -11,10 +11,10 @@ import (
 // builder/guestfs, built with the guestfs tag) is the real one; the CLI
 // supplies it, so this package builds without cgo.
 type Executor interface {
-	// Open launches one appliance for the whole customization of disk (a
-	// qcow2 overlay), grows the root filesystem to fill the disk, and mounts
-	// the guest's filesystems. Everything else in a build happens in the
-	// returned session.
+	// Open launches one appliance for the whole customization of disk,
+	// grows the root filesystem to fill the disk, and mounts the guest's
+	// filesystems. Everything else in a build happens in the returned
+	// session.
 	Open(ctx context.Context, disk string, opts SessionOptions) (Session, error)
 }
 
@@ -25,6 +25,22 @@ type SessionOptions struct {
 	Accel string
 	// Log receives one line per notable event ("falling back to TCG: ...").
 	Log func(string)
+	// Format is the disk's format, "raw" or "qcow2" (default "qcow2").
+	Format string
+}
+
+// Mount is one of the guest's filesystems as the session mounted it.
+type Mount struct {
+	// Point is the mount point in the guest ("/", "/boot/efi").
+	Point string
+	// Device is the appliance's device ("/dev/sda1").
+	Device string
+	// Partition is the partition number on the session's disk, 0 when the
+	// filesystem is the whole disk, -1 when it is on something else (LVM,
+	// RAID).
+	Partition int
+	// Type is the filesystem type ("ext4", "vfat").
+	Type string
 }
 
 // Session is an open appliance with the guest mounted. Its methods are
@@ -33,6 +49,8 @@ type SessionOptions struct {
 type Session interface {
 	// Accelerator is "kvm" or "tcg".
 	Accelerator() string
+	// Mounts lists the guest's filesystems, "/" first.
+	Mounts() []Mount
 	// Run runs a shell command in the guest (chrooted, never booted) and
 	// returns its combined output; a non-zero exit is a *CommandError.
 	Run(ctx context.Context, cmd string) (string, error)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/klauspost/pgzip"
+
+	"github.com/gpuaas/imagectl/builder/ext4tar"
 )
 
 // PackResult describes a packed root filesystem.
@@ -39,59 +41,110 @@ func excluded(name string) bool {
 // given level compressed in parallel, and the sha256 of the output computed
 // in the same pass. The same input stream gives the same bytes.
 func Repack(ctx context.Context, in io.Reader, out io.Writer, level int) (PackResult, error) {
-	var res PackResult
-	hw := &hashingWriter{w: out, h: sha256.New()}
-	zw, err := pgzip.NewWriterLevel(hw, level)
+	tw, err := newTGZWriter(out, level)
 	if err != nil {
-		return res, err
+		return PackResult{}, err
 	}
-	// A fixed block size and header keep the output independent of the
-	// machine: pgzip's blocks are compressed in parallel but written in order.
-	if err := zw.SetConcurrency(1<<20, 2*runtime.NumCPU()); err != nil {
-		return res, err
-	}
-	zw.Header.ModTime = time.Unix(0, 0)
-	zw.Header.OS = 255
-	tw := tar.NewWriter(zw)
 	tr := tar.NewReader(in)
 	for {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return tw.res, err
 		}
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return res, fmt.Errorf("reading the root filesystem stream: %w", err)
+			return tw.res, fmt.Errorf("reading the root filesystem stream: %w", err)
 		}
-		if excluded(hdr.Name) {
-			continue
+		if err := tw.add(hdr, tr); err != nil {
+			return tw.res, err
 		}
-		nh, err := normalizeHeader(hdr)
+	}
+	return tw.close()
+}
+
+// PackDisk packs the ext4 root filesystem on partition part of the raw disk
+// image at path (0: the image is the filesystem), read on the host, into
+// the artifact's tgz with the same header shape as Repack, entries in byte
+// order of their names. An error for which ext4tar.IsUnsupported is true
+// means the filesystem must be packed through the appliance instead; what
+// was written to out by then is to be thrown away.
+func PackDisk(ctx context.Context, path string, part int, out io.Writer, level int) (PackResult, error) {
+	fsys, err := ext4tar.Open(path, part)
+	if err != nil {
+		return PackResult{}, err
+	}
+	defer fsys.Close()
+	tw, err := newTGZWriter(out, level)
+	if err != nil {
+		return PackResult{}, err
+	}
+	if err := fsys.Walk(ctx, func(hdr *tar.Header, body io.Reader) error {
+		return tw.add(hdr, body)
+	}); err != nil {
+		return tw.res, err
+	}
+	return tw.close()
+}
+
+// tgzWriter writes root filesystem entries as the artifact's tgz.
+type tgzWriter struct {
+	hw  *hashingWriter
+	zw  *pgzip.Writer
+	tw  *tar.Writer
+	res PackResult
+}
+
+func newTGZWriter(out io.Writer, level int) (*tgzWriter, error) {
+	hw := &hashingWriter{w: out, h: sha256.New()}
+	zw, err := pgzip.NewWriterLevel(hw, level)
+	if err != nil {
+		return nil, err
+	}
+	// A fixed block size and header keep the output independent of the
+	// machine: pgzip's blocks are compressed in parallel but written in order.
+	if err := zw.SetConcurrency(1<<20, 2*runtime.NumCPU()); err != nil {
+		return nil, err
+	}
+	zw.Header.ModTime = time.Unix(0, 0)
+	zw.Header.OS = 255
+	return &tgzWriter{hw: hw, zw: zw, tw: tar.NewWriter(zw)}, nil
+}
+
+// add writes one entry, normalized, unless it is excluded; body is read for
+// regular files.
+func (t *tgzWriter) add(hdr *tar.Header, body io.Reader) error {
+	if excluded(hdr.Name) {
+		return nil
+	}
+	nh, err := normalizeHeader(hdr)
+	if err != nil {
+		return err
+	}
+	if err := t.tw.WriteHeader(nh); err != nil {
+		return fmt.Errorf("writing %s: %w", hdr.Name, err)
+	}
+	if nh.Typeflag == tar.TypeReg {
+		n, err := io.Copy(t.tw, body)
 		if err != nil {
-			return res, err
+			return fmt.Errorf("packing %s: %w", hdr.Name, err)
 		}
-		if err := tw.WriteHeader(nh); err != nil {
-			return res, fmt.Errorf("writing %s: %w", hdr.Name, err)
-		}
-		if nh.Typeflag == tar.TypeReg {
-			n, err := io.Copy(tw, tr)
-			if err != nil {
-				return res, fmt.Errorf("packing %s: %w", hdr.Name, err)
-			}
-			res.Content += n
-		}
-		res.Entries++
+		t.res.Content += n
 	}
-	if err := tw.Close(); err != nil {
-		return res, err
+	t.res.Entries++
+	return nil
+}
+
+func (t *tgzWriter) close() (PackResult, error) {
+	if err := t.tw.Close(); err != nil {
+		return t.res, err
 	}
-	if err := zw.Close(); err != nil {
-		return res, err
+	if err := t.zw.Close(); err != nil {
+		return t.res, err
 	}
-	res.SHA256, res.Size = hex.EncodeToString(hw.h.Sum(nil)), hw.n
-	return res, nil
+	t.res.SHA256, t.res.Size = hex.EncodeToString(t.hw.h.Sum(nil)), t.hw.n
+	return t.res, nil
 }
 
 // normalizeHeader keeps what deploy needs and drops what varies between

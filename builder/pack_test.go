@@ -127,3 +127,25 @@ func BenchmarkRepack(b *testing.B) {
 		}
 	}
 }
+
+func TestHostUnpackable(t *testing.T) {
+	root := Mount{Point: "/", Device: "/dev/sda1", Partition: 1, Type: "ext4"}
+	esp := Mount{Point: "/boot/efi", Device: "/dev/sda15", Partition: 15, Type: "vfat"}
+	for _, c := range []struct {
+		mounts []Mount
+		want   string
+	}{
+		{[]Mount{root, esp}, ""},
+		{[]Mount{root}, ""},
+		{[]Mount{{Point: "/", Device: "/dev/sda", Partition: 0, Type: "ext4"}}, ""},
+		{nil, "not known"},
+		{[]Mount{{Point: "/", Device: "/dev/mapper/vg-root", Partition: -1, Type: "ext4"}}, "not on a partition"},
+		{[]Mount{{Point: "/", Device: "/dev/sda1", Partition: 1, Type: "xfs"}}, "xfs, not ext4"},
+		{[]Mount{root, esp, {Point: "/var", Device: "/dev/sda3", Partition: 3, Type: "ext4"}}, "mounts /dev/sda3 on /var"},
+	} {
+		got := hostUnpackable(c.mounts)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("hostUnpackable(%+v) = %q, want %q", c.mounts, got, c.want)
+		}
+	}
+}

@@ -209,6 +209,9 @@ type Artifact struct {
 	Compression      string `json:"compression"`
 	CompressionLevel int    `json:"compression_level"`
 	Entries          int    `json:"entries"`
+	// Packer is how the root filesystem was read: "host" (from the disk
+	// image, after the appliance shut down) or "appliance" (its tar-out).
+	Packer string `json:"packer,omitempty"`
 }
 
 // Marshal encodes a manifest as indented JSON with a final newline.

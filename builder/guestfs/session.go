@@ -42,6 +42,7 @@ type session struct {
 	pid    int
 	killed bool
 	closed bool
+	mounts []builder.Mount
 }
 
 // Open launches the appliance on disk, grows the root filesystem to the
@@ -63,6 +64,10 @@ func (e Executor) Open(ctx context.Context, disk string, opts builder.SessionOpt
 			s.shutdown()
 		}
 	}()
+	format := opts.Format
+	if format == "" {
+		format = "qcow2"
+	}
 	mem := e.MemoryMB
 	if mem == 0 {
 		mem = 2048
@@ -77,7 +82,7 @@ func (e Executor) Open(ctx context.Context, disk string, opts builder.SessionOpt
 		func() error { return g.Set_pgroup(true) },
 		func() error {
 			return g.Add_drive(disk, &guestfs.OptargsAdd_drive{
-				Format_is_set: true, Format: "qcow2",
+				Format_is_set: true, Format: format,
 				Discard_is_set: true, Discard: "besteffort",
 				// The overlay is thrown away if the build fails.
 				Cachemode_is_set: true, Cachemode: "unsafe",
@@ -144,9 +149,21 @@ func (s *session) growAndMount(log func(string)) (string, error) {
 	}
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) < len(points[j]) })
 	for _, mp := range points {
-		if err := g.Mount(mps[mp], mp); err != nil {
-			return "", fmt.Errorf("mounting %s on %s: %w", mps[mp], mp, err)
+		dev := mps[mp]
+		if err := g.Mount(dev, mp); err != nil {
+			return "", fmt.Errorf("mounting %s on %s: %w", dev, mp, err)
 		}
+		m := builder.Mount{Point: mp, Device: dev, Partition: -1}
+		m.Type, _ = g.Vfs_type(dev)
+		switch {
+		case dev == "/dev/sda":
+			m.Partition = 0
+		case strings.HasPrefix(dev, "/dev/sda"):
+			if n, err := g.Part_to_partnum(dev); err == nil {
+				m.Partition = n
+			}
+		}
+		s.mounts = append(s.mounts, m)
 	}
 	return root, nil
 }
@@ -215,6 +232,8 @@ func (s *session) grow(root string, log func(string)) error {
 }
 
 func (s *session) Accelerator() string { return s.accel }
+
+func (s *session) Mounts() []builder.Mount { return s.mounts }
 
 // call runs f under the session lock, refusing when the session is gone.
 func (s *session) call(ctx context.Context, f func(g *guestfs.Guestfs) error) error {

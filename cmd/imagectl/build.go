@@ -22,6 +22,7 @@ func newBuildCmd(env []string) *cobra.Command {
 		workDir   string
 		outputDir string
 		accel     string
+		packer    string
 		signKey   string
 	)
 	cmd := &cobra.Command{
@@ -33,7 +34,7 @@ each layer with its steps and digest, kernel args, Netdata, bundles with their
 file hashes, artifact names and the MAAS target - and touches nothing.
 
 Without --dry-run it runs the plan: verifies the base image's checksum
-(downloading it once into the cache), customizes a copy-on-write overlay of it
+(downloading it once into the cache), customizes a raw working copy of it
 in one libguestfs appliance (KVM when it works, TCG otherwise), and writes
 <name>-<version>.tgz, .manifest.json and -validate.sh into the artifact
 directory, all or none of them. Ctrl-C stops the build and cleans up.
@@ -85,6 +86,7 @@ outputs are removed.`,
 				WorkDir:   workDir,
 				OutputDir: outputDir,
 				Accel:     accel,
+				Packer:    packer,
 				Events:    events,
 			})
 			if err != nil {
@@ -116,10 +118,11 @@ outputs are removed.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and touch nothing")
 	cmd.Flags().StringVar(&version, "version", "", "image version (overrides the recipe's)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images are kept (default: $XDG_CACHE_HOME/imagectl)")
-	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary overlay goes (default: $TMPDIR)")
+	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary working disk goes, as large as the data in the image (default: $TMPDIR)")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
 	cmd.Flags().StringVar(&accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")
+	cmd.Flags().StringVar(&packer, "packer", "auto", "how the root filesystem is read for the tgz: host (from the disk image, fast), appliance (tar-out), or auto (host when supported, else appliance)")
 	return cmd
 }
 
