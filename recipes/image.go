@@ -260,8 +260,10 @@ func (l *loader) decodeArtifact(art *Artifact, b *hcl.Block, ctx *hcl.EvalContex
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(l.recipeDir, p)
 		}
-		if _, err := os.Stat(p); err != nil {
+		if st, err := os.Stat(p); err != nil {
 			a.warnAt("sign_key", "Signing key not found", fmt.Sprintf("%s: a build would fail when it signs the artifact.", err))
+		} else if !st.Mode().IsRegular() {
+			a.errorAt("sign_key", "Not a signing key", fmt.Sprintf("%s is not a regular file: give a cosign private key (cosign.key).", p))
 		} else if detail := notSigningKey(p); detail != "" {
 			a.errorAt("sign_key", "Not a signing key", detail)
 		}
