@@ -1,5 +1,3 @@
-// Package upload owns how images reach MAAS: the names boot resources get,
-// and (as it grows) the MAAS client, sites and per-site promotion.
 package upload
 
 import (

@@ -1,0 +1,143 @@
+package upload_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/upload"
+	"github.com/gpuaas/imagectl/upload/maas"
+	"github.com/gpuaas/imagectl/upload/maassim"
+)
+
+// built writes a tgz of random bytes and its manifest, as a build does.
+func built(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	tgz := filepath.Join(dir, "demo-1.2.0.tgz")
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(tgz, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
+		Artifact: &manifest.Artifact{File: "demo-1.2.0.tgz", SHA256: hex.EncodeToString(sum[:]), Size: int64(size)}}
+	mb, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(upload.ManifestPath(tgz), mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tgz
+}
+
+func simSite(sim *maassim.Server) *upload.Site {
+	return &upload.Site{Name: "sim", URL: sim.URL, APIKeyEnv: "SIM_KEY", Architecture: "amd64/generic",
+		Timeout: 5 * time.Second, LastChunkTimeout: 5 * time.Second, CompleteTimeout: 5 * time.Second}
+}
+
+func quick(c *maas.Config) {
+	c.ChunkSize, c.PollInterval = 32<<10, time.Millisecond
+	c.Backoff = func(int) time.Duration { return time.Millisecond }
+}
+
+func TestArtifact(t *testing.T) {
+	sim := maassim.New(maassim.Options{})
+	defer sim.Close()
+	tgz := built(t, 100<<10)
+	var verified []string
+	var phases []string
+	res, err := upload.Artifact(context.Background(), simSite(sim), []string{"SIM_KEY=" + sim.AdminKey}, tgz, upload.Options{
+		BaseImage: "ubuntu/noble", Configure: quick,
+		Verify: func(ctx context.Context, tgz, m string) error {
+			verified = append(verified, tgz, m)
+			return nil
+		},
+		Events: func(e maas.Event) {
+			if e.Type == "phase" && e.Status == "ok" {
+				phases = append(phases, e.Phase)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Name != "demo-1-2-0" || res.DistroSeries != "custom/demo-1-2-0" || res.Title != "Demo 1.2.0" || res.Skipped || res.Site != "sim" {
+		t.Errorf("result %+v", res)
+	}
+	if len(verified) != 2 || verified[0] != tgz || verified[1] != strings.TrimSuffix(tgz, ".tgz")+".manifest.json" {
+		t.Errorf("Verify called with %v", verified)
+	}
+	if strings.Join(phases, " ") != "verify lookup create upload complete" {
+		t.Errorf("phases %v", phases)
+	}
+	rs := sim.Resources()
+	r := rs[len(rs)-1]
+	if r.Name != "demo-1-2-0" || r.Title != "Demo 1.2.0" || !r.Sets[0].Files[0].Verified {
+		t.Errorf("MAAS holds %+v", r)
+	}
+}
+
+// Nothing reaches MAAS when the artifact does not match its manifest or
+// the Verify hook refuses it.
+func TestArtifactRefusedBeforeSending(t *testing.T) {
+	errSig := errors.New("signature does not verify")
+	for _, tc := range []struct {
+		name   string
+		break_ func(tgz string)
+		opts   upload.Options
+		want   string
+	}{
+		{name: "tampered", break_: func(tgz string) {
+			f, _ := os.OpenFile(tgz, os.O_WRONLY, 0)
+			f.WriteAt([]byte("X"), 10)
+			f.Close()
+		}, want: "its manifest says"},
+		{name: "truncated", break_: func(tgz string) { os.Truncate(tgz, 1000) }, want: "has 1000 bytes, its manifest says"},
+		{name: "no manifest", break_: func(tgz string) { os.Remove(upload.ManifestPath(tgz)) }, want: "manifest.json"},
+		{name: "signature", opts: upload.Options{Verify: func(context.Context, string, string) error { return errSig }}, want: errSig.Error()},
+		{name: "no base image", opts: upload.Options{BaseImage: "-"}, want: "no base image"},
+		{name: "other architecture", opts: upload.Options{Name: "arm"}, want: "site \"sim\" takes arm64/generic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := maassim.New(maassim.Options{})
+			defer sim.Close()
+			tgz := built(t, 50<<10)
+			if tc.break_ != nil {
+				tc.break_(tgz)
+			}
+			site := simSite(sim)
+			opts := tc.opts
+			switch opts.BaseImage {
+			case "":
+				opts.BaseImage = "ubuntu/noble"
+			case "-":
+				opts.BaseImage = ""
+			}
+			if opts.Name == "arm" {
+				opts.Name, site.Architecture = "", "arm64/generic"
+			}
+			opts.Configure = quick
+			_, err := upload.Artifact(context.Background(), site, []string{"SIM_KEY=" + sim.AdminKey}, tgz, opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			for _, op := range []maassim.Op{maassim.OpList, maassim.OpGet, maassim.OpCreate, maassim.OpChunk, maassim.OpLastChunk} {
+				if n := sim.Count(op); n != 0 {
+					t.Errorf("%d %s requests reached MAAS", n, op)
+				}
+			}
+		})
+	}
+}

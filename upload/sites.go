@@ -1,0 +1,309 @@
+package upload
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agext/levenshtein"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/upload/maas"
+)
+
+// Site is one MAAS from sites.hcl. It names where its API key is, never
+// the key.
+type Site struct {
+	Name string
+	// URL is the MAAS root, such as http://maas.example:5240/MAAS.
+	URL string
+	// APIKeyEnv or APIKeyFile (resolved against the sites file's
+	// directory) holds the key; exactly one is set.
+	APIKeyEnv  string
+	APIKeyFile string
+	// Architecture is the MAAS architecture images are uploaded as.
+	Architecture string
+	// Timeout bounds each API request, LastChunkTimeout the last chunk
+	// (MAAS hashes the whole file in it), CompleteTimeout the wait for MAAS
+	// to report an upload complete.
+	Timeout, LastChunkTimeout, CompleteTimeout time.Duration
+	// DeclRange is the site block's header, for diagnostics.
+	DeclRange hcl.Range
+}
+
+// Sites is a parsed sites file.
+type Sites struct {
+	Sites []*Site
+	// Files holds the parsed source for diagnostic snippets, with any API
+	// key written in it blanked out.
+	Files map[string]*hcl.File
+}
+
+var siteSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "site", LabelNames: []string{"name"}}},
+}
+
+var siteBodySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "maas_url", Required: true},
+		{Name: "api_key_env"},
+		{Name: "api_key_file"},
+		{Name: "architecture"},
+		{Name: "timeout"},
+		{Name: "last_chunk_timeout"},
+		{Name: "complete_timeout"},
+	},
+}
+
+var (
+	reSiteName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+	reArch     = regexp.MustCompile(`^[a-z0-9_]+/[a-z0-9_.-]+$`)
+	reEnvName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// reKeyShape is what a MAAS API key looks like.
+	reKeyShape = regexp.MustCompile(`^[A-Za-z0-9]+:[A-Za-z0-9]+:[A-Za-z0-9]+$`)
+)
+
+// Default site settings.
+const (
+	DefaultArchitecture     = "amd64/generic"
+	DefaultTimeout          = 60 * time.Second
+	DefaultLastChunkTimeout = 15 * time.Minute
+	DefaultCompleteTimeout  = 10 * time.Minute
+)
+
+// LoadSites reads and parses a sites file.
+func LoadSites(path string) (*Sites, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return &Sites{Files: map[string]*hcl.File{}}, hcl.Diagnostics{{Severity: hcl.DiagError,
+			Summary: "Cannot read sites file", Detail: fmt.Sprintf("Reading %s: %v.", path, err)}}
+	}
+	return ParseSites(src, path)
+}
+
+// ParseSites parses a sites file's content; filename is for diagnostics
+// and resolves relative api_key_file paths.
+func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
+	out := &Sites{Files: map[string]*hcl.File{}}
+	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		out.Files[filename] = &hcl.File{Bytes: redactAll(src)}
+		return out, diags
+	}
+	// Keys written in clear are errors, and never shown in a snippet.
+	shown := append([]byte(nil), src...)
+	body := f.Body.(*hclsyntax.Body)
+	for _, b := range body.Blocks {
+		for _, a := range b.Body.Attributes {
+			v, d := a.Expr.Value(nil)
+			literal := !d.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull()
+			if a.Name != "api_key" && !(literal && reKeyShape.MatchString(v.AsString())) {
+				continue
+			}
+			r := a.Expr.Range()
+			copy(shown[r.Start.Byte:r.End.Byte], bytes.Repeat([]byte("*"), r.End.Byte-r.Start.Byte))
+			rng := a.SrcRange
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "API key written in clear", Subject: &rng,
+				Detail: "A MAAS API key may not be written in the sites file: put it in an environment variable named by api_key_env, or in a file (mode 0600) named by api_key_file."})
+		}
+	}
+	out.Files[filename] = &hcl.File{Body: f.Body, Bytes: shown}
+	if diags.HasErrors() {
+		return out, diags
+	}
+	content, d := f.Body.Content(siteSchema)
+	diags = append(diags, d...)
+	seen := map[string]hcl.Range{}
+	for _, b := range content.Blocks {
+		if prev, dup := seen[b.Labels[0]]; dup {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site", Subject: b.LabelRanges[0].Ptr(),
+				Detail: fmt.Sprintf("Site %q is already declared at %s.", b.Labels[0], prev)})
+			continue
+		}
+		seen[b.Labels[0]] = b.DefRange
+		s, d := decodeSite(b, filepath.Dir(filename))
+		diags = append(diags, d...)
+		if s != nil {
+			out.Sites = append(out.Sites, s)
+		}
+	}
+	return out, diags
+}
+
+func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
+	s := &Site{Name: b.Labels[0], DeclRange: b.DefRange, Architecture: DefaultArchitecture,
+		Timeout: DefaultTimeout, LastChunkTimeout: DefaultLastChunkTimeout, CompleteTimeout: DefaultCompleteTimeout}
+	var diags hcl.Diagnostics
+	if !reSiteName.MatchString(s.Name) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid site name", Subject: b.LabelRanges[0].Ptr(),
+			Detail: fmt.Sprintf("%q: a site name is lowercase letters, digits, '.', '_' and '-'.", s.Name)})
+	}
+	content, d := b.Body.Content(siteBodySchema)
+	diags = append(diags, d...)
+	str := func(name string, dst *string, check func(string) string) {
+		a := content.Attributes[name]
+		if a == nil {
+			return
+		}
+		v, d := a.Expr.Value(nil)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return
+		}
+		if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(),
+				Detail: name + " must be a string."})
+			return
+		}
+		if msg := check(v.AsString()); msg != "" {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(), Detail: msg})
+			return
+		}
+		*dst = v.AsString()
+	}
+	dur := func(name string, dst *time.Duration) {
+		var raw string
+		str(name, &raw, func(v string) string {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Sprintf("%q is not a positive duration such as \"60s\" or \"15m\".", v)
+			}
+			return ""
+		})
+		if raw != "" {
+			*dst, _ = time.ParseDuration(raw)
+		}
+	}
+	str("maas_url", &s.URL, func(v string) string {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return fmt.Sprintf("%q is not an http(s) URL of a MAAS without credentials, such as \"http://maas.example:5240/MAAS\".", v)
+		}
+		return ""
+	})
+	s.URL = strings.TrimSuffix(s.URL, "/")
+	str("api_key_env", &s.APIKeyEnv, func(v string) string {
+		if !reEnvName.MatchString(v) {
+			return fmt.Sprintf("%q is not an environment variable name.", v)
+		}
+		return ""
+	})
+	str("api_key_file", &s.APIKeyFile, func(v string) string {
+		if v == "" {
+			return "api_key_file is empty."
+		}
+		return ""
+	})
+	if s.APIKeyFile != "" && !filepath.IsAbs(s.APIKeyFile) {
+		s.APIKeyFile = filepath.Join(dir, s.APIKeyFile)
+	}
+	str("architecture", &s.Architecture, func(v string) string {
+		if !reArch.MatchString(v) {
+			return fmt.Sprintf("%q is not a MAAS architecture such as %q.", v, DefaultArchitecture)
+		}
+		return ""
+	})
+	dur("timeout", &s.Timeout)
+	dur("last_chunk_timeout", &s.LastChunkTimeout)
+	dur("complete_timeout", &s.CompleteTimeout)
+	_, hasEnv := content.Attributes["api_key_env"]
+	_, hasFile := content.Attributes["api_key_file"]
+	if hasEnv == hasFile {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Where is the API key?", Subject: b.DefRange.Ptr(),
+			Detail: fmt.Sprintf("Site %q needs exactly one of api_key_env (an environment variable) and api_key_file (a file) holding its MAAS API key.", s.Name)})
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return s, diags
+}
+
+// Site returns the named site; an unknown name is an error that lists the
+// sites (and the closest one).
+func (ss *Sites) Site(name string) (*Site, error) {
+	var names []string
+	for _, s := range ss.Sites {
+		if s.Name == name {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	sort.Strings(names)
+	hint := ""
+	best, bestD := "", 4
+	for _, n := range names {
+		if d := levenshtein.Distance(name, n, nil); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best != "" {
+		hint = fmt.Sprintf(" Did you mean %q?", best)
+	}
+	return nil, fmt.Errorf("no site %q in the sites file (sites: %s).%s", name, strings.Join(names, ", "), hint)
+}
+
+// APIKey reads the site's key from the environment (KEY=value pairs, as
+// os.Environ) or its file. Errors say where the key was looked for, never
+// what it is.
+func (s *Site) APIKey(env []string) (string, error) {
+	var key string
+	if s.APIKeyEnv != "" {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, s.APIKeyEnv+"="); ok {
+				key = v
+			}
+		}
+		if key == "" {
+			return "", fmt.Errorf("site %q: environment variable %s (its api_key_env) is not set", s.Name, s.APIKeyEnv)
+		}
+	} else {
+		b, err := os.ReadFile(s.APIKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("site %q: reading its API key file: %w", s.Name, err)
+		}
+		key = strings.TrimSpace(string(b))
+	}
+	key = strings.TrimSpace(key)
+	if !reKeyShape.MatchString(key) {
+		where := "environment variable " + s.APIKeyEnv
+		if s.APIKeyFile != "" {
+			where = "file " + s.APIKeyFile
+		}
+		return "", fmt.Errorf("site %q: the API key in %s is not of the form consumer_key:token_key:token_secret", s.Name, where)
+	}
+	return key, nil
+}
+
+// Config is the MAAS client configuration for the site.
+func (s *Site) Config(env []string) (maas.Config, error) {
+	key, err := s.APIKey(env)
+	if err != nil {
+		return maas.Config{}, err
+	}
+	return maas.Config{URL: s.URL, APIKey: key, Timeout: s.Timeout, LastChunkTimeout: s.LastChunkTimeout,
+		CompleteTimeout: s.CompleteTimeout}, nil
+}
+
+// redactAll hides what may be a key in a file that failed to parse:
+// key-shaped strings and whatever follows "api_key =".
+func redactAll(src []byte) []byte {
+	stars := func(m []byte) []byte { return bytes.Repeat([]byte("*"), len(m)) }
+	src = reKeyAnywhere.ReplaceAllFunc(src, stars)
+	return reClearKey.ReplaceAllFunc(src, func(m []byte) []byte {
+		i := bytes.IndexByte(m, '=')
+		return append(m[:i+1:i+1], stars(m[i+1:])...)
+	})
+}
+
+var (
+	reKeyAnywhere = regexp.MustCompile(`[A-Za-z0-9]+:[A-Za-z0-9]+:[A-Za-z0-9]+`)
+	reClearKey    = regexp.MustCompile(`\bapi_key\s*=[^\n]*`)
+)
