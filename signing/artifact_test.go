@@ -2,6 +2,8 @@ package signing_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -103,7 +105,8 @@ func TestSignAndVerifyArtifact(t *testing.T) {
 	}
 	sig, _ := os.ReadFile(tgz + ".sig")
 	if b.MediaType != "application/vnd.dev.sigstore.bundle.v0.3+json" || b.VerificationMaterial.PublicKey.Hint == "" ||
-		b.MessageSignature.MessageDigest.Algorithm != "SHA2_256" || b.MessageSignature.Signature != string(sig) {
+		b.MessageSignature.MessageDigest.Algorithm != "SHA2_256" || b.MessageSignature.Signature != string(sig) ||
+		b.MessageSignature.MessageDigest.Digest != base64.StdEncoding.EncodeToString(mustHex(t, r.SHA256)) {
 		t.Errorf("unexpected bundle %s", data)
 	}
 }
@@ -323,4 +326,13 @@ func onlyArtifact(t *testing.T, dir string) {
 	if strings.Join(names, " ") != "demo-0.1.0.manifest.json demo-0.1.0.tgz" {
 		t.Errorf("directory holds %v", names)
 	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
