@@ -1,0 +1,153 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/upload/maassim"
+)
+
+// uploadFixture starts a simulated MAAS and writes a sites file for it and
+// a built artifact (random tgz bytes and their manifest).
+func uploadFixture(t *testing.T) (sim *maassim.Server, sites, tgz string, env []string) {
+	t.Helper()
+	// No sync lag: the client's real 2 s poll would slow the tests.
+	sim = maassim.New(maassim.Options{CompleteAfterGets: -1})
+	t.Cleanup(sim.Close)
+	dir := t.TempDir()
+	sites = filepath.Join(dir, "sites.hcl")
+	src := fmt.Sprintf("site \"sim\" {\n  maas_url    = %q\n  api_key_env = \"SIM_MAAS_KEY\"\n}\n\nsite \"lab\" {\n  maas_url     = \"http://lab.invalid/MAAS\"\n  api_key_file = \"lab.key\"\n}\n", sim.URL)
+	if err := os.WriteFile(sites, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tgz = filepath.Join(dir, "demo-1.2.0.tgz")
+	b := make([]byte, 9<<20+5) // three chunks
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(tgz, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
+		Artifact: &manifest.Artifact{File: filepath.Base(tgz), SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b))}}
+	mb, _ := m.Marshal()
+	if err := os.WriteFile(strings.TrimSuffix(tgz, ".tgz")+".manifest.json", mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sim, sites, tgz, []string{"SIM_MAAS_KEY=" + sim.AdminKey}
+}
+
+func secret(key string) string { return strings.SplitN(key, ":", 3)[2] }
+
+func TestUploadCommand(t *testing.T) {
+	sim, sites, tgz, env := uploadFixture(t)
+	out, errs, code := imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--base-image", "ubuntu/noble")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "uploaded "+tgz+" to site sim as demo-1-2-0") || !strings.Contains(out, "distro_series: custom/demo-1-2-0") ||
+		!strings.Contains(out, `"Demo 1.2.0"`) {
+		t.Errorf("stdout:\n%s", out)
+	}
+	for _, phase := range []string{"verify", "lookup", "create", "upload", "complete"} {
+		if !strings.Contains(errs, "ok   "+phase) {
+			t.Errorf("stderr lacks phase %s:\n%s", phase, errs)
+		}
+	}
+	if n := sim.Count(maassim.OpChunk) + sim.Count(maassim.OpLastChunk); n != 3 {
+		t.Errorf("%d chunks, want 3 of 4 MiB", n)
+	}
+	if strings.Contains(out+errs, secret(sim.AdminKey)) {
+		t.Error("the API key was printed")
+	}
+	// Again: MAAS holds it, nothing is sent.
+	out, errs, code = imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--base-image", "ubuntu/noble")
+	if code != 0 || !strings.Contains(out, "already held") || sim.Count(maassim.OpCreate) != 1 {
+		t.Errorf("second upload: exit %d, creates %d\n%s%s", code, sim.Count(maassim.OpCreate), out, errs)
+	}
+}
+
+func TestUploadCommandJSON(t *testing.T) {
+	sim, sites, tgz, env := uploadFixture(t)
+	env = append(env, "IMAGECTL_SITES="+sites)
+	out, errs, code := imagectl(t, env, "upload", tgz, "--site", "sim", "--base-image", "ubuntu/noble", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	progress := 0
+	for _, l := range lines {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		if e["type"] == "progress" && e["phase"] == "upload" {
+			progress++
+		}
+	}
+	var res struct {
+		Type, Name   string
+		DistroSeries string `json:"distro_series"`
+		Skipped      bool
+		Size         int64
+	}
+	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &res)
+	if res.Type != "result" || res.DistroSeries != "custom/demo-1-2-0" || res.Size != 9<<20+5 || res.Skipped || progress != 3 {
+		t.Errorf("result %+v, %d upload progress events\n%s", res, progress, out)
+	}
+	if strings.Contains(out+errs, secret(sim.AdminKey)) {
+		t.Error("the API key was printed")
+	}
+}
+
+func TestUploadCommandRefuses(t *testing.T) {
+	sim, sites, tgz, env := uploadFixture(t)
+	clear := filepath.Join(t.TempDir(), "clear.hcl")
+	os.WriteFile(clear, []byte("site \"sim\" {\n  maas_url = \"http://x/MAAS\"\n  api_key  = \""+sim.AdminKey+"\"\n}\n"), 0o644)
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		args  []string
+		env   []string
+		want  string
+	}{
+		{name: "key in clear", args: []string{"--sites", clear}, want: clear + ":3:3: error: API key written in clear"},
+		{name: "unknown site", args: []string{"--sites", sites, "--site", "simm"}, want: `no site "simm" in the sites file (sites: lab, sim). Did you mean "sim"?`},
+		{name: "no key", args: []string{"--sites", sites}, env: []string{}, want: "SIM_MAAS_KEY (its api_key_env) is not set"},
+		{name: "no sites file", args: []string{"--sites", "/nonexistent/sites.hcl"}, want: "Cannot read sites file"},
+		{name: "tampered", setup: func() {
+			f, _ := os.OpenFile(tgz, os.O_WRONLY, 0)
+			f.WriteAt([]byte{0}, 4<<20)
+			f.Close()
+		}, args: []string{"--sites", sites}, want: "its manifest says"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup()
+			}
+			args := append([]string{"upload", tgz, "--site", "sim", "--base-image", "ubuntu/noble"}, tc.args...)
+			e := env
+			if tc.env != nil {
+				e = tc.env
+			}
+			out, errs, code := imagectl(t, e, args...)
+			if code == 0 || !strings.Contains(errs, tc.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %q", code, errs, tc.want)
+			}
+			if strings.Contains(out+errs, secret(sim.AdminKey)) {
+				t.Errorf("the API key was printed:\n%s", errs)
+			}
+			if n := sim.Count(maassim.OpCreate) + sim.Count(maassim.OpList); n != 0 {
+				t.Errorf("%d requests reached MAAS", n)
+			}
+		})
+	}
+}
