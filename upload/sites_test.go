@@ -120,3 +120,13 @@ func TestSiteAPIKey(t *testing.T) {
 		t.Error("missing key file accepted")
 	}
 }
+
+func TestExampleSites(t *testing.T) {
+	ss, diags := LoadSites("../examples/sites.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if len(ss.Sites) != 2 {
+		t.Errorf("%d sites", len(ss.Sites))
+	}
+}
