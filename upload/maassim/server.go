@@ -291,7 +291,7 @@ func (s *Server) newKey(admin bool) string {
 	return ck + ":" + tk + ":" + sec
 }
 
-// at least 3.x.y
+// atLeast reports whether the simulated version is major.minor or later.
 func (s *Server) atLeast(major, minor int) bool {
 	return s.major > major || s.major == major && s.minor >= minor
 }
