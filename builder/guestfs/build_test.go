@@ -625,3 +625,94 @@ func sorted(s []string) []string {
 	sort.Strings(s)
 	return s
 }
+
+// TestBuildFallsBackToAppliance builds on a base whose root filesystem the
+// host-side reader does not support (metadata_csum switched off): with the
+// default packer the build says why and packs through the appliance; with
+// --packer host it fails, leaving nothing behind.
+func TestBuildFallsBackToAppliance(t *testing.T) {
+	base, _ := baseImage(t)
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "base.raw")
+	part := filepath.Join(dir, "root.img")
+	sh := func(script string) {
+		t.Helper()
+		if out, err := exec.Command("bash", "-euo", "pipefail", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+	}
+	sh(fmt.Sprintf(`qemu-img convert -q -O raw %[1]s %[2]s
+start=$(sgdisk -i 1 %[2]s | sed -n 's/^First sector: \([0-9]*\).*/\1/p')
+end=$(sgdisk -i 1 %[2]s | sed -n 's/^Last sector: \([0-9]*\).*/\1/p')
+dd status=none if=%[2]s of=%[3]s bs=512 skip=$start count=$((end - start + 1))
+tune2fs -O ^metadata_csum %[3]s >/dev/null
+dd status=none conv=notrunc if=%[3]s of=%[2]s bs=512 seek=$start
+rm %[3]s`, base, raw, part))
+	sum, _ := fileSHA256(t, raw)
+	recipe := filepath.Join(dir, "fallback.hcl")
+	src := fmt.Sprintf(`image "fallback" {
+  title   = "fallback"
+  version = "1"
+  base {
+    source   = %q
+    checksum = "sha256:%s"
+    format   = "raw"
+  }
+  layer "marker" {
+    file "/etc/fallback-marker" {
+      content = "packed\n"
+    }
+  }
+}
+`, raw, sum)
+	if err := os.WriteFile(recipe, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, diags := recipes.NewParser().LoadFile(recipe, recipes.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("host only", func(t *testing.T) {
+		opts := buildOptions(t, t.TempDir(), nil)
+		opts.Packer = "host"
+		_, err := builder.Build(context.Background(), plan, opts)
+		if err == nil || !strings.Contains(err.Error(), "metadata_csum") {
+			t.Fatalf("got %v, want a refusal naming metadata_csum", err)
+		}
+		for _, d := range []string{opts.OutputDir, opts.WorkDir} {
+			if entries, _ := os.ReadDir(d); len(entries) > 0 {
+				t.Errorf("left behind in %s: %v", d, entries)
+			}
+		}
+	})
+	t.Run("auto", func(t *testing.T) {
+		var events []builder.Event
+		opts := buildOptions(t, t.TempDir(), &events)
+		res, err := builder.Build(context.Background(), plan, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		said := false
+		for _, e := range events {
+			said = said || (e.Type == "log" && strings.Contains(e.Message, "packing through the appliance") && strings.Contains(e.Message, "metadata_csum"))
+		}
+		if !said {
+			t.Error("the build did not say why it packed through the appliance")
+		}
+		if res.Manifest.Artifact.Packer != "appliance" {
+			t.Errorf("packer %q, want appliance", res.Manifest.Artifact.Packer)
+		}
+		out, err := exec.Command("tar", "-xzOf", res.Tarball, "./etc/fallback-marker").CombinedOutput()
+		if err != nil || string(out) != "packed\n" {
+			t.Errorf("the marker in the tgz: %q, %v", out, err)
+		}
+		if pids := childQEMUs(); len(pids) > 0 {
+			t.Errorf("QEMU processes left running: %v", pids)
+		}
+	})
+}
