@@ -37,6 +37,9 @@ type BuildOptions struct {
 	Events func(Event)
 	// HTTPClient fetches base images and apt keys (default http.DefaultClient).
 	HTTPClient *http.Client
+	// ParentVersion is the version this build follows (the store's latest
+	// of the image), recorded as the manifest's lineage.parent_version.
+	ParentVersion string
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
 	// (tar-out through the appliance), or "auto" (default: host when the
@@ -123,6 +126,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	m.Builder.Accelerator = sess.Accelerator()
 	m.Build.Started = started
 	m.Lineage.SourceRevision = sourceRevision(plan.Source.Dir)
+	m.Lineage.ParentVersion = opts.ParentVersion
 
 	ap := &applier{s: sess, rep: rep, client: opts.HTTPClient}
 	// The final layer's steps need the manifest as it stands then.

@@ -31,6 +31,10 @@ func (p *Plan) Manifest() *manifest.Manifest {
 			ServicesActive: p.Validation.ServicesActive, FilesExist: p.Validation.FilesExist, Checks: []manifest.Check{}},
 		Lineage: manifest.Lineage{BaseDigest: p.Base.Checksum, RecipeDigest: p.Recipe.Digest},
 	}
+	if t := p.MAAS; t != nil {
+		m.MAAS = &manifest.MAAS{Name: t.Name, VersionedName: t.VersionedName, DistroSeries: t.DistroSeries, Title: t.Title,
+			Filetype: t.Filetype, BaseImage: t.BaseImage, Site: t.Site}
+	}
 	for _, c := range p.Validation.Checks {
 		m.Validation.Checks = append(m.Validation.Checks, manifest.Check{Name: c.Name, Command: c.Command})
 	}

@@ -19,13 +19,16 @@ const SchemaVersion = 1
 
 // Manifest describes one built image.
 type Manifest struct {
-	SchemaVersion int       `json:"schema_version"`
-	Image         Image     `json:"image"`
-	Recipe        Recipe    `json:"recipe"`
-	Builder       Builder   `json:"builder"`
-	Base          Base      `json:"base"`
-	Layers        []Layer   `json:"layers"`
-	Packages      []Package `json:"packages"`
+	SchemaVersion int   `json:"schema_version"`
+	Image         Image `json:"image"`
+	// MAAS is the boot resource the image becomes, from the recipe's maas
+	// block: upload and promote read the name and base image from it.
+	MAAS     *MAAS     `json:"maas,omitempty"`
+	Recipe   Recipe    `json:"recipe"`
+	Builder  Builder   `json:"builder"`
+	Base     Base      `json:"base"`
+	Layers   []Layer   `json:"layers"`
+	Packages []Package `json:"packages"`
 	// RequiredPackages are the packages the recipe requires, as it names
 	// them; Packages says at which version each was installed.
 	RequiredPackages []string `json:"required_packages"`
@@ -54,6 +57,23 @@ type Image struct {
 	Title        string `json:"title"`
 	Version      string `json:"version"`
 	Architecture string `json:"architecture"`
+}
+
+// MAAS is the custom boot resource the image is uploaded as.
+type MAAS struct {
+	// Name is the recipe's MAAS name (custom/<image>); VersionedName the
+	// immutable name this version is uploaded under, DistroSeries what a
+	// deploy selects it with.
+	Name          string `json:"name"`
+	VersionedName string `json:"versioned_name"`
+	DistroSeries  string `json:"distro_series"`
+	// Title is the boot resource's title, with the version.
+	Title    string `json:"title"`
+	Filetype string `json:"filetype"`
+	// BaseImage is the <os>/<series> MAAS requires of a custom image.
+	BaseImage string `json:"base_image"`
+	// Site is the recipe's default site, if any.
+	Site string `json:"site,omitempty"`
 }
 
 // Recipe identifies the recipe the image was built from.
