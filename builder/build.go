@@ -194,9 +194,18 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
+	waivers := map[string]string{}
+	for _, w := range plan.Waivers {
+		waivers[w.Check] = w.Reason
+	}
 	m.Deploy = []manifest.DeployFinding{}
-	for _, f := range findings {
-		m.Deploy = append(m.Deploy, manifest.DeployFinding{Check: f.Check, Severity: f.Severity, Message: f.Message})
+	for _, f := range validate.Waive(findings, waivers) {
+		m.Deploy = append(m.Deploy, manifest.DeployFinding{Check: f.Check, Severity: f.Severity, Message: f.Message,
+			Waived: f.Waived, WaiverReason: f.WaiverReason})
+		if f.Waived {
+			rep.log(fmt.Sprintf("deployability %s (waived by the recipe: %s): %s: %s", f.Severity, f.WaiverReason, f.Check, f.Message))
+			continue
+		}
 		rep.log(fmt.Sprintf("deployability %s: %s: %s (fix: %s)", f.Severity, f.Check, f.Message, f.Fix))
 	}
 

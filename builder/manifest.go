@@ -31,6 +31,9 @@ func (p *Plan) Manifest() *manifest.Manifest {
 			ServicesActive: p.Validation.ServicesActive, FilesExist: p.Validation.FilesExist, Checks: []manifest.Check{}},
 		Lineage: manifest.Lineage{BaseDigest: p.Base.Checksum, RecipeDigest: p.Recipe.Digest},
 	}
+	if len(p.Waivers) > 0 {
+		m.DeployWaivers = p.Waivers
+	}
 	if t := p.MAAS; t != nil {
 		m.MAAS = &manifest.MAAS{Name: t.Name, VersionedName: t.VersionedName, DistroSeries: t.DistroSeries, Title: t.Title,
 			Filetype: t.Filetype, BaseImage: t.BaseImage, Site: t.Site}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/layers"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/upload"
 )
@@ -37,8 +38,10 @@ type Plan struct {
 	Network        *NetworkRef    `json:"network"`
 	Bundles        []BundleRef    `json:"bundles"`
 	Validation     ValidationRef  `json:"validation"`
-	Artifacts      Artifacts      `json:"artifacts"`
-	MAAS           *MAASTarget    `json:"maas"`
+	// Waivers are the deployability checks the recipe waives.
+	Waivers   []manifest.Waiver `json:"deploy_waivers"`
+	Artifacts Artifacts         `json:"artifacts"`
+	MAAS      *MAASTarget       `json:"maas"`
 	// Source is the recipe the plan was made from.
 	Source *recipes.Recipe `json:"-"`
 	// secrets are the values of sensitive variables, kept out of renderings
@@ -199,6 +202,10 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 	}
 	if p.Validation.Checks == nil {
 		p.Validation.Checks = []recipes.Check{}
+	}
+	p.Waivers = []manifest.Waiver{}
+	for _, w := range img.Waivers {
+		p.Waivers = append(p.Waivers, manifest.Waiver{Check: w.Check, Reason: w.Reason})
 	}
 	switch {
 	case opts.Version != "":

@@ -120,6 +120,9 @@ func (p *Plan) writeText(w io.Writer) error {
 		pf(" (+%d recipe checks)", k)
 	}
 	pf("\n")
+	for _, w := range p.Waivers {
+		pf("Waived check: %s (%s)\n", w.Check, w.Reason)
+	}
 
 	a := p.Artifacts
 	pf("\nArtifacts in %s/\n", a.Directory)

@@ -44,8 +44,10 @@ type Manifest struct {
 	Validation      Validation `json:"validation"`
 	Build           Build      `json:"build"`
 	// Deploy are the deployability check's findings on the artifact.
-	Deploy  []DeployFinding `json:"deploy_findings"`
-	Lineage Lineage         `json:"lineage"`
+	Deploy []DeployFinding `json:"deploy_findings"`
+	// DeployWaivers are the checks the recipe waives, with reasons.
+	DeployWaivers []Waiver `json:"deploy_waivers,omitempty"`
+	Lineage       Lineage  `json:"lineage"`
 	// Artifact is absent in the build marker inside the image, which cannot
 	// contain its own hash.
 	Artifact *Artifact `json:"artifact,omitempty"`
@@ -219,6 +221,27 @@ type DeployFinding struct {
 	Check    string `json:"check"`
 	Severity string `json:"severity"`
 	Message  string `json:"message"`
+	// Waived is set when the recipe waives the check; WaiverReason says why.
+	Waived       bool   `json:"waived,omitempty"`
+	WaiverReason string `json:"waiver_reason,omitempty"`
+}
+
+// Waiver is a deployability check the recipe waives, with its reason.
+type Waiver struct {
+	Check  string `json:"check"`
+	Reason string `json:"reason"`
+}
+
+// DeployErrors are the findings that make the artifact undeployable: errors
+// the recipe does not waive.
+func (m *Manifest) DeployErrors() []DeployFinding {
+	var out []DeployFinding
+	for _, f := range m.Deploy {
+		if f.Severity == "error" && !f.Waived {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Artifact is the tgz the manifest describes.

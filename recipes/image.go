@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,6 +107,32 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 	img.Validation.Script = "/usr/local/sbin/" + img.Name + "-validate.sh"
 	if b := singleBlock(content.Blocks, "validation", &diags); b != nil {
 		diags = append(diags, decodeValidation(&img.Validation, b, ctx)...)
+	}
+	waived := newLabels("Waiver", "")
+	for _, b := range content.Blocks {
+		if b.Type != "waive" {
+			continue
+		}
+		check := b.Labels[0]
+		if !slices.Contains(DeployChecks, check) {
+			detail := fmt.Sprintf("There is no deployability check named %q; the checks are: %s.", check, strings.Join(DeployChecks, ", "))
+			if s := suggest(check, DeployChecks); s != "" {
+				detail = fmt.Sprintf("There is no deployability check named %q. Did you mean %q?", check, s)
+			}
+			diags = append(diags, errorAt(b.LabelRanges[0], "Unknown deployability check", detail))
+			continue
+		}
+		if !waived.add(b, &diags) {
+			continue
+		}
+		wc, d := b.Body.Content(waiveSchema)
+		diags = append(diags, d...)
+		a := newAttrs(wc, ctx, &diags)
+		reason := a.str("reason", "")
+		if a.ok("reason") && strings.TrimSpace(reason) == "" {
+			a.errorAt("reason", "Empty reason", "A waiver needs a reason: it is recorded in the manifest for whoever deploys the image.")
+		}
+		img.Waivers = append(img.Waivers, Waiver{Check: check, Reason: reason})
 	}
 	return img, diags
 }

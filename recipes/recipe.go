@@ -65,7 +65,16 @@ type Image struct {
 	Artifact    Artifact
 	MAAS        *MAAS
 	Validation  Validation
-	DeclRange   hcl.Range
+	// Waivers are the deployability checks the recipe waives.
+	Waivers   []Waiver
+	DeclRange hcl.Range
+}
+
+// Waiver waives a named deployability check (imagectl check) with a reason
+// that lands in the manifest.
+type Waiver struct {
+	Check  string
+	Reason string
 }
 
 // Base is the cloud image a build starts from.

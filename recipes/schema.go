@@ -48,7 +48,21 @@ var imageSchema = &hcl.BodySchema{
 		{Type: "artifact"},
 		{Type: "maas"},
 		{Type: "validation"},
+		{Type: "waive", LabelNames: []string{"check"}},
 	},
+}
+
+// DeployChecks names the checks of the deployability check (validate's
+// CheckDeployable, imagectl check): what a waive block may name. A test in
+// package validate keeps the two in step.
+var DeployChecks = []string{
+	"compression", "os-release", "kernel", "generic-kernel", "cloud-init", "netplan", "lsb-release",
+	"uefi-packages", "boot-efi", "curtin-hooks", "policy-rc.d", "machine-id", "ssh-host-keys",
+	"cloud-init-state", "stale-netplan", "grub-commented-default", "grub-dropin-default", "kernel-args",
+}
+
+var waiveSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "reason", Required: true}},
 }
 
 var baseSchema = &hcl.BodySchema{

@@ -23,6 +23,29 @@ type Finding struct {
 	Severity string `json:"severity"` // "error": the deploy fails; "warning": it degrades
 	Message  string `json:"message"`
 	Fix      string `json:"fix"`
+	// Waived is set when the recipe waives the check, for WaiverReason.
+	Waived       bool   `json:"waived,omitempty"`
+	WaiverReason string `json:"waiver_reason,omitempty"`
+}
+
+// Waive marks the findings of waived checks (check name -> reason).
+func Waive(findings []Finding, waivers map[string]string) []Finding {
+	for i := range findings {
+		if reason, ok := waivers[findings[i].Check]; ok {
+			findings[i].Waived, findings[i].WaiverReason = true, reason
+		}
+	}
+	return findings
+}
+
+// Blocking reports whether any finding is an error the recipe does not waive.
+func Blocking(findings []Finding) bool {
+	for _, f := range findings {
+		if f.Severity == "error" && !f.Waived {
+			return true
+		}
+	}
+	return false
 }
 
 // DeployOptions are what the check knows beyond the tgz.

@@ -6,9 +6,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/recipes"
 )
 
 const dpkgStatus = `Package: linux-generic
@@ -153,5 +156,54 @@ func TestDeployableRefusesZstd(t *testing.T) {
 	fs, err := CheckDeployable(context.Background(), p, DeployOptions{})
 	if err != nil || checks(fs) != "compression" || !strings.Contains(fs[0].Message, "zstd") {
 		t.Errorf("%+v %v", fs, err)
+	}
+}
+
+// TestDeployChecksListsEveryCheck keeps recipes.DeployChecks (what recipes
+// may waive) in step with the checks the code makes.
+func TestDeployChecksListsEveryCheck(t *testing.T) {
+	src, err := os.ReadFile("deploy.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := map[string]bool{}
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`add\("([a-z.-]+)"`),
+		regexp.MustCompile(`Check: "([a-z.-]+)"`),
+		regexp.MustCompile(`\{"[a-z.-]+", "([a-z.-]+)", "`),
+	} {
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			made[m[1]] = true
+		}
+	}
+	listed := map[string]bool{}
+	for _, c := range recipes.DeployChecks {
+		listed[c] = true
+		if !made[c] {
+			t.Errorf("recipes.DeployChecks lists %q, which no check makes", c)
+		}
+	}
+	for c := range made {
+		if !listed[c] {
+			t.Errorf("check %q is missing from recipes.DeployChecks", c)
+		}
+	}
+}
+
+func TestWaive(t *testing.T) {
+	fs := []Finding{{Check: "os-release", Severity: "error"}, {Check: "machine-id", Severity: "error"}, {Check: "stale-netplan", Severity: "warning"}}
+	if !Blocking(fs) {
+		t.Fatal("errors are not blocking")
+	}
+	fs = Waive(fs, map[string]string{"os-release": "Debian lab image"})
+	if !fs[0].Waived || fs[0].WaiverReason != "Debian lab image" || fs[1].Waived {
+		t.Fatalf("waived %+v", fs)
+	}
+	if !Blocking(fs) {
+		t.Fatal("machine-id is still an error")
+	}
+	fs = Waive(fs, map[string]string{"machine-id": "x"})
+	if Blocking(fs) {
+		t.Fatal("all errors are waived, yet blocking")
 	}
 }

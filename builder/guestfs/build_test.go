@@ -256,6 +256,25 @@ func TestBuildEveryStepKind(t *testing.T) {
 	if !got["os-release"] {
 		t.Error("a Debian image passed the Ubuntu check")
 	}
+	// The recipe waives that check: the manifest records the finding as
+	// waived, with the recipe's reason, and nothing else as waived.
+	waived := 0
+	for _, f := range m.Deploy {
+		if f.Waived {
+			waived++
+			if f.Check != "os-release" || f.WaiverReason != "the test base image is Debian" {
+				t.Errorf("waived finding %+v", f)
+			}
+		}
+	}
+	if waived != 1 || len(m.DeployWaivers) != 1 {
+		t.Errorf("manifest: %d waived findings, waivers %+v; want the os-release one", waived, m.DeployWaivers)
+	}
+	for _, f := range m.DeployErrors() {
+		if f.Check == "os-release" {
+			t.Errorf("a waived check is among the deploy errors: %+v", f)
+		}
+	}
 	for _, clean := range []string{"compression", "kernel", "boot-efi", "curtin-hooks", "policy-rc.d", "machine-id", "ssh-host-keys", "cloud-init-state", "kernel-args", "cloud-init", "netplan", "lsb-release"} {
 		if got[clean] {
 			t.Errorf("deployability finding %q on the built image: %+v", clean, findings)

@@ -28,7 +28,9 @@ deploy, nothing under ./boot/efi, no /curtin/curtin-hooks, no policy-rc.d, an
 empty machine-id, no SSH host keys or cloud-init state, the recipe's kernel
 args in GRUB_CMDLINE_LINUX, no grub.d drop-in assigning
 GRUB_CMDLINE_LINUX_DEFAULT, no commented GRUB_CMDLINE_LINUX_DEFAULT before the
-live one. Each finding names its fix. It exits 1 when any finding is an error.`,
+live one. Each finding names its fix. Checks the recipe waives (its waive
+blocks, recorded in the manifest) are reported as waived, with the reason.
+It exits 1 when any finding is an error that is not waived.`,
 		Example: `  imagectl check artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz
   imagectl check image.tgz --manifest image.manifest.json --output json`,
 		Args: cobra.ExactArgs(1),
@@ -41,21 +43,23 @@ live one. Each finding names its fix. It exits 1 when any finding is an error.`,
 					}
 				}
 			}
+			waivers := map[string]string{}
 			if manifestPath != "" {
 				m, err := manifest.Read(manifestPath)
 				if err != nil {
 					return err
 				}
 				opts.KernelArgs = m.KernelArgs
+				for _, w := range m.DeployWaivers {
+					waivers[w.Check] = w.Reason
+				}
 			}
 			findings, err := validate.CheckDeployable(cmd.Context(), args[0], opts)
 			if err != nil {
 				return err
 			}
-			errorsFound := false
-			for _, f := range findings {
-				errorsFound = errorsFound || f.Severity == "error"
-			}
+			findings = validate.Waive(findings, waivers)
+			errorsFound := validate.Blocking(findings)
 			if output == "json" {
 				if findings == nil {
 					findings = []validate.Finding{}
@@ -65,6 +69,10 @@ live one. Each finding names its fix. It exits 1 when any finding is an error.`,
 				}
 			} else {
 				for _, f := range findings {
+					if f.Waived {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s (waived: %s): %s: %s\n", f.Severity, f.WaiverReason, f.Check, f.Message)
+						continue
+					}
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
 				}
 				if len(findings) == 0 {
