@@ -1,0 +1,494 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuaas/imagectl/manifest"
+)
+
+// DefaultDir is where the store is when neither --store nor
+// $IMAGECTL_STORE says.
+const DefaultDir = "imagectl-store"
+
+// Dir is a store in a local directory:
+//
+//	<root>/.lock                        the lock file
+//	<root>/.staging/                    versions being published
+//	<root>/.sites/<site>.json           each site's promotion catalog
+//	<root>/<image>/<version>/version.json   the version's index (files, sha256s)
+//	<root>/<image>/<version>/<image>-<version>.tgz, .manifest.json, -validate.sh, *.sig, *.sigstore.json
+type Dir struct {
+	Root string
+}
+
+var _ Store = (*Dir)(nil)
+
+// NewDir opens the store at root; nothing is created until something is
+// published or recorded.
+func NewDir(root string) *Dir { return &Dir{Root: root} }
+
+const (
+	indexFile    = "version.json"
+	stagingDir   = ".staging"
+	indexVersion = 1
+	// staleStaging is how old a staging directory must be before Publish
+	// removes it as the leftover of a crashed process.
+	staleStaging = 48 * time.Hour
+)
+
+type index struct {
+	SchemaVersion int       `json:"schema_version"`
+	Image         string    `json:"image"`
+	Version       string    `json:"version"`
+	Published     time.Time `json:"published"`
+	Files         []File    `json:"files"`
+}
+
+type source struct {
+	path, name, role string
+}
+
+// sources lists an artifact's files under their names in the store.
+func (a Artifact) sources(image, version string) ([]source, error) {
+	stem := image + "-" + version
+	out := []source{{a.Tarball, stem + ".tgz", RoleTarball}, {a.Manifest, stem + ".manifest.json", RoleManifest}}
+	script := a.ValidationScript
+	if script == "" {
+		if p := strings.TrimSuffix(a.Tarball, ".tgz") + "-validate.sh"; exists(p) {
+			script = p
+		}
+	}
+	if script != "" {
+		out = append(out, source{script, stem + "-validate.sh", RoleValidationScript})
+	}
+	for _, s := range out[:2] {
+		for _, suffix := range []string{".sig", ".sigstore.json"} {
+			if exists(s.path + suffix) {
+				out = append(out, source{s.path + suffix, s.name + suffix, RoleSignature})
+			}
+		}
+	}
+	return out, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Staging makes a directory inside the store for a build to write its
+// outputs into, so that publishing them (with PublishOptions.Move) renames
+// rather than copies them. remove deletes it and whatever is left in it.
+func (d *Dir) Staging() (dir string, remove func(), err error) {
+	parent := filepath.Join(d.Root, stagingDir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", nil, fmt.Errorf("creating the store's staging directory: %w", err)
+	}
+	dir, err = os.MkdirTemp(parent, "build-")
+	if err != nil {
+		return "", nil, fmt.Errorf("creating a staging directory in the store: %w", err)
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// Publish implements Store.
+func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Version, error) {
+	m, err := manifest.Read(a.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("publishing %s: %w", a.Tarball, err)
+	}
+	if m.Artifact == nil {
+		return nil, fmt.Errorf("publishing %s: manifest %s has no artifact section (it is a build marker)", a.Tarball, a.Manifest)
+	}
+	image, version := m.Image.Name, m.Image.Version
+	if err := errors.Join(checkKey("image", image), checkKey("version", version)); err != nil {
+		return nil, fmt.Errorf("publishing %s: manifest %s: %w", a.Tarball, a.Manifest, err)
+	}
+	what := fmt.Sprintf("publishing %s %s", image, version)
+	srcs, err := a.sources(image, version)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	final := filepath.Join(d.Root, image, version)
+
+	// Already there: hash in place, no copy.
+	if old, err := readIndex(final); err == nil {
+		files, err := hashSources(ctx, srcs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return d.same(old, files, what)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+
+	parent := filepath.Join(d.Root, stagingDir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: creating the staging directory: %w", what, err)
+	}
+	sweepStaging(parent)
+	stage, err := os.MkdirTemp(parent, "publish-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer os.RemoveAll(stage) // gone by rename on success
+	var files []File
+	for _, s := range srcs {
+		f, err := place(ctx, s, filepath.Join(stage, s.name), opts.Move)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		files = append(files, f)
+	}
+	if tgz := files[0]; !strings.EqualFold(tgz.SHA256, strings.TrimPrefix(m.Artifact.SHA256, "sha256:")) || tgz.Size != m.Artifact.Size {
+		return nil, fmt.Errorf("%s: %s (sha256 %s, %d bytes) is not the tgz its manifest describes (sha256 %s, %d bytes)",
+			what, a.Tarball, tgz.SHA256, tgz.Size, m.Artifact.SHA256, m.Artifact.Size)
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	idx := index{SchemaVersion: indexVersion, Image: image, Version: version, Published: now().UTC(), Files: files}
+	if err := writeSynced(filepath.Join(stage, indexFile), idx); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := syncDir(stage); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer unlock()
+	if old, err := readIndex(final); err == nil {
+		return d.same(old, files, what) // another process published it meanwhile
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := os.Rename(stage, final); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := errors.Join(syncDir(filepath.Dir(final)), syncDir(d.Root)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return d.version(&idx), nil
+}
+
+// same compares what is being published with what is there: the tgz, the
+// manifest and the validation script must be the same bytes. Signatures are
+// not compared: ECDSA signs with a random nonce, so signing the same bytes
+// twice gives other signature files; the ones published first stay.
+func (d *Dir) same(old *index, files []File, what string) (*Version, error) {
+	content := func(fs []File) map[string]File {
+		out := map[string]File{}
+		for _, f := range fs {
+			if f.Role != RoleSignature {
+				out[f.Role] = f
+			}
+		}
+		return out
+	}
+	a, b := content(old.Files), content(files)
+	for _, role := range []string{RoleTarball, RoleManifest, RoleValidationScript} {
+		x, y := a[role], b[role]
+		switch {
+		case x.SHA256 == y.SHA256:
+		case x.SHA256 == "":
+			return nil, fmt.Errorf("%s: %w: the published version has no %s", what, ErrExists, role)
+		case y.SHA256 == "":
+			return nil, fmt.Errorf("%s: %w: the published version has a %s, this one none", what, ErrExists, role)
+		default:
+			return nil, fmt.Errorf("%s: %w: its %s has sha256 %s, this one %s (versions are immutable: publish under a new version)",
+				what, ErrExists, role, x.SHA256, y.SHA256)
+		}
+	}
+	v := d.version(old)
+	v.Existed = true
+	return v, nil
+}
+
+func (d *Dir) version(idx *index) *Version {
+	dir := filepath.Join(d.Root, idx.Image, idx.Version)
+	v := &Version{Image: idx.Image, Version: idx.Version, Published: idx.Published, Files: idx.Files, Dir: dir}
+	for _, f := range idx.Files {
+		p := filepath.Join(dir, f.Name)
+		switch f.Role {
+		case RoleTarball:
+			v.Tarball, v.SHA256, v.Size = p, f.SHA256, f.Size
+		case RoleManifest:
+			v.Manifest = p
+		case RoleValidationScript:
+			v.ValidationScript = p
+		}
+	}
+	return v
+}
+
+// place copies (or moves) a file into the staging directory, fsyncs it,
+// and returns its hash.
+func place(ctx context.Context, s source, dst string, move bool) (File, error) {
+	if move {
+		err := os.Rename(s.path, dst)
+		if err == nil {
+			f, err := hashFile(ctx, dst)
+			f.Name, f.Role = s.name, s.role
+			return f, err
+		}
+		if !errors.Is(err, syscall.EXDEV) {
+			return File{}, fmt.Errorf("moving %s into the store: %w", s.path, err)
+		}
+	}
+	in, err := os.Open(s.path)
+	if err != nil {
+		return File{}, err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return File{}, err
+	}
+	defer out.Close()
+	if st, err := in.Stat(); err == nil && st.Mode()&0o111 != 0 {
+		if err := out.Chmod(0o755); err != nil {
+			return File{}, err
+		}
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), ctxReader{ctx, in})
+	if err != nil {
+		return File{}, fmt.Errorf("copying %s into the store: %w", s.path, err)
+	}
+	if err := out.Sync(); err != nil {
+		return File{}, fmt.Errorf("copying %s into the store: %w", s.path, err)
+	}
+	if move {
+		in.Close()
+		if err := os.Remove(s.path); err != nil {
+			return File{}, err
+		}
+	}
+	return File{Name: s.name, Role: s.role, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+func hashSources(ctx context.Context, srcs []source) ([]File, error) {
+	var out []File
+	for _, s := range srcs {
+		f, err := hashFile(ctx, s.path)
+		if err != nil {
+			return nil, err
+		}
+		f.Name, f.Role = s.name, s.role
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// hashFile streams a file through sha256.
+func hashFile(ctx context.Context, path string) (File, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return File{}, err
+	}
+	defer in.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, ctxReader{ctx, in})
+	if err != nil {
+		return File{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return File{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// writeSynced writes v as indented JSON to a new file and fsyncs it.
+func writeSynced(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// sweepStaging removes staging directories left by crashed processes.
+func sweepStaging(parent string) {
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleStaging {
+			os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+}
+
+func readIndex(dir string) (*index, error) {
+	b, err := os.ReadFile(filepath.Join(dir, indexFile))
+	if err != nil {
+		return nil, err
+	}
+	var idx index
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&idx); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, indexFile), err)
+	}
+	if idx.SchemaVersion != indexVersion {
+		return nil, fmt.Errorf("reading %s: schema version %d, this imagectl reads %d", filepath.Join(dir, indexFile), idx.SchemaVersion, indexVersion)
+	}
+	return &idx, nil
+}
+
+// Images implements Store.
+func (d *Dir) Images(ctx context.Context) ([]Image, error) {
+	entries, err := os.ReadDir(d.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []Image{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the store %s: %w", d.Root, err)
+	}
+	out := []Image{}
+	for _, e := range entries {
+		if !e.IsDir() || checkKey("image", e.Name()) != nil {
+			continue
+		}
+		vs, err := d.versions(e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if len(vs) > 0 {
+			out = append(out, Image{Name: e.Name(), Versions: vs})
+		}
+	}
+	return out, nil
+}
+
+// versions lists an image's versions, oldest first.
+func (d *Dir) versions(image string) ([]*Version, error) {
+	entries, err := os.ReadDir(filepath.Join(d.Root, image))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing image %s in the store: %w", image, err)
+	}
+	var out []*Version
+	for _, e := range entries {
+		if !e.IsDir() || checkKey("version", e.Name()) != nil {
+			continue
+		}
+		idx, err := readIndex(filepath.Join(d.Root, image, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d.version(idx))
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Published.Equal(out[j].Published) {
+			return out[i].Published.Before(out[j].Published)
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out, nil
+}
+
+// Version implements Store.
+func (d *Dir) Version(ctx context.Context, image, version string) (*Version, error) {
+	if err := errors.Join(checkKey("image", image), checkKey("version", version)); err != nil {
+		return nil, err
+	}
+	idx, err := readIndex(filepath.Join(d.Root, image, version))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("image %s version %s is not in the store %s: %w", image, version, d.Root, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.version(idx), nil
+}
+
+// Latest implements Store.
+func (d *Dir) Latest(ctx context.Context, image string) (*Version, error) {
+	if err := checkKey("image", image); err != nil {
+		return nil, err
+	}
+	vs, err := d.versions(image)
+	if err != nil || len(vs) == 0 {
+		return nil, err
+	}
+	return vs[len(vs)-1], nil
+}
+
+var reDated = regexp.MustCompile(`^([0-9]{8})\.([0-9]+)$`)
+
+// NextVersion implements Store.
+func (d *Dir) NextVersion(ctx context.Context, image string, now time.Time) (string, error) {
+	if err := checkKey("image", image); err != nil {
+		return "", err
+	}
+	day := now.UTC().Format("20060102")
+	entries, err := os.ReadDir(filepath.Join(d.Root, image))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("listing image %s in the store: %w", image, err)
+	}
+	next := 1
+	for _, e := range entries {
+		if m := reDated.FindStringSubmatch(e.Name()); m != nil && m[1] == day {
+			if n, err := strconv.Atoi(m[2]); err == nil && n >= next {
+				next = n + 1
+			}
+		}
+	}
+	return fmt.Sprintf("%s.%d", day, next), nil
+}
