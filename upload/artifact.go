@@ -22,11 +22,11 @@ type Options struct {
 	// Manifest is the build manifest; default the .manifest.json beside
 	// the tgz.
 	Manifest string
-	// Name is the MAAS name the versioned name derives from; default
-	// custom/<the manifest's image name>.
+	// Name is the MAAS name the versioned name derives from; default the
+	// manifest's maas.name, else custom/<the manifest's image name>.
 	Name string
 	// BaseImage is the <os>/<series> the image is built on, which MAAS
-	// requires of custom images.
+	// requires of custom images; default the manifest's maas.base_image.
 	BaseImage string
 	// Verify runs after the artifact matched its manifest and before MAAS
 	// is contacted: the signature check. Its error stops the upload.
@@ -72,8 +72,12 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 	if m.Artifact == nil {
 		return nil, fmt.Errorf("uploading %s: manifest %s has no artifact section (sha256 and size)", tgz, mpath)
 	}
-	if opts.BaseImage == "" {
-		return nil, fmt.Errorf("uploading %s: no base image: MAAS requires the <os>/<series> a custom image is built on (the recipe's maas.base_image), such as ubuntu/noble", tgz)
+	baseImage := opts.BaseImage
+	if baseImage == "" && m.MAAS != nil {
+		baseImage = m.MAAS.BaseImage
+	}
+	if baseImage == "" {
+		return nil, fmt.Errorf("uploading %s: no base image: MAAS requires the <os>/<series> a custom image is built on, such as ubuntu/noble, and manifest %s has no maas.base_image (give it with --base-image)", tgz, mpath)
 	}
 	arch := site.Architecture
 	if cpu := func(a string) string { return strings.SplitN(a, "/", 2)[0] }; m.Image.Architecture != "" && cpu(arch) != cpu(m.Image.Architecture) {
@@ -112,14 +116,21 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 		return nil, err
 	}
 	name := opts.Name
-	if name == "" {
+	title := strings.TrimSpace(m.Image.Title + " " + m.Image.Version)
+	switch {
+	case name != "":
+	case m.MAAS != nil && m.MAAS.Name != "":
+		name = m.MAAS.Name
+		if m.MAAS.Title != "" {
+			title = m.MAAS.Title
+		}
+	default:
 		name = "custom/" + m.Image.Name
 	}
 	vn := VersionedName(name, m.Image.Version)
 	sum := strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, "sha256:"))
-	title := strings.TrimSpace(m.Image.Title + " " + m.Image.Version)
 	res, err := c.Upload(ctx, maas.Image{Path: tgz, SHA256: sum, Size: m.Artifact.Size, Name: vn, Title: title,
-		Architecture: arch, BaseImage: opts.BaseImage, Filetype: "tgz"}, opts.Events)
+		Architecture: arch, BaseImage: baseImage, Filetype: "tgz"}, opts.Events)
 	out := &Result{Name: vn, DistroSeries: DistroSeries(vn), Title: title, SHA256: sum, Size: m.Artifact.Size, Site: site.Name}
 	if res != nil {
 		out.Result = *res

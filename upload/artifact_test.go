@@ -141,3 +141,41 @@ func TestArtifactRefusedBeforeSending(t *testing.T) {
 		})
 	}
 }
+
+// The manifest's maas section names the boot resource and its base image:
+// no BaseImage or Name needed.
+func TestArtifactFromManifestMAAS(t *testing.T) {
+	sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
+	defer sim.Close()
+	tgz := built(t, 10<<10)
+	m, err := manifest.Read(upload.ManifestPath(tgz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.MAAS = &manifest.MAAS{Name: "custom/h200-host", Title: "H200 host 1.2.0", BaseImage: "ubuntu/jammy", Filetype: "tgz"}
+	mb, _ := m.Marshal()
+	os.WriteFile(upload.ManifestPath(tgz), mb, 0o644)
+	res, err := upload.Artifact(context.Background(), simSite(sim), []string{"SIM_KEY=" + sim.AdminKey}, tgz, upload.Options{Configure: quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := sim.Resources()
+	r := rs[len(rs)-1]
+	if res.Name != "h200-host-1-2-0" || res.DistroSeries != "custom/h200-host-1-2-0" || r.Title != "H200 host 1.2.0" || r.BaseImage != "ubuntu/jammy" {
+		t.Errorf("result %+v, MAAS holds %+v", res, r)
+	}
+	// --base-image still overrides it.
+	tgz2 := built(t, 10<<10)
+	os.WriteFile(upload.ManifestPath(tgz2), mb, 0o644)
+	os.Remove(tgz2)
+	os.Rename(tgz, tgz2)
+	sim2 := maassim.New(maassim.Options{CompleteAfterGets: -1})
+	defer sim2.Close()
+	if _, err := upload.Artifact(context.Background(), simSite(sim2), []string{"SIM_KEY=" + sim2.AdminKey}, tgz2, upload.Options{Configure: quick, BaseImage: "ubuntu/noble"}); err != nil {
+		t.Fatal(err)
+	}
+	rs = sim2.Resources()
+	if r := rs[len(rs)-1]; r.BaseImage != "ubuntu/noble" {
+		t.Errorf("override: MAAS holds %+v", r)
+	}
+}

@@ -29,6 +29,9 @@ type Site struct {
 	// directory) holds the key; exactly one is set.
 	APIKeyEnv  string
 	APIKeyFile string
+	// VerifyKey is the cosign public key uploads to the site verify
+	// artifacts with (resolved against the sites file's directory), if any.
+	VerifyKey string
 	// Architecture is the MAAS architecture images are uploaded as.
 	Architecture string
 	// Timeout bounds each API request, LastChunkTimeout the last chunk
@@ -57,6 +60,7 @@ var siteBodySchema = &hcl.BodySchema{
 		{Name: "api_key_env"},
 		{Name: "api_key_file"},
 		{Name: "architecture"},
+		{Name: "verify_key"},
 		{Name: "timeout"},
 		{Name: "last_chunk_timeout"},
 		{Name: "complete_timeout"},
@@ -204,6 +208,15 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	})
 	if s.APIKeyFile != "" && !filepath.IsAbs(s.APIKeyFile) {
 		s.APIKeyFile = filepath.Join(dir, s.APIKeyFile)
+	}
+	str("verify_key", &s.VerifyKey, func(v string) string {
+		if v == "" {
+			return "verify_key is empty."
+		}
+		return ""
+	})
+	if s.VerifyKey != "" && !filepath.IsAbs(s.VerifyKey) {
+		s.VerifyKey = filepath.Join(dir, s.VerifyKey)
 	}
 	str("architecture", &s.Architecture, func(v string) string {
 		if !reArch.MatchString(v) {

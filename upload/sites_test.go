@@ -27,7 +27,8 @@ func TestSitesValid(t *testing.T) {
 		t.Errorf("maas280: %+v", s)
 	}
 	lab, _ := ss.Site("lab")
-	if lab.APIKeyFile != filepath.Join("testdata/sites", "lab.key") || lab.Timeout != DefaultTimeout {
+	if lab.APIKeyFile != filepath.Join("testdata/sites", "lab.key") || lab.Timeout != DefaultTimeout ||
+		lab.VerifyKey != filepath.Join("testdata/sites", "keys/cosign.pub") || s.VerifyKey != "" {
 		t.Errorf("lab: %+v", lab)
 	}
 	if _, err := ss.Site("maas28"); err == nil || !strings.Contains(err.Error(), `Did you mean "maas280"?`) {

@@ -9,4 +9,5 @@ site "maas280" {
 site "lab" {
   maas_url     = "https://maas.lab.example/MAAS"
   api_key_file = "lab.key"
+  verify_key   = "keys/cosign.pub"
 }
