@@ -1,0 +1,94 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/gpuaas/imagectl/store"
+)
+
+// GCResult is what gc deleted, or would delete on a dry run.
+type GCResult struct {
+	Site   string `json:"site"`
+	Keep   int    `json:"keep"`
+	DryRun bool   `json:"dry_run"`
+	// Delete are the boot resources deleted (or to delete); Kept the
+	// others, each with why.
+	Delete []Held `json:"delete"`
+	Kept   []Kept `json:"kept"`
+}
+
+// Kept is a boot resource gc leaves, and why.
+type Kept struct {
+	Held
+	Why string `json:"why"`
+}
+
+// GC deletes the versioned boot resources of the store's images from the
+// site's MAAS that are neither the promoted version nor among the keep
+// newest versions MAAS holds of the image (newest by publish order in the
+// store). Resources the store knows no version for are left alone: gc
+// cannot tell whose they are. Unless apply, nothing is deleted.
+func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error) {
+	if keep < 0 {
+		return nil, fmt.Errorf("gc: --keep must be 0 or more, not %d", keep)
+	}
+	k, err := index(ctx, o.Store)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := o.Store.Catalog(ctx, o.Site.Name)
+	if err != nil {
+		return nil, err
+	}
+	c, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	hs, err := held(ctx, c, k)
+	if err != nil {
+		return nil, fmt.Errorf("reading site %s's boot resources: %w", o.Site.Name, err)
+	}
+	out := &GCResult{Site: o.Site.Name, Keep: keep, DryRun: !apply, Delete: []Held{}, Kept: []Kept{}}
+	byImage := map[string][]Held{}
+	for _, h := range hs {
+		if h.Version == "" {
+			out.Kept = append(out.Kept, Kept{h, "not a version in the store"})
+			continue
+		}
+		byImage[h.Image] = append(byImage[h.Image], h)
+	}
+	images := make([]string, 0, len(byImage))
+	for img := range byImage {
+		images = append(images, img)
+	}
+	sort.Strings(images)
+	for _, img := range images {
+		list := byImage[img]
+		sort.SliceStable(list, func(i, j int) bool { return list[i].published.After(list[j].published) }) // newest first
+		cur, _ := store.State(cat[img])
+		for i, h := range list {
+			switch {
+			case h.Version == cur:
+				h.Promoted = true
+				out.Kept = append(out.Kept, Kept{h, "promoted"})
+			case i < keep:
+				out.Kept = append(out.Kept, Kept{h, fmt.Sprintf("among the %d newest", keep)})
+			default:
+				out.Delete = append(out.Delete, h)
+			}
+		}
+	}
+	if !apply {
+		return out, nil
+	}
+	var errs []error
+	for _, h := range out.Delete {
+		if err := c.Delete(ctx, h.ID); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s (boot resource %d): %w", h.Name, h.ID, err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
