@@ -18,9 +18,10 @@ FUZZTIME ?= 20s
 BIN := bin/imagectl
 
 # Debian packages: libguestfs and its Go binding (source only), QEMU tools,
-# what scripts/mkbase.sh uses, shellcheck for generated shell.
+# what scripts/mkbase.sh uses, shellcheck for generated shell, OVMF (UEFI
+# firmware) for imagectl smoke.
 APT_PACKAGES := libguestfs-tools golang-guestfs-dev libguestfs-dev linux-image-amd64 qemu-utils \
-	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck gcc pigz
+	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck gcc pigz ovmf
 GUESTFS_GO := /usr/share/gocode/src/libguestfs.org/guestfs/guestfs.go
 
 # The test base image is keyed by the script that builds it and kept per

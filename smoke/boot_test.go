@@ -1,0 +1,114 @@
+package smoke
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder"
+)
+
+// These tests boot real QEMU with Debian's OVMF on a disk with no
+// bootloader: the firmware finds nothing to boot, which is enough to test
+// the timeout, cancellation and clean-up paths without an image.
+
+func needQEMU(t *testing.T) firmware {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots QEMU: skipped with -short")
+	}
+	fw, err := findFirmware()
+	if err == nil {
+		_, err = exec.LookPath("qemu-system-x86_64")
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return fw
+}
+
+func blankBoot(t *testing.T, fw firmware, timeout time.Duration) (bootConfig, *Result, *[]builder.Event) {
+	work := t.TempDir()
+	disk := filepath.Join(work, "disk.raw")
+	if out, err := exec.Command("truncate", "-s", "64M", disk).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	log, err := os.Create(filepath.Join(t.TempDir(), "console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	var events []builder.Event
+	res := &Result{ConsoleLog: log.Name(), Seconds: map[string]float64{}}
+	return bootConfig{disk: disk, work: work, firmware: fw, accel: "tcg", memoryMB: 256, timeout: timeout,
+		console: log, reporter: reporter{func(e builder.Event) { events = append(events, e) }}}, res, &events
+}
+
+func TestBootWithoutKernelTimesOut(t *testing.T) {
+	fw := needQEMU(t)
+	c, res, events := blankBoot(t, fw, 25*time.Second)
+	start := time.Now()
+	err := boot(context.Background(), c, res)
+	if err == nil || !strings.Contains(err.Error(), "timed out after 25s: the kernel never started") {
+		t.Fatalf("got %v", err)
+	}
+	if took := time.Since(start); took > 40*time.Second {
+		t.Errorf("boot took %s to give up", took)
+	}
+	if pids := childQEMUs(); len(pids) > 0 {
+		t.Errorf("QEMU left running: %v", pids)
+	}
+	// The firmware's own output reached the console log.
+	if b, _ := os.ReadFile(res.ConsoleLog); !strings.Contains(string(b), "BdsDxe") {
+		t.Errorf("console log has no firmware output:\n%s", b)
+	}
+	last := (*events)[len(*events)-1]
+	if last.Phase != PhaseBoot || last.Status != "failed" {
+		t.Errorf("last event %+v", last)
+	}
+}
+
+func TestBootCancelled(t *testing.T) {
+	fw := needQEMU(t)
+	c, res, _ := blankBoot(t, fw, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(5*time.Second, cancel)
+	start := time.Now()
+	err := boot(ctx, c, res)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("took %s to stop after cancellation", took)
+	}
+	if pids := childQEMUs(); len(pids) > 0 {
+		t.Errorf("QEMU left running: %v", pids)
+	}
+}
+
+func TestRunRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	tgz := filepath.Join(dir, "x-1.tgz")
+	if _, err := Run(context.Background(), tgz, Options{}); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing tgz: %v", err)
+	}
+	os.WriteFile(tgz, []byte("not a tgz"), 0o644)
+	if _, err := Run(context.Background(), tgz, Options{}); err == nil || !strings.Contains(err.Error(), "x-1.manifest.json") {
+		t.Errorf("missing manifest: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "x-1.manifest.json"), []byte(`{"schema_version": 1, "image": {"name": "x"}}`), 0o644)
+	if _, err := Run(context.Background(), tgz, Options{}); err == nil || !strings.Contains(err.Error(), "names no validation script") {
+		t.Errorf("manifest without script: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("left behind: %v", entries)
+	}
+}

@@ -1,0 +1,495 @@
+//go:build guestfs
+
+package smoke
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/klauspost/pgzip"
+	"libguestfs.org/guestfs"
+)
+
+// GPT partition types of MAAS's flat layout on UEFI.
+const (
+	espType   = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
+	linuxType = "0FC63DAF-8483-4772-8E79-3D69D8477DE4"
+	// MAAS's flat layout: a 512 MiB ESP first, the root after it.
+	espSectors = 512 << 20 / 512
+)
+
+// appliance is a launched libguestfs handle with the scratch disk. mu
+// serializes calls; a cancelled context kills the appliance's QEMU, which
+// ends the running call.
+type appliance struct {
+	mu     sync.Mutex
+	g      *guestfs.Guestfs
+	pid    int
+	killed bool
+}
+
+// deploy lays tgz onto a new raw disk as curtin lays a tgz custom image
+// onto a node with MAAS's flat storage layout on UEFI, in one libguestfs
+// appliance. Each step names the curtin behaviour it mirrors.
+func deploy(ctx context.Context, tgz, disk string, c deployConfig) (*deployed, error) {
+	log := c.log
+	if log == nil {
+		log = func(string) {}
+	}
+	f, err := os.OpenFile(disk, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating the scratch disk: %w", err)
+	}
+	err = f.Truncate(c.size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating the scratch disk: %w", err)
+	}
+	a, err := launch(ctx, disk, c.accel)
+	if err != nil {
+		return nil, err
+	}
+	defer a.close()
+	stop := context.AfterFunc(ctx, a.kill)
+	defer stop()
+	dep, err := a.deploy(ctx, tgz, c, log)
+	if err == nil {
+		// Umount and Shutdown report write errors that Close would swallow.
+		err = a.call(ctx, func(g *guestfs.Guestfs) error {
+			if err := g.Umount_all(); err != nil {
+				return err
+			}
+			return g.Shutdown()
+		})
+		if err != nil {
+			err = fmt.Errorf("closing the scratch disk: %w", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return dep, err
+}
+
+func launch(ctx context.Context, disk, accel string) (*appliance, error) {
+	g, gerr := guestfs.Create()
+	if gerr != nil {
+		return nil, fmt.Errorf("creating the libguestfs handle: %v", gerr)
+	}
+	g.Quiet()
+	a := &appliance{g: g}
+	setup := []func() error{
+		func() error { return g.Set_identifier("imagectl-smoke") },
+		// initramfs builds want room.
+		func() error { return g.Set_memsize(2048) },
+		func() error { return g.Set_smp(min(2, max(1, numCPU()))) },
+		func() error { return g.Set_pgroup(true) },
+		func() error {
+			return g.Add_drive(disk, &guestfs.OptargsAdd_drive{
+				Format_is_set: true, Format: "raw",
+				// The scratch disk is thrown away after the boot.
+				Cachemode_is_set: true, Cachemode: "unsafe",
+			})
+		},
+	}
+	if accel == "tcg" {
+		setup = append(setup, func() error { return g.Set_backend_settings([]string{"force_tcg"}) })
+	}
+	for _, f := range setup {
+		if err := f(); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("configuring the appliance: %w", err)
+		}
+	}
+	stop := context.AfterFunc(ctx, killChildQEMU)
+	err := g.Launch()
+	stop()
+	if err != nil {
+		g.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("launching the libguestfs appliance (%s): %w; run libguestfs-test-tool for details", accel, err)
+	}
+	if pid, err := g.Get_pid(); err == nil {
+		a.pid = pid
+	}
+	return a, nil
+}
+
+func (a *appliance) call(ctx context.Context, f func(g *guestfs.Guestfs) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.killed {
+		return errors.New("the appliance was stopped")
+	}
+	err := f(a.g)
+	if err != nil && a.killed {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errors.New("the appliance was stopped")
+	}
+	return err
+}
+
+// kill stops the appliance from another goroutine, ending a running call.
+func (a *appliance) kill() {
+	if a.pid > 0 {
+		a.killed = true
+		syscall.Kill(a.pid, syscall.SIGKILL)
+	}
+}
+
+func (a *appliance) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.g.Close()
+}
+
+const exitMarker = "imagectl-exit="
+
+// run runs a shell script in the target (libguestfs chroots into it with
+// /dev, /proc and /sys bound, as curtin's ChrootableTarget does) and
+// returns its output; a non-zero exit is an error with the output's tail.
+func (a *appliance) run(ctx context.Context, what, script string) (string, error) {
+	var out string
+	err := a.call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		out, err = g.Sh("exec 2>&1\nexport DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin\n(\n" + script + "\n)\necho \"" + exitMarker + "$?\"")
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	out = strings.TrimRight(out, "\n")
+	i := strings.LastIndex(out, exitMarker)
+	if i < 0 {
+		return out, fmt.Errorf("%s: no exit status in its output", what)
+	}
+	code, _ := strconv.Atoi(strings.TrimSpace(out[i+len(exitMarker):]))
+	out = strings.TrimRight(out[:i], "\n")
+	if code != 0 {
+		return out, fmt.Errorf("%s: exit status %d:\n%s", what, code, lastLines(out, 20))
+	}
+	return out, nil
+}
+
+func (a *appliance) write(ctx context.Context, p, content string, mode int) error {
+	err := a.call(ctx, func(g *guestfs.Guestfs) error {
+		if i := strings.LastIndexByte(p, '/'); i > 0 {
+			if err := g.Mkdir_p(p[:i]); err != nil {
+				return err
+			}
+		}
+		if err := g.Write(p, []byte(content)); err != nil {
+			return err
+		}
+		return g.Chmod(mode, p)
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s into the target: %w", p, err)
+	}
+	return nil
+}
+
+func (a *appliance) deploy(ctx context.Context, tgz string, c deployConfig, log func(string)) (*deployed, error) {
+	const dev = "/dev/sda"
+	// Storage: MAAS's flat layout on UEFI, as curtin's block_meta builds it:
+	// GPT, partition 1 a 512 MiB FAT32 ESP mounted at /boot/efi, partition 2
+	// ext4 on the rest mounted at /. curtin mounts both before extracting.
+	err := a.call(ctx, func(g *guestfs.Guestfs) error {
+		steps := []func() error{
+			func() error { return g.Part_init(dev, "gpt") },
+			func() error { return g.Part_add(dev, "p", 2048, 2048+espSectors-1) },
+			func() error { return g.Part_add(dev, "p", 2048+espSectors, -34) },
+			func() error { return g.Part_set_gpt_type(dev, 1, espType) },
+			func() error { return g.Part_set_gpt_type(dev, 2, linuxType) },
+			func() error { return g.Mkfs("vfat", dev+"1", nil) },
+			func() error { return g.Mkfs("ext4", dev+"2", nil) },
+			func() error { return g.Mount(dev+"2", "/") },
+			func() error { return g.Mkdir_p("/boot/efi") },
+			func() error { return g.Mount(dev+"1", "/boot/efi") },
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partitioning the scratch disk: %w", err)
+	}
+
+	// Extraction: curtin's `tar -C TARGET --xattrs --xattrs-include=* -Sxpf
+	// - --numeric-owner` (extract.extract_root_tgz_url). libguestfs's tar-in
+	// runs tar as root (which implies -p and keeps owners) with the same
+	// xattr flags but no --numeric-owner, so the stream is decompressed here
+	// and its entries' user and group names dropped: tar then uses the
+	// numeric ids, which is what --numeric-owner means. Anything under
+	// ./boot/efi lands on the FAT ESP, as it does under curtin.
+	log("extracting " + tgz + " into the target")
+	sum, err := a.tarIn(ctx, tgz)
+	if err != nil {
+		return nil, err
+	}
+	dep := &deployed{sha256: sum}
+
+	// A kernel and its initrd: curtin installs linux-generic on Ubuntu
+	// when the image has none; the smoke test has no archive to install
+	// from, so a tgz without one cannot boot.
+	kernels, err := a.run(ctx, "looking for a kernel", `ls -1 /boot | sed -n 's/^vmlinu[xz]-//p'`)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(kernels) == "" {
+		return nil, errors.New("the tgz has no kernel: no /boot/vmlinuz-* in it (curtin would try to install linux-generic from the archive; ship the kernel in the image)")
+	}
+	for _, pkg := range []string{"grub-efi-amd64", "grub-efi-amd64-bin"} {
+		if _, err := a.run(ctx, "looking for "+pkg, "dpkg-query -W -f '${Status}' "+pkg+" | grep -q 'install ok installed'"); err != nil {
+			return nil, fmt.Errorf("the image lacks %s, which curtin installs from the archive at deploy time (slow, and a failure offline): install it in the image", pkg)
+		}
+	}
+
+	// fstab: curtin overwrites it with by-uuid lines (block_meta).
+	var rootUUID, espUUID string
+	err = a.call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		if rootUUID, err = g.Vfs_uuid(dev + "2"); err != nil {
+			return err
+		}
+		espUUID, err = g.Vfs_uuid(dev + "1")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the filesystems' UUIDs: %w", err)
+	}
+	if err := a.write(ctx, "/etc/fstab", fstab(rootUUID, espUUID), 0o644); err != nil {
+		return nil, err
+	}
+
+	// cloud-init: curtin writes MAAS's datasource (95-cloudconfig-*.cfg)
+	// and the node's network config (50-curtin-networking.cfg); a NoCloud
+	// seed stands in for MAAS's metadata service.
+	id := make([]byte, 8)
+	rand.Read(id)
+	files := []struct {
+		path, content string
+		mode          int
+	}{
+		{"/etc/cloud/cloud.cfg.d/95-cloudconfig-imagectl-smoke.cfg", datasourceConfig, 0o644},
+		{"/etc/cloud/cloud.cfg.d/50-curtin-networking.cfg", networkConfig, 0o644},
+		{"/var/lib/cloud/seed/nocloud/meta-data", seedMetaData("imagectl-smoke-" + hex.EncodeToString(id)), 0o644},
+		{"/var/lib/cloud/seed/nocloud/user-data", seedUserData, 0o644},
+		// Not curtin: the smoke unit that reports on the console.
+		{smokeScript, smokeScriptFor(c.script), 0o755},
+		{smokeUnit, smokeUnitFile, 0o644},
+	}
+	for _, f := range files {
+		if err := a.write(ctx, f.path, f.content, f.mode); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.call(ctx, func(g *guestfs.Guestfs) error {
+		if err := g.Mkdir_p("/etc/systemd/system/multi-user.target.wants"); err != nil {
+			return err
+		}
+		return g.Ln_sf(smokeUnit, "/etc/systemd/system/multi-user.target.wants/imagectl-smoke.service")
+	}); err != nil {
+		return nil, fmt.Errorf("enabling the smoke unit: %w", err)
+	}
+
+	// initramfs: curtin runs update-initramfs once per kernel in /boot,
+	// -u when its initrd exists, -c when not (curthooks.update_initramfs);
+	// a DKMS module that cannot build fails here as it fails a deploy.
+	log("updating the initramfs of kernel " + strings.Join(strings.Fields(kernels), ", "))
+	if _, err := a.run(ctx, "update-initramfs", `set -e
+for k in $(ls -1 /boot | sed -n 's/^vmlinu[xz]-//p'); do
+	if [ -e "/boot/initrd.img-$k" ]; then mode=-u; else mode=-c; fi
+	update-initramfs $mode -k "$k"
+done`); err != nil {
+		return nil, err
+	}
+
+	// GRUB, as install_grub does for a Debian-family target on UEFI:
+	// 50-cloudimg-settings.cfg moved aside (prepare_grub_dir);
+	// GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub replaced by the
+	// console= carried over plus MAAS's kernel_opts, never touching
+	// GRUB_CMDLINE_LINUX; os-prober off and GRUB_TERMINAL appended to
+	// 50-curtin-settings.cfg; then dpkg-reconfigure grub-efi-amd64,
+	// update-grub and grub-install --target=x86_64-efi
+	// --efi-directory=/boot/efi --bootloader-id=<distro> --recheck.
+	// Two differences: curtin's `efibootmgr -v` and NVRAM entry need EFI
+	// variables, which the appliance lacks, so --no-nvram (curtin's own
+	// flag when update_nvram is off) and --force-extra-removable, which also
+	// installs the loader at EFI/BOOT/BOOTX64.EFI, the path firmware with
+	// empty NVRAM boots; and Ubuntu's grub-multi-install, which curtin
+	// prefers when present, runs this same grub-install per ESP.
+	grub, err := a.readFile(ctx, "/etc/default/grub")
+	if err != nil {
+		return nil, err
+	}
+	if err := a.write(ctx, "/etc/default/grub", replaceCmdlineDefault(string(grub), kernelOpts), 0o644); err != nil {
+		return nil, err
+	}
+	log("installing GRUB for UEFI as curtin does")
+	if _, err := a.run(ctx, "installing GRUB", `set -e
+d=/etc/default/grub.d
+mkdir -p $d
+if [ -e $d/50-cloudimg-settings.cfg ]; then mv $d/50-cloudimg-settings.cfg $d/50-cloudimg-settings.cfg.disabled; fi
+printf '%s\n' `+shq(curtinGrubSettings)+` >> $d/50-curtin-settings.cfg
+. /etc/os-release
+dpkg-reconfigure grub-efi-amd64
+update-grub
+grub-install --target=x86_64-efi --efi-directory=/boot/efi --bootloader-id="${ID:-debian}" --recheck --no-nvram --force-extra-removable`); err != nil {
+		return nil, err
+	}
+	cfg, err := a.readFile(ctx, "/boot/grub/grub.cfg")
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range strings.Split(string(cfg), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "linux" {
+			dep.kernelLines = append(dep.kernelLines, strings.TrimSpace(l))
+		}
+	}
+	if len(dep.kernelLines) == 0 {
+		return nil, errors.New("update-grub wrote a /boot/grub/grub.cfg with no kernel entry")
+	}
+	log("GRUB boots: " + dep.kernelLines[0])
+	if ok, _ := a.exists(ctx, "/boot/efi/EFI/BOOT/BOOTX64.EFI"); !ok {
+		return nil, errors.New("grub-install left no /boot/efi/EFI/BOOT/BOOTX64.EFI")
+	}
+	return dep, nil
+}
+
+func (a *appliance) readFile(ctx context.Context, p string) ([]byte, error) {
+	var b []byte
+	err := a.call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		b, err = g.Read_file(p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s in the target: %w", p, err)
+	}
+	return b, nil
+}
+
+func (a *appliance) exists(ctx context.Context, p string) (bool, error) {
+	var ok bool
+	err := a.call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		ok, err = g.Exists(p)
+		return err
+	})
+	return ok, err
+}
+
+// tarIn streams the tgz into the target's / through tar-in with xattrs,
+// hashing the file as it goes, and returns its sha256. libguestfs reads
+// the tar stream from a pipe given as /dev/fd/N; nothing touches the disk.
+func (a *appliance) tarIn(ctx context.Context, tgz string) (string, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return "", err
+	}
+	defer pr.Close()
+	type result struct {
+		sum string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := numericTar(tgz, pw)
+		pw.Close()
+		done <- result{sum, err}
+	}()
+	err = a.call(ctx, func(g *guestfs.Guestfs) error {
+		return g.Tar_in("/dev/fd/"+strconv.Itoa(int(pr.Fd())), "/", &guestfs.OptargsTar_in{Xattrs_is_set: true, Xattrs: true})
+	})
+	pr.Close() // unblocks the writer if tar stopped reading
+	res := <-done
+	if res.err != nil && !errors.Is(res.err, syscall.EPIPE) {
+		return "", fmt.Errorf("reading %s: %w", tgz, res.err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("extracting %s into the target: %w", tgz, err)
+	}
+	return res.sum, nil
+}
+
+// numericTar writes the tgz's tar stream to w with user and group names
+// dropped, and returns the tgz's sha256.
+func numericTar(tgz string, w io.Writer) (string, error) {
+	f, err := os.Open(tgz)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	src := io.TeeReader(f, h)
+	zr, err := pgzip.NewReader(src)
+	if err != nil {
+		return "", fmt.Errorf("not a gzip stream (curtin reads gzip, bzip2, xz): %w", err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	tw := tar.NewWriter(w)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		hdr.Uname, hdr.Gname = "", ""
+		if hdr.Typeflag == tar.TypeGNUSparse {
+			hdr.Typeflag = tar.TypeReg // the reader expands holes
+		}
+		hdr.Format = tar.FormatUnknown
+		if err := tw.WriteHeader(hdr); err != nil {
+			return "", fmt.Errorf("entry %s: %w", hdr.Name, err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return "", fmt.Errorf("entry %s: %w", hdr.Name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	// The rest of the gzip stream (its checksum) and of the file.
+	if _, err := io.Copy(io.Discard, zr); err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(io.Discard, src); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

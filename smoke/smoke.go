@@ -1,0 +1,257 @@
+package smoke
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/manifest"
+)
+
+// Phases of a smoke run, in order, as builder.Event phases.
+const (
+	PhaseDeploy   = "deploy"
+	PhaseBoot     = "boot"
+	PhaseValidate = "validate"
+)
+
+// Options configure a smoke run.
+type Options struct {
+	// Manifest is the build manifest of the tgz (default: the
+	// .manifest.json beside it).
+	Manifest string
+	// ConsoleLog is where the serial console is kept (default: beside the
+	// tgz, <name>-<version>.smoke.log).
+	ConsoleLog string
+	// WorkDir holds the scratch disk and firmware variables while the run
+	// lasts (default: $TMPDIR). The disk is sparse; it needs about the
+	// tgz's unpacked size.
+	WorkDir string
+	// Accel is auto, kvm or tcg, as for builds.
+	Accel string
+	// Timeout bounds the boot and the validation (default 15 minutes under
+	// TCG, 5 under KVM).
+	Timeout time.Duration
+	// MemoryMB is the VM's memory (default 2048).
+	MemoryMB int
+	// DiskSize is the scratch disk's size in bytes (default 8 GiB).
+	DiskSize int64
+	// Events receives progress; nil discards it.
+	Events func(builder.Event)
+}
+
+// Line is one result line of the validation script.
+type Line struct {
+	Status string `json:"status"`
+	Check  string `json:"check"`
+	Detail string `json:"detail"`
+}
+
+// Result is what a smoke run saw.
+type Result struct {
+	Artifact    string `json:"artifact"`
+	Image       string `json:"image"`
+	Version     string `json:"version"`
+	Accelerator string `json:"accelerator"`
+	ConsoleLog  string `json:"console_log"`
+	// ManifestMatches is false when the tgz's sha256 is not the one its
+	// manifest records.
+	ManifestMatches bool `json:"manifest_matches"`
+	// KernelCmdline is the command line the booted kernel reported.
+	KernelCmdline string `json:"kernel_cmdline,omitempty"`
+	// SystemState is `systemctl is-system-running --wait` once the boot
+	// reached multi-user.target ("running" is a clean boot).
+	SystemState string   `json:"system_state,omitempty"`
+	FailedUnits []string `json:"failed_units,omitempty"`
+	Lines       []Line   `json:"lines"`
+	Failures    int      `json:"failures"`
+	Warnings    int      `json:"warnings"`
+	// Seconds per phase (deploy, boot, validate).
+	Seconds map[string]float64 `json:"seconds"`
+}
+
+// Passed reports whether the image booted cleanly and every check passed
+// or warned.
+func (r *Result) Passed() bool {
+	return r.SystemState == "running" && r.Failures == 0 && len(r.Lines) > 0
+}
+
+// Failure explains why a run did not pass ("" when it did).
+func (r *Result) Failure() string {
+	var why []string
+	if r.SystemState != "running" {
+		s := "the boot reached multi-user.target but the system is " + r.SystemState
+		if len(r.FailedUnits) > 0 {
+			s += " (failed units: " + strings.Join(r.FailedUnits, ", ") + ")"
+		}
+		why = append(why, s)
+	}
+	if len(r.Lines) == 0 {
+		why = append(why, "the validation script reported no checks")
+	}
+	var failed []string
+	for _, l := range r.Lines {
+		if l.Status == "FAIL" {
+			failed = append(failed, l.Check+" ("+l.Detail+")")
+		}
+	}
+	if len(failed) > 0 {
+		why = append(why, fmt.Sprintf("%d validation check(s) failed: %s", len(failed), strings.Join(failed, "; ")))
+	}
+	return strings.Join(why, "; ")
+}
+
+// ErrFailed is wrapped by Run's error when the image deployed and booted
+// but did not pass: a failed check, a degraded boot.
+var ErrFailed = errors.New("smoke test failed")
+
+// Run deploys the tgz onto a scratch disk as curtin would, boots it under
+// UEFI, and collects the validation script's results. It returns the
+// result with an error wrapping ErrFailed when the image did not pass, or
+// another error (with what the run saw so far) when the deploy or the boot
+// failed or timed out. The scratch disk and QEMU are gone when it returns,
+// cancelled or not; the console log stays.
+func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
+	if opts.Manifest == "" {
+		opts.Manifest = SiblingPath(tgz, ".manifest.json")
+	}
+	if opts.ConsoleLog == "" {
+		opts.ConsoleLog = SiblingPath(tgz, ".smoke.log")
+	}
+	if opts.MemoryMB == 0 {
+		opts.MemoryMB = 2048
+	}
+	if opts.DiskSize == 0 {
+		opts.DiskSize = 8 << 30
+	}
+	r := reporter{opts.Events}
+	if st, err := os.Stat(tgz); err != nil {
+		return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("smoke test of %s: not a regular file", tgz)
+	}
+	m, err := manifest.Read(opts.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("smoke test of %s: the manifest: %w", tgz, err)
+	}
+	if m.Validation.Script == "" {
+		return nil, fmt.Errorf("smoke test of %s: manifest %s names no validation script", tgz, opts.Manifest)
+	}
+	fw, err := findFirmware()
+	if err != nil {
+		return nil, err
+	}
+	accel, err := guestfs.Accelerator(ctx, opts.Accel, r.log)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 5 * time.Minute
+		if accel == "tcg" {
+			opts.Timeout = 15 * time.Minute
+		}
+	}
+	res := &Result{Artifact: tgz, Image: m.Image.Name, Version: m.Image.Version, Accelerator: accel,
+		ConsoleLog: opts.ConsoleLog, Seconds: map[string]float64{}}
+
+	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-")
+	if err != nil {
+		return nil, fmt.Errorf("smoke test of %s: scratch directory: %w", tgz, err)
+	}
+	defer os.RemoveAll(work)
+	disk := filepath.Join(work, "disk.raw")
+
+	done := r.phase(PhaseDeploy, "lay "+filepath.Base(tgz)+" onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)")
+	start := time.Now()
+	dep, err := deploy(ctx, tgz, disk, deployConfig{
+		accel: accel, size: opts.DiskSize, script: m.Validation.Script, log: r.log,
+	})
+	res.Seconds[PhaseDeploy] = time.Since(start).Seconds()
+	done(err)
+	if err != nil {
+		return res, fmt.Errorf("deploying %s: %w", tgz, err)
+	}
+	if m.Artifact != nil {
+		res.ManifestMatches = m.Artifact.SHA256 == dep.sha256
+		if !res.ManifestMatches {
+			r.log(fmt.Sprintf("the tgz's sha256 %s is not the %s its manifest records: smoking it anyway", dep.sha256, m.Artifact.SHA256))
+		}
+	}
+
+	logFile, err := atomicfile.Create(opts.ConsoleLog, 0o644)
+	if err != nil {
+		return res, fmt.Errorf("console log: %w", err)
+	}
+	defer func() {
+		// The log is kept on every path: it is what explains a failure.
+		if cerr := logFile.Commit(); cerr != nil {
+			r.log("keeping the console log: " + cerr.Error())
+		}
+	}()
+	err = boot(ctx, bootConfig{
+		disk: disk, work: work, firmware: fw, accel: accel, memoryMB: opts.MemoryMB,
+		timeout: opts.Timeout, console: logFile, reporter: r,
+	}, res)
+	if err != nil {
+		return res, err
+	}
+	if why := res.Failure(); why != "" {
+		return res, fmt.Errorf("%w: %s: %s", ErrFailed, tgz, why)
+	}
+	return res, nil
+}
+
+// SiblingPath is the file beside a tgz with suffix instead of .tgz
+// (x-1.0.tgz -> x-1.0.manifest.json), as builds name their outputs.
+func SiblingPath(tgz, suffix string) string {
+	base := strings.TrimSuffix(tgz, ".tgz")
+	base = strings.TrimSuffix(base, ".tar.gz")
+	return base + suffix
+}
+
+type reporter struct{ fn func(builder.Event) }
+
+func (r reporter) emit(e builder.Event) {
+	if r.fn == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	r.fn(e)
+}
+
+func (r reporter) log(msg string) { r.emit(builder.Event{Type: "log", Message: msg}) }
+
+func (r reporter) phase(name, summary string) func(error) {
+	start := time.Now()
+	r.emit(builder.Event{Type: "phase", Status: "start", Phase: name, Summary: summary})
+	return func(err error) {
+		e := builder.Event{Type: "phase", Status: "ok", Phase: name, Summary: summary, Seconds: time.Since(start).Seconds()}
+		if err != nil {
+			e.Status, e.Message = "failed", err.Error()
+		}
+		r.emit(e)
+	}
+}
+
+// deployConfig is what the deploy needs besides the tgz and the disk.
+type deployConfig struct {
+	accel  string
+	size   int64
+	script string // the validation script's path in the image
+	log    func(string)
+}
+
+// deployed is what the deploy learned.
+type deployed struct {
+	sha256      string
+	kernelLines []string // the linux lines of the generated grub.cfg
+}

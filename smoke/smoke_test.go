@@ -1,0 +1,290 @@
+//go:build guestfs
+
+package smoke
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// These tests build examples/demo.hcl on the project's Debian base image
+// (make base-image; the Makefile exports IMAGECTL_TEST_BASE_VARS), then
+// deploy and boot it, and broken variants of it, for real. -short skips
+// them.
+
+var demoDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if demoDir != "" {
+		os.RemoveAll(demoDir)
+	}
+	os.Exit(code)
+}
+
+// demoArtifact builds the demo image once for all the tests and returns
+// its tgz (with the manifest beside it).
+func demoArtifact(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and boots an image: skipped with -short")
+	}
+	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
+	if vars == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("IMAGECTL_TEST_BASE_VARS is not set: run the tests through make test")
+		}
+		t.Skip("IMAGECTL_TEST_BASE_VARS is not set (make base-image, then run through make)")
+	}
+	if demoDir != "" {
+		tgz, _ := filepath.Glob(filepath.Join(demoDir, "out", "*.tgz"))
+		if len(tgz) != 1 {
+			t.Fatal("the demo build failed in an earlier test")
+		}
+		return tgz[0]
+	}
+	var err error
+	if demoDir, err = os.MkdirTemp("", "imagectl-smoke-test-"); err != nil {
+		t.Fatal(err)
+	}
+	r, diags := recipes.NewParser().LoadFile("../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}}})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(demoDir, "out")
+	os.MkdirAll(out, 0o755)
+	start := time.Now()
+	res, err := builder.Build(context.Background(), plan, builder.BuildOptions{Executor: guestfs.Executor{},
+		CacheDir: filepath.Join(demoDir, "cache"), WorkDir: demoDir, OutputDir: out})
+	if err != nil {
+		t.Fatalf("building the demo image: %v", err)
+	}
+	t.Logf("demo image built in %s", time.Since(start).Round(time.Second))
+	return res.Tarball
+}
+
+func runSmoke(t *testing.T, ctx context.Context, tgz string, opts Options) (*Result, error, []builder.Event) {
+	t.Helper()
+	var events []builder.Event
+	work := t.TempDir()
+	opts.WorkDir = work
+	inner := opts.Events
+	opts.Events = func(e builder.Event) {
+		events = append(events, e)
+		if e.Type == "log" || (e.Type == "phase" && e.Status != "start") {
+			t.Logf("%s %s %s %.0fs %s", e.Type, e.Phase, e.Status, e.Seconds, firstLine(e.Message))
+		}
+		if inner != nil {
+			inner(e)
+		}
+	}
+	res, err := Run(ctx, tgz, opts)
+	if entries, _ := os.ReadDir(work); len(entries) > 0 {
+		t.Errorf("scratch files left in %s: %v", work, entries)
+	}
+	if pids := childQEMUs(); len(pids) > 0 {
+		t.Errorf("QEMU processes left running: %v", pids)
+	}
+	if res != nil {
+		t.Logf("deploy %.0fs, boot %.0fs, validate %.0fs under %s", res.Seconds[PhaseDeploy], res.Seconds[PhaseBoot],
+			res.Seconds[PhaseValidate], res.Accelerator)
+	}
+	return res, err, events
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+func TestSmokeDemo(t *testing.T) {
+	tgz := demoArtifact(t)
+	res, err, _ := runSmoke(t, context.Background(), tgz, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed() || res.SystemState != "running" || !res.ManifestMatches {
+		t.Errorf("passed %v, state %q, manifest matches %v", res.Passed(), res.SystemState, res.ManifestMatches)
+	}
+	checks := map[string]string{}
+	for _, l := range res.Lines {
+		checks[l.Check] = l.Status
+		// The VM has everything the demo's checks need: nothing may WARN.
+		if l.Status != "PASS" {
+			t.Errorf("%s %s: %s", l.Status, l.Check, l.Detail)
+		}
+	}
+	for _, c := range []string{"build-marker", "kernel-arg:intel_iommu=on:cmdline", "kernel-arg:iommu=pt:cmdline",
+		"netdata-listen", "service-active:netdata", "command:hello", "wait-online", "package:jq"} {
+		if checks[c] != "PASS" {
+			t.Errorf("check %s: %q", c, checks[c])
+		}
+	}
+	if !strings.Contains(res.KernelCmdline, "intel_iommu=on iommu=pt") || !strings.Contains(res.KernelCmdline, "console=ttyS0") {
+		t.Errorf("kernel command line %q", res.KernelCmdline)
+	}
+	b, err := os.ReadFile(SiblingPath(tgz, ".smoke.log"))
+	if err != nil || !strings.Contains(string(b), "Linux version") || !strings.Contains(string(b), "IMAGECTL_SMOKE done") {
+		t.Errorf("console log: %v (%d bytes)", err, len(b))
+	}
+}
+
+// A kernel arg the validation script expects that GRUB does not get: the
+// recipe's arg is taken out of the grub files of the tgz.
+func TestSmokeKernelArgMissing(t *testing.T) {
+	tgz := brokenCopy(t, demoArtifact(t), func(h *tar.Header, body func() []byte) (bool, []byte) {
+		switch h.Name {
+		case "./etc/default/grub", "./etc/default/grub.d/99-imagectl-kernel-args.cfg":
+			return true, regexp.MustCompile(`(^|[" ])iommu=pt`).ReplaceAll(body(), []byte("$1"))
+		}
+		return true, nil
+	})
+	res, err, _ := runSmoke(t, context.Background(), tgz, Options{})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("got %v, want a failed smoke test", err)
+	}
+	if !strings.Contains(err.Error(), "kernel-arg:iommu=pt:cmdline (not in /proc/cmdline)") {
+		t.Errorf("the error does not name the missing kernel arg: %v", err)
+	}
+	status := map[string]string{}
+	for _, l := range res.Lines {
+		status[l.Check] = l.Status
+	}
+	if status["kernel-arg:iommu=pt:cmdline"] != "FAIL" || status["kernel-arg:intel_iommu=on:cmdline"] != "PASS" || res.SystemState != "running" {
+		t.Errorf("state %q, checks %v", res.SystemState, status)
+	}
+	if res.ManifestMatches {
+		t.Error("the repacked tgz matches the manifest")
+	}
+}
+
+// A tgz without a kernel and initrd fails in the deploy, saying so, and
+// never boots.
+func TestSmokeNoKernel(t *testing.T) {
+	tgz := brokenCopy(t, demoArtifact(t), func(h *tar.Header, _ func() []byte) (bool, []byte) {
+		base := filepath.Base(h.Name)
+		keep := !strings.HasPrefix(h.Name, "./boot/") || !(strings.HasPrefix(base, "vmlinuz") || strings.HasPrefix(base, "initrd.img"))
+		return keep, nil
+	})
+	_, err, events := runSmoke(t, context.Background(), tgz, Options{})
+	if err == nil || !strings.Contains(err.Error(), "the tgz has no kernel: no /boot/vmlinuz-*") {
+		t.Fatalf("got %v", err)
+	}
+	for _, e := range events {
+		if e.Phase == PhaseBoot {
+			t.Error("a tgz without a kernel was booted")
+		}
+	}
+	if _, err := os.Stat(SiblingPath(tgz, ".smoke.log")); err == nil {
+		t.Error("a console log for a boot that never happened")
+	}
+}
+
+func TestSmokeCancelledDuringDeploy(t *testing.T) {
+	tgz := demoArtifact(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cancelledAt time.Time
+	_, err, _ := runSmoke(t, ctx, tgz, Options{ConsoleLog: filepath.Join(t.TempDir(), "console.log"), Events: func(e builder.Event) {
+		if e.Type == "log" && strings.HasPrefix(e.Message, "extracting") {
+			time.AfterFunc(3*time.Second, func() { cancelledAt = time.Now(); cancel() })
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	if took := time.Since(cancelledAt); took > 20*time.Second {
+		t.Errorf("took %s to stop after cancellation", took)
+	}
+}
+
+// brokenCopy writes a copy of the tgz and its manifest into a new
+// directory, passing every entry through edit: keep false drops it, a
+// non-nil body replaces its content.
+func brokenCopy(t *testing.T, tgz string, edit func(h *tar.Header, body func() []byte) (keep bool, replace []byte)) string {
+	t.Helper()
+	dir := t.TempDir()
+	dst := filepath.Join(dir, filepath.Base(tgz))
+	b, err := os.ReadFile(SiblingPath(tgz, ".manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(SiblingPath(dst, ".manifest.json"), b, 0o644)
+	in, err := os.Open(tgz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	zr, err := gzip.NewReader(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	zw := gzip.NewWriter(out)
+	tr, tw := tar.NewReader(zr), tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var content []byte
+		body := func() []byte {
+			if content == nil {
+				content, _ = io.ReadAll(tr)
+			}
+			return content
+		}
+		keep, replace := edit(h, body)
+		if replace == nil && content != nil {
+			replace = content // read by edit, kept as it was
+		}
+		if !keep {
+			continue
+		}
+		if replace != nil {
+			h.Size = int64(len(replace))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		var src io.Reader = tr
+		if replace != nil {
+			src = strings.NewReader(string(replace))
+		}
+		if _, err := io.Copy(tw, src); err != nil {
+			t.Fatal(fmt.Errorf("%s: %w", h.Name, err))
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
