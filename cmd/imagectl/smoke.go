@@ -109,4 +109,6 @@ func printSmoke(w io.Writer, r *smoke.Result) {
 		secs(r.Seconds[smoke.PhaseBoot]), secs(r.Seconds[smoke.PhaseValidate]), r.ConsoleLog)
 }
 
-func secs(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() }
+func secs(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
