@@ -39,6 +39,8 @@ type appliance struct {
 	killed bool
 }
 
+func canDeploy() error { return nil }
+
 // deploy lays tgz onto a new raw disk as curtin lays a tgz custom image
 // onto a node with MAAS's flat storage layout on UEFI, in one libguestfs
 // appliance. Each step names the curtin behaviour it mirrors.

@@ -144,6 +144,9 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if m.Validation.Script == "" {
 		return nil, fmt.Errorf("smoke test of %s: manifest %s names no validation script", tgz, opts.Manifest)
 	}
+	if err := canDeploy(); err != nil {
+		return nil, err
+	}
 	fw, err := findFirmware()
 	if err != nil {
 		return nil, err
