@@ -24,6 +24,7 @@ func newBuildCmd(env []string) *cobra.Command {
 		accel     string
 		packer    string
 		signKey   string
+		storeDir  string
 	)
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
@@ -42,7 +43,13 @@ directory, all or none of them. Ctrl-C stops the build and cleans up.
 With --sign-key (or the recipe's artifact sign_key) it signs the tgz and the
 manifest as imagectl sign does. The key is decrypted (password from
 $COSIGN_PASSWORD) before the build starts; if signing fails, the build's
-outputs are removed.`,
+outputs are removed.
+
+With --store (or $IMAGECTL_STORE) it publishes the outputs into that image
+store as <image>/<version>/, immutable; without a version from the recipe or
+--version, the version is the UTC date and the store's next sequence number
+for the day (20261122.1). The manifest's lineage.parent_version is the
+store's latest version of the image.`,
 		Example: `  imagectl build recipes/h200.hcl --dry-run
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
   imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
@@ -55,10 +62,16 @@ outputs are removed.`,
 			if err != nil {
 				return err
 			}
+			sb, err := newStoreBuild(cmd.Context(), storeDir, outputDir, dryRun, env, r, &version)
+			if err != nil {
+				return err
+			}
+			defer sb.close()
 			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version, SignKey: signKey})
 			if err != nil {
 				return err
 			}
+			sb.adjust(plan)
 			if dryRun {
 				if rf.output == "json" {
 					return plan.WriteJSON(cmd.OutOrStdout())
@@ -81,13 +94,14 @@ outputs are removed.`,
 				events = progress(cmd.OutOrStdout(), true, false)
 			}
 			res, err := builder.Build(cmd.Context(), plan, builder.BuildOptions{
-				Executor:  newExecutor(),
-				CacheDir:  cacheDir,
-				WorkDir:   workDir,
-				OutputDir: outputDir,
-				Accel:     accel,
-				Packer:    packer,
-				Events:    events,
+				Executor:      newExecutor(),
+				CacheDir:      cacheDir,
+				WorkDir:       workDir,
+				OutputDir:     sb.outputDir(outputDir),
+				ParentVersion: sb.parentVersion(),
+				Accel:         accel,
+				Packer:        packer,
+				Events:        events,
 			})
 			if err != nil {
 				return err
@@ -99,6 +113,9 @@ outputs are removed.`,
 			sigs := []string{}
 			if signed != nil {
 				sigs = signed.Files()
+			}
+			if sigs, err = sb.publish(cmd.Context(), res, sigs, cmd.ErrOrStderr()); err != nil {
+				return err
 			}
 			if rf.output == "json" {
 				// One object per line, like the events before it.
@@ -119,6 +136,7 @@ outputs are removed.`,
 	cmd.Flags().StringVar(&version, "version", "", "image version (overrides the recipe's)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images are kept (default: $XDG_CACHE_HOME/imagectl)")
 	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary working disk goes, as large as the data in the image (default: $TMPDIR)")
+	cmd.Flags().StringVar(&storeDir, "store", "", "publish the build into this image store (default: $IMAGECTL_STORE; with neither, no store)")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
 	cmd.Flags().StringVar(&accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -11,92 +12,195 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/recipes"
+	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 )
 
-// verifyArtifact checks a tgz's signature before it is uploaded; nil
-// checks nothing beyond the manifest's sha256 and size.
-var verifyArtifact func(ctx context.Context, tgz, manifest string) error
-
 func newUploadCmd(env []string) *cobra.Command {
 	var (
-		site, sitesFile, manifestPath, name, baseImage, output string
+		sf                                    siteFlags
+		vf                                    verifyFlags
+		manifestPath, name, baseImage, output string
+		dir                                   string
 	)
 	cmd := &cobra.Command{
-		Use:   "upload ARTIFACT.tgz --site SITE",
+		Use:   "upload (IMAGE VERSION | ARTIFACT.tgz) --site SITE",
 		Short: "Upload a built image to a MAAS site as a custom boot resource",
-		Long: `Upload sends a built tgz to a MAAS site from the sites file, under the
-immutable versioned name <name>-<version> with the version in its title, and
-prints the distro_series a deploy uses to select it.
+		Long: `Upload sends an image version from the store (IMAGE VERSION), or a built
+tgz (ARTIFACT.tgz), to a MAAS site from the sites file, under the immutable
+versioned name <name>-<version> with the version in its title, and prints
+the distro_series a deploy uses to select it. The name, title and base image
+come from the manifest's maas section (the recipe's maas block); --name and
+--base-image override them.
 
 Before sending a byte it checks the tgz's size and sha256 against its build
-manifest (the .manifest.json beside it). It creates the boot resource with
-that sha256 and size, then sends 4 MiB chunks read from disk, each signed when
-sent; it sends nothing when MAAS already holds the image. Timeouts, 503s,
-dropped connections and hash mismatches are retried or resolved from the
-resource's state, a bounded number of times. Progress goes to stderr (a bar
-on a terminal); --output json prints one JSON event per line on stdout.`,
-		Example: `  imagectl upload artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --site maas280 --base-image ubuntu/noble
-  imagectl upload x-1.4.0.tgz --site lab --sites /etc/imagectl/sites.hcl --output json`,
-		Args: cobra.ExactArgs(1),
+manifest and verifies the tgz's and the manifest's signatures with a cosign
+public key: --key, else $IMAGECTL_VERIFY_KEY, else the site's verify_key in
+the sites file. Without a key it refuses, unless --insecure-skip-verify.
+It creates the boot resource with that sha256 and size, then sends 4 MiB
+chunks read from disk, each signed when sent; it sends nothing when MAAS
+already holds the image. Timeouts, 503s, dropped connections and hash
+mismatches are retried or resolved from the resource's state, a bounded
+number of times. Progress goes to stderr (a bar on a terminal); --output
+json prints one JSON event per line on stdout.`,
+		Example: `  imagectl upload gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub
+  imagectl upload artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --site maas280 --key cosign.pub
+  imagectl upload x-1.4.0.tgz --site lab --sites /etc/imagectl/sites.hcl --base-image ubuntu/noble --output json`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output must be text or json, not %q", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
-			if sitesFile == "" {
-				sitesFile = "sites.hcl"
-				if v, ok := envValue(env, "IMAGECTL_SITES"); ok && v != "" {
-					sitesFile = v
-				}
-			}
-			ss, diags := upload.LoadSites(sitesFile)
-			if len(diags) > 0 {
-				if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
-					return err
-				}
-			}
-			if diags.HasErrors() {
-				return exitError{1}
-			}
-			s, err := ss.Site(site)
+			s, err := sf.load(cmd, env)
 			if err != nil {
-				return fmt.Errorf("%s: %w", sitesFile, err)
+				return err
+			}
+			v, err := vf.verifier(env, s)
+			if err != nil {
+				return err
 			}
 			out := cmd.OutOrStdout()
 			events := uploadEvents(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
 			if output == "json" {
 				events = uploadEvents(out, true, false)
 			}
-			res, err := upload.Artifact(cmd.Context(), s, env, args[0], upload.Options{
-				Manifest: manifestPath, Name: name, BaseImage: baseImage, Verify: verifyArtifact, Events: events,
-			})
-			if err != nil {
-				return err
+			what := ""
+			var res *upload.Result
+			if len(args) == 2 {
+				if manifestPath != "" || name != "" {
+					return errors.New("--manifest and --name apply to a tgz, not to a version from the store")
+				}
+				r, err := release.Upload(cmd.Context(), args[0], args[1], release.Options{Store: store.NewDir(storeDir(dir, env)), Site: s, Env: env,
+					Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events})
+				if err != nil {
+					return err
+				}
+				res, what = r.Upload, args[0]+" "+args[1]
+			} else {
+				verify := func(ctx context.Context, tgz, manifest string) error { return verifyWith(ctx, v, tgz, manifest) }
+				res, err = upload.Artifact(cmd.Context(), s, env, args[0], upload.Options{
+					Manifest: manifestPath, Name: name, BaseImage: baseImage, Verify: verify, Events: events,
+				})
+				if err != nil {
+					return err
+				}
+				what = args[0]
 			}
 			if output == "json" {
 				return json.NewEncoder(out).Encode(map[string]any{"type": "result", "site": res.Site, "name": res.Name,
 					"distro_series": res.DistroSeries, "title": res.Title, "sha256": res.SHA256, "size": res.Size,
-					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent})
+					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": v != nil})
 			}
-			what := "uploaded"
+			verb := "uploaded"
 			if res.Skipped {
-				what = "already held"
+				verb = "already held"
 			}
 			fmt.Fprintf(out, "%s %s to site %s as %s (boot resource %d, %q)\ndistro_series: %s\n",
-				what, args[0], res.Site, res.Name, res.Resource.ID, res.Title, res.DistroSeries)
+				verb, what, res.Site, res.Name, res.Resource.ID, res.Title, res.DistroSeries)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&site, "site", "", "the site to upload to (a site block of the sites file)")
-	cmd.Flags().StringVar(&sitesFile, "sites", "", "the sites file (default: $IMAGECTL_SITES, else ./sites.hcl)")
-	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
-	cmd.Flags().StringVar(&name, "name", "", "the MAAS name to version (default: custom/<image name from the manifest>)")
-	cmd.Flags().StringVar(&baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (the recipe's maas.base_image)")
+	sf.register(cmd)
+	vf.register(cmd)
+	registerStoreFlag(cmd, &dir)
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest of a tgz (default: the .manifest.json beside it)")
+	cmd.Flags().StringVar(&name, "name", "", "the MAAS name to version (default: the manifest's maas.name, else custom/<image name>)")
+	cmd.Flags().StringVar(&baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (default: the manifest's maas.base_image)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
-	_ = cmd.MarkFlagRequired("site")
-	_ = cmd.MarkFlagRequired("base-image")
 	return cmd
+}
+
+// verifyWith verifies a tgz and its manifest; a nil verifier (only with
+// --insecure-skip-verify) checks nothing.
+func verifyWith(ctx context.Context, v *signing.Verifier, tgz, manifest string) error {
+	if v == nil {
+		return nil
+	}
+	r, err := signing.VerifyArtifact(ctx, v, tgz, manifest)
+	if err != nil {
+		return err
+	}
+	return r.Err()
+}
+
+// siteFlags choose a site of the sites file.
+type siteFlags struct {
+	site, sitesFile string
+}
+
+func (f *siteFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.site, "site", "", "the MAAS site (a site block of the sites file)")
+	cmd.Flags().StringVar(&f.sitesFile, "sites", "", "the sites file (default: $IMAGECTL_SITES, else ./sites.hcl)")
+	_ = cmd.MarkFlagRequired("site")
+}
+
+// load reads the sites file, printing its diagnostics, and returns the site.
+func (f *siteFlags) load(cmd *cobra.Command, env []string) (*upload.Site, error) {
+	path := f.sitesFile
+	if path == "" {
+		path = "sites.hcl"
+		if v, ok := envValue(env, "IMAGECTL_SITES"); ok && v != "" {
+			path = v
+		}
+	}
+	ss, diags := upload.LoadSites(path)
+	if len(diags) > 0 {
+		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
+			return nil, err
+		}
+	}
+	if diags.HasErrors() {
+		return nil, exitError{1}
+	}
+	s, err := ss.Site(f.site)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// verifyFlags choose the key artifacts are verified with before they reach
+// a site.
+type verifyFlags struct {
+	key      string
+	insecure bool
+}
+
+func (f *verifyFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.key, "key", "", "cosign public key to verify the artifact with (default: $IMAGECTL_VERIFY_KEY, else the site's verify_key)")
+	cmd.Flags().BoolVar(&f.insecure, "insecure-skip-verify", false, "send the artifact without verifying its signatures (when no key is configured)")
+}
+
+// verifier loads the key: --key, $IMAGECTL_VERIFY_KEY, the site's
+// verify_key. Without any it refuses unless --insecure-skip-verify, and
+// then returns nil.
+func (f *verifyFlags) verifier(env []string, s *upload.Site) (*signing.Verifier, error) {
+	if f.key != "" && f.insecure {
+		return nil, errors.New("--key and --insecure-skip-verify contradict each other")
+	}
+	path, from := f.key, "--key"
+	if path == "" && !f.insecure {
+		if v, ok := envValue(env, "IMAGECTL_VERIFY_KEY"); ok && v != "" {
+			path, from = v, "$IMAGECTL_VERIFY_KEY"
+		} else if s.VerifyKey != "" {
+			path, from = s.VerifyKey, fmt.Sprintf("site %s's verify_key", s.Name)
+		}
+	}
+	if path == "" {
+		if f.insecure {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: give --key cosign.pub, set $IMAGECTL_VERIFY_KEY, or set verify_key in site %s's block of the sites file (--insecure-skip-verify sends it unverified)",
+			release.ErrNoVerifyKey, s.Name)
+	}
+	v, err := signing.LoadPublicKeyFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the verification key (%s): %w", from, err)
+	}
+	return v, nil
 }
 
 // uploadEvents draws upload events as build's are drawn; as JSON, progress

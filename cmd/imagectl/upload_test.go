@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
 
@@ -49,7 +50,7 @@ func secret(key string) string { return strings.SplitN(key, ":", 3)[2] }
 
 func TestUploadCommand(t *testing.T) {
 	sim, sites, tgz, env := uploadFixture(t)
-	out, errs, code := imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--base-image", "ubuntu/noble")
+	out, errs, code := imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--base-image", "ubuntu/noble", "--insecure-skip-verify")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -69,7 +70,7 @@ func TestUploadCommand(t *testing.T) {
 		t.Error("the API key was printed")
 	}
 	// Again: MAAS holds it, nothing is sent.
-	out, errs, code = imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--base-image", "ubuntu/noble")
+	out, errs, code = imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--base-image", "ubuntu/noble", "--insecure-skip-verify")
 	if code != 0 || !strings.Contains(out, "already held") || sim.Count(maassim.OpCreate) != 1 {
 		t.Errorf("second upload: exit %d, creates %d\n%s%s", code, sim.Count(maassim.OpCreate), out, errs)
 	}
@@ -78,7 +79,7 @@ func TestUploadCommand(t *testing.T) {
 func TestUploadCommandJSON(t *testing.T) {
 	sim, sites, tgz, env := uploadFixture(t)
 	env = append(env, "IMAGECTL_SITES="+sites)
-	out, errs, code := imagectl(t, env, "upload", tgz, "--site", "sim", "--base-image", "ubuntu/noble", "--output", "json")
+	out, errs, code := imagectl(t, env, "upload", tgz, "--site", "sim", "--base-image", "ubuntu/noble", "--output", "json", "--insecure-skip-verify")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -122,6 +123,8 @@ func TestUploadCommandRefuses(t *testing.T) {
 		{name: "key in clear", args: []string{"--sites", clear}, want: clear + ":3:3: error: API key written in clear"},
 		{name: "unknown site", args: []string{"--sites", sites, "--site", "simm"}, want: `no site "simm" in the sites file (sites: lab, sim). Did you mean "sim"?`},
 		{name: "no key", args: []string{"--sites", sites}, env: []string{}, want: "SIM_MAAS_KEY (its api_key_env) is not set"},
+		{name: "no verify key", args: []string{"--sites", sites}, want: "no key to verify the artifact's signatures with: give --key cosign.pub, set $IMAGECTL_VERIFY_KEY, or set verify_key in site sim's block of the sites file (--insecure-skip-verify sends it unverified)"},
+		{name: "unsigned", args: []string{"--sites", sites, "--key", "-"}, want: "is not signed"},
 		{name: "no sites file", args: []string{"--sites", "/nonexistent/sites.hcl"}, want: "Cannot read sites file"},
 		{name: "tampered", setup: func() {
 			f, _ := os.OpenFile(tgz, os.O_WRONLY, 0)
@@ -134,6 +137,14 @@ func TestUploadCommandRefuses(t *testing.T) {
 				tc.setup()
 			}
 			args := append([]string{"upload", tgz, "--site", "sim", "--base-image", "ubuntu/noble"}, tc.args...)
+			switch {
+			case tc.name == "no verify key":
+			case len(args) > 0 && args[len(args)-1] == "-":
+				_, pub := storetest.Keys(t, t.TempDir())
+				args[len(args)-1] = pub
+			default:
+				args = append(args, "--insecure-skip-verify")
+			}
 			e := env
 			if tc.env != nil {
 				e = tc.env
@@ -149,5 +160,36 @@ func TestUploadCommandRefuses(t *testing.T) {
 				t.Errorf("%d requests reached MAAS", n)
 			}
 		})
+	}
+}
+
+// A signed artifact goes with the key from --key, $IMAGECTL_VERIFY_KEY or
+// the site's verify_key; another key is refused before a byte is sent.
+func TestUploadCommandVerifies(t *testing.T) {
+	sim, sites, _, env := uploadFixture(t)
+	dir := t.TempDir()
+	signer, pub := storetest.Keys(t, dir)
+	tgz, _ := storetest.Artifact(t, dir, "demo", "2.0.0", storetest.Options{Signer: signer})
+	_, otherPub := storetest.Keys(t, t.TempDir())
+	_, errs, code := imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--key", otherPub)
+	if code == 0 || !strings.Contains(errs, "did not verify") || sim.Count(maassim.OpList) != 0 {
+		t.Fatalf("other key: exit %d, %d lists\n%s", code, sim.Count(maassim.OpList), errs)
+	}
+	_, errs, code = imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", sites, "--key", pub, "--insecure-skip-verify")
+	if code == 0 || !strings.Contains(errs, "contradict") {
+		t.Errorf("--key with --insecure-skip-verify: exit %d\n%s", code, errs)
+	}
+	// The base image comes from the manifest's maas section.
+	out, errs, code := imagectl(t, append(env, "IMAGECTL_VERIFY_KEY="+pub), "upload", tgz, "--site", "sim", "--sites", sites)
+	if code != 0 || !strings.Contains(out, "distro_series: custom/demo-2-0-0") {
+		t.Fatalf("IMAGECTL_VERIFY_KEY: exit %d\n%s%s", code, out, errs)
+	}
+	// verify_key in the sites file, relative to it.
+	src, _ := os.ReadFile(sites)
+	withKey := filepath.Join(dir, "sites.hcl")
+	os.WriteFile(withKey, []byte(strings.Replace(string(src), `api_key_env = "SIM_MAAS_KEY"`, `api_key_env = "SIM_MAAS_KEY"`+"\n  verify_key = \"cosign.pub\"", 1)), 0o644)
+	out, errs, code = imagectl(t, env, "upload", tgz, "--site", "sim", "--sites", withKey, "--output", "json")
+	if code != 0 || !strings.Contains(out, `"verified":true`) || !strings.Contains(out, `"skipped":true`) {
+		t.Fatalf("verify_key: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/release"
+)
+
+// siteCmd holds what the commands acting on a site share.
+type siteCmd struct {
+	sf     siteFlags
+	vf     verifyFlags
+	dir    string
+	output string
+	by     string
+	reason string
+	base   string
+}
+
+func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
+	c.sf.register(cmd)
+	registerStoreFlag(cmd, &c.dir)
+	cmd.Flags().StringVarP(&c.output, "output", "o", "text", "output format: text or json")
+	if promoting {
+		c.vf.register(cmd)
+		cmd.Flags().StringVar(&c.by, "by", "", "who promotes, for the history (default: $USER)")
+		cmd.Flags().StringVar(&c.reason, "reason", "", "why, for the history")
+		cmd.Flags().StringVar(&c.base, "base-image", "", "the <os>/<series> MAAS requires if the image is uploaded (default: the manifest's maas.base_image)")
+	}
+}
+
+// options loads the site (and, when promoting, the verification key).
+func (c *siteCmd) options(cmd *cobra.Command, env []string, promoting bool) (release.Options, error) {
+	if err := checkOutput(c.output); err != nil {
+		return release.Options{}, err
+	}
+	s, err := c.sf.load(cmd, env)
+	if err != nil {
+		return release.Options{}, err
+	}
+	o := release.Options{Store: store.NewDir(storeDir(c.dir, env)), Site: s, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by}
+	if promoting {
+		if o.Verifier, err = c.vf.verifier(env, s); err != nil {
+			return release.Options{}, err
+		}
+		o.InsecureSkipVerify = c.vf.insecure
+		if o.By == "" {
+			o.By, _ = envValue(env, "USER")
+		}
+		o.Events = uploadEvents(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
+	}
+	return o, nil
+}
+
+func newPromoteCmd(env []string) *cobra.Command {
+	var c siteCmd
+	cmd := &cobra.Command{
+		Use:   "promote IMAGE VERSION --site SITE [--reason WHY]",
+		Short: "Make a stored image version the one a MAAS site runs",
+		Long: `Promote makes an image version from the store the one a site runs. The
+version must verify (its tgz's and manifest's signatures, with --key,
+$IMAGECTL_VERIFY_KEY or the site's verify_key; --insecure-skip-verify skips
+that) and its deployability check must have found no unwaived error. It is
+uploaded to the site's MAAS unless MAAS already holds it, then the
+promotion (who, when, why, the previous version) is appended to the site's
+history in the store. It prints the distro_series the site's deploy profile
+must use. Promoting the current version again re-checks and re-uploads it
+if MAAS lost it, and records nothing.`,
+		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := c.options(cmd, env, true)
+			if err != nil {
+				return err
+			}
+			res, err := release.Promote(cmd.Context(), args[0], args[1], o)
+			if err != nil {
+				return err
+			}
+			return printPromotion(cmd.OutOrStdout(), c.output, res)
+		},
+	}
+	c.register(cmd, true)
+	return cmd
+}
+
+func newRollbackCmd(env []string) *cobra.Command {
+	var c siteCmd
+	cmd := &cobra.Command{
+		Use:   "rollback IMAGE --site SITE [--reason WHY]",
+		Short: "Return a site to the image version it ran before the current one",
+		Long: `Rollback promotes the version a site ran before the current one, with the
+same checks and upload as promote. Promotions stack: rolling back twice
+goes two versions back, not forth and back.`,
+		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := c.options(cmd, env, true)
+			if err != nil {
+				return err
+			}
+			res, err := release.Rollback(cmd.Context(), args[0], o)
+			if err != nil {
+				return err
+			}
+			return printPromotion(cmd.OutOrStdout(), c.output, res)
+		},
+	}
+	c.register(cmd, true)
+	return cmd
+}
+
+func printPromotion(w io.Writer, output string, res *release.Result) error {
+	if output == "json" {
+		return writeJSON(w, res)
+	}
+	up := "uploaded as " + res.Upload.Name
+	if res.Upload.Skipped {
+		up = "MAAS already held it as " + res.Upload.Name
+	}
+	switch p := res.Promotion; {
+	case p == nil:
+		fmt.Fprintf(w, "site %s already runs %s %s (%s)\n", res.Site, res.Image, res.Version, up)
+	case p.Rollback:
+		fmt.Fprintf(w, "rolled %s at site %s back from %s to %s (%s)\n", res.Image, res.Site, p.Previous, p.Version, up)
+	case p.Previous == "":
+		fmt.Fprintf(w, "promoted %s %s to site %s (%s)\n", res.Image, res.Version, res.Site, up)
+	default:
+		fmt.Fprintf(w, "promoted %s %s to site %s, replacing %s (%s)\n", res.Image, res.Version, res.Site, p.Previous, up)
+	}
+	if !res.Verified {
+		fmt.Fprintln(w, "warning: not verified (--insecure-skip-verify)")
+	}
+	fmt.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
+	return nil
+}
+
+func newStatusCmd(env []string) *cobra.Command {
+	var c siteCmd
+	cmd := &cobra.Command{
+		Use:   "status --site SITE",
+		Short: "What a site runs, what its MAAS holds, and any drift between them",
+		Long: `Status shows, per image, the version promoted to the site, the versioned
+boot resources of the store's images its MAAS holds (by sha256, complete or
+not), and drift: the promoted version missing from MAAS or incomplete, MAAS
+holding other bytes under a version's name, versioned resources the store
+does not know. It exits 1 when anything drifted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := c.options(cmd, env, false)
+			if err != nil {
+				return err
+			}
+			st, err := release.Status(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if c.output == "json" {
+				err = writeJSON(cmd.OutOrStdout(), st)
+			} else {
+				err = statusText(cmd.OutOrStdout(), st)
+			}
+			if err == nil && st.Drift {
+				return exitError{1}
+			}
+			return err
+		},
+	}
+	c.register(cmd, false)
+	return cmd
+}
+
+func statusText(w io.Writer, st *release.SiteStatus) error {
+	if len(st.Images) == 0 {
+		fmt.Fprintf(w, "site %s: nothing promoted, and MAAS holds no version of the store's images\n", st.Site)
+		return nil
+	}
+	for _, img := range st.Images {
+		if img.Promoted != "" {
+			fmt.Fprintf(w, "%s: %s promoted by %s at %s, distro_series %s\n", img.Image, img.Promoted, img.PromotedBy,
+				img.PromotedAt.Format(time.RFC3339), img.DistroSeries)
+		} else {
+			fmt.Fprintf(w, "%s: not promoted at site %s\n", img.Image, st.Site)
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, h := range img.MAAS {
+			state := "complete"
+			if !h.Complete {
+				state = "incomplete"
+			}
+			match := "matches the store"
+			if !h.Matches {
+				match = "NOT the store's"
+			}
+			mark := " "
+			if h.Promoted {
+				mark = "*"
+			}
+			fmt.Fprintf(tw, "  %s %s\t#%d\t%s\tsha256 %.12s\t%s\n", mark, h.Name, h.ID, state, h.SHA256, match)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, d := range img.Drift {
+			fmt.Fprintf(w, "  drift: %s: %s\n", d.Kind, d.Message)
+		}
+	}
+	return nil
+}
+
+func newHistoryCmd(env []string) *cobra.Command {
+	var dir, site, output string
+	cmd := &cobra.Command{
+		Use:   "history IMAGE --site SITE",
+		Short: "An image's promotions and rollbacks at a site",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			h, err := store.NewDir(storeDir(dir, env)).History(cmd.Context(), site, args[0])
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), h)
+			}
+			cur, _ := store.State(h)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "WHEN\tVERSION\tPREVIOUS\tBY\tREASON")
+			for _, p := range h {
+				v := p.Version
+				if p.Rollback {
+					v += " (rollback)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.At.Format(time.RFC3339), v, dash(p.Previous), p.By, p.Reason)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if cur != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "site %s runs %s %s\n", site, args[0], cur)
+			}
+			return nil
+		},
+	}
+	registerStoreFlag(cmd, &dir)
+	cmd.Flags().StringVar(&site, "site", "", "the site")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	_ = cmd.MarkFlagRequired("site")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newGCCmd(env []string) *cobra.Command {
+	var (
+		c    siteCmd
+		keep int
+		yes  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "gc --site SITE --keep N [--yes]",
+		Short: "Delete old versioned boot resources of the store's images from a site's MAAS",
+		Long: `Gc deletes from the site's MAAS the versioned boot resources of the store's
+images that are neither the version promoted there nor among the N newest
+versions of the image MAAS holds (newest as published to the store).
+Resources whose name is no version in the store are left alone. It only
+says what it would delete unless --yes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := c.options(cmd, env, false)
+			if err != nil {
+				return err
+			}
+			res, err := release.GC(cmd.Context(), keep, yes, o)
+			if res == nil {
+				return err
+			}
+			if c.output == "json" {
+				if werr := writeJSON(cmd.OutOrStdout(), res); werr != nil {
+					return werr
+				}
+				return err
+			}
+			verb := "would delete"
+			if yes {
+				verb = "deleted"
+			}
+			w := cmd.OutOrStdout()
+			for _, h := range res.Delete {
+				fmt.Fprintf(w, "%s %s (boot resource %d, %s %s)\n", verb, h.Name, h.ID, h.Image, h.Version)
+			}
+			for _, k := range res.Kept {
+				fmt.Fprintf(w, "kept %s (boot resource %d): %s\n", k.Name, k.ID, k.Why)
+			}
+			if !yes && len(res.Delete) > 0 {
+				fmt.Fprintln(w, "dry run: --yes deletes them")
+			}
+			return err
+		},
+	}
+	c.register(cmd, false)
+	cmd.Flags().IntVar(&keep, "keep", 0, "keep the N newest versions of each image MAAS holds (the promoted one is always kept)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "delete (without it, gc only says what it would delete)")
+	_ = cmd.MarkFlagRequired("keep")
+	return cmd
+}
