@@ -110,6 +110,7 @@ test: lint base-image cosign
 # (one iteration each: every run launches an appliance).
 bench: build base-image cosign
 	$(GO) test -run '^$$' -bench . -benchmem ./builder ./recipes
+	$(GO) test -run '^$$' -bench Upload1GiB -benchtime 3x ./upload/maas
 	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild' -benchtime 1x -timeout 90m ./builder/guestfs
 
 demo: build base-image
