@@ -111,7 +111,7 @@ test: lint base-image cosign
 bench: build base-image cosign
 	$(GO) test -run '^$$' -bench . -benchmem ./builder ./recipes
 	$(GO) test -run '^$$' -bench Upload1GiB -benchtime 3x ./upload/maas
-	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild' -benchtime 1x -timeout 90m ./builder/guestfs
+	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild|DemoCache' -benchtime 1x -timeout 90m ./builder/guestfs
 
 demo: build base-image
 	$(BIN) build examples/demo.hcl -var-file $(BASE_VARS)

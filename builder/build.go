@@ -2,6 +2,7 @@ package builder
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/ext4tar"
+	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/fsmode"
@@ -40,6 +42,13 @@ type BuildOptions struct {
 	// ParentVersion is the version this build follows (the store's latest
 	// of the image), recorded as the manifest's lineage.parent_version.
 	ParentVersion string
+	// LayerCache is the layer cache's directory; "" builds without it.
+	LayerCache string
+	// Refresh rebuilds every layer, replacing what the cache holds.
+	Refresh bool
+	// CacheMaxAge bounds the age of cached layers that install packages or
+	// run commands (default DefaultCacheMaxAge).
+	CacheMaxAge time.Duration
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
 	// (tar-out through the appliance), or "auto" (default: host when the
@@ -107,68 +116,66 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 		return nil, err
 	}
 
-	// 3. One appliance for the whole customization.
-	sessOpts := SessionOptions{Accel: opts.Accel, Log: rep.log, Format: "raw"}
-	end = rep.phase(PhaseLaunch, "libguestfs appliance")
-	sess, err := opts.Executor.Open(ctx, disk, sessOpts)
-	end(err)
-	if err != nil {
-		return nil, err
+	// 3. The layer cache: the deepest run of unchanged layers is restored
+	// onto the disk, and only the layers after it are applied.
+	var lc *layerCache
+	var restored []*layercache.Entry
+	if opts.LayerCache != "" {
+		lc, restored, err = openLayerCache(ctx, plan, opts, disk, rep, func() error {
+			return prepareDisk(ctx, basePath, plan.Base.Format, disk, plan.Base.SizeBytes)
+		})
+		if err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+		defer lc.close()
 	}
-	// Close is idempotent and may run from the cancellation goroutine while
-	// a guest call blocks: it then stops the appliance so the call returns.
-	closeSess := func() { sess.Close() }
-	defer closeSess()
-	stop := context.AfterFunc(ctx, closeSess) // cancellation ends a blocked guest call
-	defer stop()
 
 	m := plan.Manifest()
-	m.Builder.Accelerator = sess.Accelerator()
 	m.Build.Started = started
 	m.Lineage.SourceRevision = sourceRevision(plan.Source.Dir)
 	m.Lineage.ParentVersion = opts.ParentVersion
+	ap := &applier{rep: rep, client: opts.HTTPClient}
+	var mounts []Mount
+	for i, e := range restored {
+		if e == nil {
+			continue
+		}
+		var meta layerMeta
+		if err := json.Unmarshal(e.Meta, &meta); err != nil {
+			return nil, fmt.Errorf("layer cache entry for %s: %w", e.Layer, err)
+		}
+		created := e.Created
+		m.Layers[i].Steps, m.Layers[i].CachedAt = meta.Steps, &created
+		ap.missing = append(ap.missing, meta.Missing...)
+		ap.keys = append(ap.keys, meta.AptKeys...)
+		if plan.Layers[i].Name == layers.FinalizeLayer {
+			m.Packages, mounts = meta.Packages, meta.Mounts
+			m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
+		}
+		rep.emit(Event{Type: "step", Status: "cached", Layer: plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
+	}
 
-	ap := &applier{s: sess, rep: rep, client: opts.HTTPClient}
-	// The final layer's steps need the manifest as it stands then.
-	snapshot := func(ctx context.Context) error {
-		pkgs, err := installedPackages(ctx, sess)
+	// 4. One appliance for the layers left, when any are.
+	sessOpts := SessionOptions{Accel: opts.Accel, Log: rep.log, Format: "raw"}
+	var sess Session
+	if len(restored) < len(plan.Layers) {
+		end = rep.phase(PhaseLaunch, "libguestfs appliance")
+		sess, err = opts.Executor.Open(ctx, disk, sessOpts)
+		end(err)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		m.Packages = pkgs
-		m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
-		return nil
-	}
-	ap.validationScript = func(ctx context.Context) ([]byte, error) {
-		return validate.Script(m)
-	}
-	ap.marker = func(ctx context.Context) ([]byte, error) {
-		return m.Marker()
-	}
-
-	// 4. The layers, step by step. Services must not start in the guest.
-	if err := sess.WriteFile(ctx, "/usr/sbin/policy-rc.d", []byte("#!/bin/sh\n# imagectl: no services start during the build\nexit 101\n"), 0o755, "root:root"); err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("preparing the guest: %w", err))
-	}
-	for i, l := range plan.Layers {
-		ml := &m.Layers[i]
-		if l.Name == layers.FinalizeLayer {
-			if err := snapshot(ctx); err != nil {
-				return nil, ctxErr(ctx, fmt.Errorf("reading the guest's packages: %w", err))
-			}
-		}
-		for _, st := range l.Steps {
-			start := time.Now()
-			rep.emit(Event{Type: "step", Status: "start", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
-			err := ap.apply(ctx, st)
-			secs := time.Since(start).Seconds()
-			if err != nil {
-				err = ctxErr(ctx, fmt.Errorf("layer %s, %s step: %w", l.Name, st.Kind(), err))
-				rep.emit(Event{Type: "step", Status: "failed", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs, Message: err.Error()})
-				return nil, err
-			}
-			rep.emit(Event{Type: "step", Status: "ok", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
-			ml.Steps = append(ml.Steps, manifest.Step{Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
+		// Close is idempotent and may run from the cancellation goroutine
+		// while a guest call blocks: it then stops the appliance so the call
+		// returns.
+		closeSess := func() { sess.Close() }
+		defer closeSess()
+		stop := context.AfterFunc(ctx, closeSess)
+		defer stop()
+		m.Builder.Accelerator = sess.Accelerator()
+		mounts = sess.Mounts()
+		if err := applyLayers(ctx, plan, m, ap, sess, len(restored), lc, disk, rep); err != nil {
+			return nil, err
 		}
 	}
 
@@ -178,13 +185,15 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	end = rep.phase(PhasePack, tgzPath)
 	pk := rootPacker{mode: opts.Packer, disk: disk, level: plan.Artifacts.CompressionLevel, log: rep.log,
 		reopen: func() (Session, error) { return opts.Executor.Open(ctx, disk, sessOpts) }}
-	tgz, pack, packer, err := pk.pack(ctx, sess, tgzPath)
+	tgz, pack, packer, err := pk.pack(ctx, sess, mounts, tgzPath)
 	end(err)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
 	defer tgz.Abort()
-	closeSess()
+	if sess != nil {
+		sess.Close()
+	}
 
 	// 6. The deployability check on the packed tgz: findings are reported
 	// and recorded in the manifest (upload refuses what has errors).
@@ -218,6 +227,68 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	res, err = publish(ctx, m, tgz, outDir, plan.Artifacts)
 	end(err)
 	return res, err
+}
+
+// applyLayers applies the plan's layers from index first on, with services
+// kept from starting, snapshotting each into the layer cache when lc is set.
+func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *applier, sess Session, first int, lc *layerCache, disk string, rep reporter) error {
+	ap.s = sess
+	// The final layer's steps need the manifest as it stands then.
+	snapshot := func(ctx context.Context) error {
+		pkgs, err := installedPackages(ctx, sess)
+		if err != nil {
+			return err
+		}
+		m.Packages = pkgs
+		m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
+		return nil
+	}
+	ap.validationScript = func(ctx context.Context) ([]byte, error) {
+		return validate.Script(m)
+	}
+	ap.marker = func(ctx context.Context) ([]byte, error) {
+		return m.Marker()
+	}
+	if err := sess.WriteFile(ctx, "/usr/sbin/policy-rc.d", []byte("#!/bin/sh\n# imagectl: no services start during the build\nexit 101\n"), 0o755, "root:root"); err != nil {
+		return ctxErr(ctx, fmt.Errorf("preparing the guest: %w", err))
+	}
+	for i := first; i < len(plan.Layers); i++ {
+		l, ml := plan.Layers[i], &m.Layers[i]
+		final := l.Name == layers.FinalizeLayer
+		if final {
+			if err := snapshot(ctx); err != nil {
+				return ctxErr(ctx, fmt.Errorf("reading the guest's packages: %w", err))
+			}
+		}
+		missing, keys := len(ap.missing), len(ap.keys)
+		for _, st := range l.Steps {
+			start := time.Now()
+			rep.emit(Event{Type: "step", Status: "start", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
+			err := ap.apply(ctx, st)
+			secs := time.Since(start).Seconds()
+			if err != nil {
+				err = ctxErr(ctx, fmt.Errorf("layer %s, %s step: %w", l.Name, st.Kind(), err))
+				rep.emit(Event{Type: "step", Status: "failed", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs, Message: err.Error()})
+				return err
+			}
+			rep.emit(Event{Type: "step", Status: "ok", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
+			ml.Steps = append(ml.Steps, manifest.Step{Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
+		}
+		if lc == nil || !l.Enabled {
+			continue
+		}
+		meta := layerMeta{Steps: ml.Steps, Missing: ap.missing[missing:], AptKeys: ap.keys[keys:]}
+		if final {
+			meta.Packages, meta.Mounts = m.Packages, sess.Mounts()
+		}
+		end := rep.phase(PhaseSnapshot, "layer "+l.Name)
+		err := sess.Checkpoint(ctx, func() error { return lc.save(ctx, plan, i, disk, meta) })
+		end(err)
+		if err != nil {
+			return ctxErr(ctx, fmt.Errorf("caching layer %s: %w", l.Name, err))
+		}
+	}
+	return nil
 }
 
 func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, outDir string, a Artifacts) (*Result, error) {
@@ -287,12 +358,12 @@ type rootPacker struct {
 // support, it packs through the appliance instead and says why; the two
 // are never mixed in one tgz. It returns the temporary file that becomes
 // the tgz when published, and which packer made it.
-func (p rootPacker) pack(ctx context.Context, sess Session, tgzPath string) (*atomicfile.File, PackResult, string, error) {
+func (p rootPacker) pack(ctx context.Context, sess Session, mounts []Mount, tgzPath string) (*atomicfile.File, PackResult, string, error) {
 	mode := p.mode
 	if mode == "" {
 		mode = "auto"
 	}
-	why := hostUnpackable(sess.Mounts())
+	why := hostUnpackable(mounts)
 	switch {
 	case mode != "auto" && mode != "host" && mode != "appliance":
 		return nil, PackResult{}, "", fmt.Errorf("unknown packer %q (auto, host or appliance)", mode)
@@ -302,18 +373,22 @@ func (p rootPacker) pack(ctx context.Context, sess Session, tgzPath string) (*at
 		if why != "" {
 			p.log("packing through the appliance: " + why)
 		}
+		if sess == nil {
+			return p.appliance(ctx, tgzPath)
+		}
 		f, res, err := packSession(ctx, sess, tgzPath, p.level)
 		return f, res, "appliance", err
 	}
-	root := sess.Mounts()[0]
-	if err := sess.Close(); err != nil {
-		return nil, PackResult{}, "", fmt.Errorf("shutting the appliance down before packing: %w", err)
+	if sess != nil {
+		if err := sess.Close(); err != nil {
+			return nil, PackResult{}, "", fmt.Errorf("shutting the appliance down before packing: %w", err)
+		}
 	}
 	f, err := atomicfile.Create(tgzPath, 0o644)
 	if err != nil {
 		return nil, PackResult{}, "", err
 	}
-	res, err := PackDisk(ctx, p.disk, root.Partition, f, p.level)
+	res, err := PackDisk(ctx, p.disk, mounts[0].Partition, f, p.level)
 	if err == nil {
 		return f, res, "host", nil
 	}
@@ -322,14 +397,19 @@ func (p rootPacker) pack(ctx context.Context, sess Session, tgzPath string) (*at
 		return nil, PackResult{}, "", fmt.Errorf("packing the root filesystem on the host: %w", err)
 	}
 	p.log(fmt.Sprintf("packing through the appliance (launching it again): %v", err))
-	sess2, err := p.reopen()
+	return p.appliance(ctx, tgzPath)
+}
+
+// appliance packs through a new appliance session on the disk.
+func (p rootPacker) appliance(ctx context.Context, tgzPath string) (*atomicfile.File, PackResult, string, error) {
+	sess, err := p.reopen()
 	if err != nil {
 		return nil, PackResult{}, "", err
 	}
-	defer sess2.Close()
-	stop := context.AfterFunc(ctx, func() { sess2.Close() })
+	defer sess.Close()
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
-	f, res, err = packSession(ctx, sess2, tgzPath, p.level)
+	f, res, err := packSession(ctx, sess, tgzPath, p.level)
 	return f, res, "appliance", err
 }
 

@@ -25,8 +25,10 @@ type Event struct {
 const (
 	PhaseVerifyBase = "verify-base"
 	PhasePrepare    = "prepare-disk"
+	PhaseRestore    = "restore-cache"
 	PhaseLaunch     = "launch"
 	PhaseLayers     = "layers"
+	PhaseSnapshot   = "snapshot"
 	PhasePack       = "pack"
 	PhaseCheck      = "check"
 	PhaseManifest   = "manifest"

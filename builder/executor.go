@@ -51,6 +51,10 @@ type Session interface {
 	Accelerator() string
 	// Mounts lists the guest's filesystems, "/" first.
 	Mounts() []Mount
+	// Checkpoint unmounts the guest's filesystems and flushes the disk, so
+	// that it holds a clean, consistent state, calls fn (which may read the
+	// disk image, never write it), and mounts them again.
+	Checkpoint(ctx context.Context, fn func() error) error
 	// Run runs a shell command in the guest (chrooted, never booted) and
 	// returns its combined output; a non-zero exit is a *CommandError.
 	Run(ctx context.Context, cmd string) (string, error)

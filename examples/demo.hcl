@@ -29,6 +29,18 @@ variable "enable_netdata" {
   default = true
 }
 
+variable "netdata_retention_mb" {
+  type        = number
+  default     = 64
+  description = "Netdata's dbengine disk space, in MiB."
+}
+
+variable "extra_packages" {
+  type        = list(string)
+  default     = []
+  description = "More packages for the tools layer (-var extra_packages=tree,ncdu)."
+}
+
 locals {
   tools = ["jq", "less", "curl"]
 }
@@ -47,7 +59,7 @@ image "imagectl-demo" {
 
   layer "tools" {
     description       = "Operator tools"
-    packages          = local.tools
+    packages          = concat(local.tools, var.extra_packages)
     optional_packages = ["htop", "no-such-package-imagectl-demo"]
 
     file "/etc/motd" {
@@ -76,7 +88,7 @@ image "imagectl-demo" {
   netdata {
     enabled      = var.enable_netdata
     bind         = "127.0.0.1:19998"
-    retention_mb = 64
+    retention_mb = var.netdata_retention_mb
     update_every = 5
     collectors   = ["cgroups", "apps"]
   }

@@ -109,6 +109,10 @@ type Layer struct {
 	Digest     string `json:"digest,omitempty"`
 	Key        string `json:"key,omitempty"`
 	Steps      []Step `json:"steps,omitempty"`
+	// CachedAt is set when the layer's disk state came from the layer
+	// cache: when that snapshot was made (its steps are the ones that ran
+	// then).
+	CachedAt *time.Time `json:"cached_at,omitempty"`
 }
 
 // Step is one executed step.

@@ -4,6 +4,7 @@ package guestfs
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -172,4 +173,55 @@ func benchSetup(b *testing.B) (vars, base, accel string, env []string) {
 		env = append(env, "LIBGUESTFS_BACKEND_SETTINGS=force_tcg")
 	}
 	return vars, base, accel, env
+}
+
+// BenchmarkDemoCache measures the layer cache on examples/demo.hcl, one run
+// each: a cold build without the cache, a cold build filling an empty cache
+// (its overhead), a warm rebuild with nothing changed (every layer
+// restored, no appliance), and a rebuild after changing only a Netdata
+// setting (the @config layer and what follows it).
+func BenchmarkDemoCache(b *testing.B) {
+	vars, _, accel, _ := benchSetup(b)
+	ctx := context.Background()
+	plan := func(b *testing.B, flags ...string) *builder.Plan {
+		r, diags := recipes.NewParser().LoadFile("../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}, Flags: flags}})
+		if diags.HasErrors() {
+			b.Fatal(diags.Error())
+		}
+		p, err := builder.NewPlan(r, builder.PlanOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}
+	build := func(b *testing.B, p *builder.Plan, cacheDir string) {
+		if _, err := builder.Build(ctx, p, builder.BuildOptions{Executor: Executor{}, CacheDir: b.TempDir(),
+			WorkDir: b.TempDir(), OutputDir: b.TempDir(), Accel: accel, LayerCache: cacheDir}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	shared := filepath.Join(b.TempDir(), "layers")
+	b.Run("cold-no-cache", func(b *testing.B) {
+		for b.Loop() {
+			build(b, plan(b), "")
+		}
+	})
+	b.Run("cold-with-cache", func(b *testing.B) {
+		for b.Loop() {
+			os.RemoveAll(shared)
+			build(b, plan(b), shared)
+		}
+	})
+	b.Run("warm-no-change", func(b *testing.B) {
+		for b.Loop() {
+			build(b, plan(b), shared)
+		}
+	})
+	b.Run("netdata-setting-changed", func(b *testing.B) {
+		n := 64
+		for b.Loop() {
+			n++
+			build(b, plan(b, fmt.Sprintf("netdata_retention_mb=%d", n)), shared)
+		}
+	})
 }

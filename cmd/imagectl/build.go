@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +24,9 @@ func newBuildCmd(env []string) *cobra.Command {
 		outputDir string
 		accel     string
 		packer    string
+		noCache   bool
+		refresh   bool
+		maxAge    time.Duration
 		signKey   string
 		storeDir  string
 	)
@@ -39,6 +43,13 @@ Without --dry-run it runs the plan: verifies the base image's checksum
 in one libguestfs appliance (KVM when it works, TCG otherwise), and writes
 <name>-<version>.tgz, .manifest.json and -validate.sh into the artifact
 directory, all or none of them. Ctrl-C stops the build and cleans up.
+
+The layer cache keeps the disk after each layer, keyed by the layer's
+definition chained with everything before it: a rebuild restores the deepest
+unchanged layer and applies only the rest (with nothing changed, it repacks
+the cached result: the same tgz bytes). Layers that install packages or run
+commands are reused up to --cache-max-age; --refresh rebuilds them all;
+imagectl cache ls|prune shows and bounds it.
 
 With --sign-key (or the recipe's artifact sign_key) it signs the tgz and the
 manifest as imagectl sign does. The key is decrypted (password from
@@ -102,6 +113,9 @@ store's latest version of the image.`,
 				Accel:         accel,
 				Packer:        packer,
 				Events:        events,
+				LayerCache:    layerCacheDir(cacheDir, noCache),
+				Refresh:       refresh,
+				CacheMaxAge:   maxAge,
 			})
 			if err != nil {
 				return err
@@ -134,14 +148,25 @@ store's latest version of the image.`,
 	rf.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and touch nothing")
 	cmd.Flags().StringVar(&version, "version", "", "image version (overrides the recipe's)")
-	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images are kept (default: $XDG_CACHE_HOME/imagectl)")
+	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images and the layer cache (layers/) are kept (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
 	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary working disk goes, as large as the data in the image (default: $TMPDIR)")
 	cmd.Flags().StringVar(&storeDir, "store", "", "publish the build into this image store (default: $IMAGECTL_STORE; with neither, no store)")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
 	cmd.Flags().StringVar(&accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")
+	cmd.Flags().BoolVar(&noCache, "no-cache", false, "build every layer without the layer cache (neither reading nor writing it)")
+	cmd.Flags().BoolVar(&refresh, "refresh", false, "rebuild every layer and replace what the layer cache holds for them")
+	cmd.Flags().DurationVar(&maxAge, "cache-max-age", builder.DefaultCacheMaxAge, "reuse cached layers that install packages or run commands only up to this age")
 	cmd.Flags().StringVar(&packer, "packer", "auto", "how the root filesystem is read for the tgz: host (from the disk image, fast), appliance (tar-out), or auto (host when supported, else appliance)")
 	return cmd
+}
+
+// layerCacheDir is where the layer cache lives: beside the base images.
+func layerCacheDir(cacheDir string, disabled bool) string {
+	if disabled {
+		return ""
+	}
+	return filepath.Join(cacheDir, "layers")
 }
 
 // defaultCacheDir is $IMAGECTL_CACHE_DIR, else the user's cache directory.

@@ -3,12 +3,15 @@ package main
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -70,5 +73,48 @@ func TestCheckWaivers(t *testing.T) {
 	out, _, code = imagectl(t, nil, "check", tgz)
 	if code != 0 || strings.Count(out, "(waived: ") != len(errs) {
 		t.Errorf("every error waived: exit %d\n%s", code, out)
+	}
+}
+
+// TestCacheLsPrune lists and prunes a real layer cache made with the
+// layercache package on a small disk image.
+func TestCacheLsPrune(t *testing.T) {
+	cacheDir := t.TempDir()
+	c := layercache.Cache{Dir: filepath.Join(cacheDir, "layers")}
+	disk := filepath.Join(t.TempDir(), "disk.raw")
+	if err := os.WriteFile(disk, make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	table, err := c.BaseTable(ctx, "sha256:root", disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, layer := range []string{"tools", "netdata"} {
+		f, _ := os.OpenFile(disk, os.O_WRONLY, 0)
+		f.WriteAt([]byte(layer), int64(i)<<20)
+		f.Close()
+		if table, err = c.Save(ctx, layercache.Entry{Key: "sha256:" + strings.Repeat(string(rune('a'+i)), 64), Layer: layer, Image: "demo", Created: time.Now()}, disk, table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, code := imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir)
+	if code != 0 || !strings.Contains(out, "tools") || !strings.Contains(out, "netdata") || !strings.Contains(out, "2 snapshots") {
+		t.Fatalf("cache ls: exit %d\n%s", code, out)
+	}
+	out, _, code = imagectl(t, nil, "cache", "prune", "--cache-dir", cacheDir, "--max-size", "1x")
+	if code == 0 {
+		t.Errorf("a bad --max-size was accepted:\n%s", out)
+	}
+	out, _, code = imagectl(t, nil, "cache", "prune", "--cache-dir", cacheDir, "-o", "json")
+	var res struct {
+		Removed []layercache.Entry `json:"removed"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Removed) != 2 {
+		t.Fatalf("cache prune: exit %d, %v\n%s", code, err, out)
+	}
+	out, _, _ = imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir)
+	if !strings.Contains(out, "0 snapshots") {
+		t.Errorf("after prune:\n%s", out)
 	}
 }

@@ -61,6 +61,7 @@ deploys, with a build manifest and a signature.`,
 	root.SetErr(s.err)
 	root.AddCommand(
 		newBuildCmd(env),
+		newCacheCmd(env),
 		newValidateCmd(env),
 		newFmtCmd(),
 		newDiffCmd(),

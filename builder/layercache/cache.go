@@ -1,0 +1,409 @@
+package layercache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuaas/imagectl/internal/atomicfile"
+)
+
+// Cache is a directory of layer snapshots:
+//
+//	<dir>/bases/<root>/table         the cluster table of a prepared base disk
+//	<dir>/entries/<key>/entry.json   what the snapshot is (written last)
+//	<dir>/entries/<key>/table        the cluster table after the layer
+//	<dir>/entries/<key>/delta        the clusters that differ from the parent
+//	<dir>/lock                       shared while building, exclusive to prune
+type Cache struct {
+	Dir string
+}
+
+// Entry describes one snapshot.
+type Entry struct {
+	Key string `json:"key"`
+	// Parent is the key of the snapshot this one is a delta against, or ""
+	// when it is the prepared base disk (Root).
+	Parent string `json:"parent"`
+	// ParentState and State are the digests of the cluster tables before
+	// and after the layer: a delta applies only onto the exact state it was
+	// made from, which two builds of the same parent key need not share.
+	ParentState string `json:"parent_state"`
+	State       string `json:"state"`
+	Root        string `json:"root"`
+	Layer       string `json:"layer"`
+	Image       string `json:"image"`
+	// Volatile is set for layers whose result depends on the outside world
+	// (apt installs from a moving archive, commands that may fetch): they
+	// are reused only up to a maximum age.
+	Volatile bool      `json:"volatile"`
+	Created  time.Time `json:"created"`
+	DiskSize int64     `json:"disk_size"`
+	Changed  int       `json:"changed_clusters"`
+	// Meta is what the builder records about the layer (steps and their
+	// timings, missing optional packages, apt keys), restored on a hit.
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// Bytes is the space the entry takes on disk (set by List).
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// CorruptError is a snapshot that cannot be used: missing or unreadable
+// files, or a cluster whose bytes do not match its table.
+type CorruptError struct {
+	Key    string
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("layer cache entry %s is unusable: %s", short(e.Key), e.Reason)
+}
+
+func short(key string) string {
+	key = strings.TrimPrefix(key, "sha256:")
+	if len(key) > 12 {
+		return key[:12]
+	}
+	return key
+}
+
+func dirName(key string) string { return strings.TrimPrefix(key, "sha256:") }
+
+func (c Cache) entryDir(key string) string { return filepath.Join(c.Dir, "entries", dirName(key)) }
+
+// Lock takes the cache's lock, shared (builds) or exclusive (prune), and
+// returns its release.
+func (c Cache) Lock(exclusive bool) (func(), error) {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(c.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking the layer cache: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// BaseTable returns the cluster table of a prepared base disk, hashing the
+// disk the first time that root is seen.
+func (c Cache) BaseTable(ctx context.Context, root, disk string) (*Table, error) {
+	p := filepath.Join(c.Dir, "bases", dirName(root), "table")
+	if t, err := readTable(p); err == nil {
+		if st, err := os.Stat(disk); err == nil && st.Size() == t.Size {
+			return t, nil
+		}
+	}
+	t, err := hashDisk(ctx, disk)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeAtomic(p, t.marshal()); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Get returns the entry for key, nil when there is none. An entry that
+// cannot be read is a *CorruptError.
+func (c Cache) Get(key string) (*Entry, error) {
+	b, err := os.ReadFile(filepath.Join(c.entryDir(key), "entry.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &CorruptError{Key: key, Reason: err.Error()}
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil || e.Key != key {
+		return nil, &CorruptError{Key: key, Reason: "entry.json does not describe it"}
+	}
+	return &e, nil
+}
+
+// Save snapshots disk as entry e, a delta against parent (the table of the
+// disk's state before the layer), and returns the disk's new table. When
+// another build saved the same key first, that entry is kept.
+func (c Cache) Save(ctx context.Context, e Entry, disk string, parent *Table) (*Table, error) {
+	if err := os.MkdirAll(filepath.Join(c.Dir, "entries"), 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(c.Dir, "entries"), ".tmp-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	delta, err := os.Create(filepath.Join(tmp, "delta"))
+	if err != nil {
+		return nil, err
+	}
+	t, changed, err := scan(ctx, disk, parent, delta)
+	if cerr := delta.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshotting layer %s: %w", e.Layer, err)
+	}
+	e.DiskSize, e.Changed = t.Size, changed
+	e.ParentState, e.State = parent.Digest(), t.Digest()
+	if err := os.WriteFile(filepath.Join(tmp, "table"), t.marshal(), 0o644); err != nil {
+		return nil, err
+	}
+	eb, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "entry.json"), eb, 0o644); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"delta", "table", "entry.json"} {
+		if err := syncFile(filepath.Join(tmp, name)); err != nil {
+			return nil, err
+		}
+	}
+	final := c.entryDir(e.Key)
+	if old, err := c.Get(e.Key); err == nil && old != nil {
+		if old.State == e.State {
+			return t, nil // another build stored this very state first
+		}
+		// The same layer built on another run differs in its bytes (times,
+		// allocation): this build's state replaces it, so that the layers
+		// after it, which this build stores next, apply onto it.
+		if err := os.Rename(final, tmp+".old"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp + ".old")
+	} else if err != nil {
+		os.RemoveAll(final)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if old, gerr := c.Get(e.Key); gerr == nil && old != nil && old.State == e.State {
+			return t, nil
+		}
+		return nil, fmt.Errorf("storing layer %s in the cache: %w", e.Layer, err)
+	}
+	return t, nil
+}
+
+// scan hashes disk's clusters and writes those that differ from parent
+// into delta, at their offsets.
+func scan(ctx context.Context, disk string, parent *Table, delta *os.File) (*Table, int, error) {
+	t, err := hashDisk(ctx, disk)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := delta.Truncate(t.Size); err != nil {
+		return nil, 0, err
+	}
+	f, err := os.Open(disk)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, ClusterSize)
+	changed := 0
+	for i, h := range t.Hashes {
+		if parent != nil && i < len(parent.Hashes) && parent.Hashes[i] == h {
+			continue
+		}
+		if h == zeroHash && (parent == nil || i >= len(parent.Hashes)) {
+			continue // new space that is still zeros: the delta's hole
+		}
+		off := int64(i) * ClusterSize
+		n, err := f.ReadAt(buf, off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, 0, err
+		}
+		clear(buf[n:])
+		if sha256.Sum256(buf) != h {
+			return nil, 0, fmt.Errorf("the disk changed while it was being snapshotted (cluster %d)", i)
+		}
+		if _, err := delta.WriteAt(buf[:n], off); err != nil {
+			return nil, 0, err
+		}
+		changed++
+	}
+	return t, changed, nil
+}
+
+// Restore applies the chain of snapshots, oldest first, onto disk (the
+// prepared base, whose table is base) and returns the resulting table.
+// Every cluster copied is checked against its table; a mismatch or a
+// missing file is a *CorruptError naming the entry.
+func (c Cache) Restore(ctx context.Context, chain []*Entry, base *Table, disk string) (*Table, error) {
+	out, err := os.OpenFile(disk, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	prev := base
+	buf := make([]byte, ClusterSize)
+	for _, e := range chain {
+		t, err := readTable(filepath.Join(c.entryDir(e.Key), "table"))
+		if err != nil {
+			return nil, &CorruptError{Key: e.Key, Reason: "table: " + err.Error()}
+		}
+		if t.Size != prev.Size {
+			return nil, &CorruptError{Key: e.Key, Reason: fmt.Sprintf("made for a %d-byte disk, this one has %d", t.Size, prev.Size)}
+		}
+		delta, err := os.Open(filepath.Join(c.entryDir(e.Key), "delta"))
+		if err != nil {
+			return nil, &CorruptError{Key: e.Key, Reason: err.Error()}
+		}
+		for i, h := range t.Hashes {
+			if h == prev.Hashes[i] {
+				continue
+			}
+			if i%64 == 0 {
+				if err := ctx.Err(); err != nil {
+					delta.Close()
+					return nil, err
+				}
+			}
+			off := int64(i) * ClusterSize
+			n, err := delta.ReadAt(buf, off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				delta.Close()
+				return nil, &CorruptError{Key: e.Key, Reason: err.Error()}
+			}
+			clear(buf[n:])
+			if sha256.Sum256(buf) != h {
+				delta.Close()
+				return nil, &CorruptError{Key: e.Key, Reason: fmt.Sprintf("cluster %d does not match its hash", i)}
+			}
+			if _, err := out.WriteAt(buf[:min(int64(ClusterSize), t.Size-off)], off); err != nil {
+				delta.Close()
+				return nil, fmt.Errorf("restoring layer %s: %w", e.Layer, err)
+			}
+		}
+		delta.Close()
+		now := time.Now()
+		os.Chtimes(filepath.Join(c.entryDir(e.Key), "entry.json"), now, now) // last use, for prune
+		prev = t
+	}
+	return prev, nil
+}
+
+// Remove deletes an entry.
+func (c Cache) Remove(key string) error { return os.RemoveAll(c.entryDir(key)) }
+
+// List returns the entries, oldest first, with their sizes and last use.
+func (c Cache) List() ([]Entry, error) {
+	dirs, err := os.ReadDir(filepath.Join(c.Dir, "entries"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, d := range dirs {
+		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		e, err := c.Get("sha256:" + d.Name())
+		if err != nil || e == nil {
+			e = &Entry{Key: "sha256:" + d.Name(), Layer: "(unreadable)"}
+		}
+		e.Bytes = diskUsage(filepath.Join(c.Dir, "entries", d.Name()))
+		out = append(out, *e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// LastUsed is when an entry was last restored or written.
+func (c Cache) LastUsed(key string) time.Time {
+	st, err := os.Stat(filepath.Join(c.entryDir(key), "entry.json"))
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
+}
+
+// Prune removes entries not used for olderThan (0: no age limit), then the
+// least recently used ones until the cache holds at most maxBytes (0: no
+// size limit; negative: remove them all), and half-written leftovers. It
+// returns what it removed.
+func (c Cache) Prune(maxBytes int64, olderThan time.Duration) ([]Entry, error) {
+	unlock, err := c.Lock(true)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if tmps, _ := filepath.Glob(filepath.Join(c.Dir, "entries", ".tmp-*")); len(tmps) > 0 {
+		for _, t := range tmps {
+			os.RemoveAll(t)
+		}
+	}
+	entries, err := c.List()
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(entries, func(i, j int) bool { return c.LastUsed(entries[i].Key).Before(c.LastUsed(entries[j].Key)) })
+	var total int64
+	for _, e := range entries {
+		total += e.Bytes
+	}
+	var removed []Entry
+	for _, e := range entries {
+		old := olderThan > 0 && time.Since(c.LastUsed(e.Key)) > olderThan
+		big := maxBytes < 0 || (maxBytes > 0 && total > maxBytes)
+		if !old && !big {
+			continue
+		}
+		if err := c.Remove(e.Key); err != nil {
+			return removed, err
+		}
+		total -= e.Bytes
+		removed = append(removed, e)
+	}
+	return removed, nil
+}
+
+func diskUsage(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				if st, ok := info.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512
+				}
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func syncFile(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+func writeAtomic(p string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(p, data, 0o644)
+}

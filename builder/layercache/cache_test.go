@@ -1,0 +1,258 @@
+package layercache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// disk makes a sparse 64 MiB disk image with data in a few places.
+func disk(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "disk.raw")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewSource(1))
+	for _, off := range []int64{0, 5 << 20, 40<<20 + 123} {
+		b := make([]byte, 3<<20)
+		rnd.Read(b)
+		f.WriteAt(b, off)
+	}
+	return p
+}
+
+func scribble(t *testing.T, p string, off int64, data string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte(data), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func same(t *testing.T, a, b string) bool {
+	t.Helper()
+	x, _ := os.ReadFile(a)
+	y, _ := os.ReadFile(b)
+	return bytes.Equal(x, y)
+}
+
+// TestSaveRestoreChain snapshots two layers as deltas and restores them onto
+// a fresh copy of the base: the bytes come back, and the deltas hold only
+// what changed.
+func TestSaveRestoreChain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := Cache{Dir: filepath.Join(dir, "cache")}
+	work := disk(t, dir)
+	base := filepath.Join(dir, "base.raw")
+	copyFile(t, work, base)
+
+	bt, err := c.BaseTable(ctx, "sha256:root", work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scribble(t, work, 1<<20, "layer one")
+	scribble(t, work, 60<<20, "into a hole")
+	t1, err := c.Save(ctx, Entry{Key: "sha256:k1", Root: "sha256:root", Layer: "one", Created: time.Now()}, work, bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after1 := filepath.Join(dir, "after1.raw")
+	copyFile(t, work, after1)
+	scribble(t, work, 1<<20, "layer two")
+	scribble(t, work, 10<<20, "more")
+	if _, err := c.Save(ctx, Entry{Key: "sha256:k2", Parent: "sha256:k1", Root: "sha256:root", Layer: "two", Created: time.Now()}, work, t1); err != nil {
+		t.Fatal(err)
+	}
+	e1, _ := c.Get("sha256:k1")
+	e2, _ := c.Get("sha256:k2")
+	if e1 == nil || e2 == nil || e1.Changed != 2 || e2.Changed != 2 {
+		t.Fatalf("entries %+v %+v: want 2 changed clusters each", e1, e2)
+	}
+
+	for _, tc := range []struct {
+		chain []*Entry
+		want  string
+	}{{[]*Entry{e1}, after1}, {[]*Entry{e1, e2}, work}} {
+		restored := filepath.Join(dir, "restored.raw")
+		copyFile(t, base, restored)
+		if _, err := c.Restore(ctx, tc.chain, bt, restored); err != nil {
+			t.Fatal(err)
+		}
+		if !same(t, restored, tc.want) {
+			t.Errorf("restoring %d layers did not give the snapshotted bytes", len(tc.chain))
+		}
+	}
+	// The deltas are sparse: a handful of clusters, not the disk.
+	for _, e := range []*Entry{e1, e2} {
+		if du := diskUsage(c.entryDir(e.Key)); du > 4*ClusterSize+64<<10 {
+			t.Errorf("entry %s takes %d bytes", e.Layer, du)
+		}
+	}
+	if got, _ := c.Get("sha256:nope"); got != nil {
+		t.Error("Get of a missing key returned an entry")
+	}
+}
+
+// TestCorruptSnapshotDetected: a flipped byte in a delta, a truncated
+// table and an unreadable entry are each reported, never restored.
+func TestCorruptSnapshotDetected(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := Cache{Dir: filepath.Join(dir, "cache")}
+	work := disk(t, dir)
+	base := filepath.Join(dir, "base.raw")
+	copyFile(t, work, base)
+	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	scribble(t, work, 2<<20, "changed")
+	if _, err := c.Save(ctx, Entry{Key: "sha256:k1", Layer: "one"}, work, bt); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := c.Get("sha256:k1")
+	restore := func() error {
+		r := filepath.Join(dir, "r.raw")
+		copyFile(t, base, r)
+		_, err := c.Restore(ctx, []*Entry{e}, bt, r)
+		return err
+	}
+	scribble(t, filepath.Join(c.entryDir("sha256:k1"), "delta"), 2<<20, "CHANGED")
+	var ce *CorruptError
+	if err := restore(); !errors.As(err, &ce) || ce.Key != "sha256:k1" {
+		t.Errorf("flipped delta: %v", err)
+	}
+	os.WriteFile(filepath.Join(c.entryDir("sha256:k1"), "table"), []byte("imagectl-cluster-table v1 1 2\n"), 0o644)
+	if err := restore(); !errors.As(err, &ce) {
+		t.Errorf("truncated table: %v", err)
+	}
+	os.WriteFile(filepath.Join(c.entryDir("sha256:k1"), "entry.json"), []byte("{"), 0o644)
+	if _, err := c.Get("sha256:k1"); !errors.As(err, &ce) {
+		t.Errorf("unreadable entry: %v", err)
+	}
+}
+
+// TestConcurrentSaves: builds racing to store the same layer leave one
+// good entry.
+func TestConcurrentSaves(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := Cache{Dir: filepath.Join(dir, "cache")}
+	work := disk(t, dir)
+	base := filepath.Join(dir, "base.raw")
+	copyFile(t, work, base)
+	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	scribble(t, work, 3<<20, "same state")
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x"}, work, bt)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	e, err := c.Get("sha256:k")
+	if err != nil || e == nil {
+		t.Fatalf("after concurrent saves: %v %v", e, err)
+	}
+	r := filepath.Join(dir, "r.raw")
+	copyFile(t, base, r)
+	if _, err := c.Restore(ctx, []*Entry{e}, bt, r); err != nil || !same(t, r, work) {
+		t.Errorf("restore after concurrent saves: %v", err)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(c.Dir, "entries", ".tmp-*")); len(tmps) != 0 {
+		t.Errorf("left behind: %v", tmps)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := Cache{Dir: filepath.Join(dir, "cache")}
+	work := disk(t, dir)
+	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	prev := bt
+	for i, k := range []string{"sha256:a", "sha256:b", "sha256:c"} {
+		scribble(t, work, int64(i)<<20, "layer "+k)
+		var err error
+		if prev, err = c.Save(ctx, Entry{Key: k, Layer: k}, work, prev); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(time.Duration(i-3) * time.Hour)
+		os.Chtimes(filepath.Join(c.entryDir(k), "entry.json"), old, old)
+	}
+	removed, err := c.Prune(0, 150*time.Minute)
+	if err != nil || len(removed) != 1 || removed[0].Key != "sha256:a" {
+		t.Fatalf("prune by age removed %+v, %v", removed, err)
+	}
+	left, _ := c.List()
+	removed, err = c.Prune(left[0].Bytes, 0)
+	if err != nil || len(removed) != 1 || removed[0].Key != "sha256:b" {
+		t.Fatalf("prune by size removed %+v, %v (left %+v)", removed, err, left)
+	}
+	if left, _ := c.List(); len(left) != 1 || left[0].Key != "sha256:c" {
+		t.Fatalf("left %+v", left)
+	}
+}
+
+// TestSaveReplacesAnotherState: the same key saved from different bytes (a
+// rebuild of a layer is not bit-identical) replaces the entry, so the
+// layers saved after it apply onto the state they were made from.
+func TestSaveReplacesAnotherState(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := Cache{Dir: filepath.Join(dir, "cache")}
+	work := disk(t, dir)
+	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	scribble(t, work, 1<<20, "first run")
+	a, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x"}, work, bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scribble(t, work, 1<<20, "second run")
+	b, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x"}, work, bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := c.Get("sha256:k")
+	if a.Digest() == b.Digest() || e.State != b.Digest() || e.ParentState != bt.Digest() {
+		t.Fatalf("entry state %s, want the second run's %s", e.State, b.Digest())
+	}
+	if left, _ := filepath.Glob(filepath.Join(c.Dir, "entries", ".tmp-*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
