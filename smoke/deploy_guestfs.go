@@ -320,14 +320,25 @@ func (a *appliance) deploy(ctx context.Context, tgz string, c deployConfig, log 
 
 	// initramfs: curtin runs update-initramfs once per kernel in /boot,
 	// -u when its initrd exists, -c when not (curthooks.update_initramfs);
-	// a DKMS module that cannot build fails here as it fails a deploy.
-	log("updating the initramfs of kernel " + strings.Join(strings.Fields(kernels), ", "))
-	if _, err := a.run(ctx, "update-initramfs", `set -e
+	// a DKMS module that cannot build fails there as it fails a deploy.
+	// -u is optional here (c.initramfs): under TCG it takes many minutes.
+	update := ":"
+	if c.initramfs {
+		update = `update-initramfs -u -k "$k"`
+		log("updating the initramfs of kernel " + strings.Join(strings.Fields(kernels), ", ") + " as curtin does")
+	}
+	if out, err := a.run(ctx, "update-initramfs", `set -e
 for k in $(ls -1 /boot | sed -n 's/^vmlinu[xz]-//p'); do
-	if [ -e "/boot/initrd.img-$k" ]; then mode=-u; else mode=-c; fi
-	update-initramfs $mode -k "$k"
+	if [ -e "/boot/initrd.img-$k" ]; then
+		`+update+`
+	else
+		echo "creating the missing /boot/initrd.img-$k"
+		update-initramfs -c -k "$k"
+	fi
 done`); err != nil {
 		return nil, err
+	} else if out != "" {
+		log(out)
 	}
 
 	// GRUB, as install_grub does for a Debian-family target on UEFI:

@@ -43,6 +43,11 @@ type Options struct {
 	MemoryMB int
 	// DiskSize is the scratch disk's size in bytes (default 8 GiB).
 	DiskSize int64
+	// UpdateInitramfs rebuilds every kernel's initramfs as curtin does
+	// (update-initramfs -u), which is where a DKMS module that cannot build
+	// fails a deploy. It costs many minutes under TCG, so by default only a
+	// missing initramfs is created (curtin's -c case).
+	UpdateInitramfs bool
 	// Events receives progress; nil discards it.
 	Events func(builder.Event)
 }
@@ -174,7 +179,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	done := r.phase(PhaseDeploy, "lay "+filepath.Base(tgz)+" onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)")
 	start := time.Now()
 	dep, err := deploy(ctx, tgz, disk, deployConfig{
-		accel: accel, size: opts.DiskSize, script: m.Validation.Script, log: r.log,
+		accel: accel, size: opts.DiskSize, script: m.Validation.Script, initramfs: opts.UpdateInitramfs, log: r.log,
 	})
 	res.Seconds[PhaseDeploy] = time.Since(start).Seconds()
 	done(err)
@@ -250,6 +255,8 @@ type deployConfig struct {
 	accel  string
 	size   int64
 	script string // the validation script's path in the image
+	// initramfs: update every existing initramfs, not only create missing ones
+	initramfs bool
 	log    func(string)
 }
 
