@@ -257,7 +257,7 @@ type deployConfig struct {
 	script string // the validation script's path in the image
 	// initramfs: update every existing initramfs, not only create missing ones
 	initramfs bool
-	log    func(string)
+	log       func(string)
 }
 
 // deployed is what the deploy learned.
