@@ -64,8 +64,10 @@ type Result struct {
 	Manifest         *manifest.Manifest
 }
 
-// Build executes a plan: verifies the base image, customizes a
-// raw working copy of it in one appliance session, packs the root
+// Build executes a plan: verifies the base image, makes a raw working copy
+// of it, restores the deepest run of unchanged layers from the layer cache
+// (when opts.LayerCache is set), applies the remaining layers in one
+// appliance session (none when every layer was cached), packs the root
 // filesystem into the tgz and writes the manifest and validation script.
 // Outputs appear under their final names only when all of them are
 // complete; a failed or cancelled build leaves none of them and no work

@@ -38,7 +38,7 @@ variable "netdata_retention_mb" {
 variable "extra_packages" {
   type        = list(string)
   default     = []
-  description = "More packages for the tools layer (-var extra_packages=tree,ncdu)."
+  description = "More packages, in a layer of their own after the others (-var extra_packages=tree,ncdu)."
 }
 
 locals {
@@ -59,7 +59,7 @@ image "imagectl-demo" {
 
   layer "tools" {
     description       = "Operator tools"
-    packages          = concat(local.tools, var.extra_packages)
+    packages          = local.tools
     optional_packages = ["htop", "no-such-package-imagectl-demo"]
 
     file "/etc/motd" {
@@ -79,6 +79,12 @@ image "imagectl-demo" {
   layer "netdata" {
     source    = "../layers/netdata.hcl"
     variables = { enabled = var.enable_netdata }
+  }
+
+  layer "extras" {
+    description = "Packages added at build time (-var extra_packages=tree,ncdu)"
+    enabled     = length(var.extra_packages) > 0
+    packages    = var.extra_packages
   }
 
   kernel {

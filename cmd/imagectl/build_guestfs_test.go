@@ -13,8 +13,9 @@ import (
 )
 
 // TestDemoRebuildSignedAndDiffed builds examples/demo.hcl through the CLI,
-// signed, verifies it, rebuilds it as the next version with one more package
-// and checks that imagectl diff shows exactly that package, and that the
+// signed, verifies it, rebuilds it with one more package (its extras layer,
+// after the others: the layer cache restores the layers before it) and
+// checks that imagectl diff shows exactly that package, and that the
 // signatures of one build do not verify the other's tgz.
 func TestDemoRebuildSignedAndDiffed(t *testing.T) {
 	if testing.Short() {
@@ -45,7 +46,16 @@ func TestDemoRebuildSignedAndDiffed(t *testing.T) {
 	if _, stderr, code := imagectl(t, env, "verify", a+".tgz", "--key", pub); code != 0 {
 		t.Fatalf("verify of the signed build: exit %d\n%s", code, stderr)
 	}
-	b := build(t.TempDir(), "0.1.1", "-var", "extra_packages=tree")
+	b := build(t.TempDir(), "0.1.0", "-var", "extra_packages=tree")
+	mb, err := manifest.Read(b + ".manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range mb.Layers {
+		if want := l.Name == "tools" || l.Name == "netdata"; (l.CachedAt != nil) != want {
+			t.Errorf("layer %s: cached %v, want %v", l.Name, l.CachedAt != nil, want)
+		}
+	}
 	if _, _, code := imagectl(t, env, "verify", b+".tgz", "--key", pub); code != 0 {
 		t.Fatal("verify of the second build failed")
 	}
