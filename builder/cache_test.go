@@ -1,0 +1,69 @@
+package builder
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/layers"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// TestCacheKeys: the layer cache's keys follow what changes the disk and
+// nothing else.
+func TestCacheKeys(t *testing.T) {
+	chdirRoot(t)
+	demo := func(flags ...string) []string {
+		t.Helper()
+		base := []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
+		p := loadPlan(t, planCase{recipe: "examples/demo.hcl", inputs: recipes.Inputs{Flags: append(base, flags...)}})
+		_, keys, volatile, err := cacheKeys(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range p.Layers {
+			if l.Name == "tools" && !volatile[i] {
+				t.Error("the tools layer installs packages but is not volatile")
+			}
+			if l.Enabled != (keys[i] != "") {
+				t.Errorf("layer %s: enabled %v, key %q", l.Name, l.Enabled, keys[i])
+			}
+		}
+		return keys
+	}
+	names := func() []string {
+		p := loadPlan(t, planCases[2])
+		var n []string
+		for _, l := range p.Layers {
+			n = append(n, l.Name)
+		}
+		return n
+	}()
+	same := demo()
+	if again := demo(); strings.Join(again, ",") != strings.Join(same, ",") {
+		t.Fatal("the same recipe gave other keys")
+	}
+	// A Netdata setting changes @config and what follows, not the layers before.
+	netdata := demo("netdata_retention_mb=65")
+	for i, n := range names {
+		changed := netdata[i] != same[i]
+		want := n == "@config" || n == layers.FinalizeLayer
+		if same[i] != "" && changed != want {
+			t.Errorf("netdata_retention_mb: layer %s changed %v, want %v", n, changed, want)
+		}
+	}
+	// The version is in the manifest and the marker only: just @finalize,
+	// and the tools layer, whose motd and script carry it.
+	version := demo("version=9.9.9")
+	for i, n := range names {
+		if same[i] == "" {
+			continue
+		}
+		changed := version[i] != same[i]
+		if n == "tools" && !changed {
+			t.Error("the tools layer writes the version but kept its key")
+		}
+		if n == layers.FinalizeLayer && !changed {
+			t.Error("@finalize writes the marker with the version but kept its key")
+		}
+	}
+}
