@@ -125,12 +125,14 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 	go func() {
 		br := bufio.NewReaderSize(stdout, 64<<10)
 		for {
-			s, err := br.ReadString('\n')
-			if s != "" {
-				io.WriteString(c.console, s)
-				lines <- s
+			// A console that never ends a line is cut into 64 KiB lines:
+			// memory stays bounded whatever the guest prints.
+			b, err := br.ReadSlice('\n')
+			if len(b) > 0 {
+				c.console.Write(b)
+				lines <- string(b)
 			}
-			if err != nil {
+			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 				break
 			}
 		}
