@@ -39,7 +39,6 @@ type layerCache struct {
 	root     string
 	table    *layercache.Table // the disk's current state
 	parent   string            // key of the entry the disk is in, "" = base
-	refresh  bool              // replace entries instead of keeping them
 	unlock   func()
 }
 
@@ -47,8 +46,9 @@ type layerCache struct {
 // keys, rooted in what else decides the disk's state: the builder version
 // and the base image with its format and size. The final layer writes the
 // build marker and the validation script, made from the manifest, so its
-// key also covers the manifest's static part.
-func cacheKeys(plan *Plan) (root string, keys []string, volatile []bool, err error) {
+// key also covers the manifest's static part and the per-build facts the
+// marker records (extra: the source revision, the parent version).
+func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
 	h := func(parts ...string) string {
 		s := sha256.New()
 		for _, p := range parts {
@@ -70,7 +70,7 @@ func cacheKeys(plan *Plan) (root string, keys []string, volatile []bool, err err
 		}
 		keys[i] = h(root, l.Key)
 		if l.Name == layers.FinalizeLayer {
-			keys[i] = h(root, l.Key, string(static))
+			keys[i] = h(append([]string{root, l.Key, string(static)}, extra...)...)
 		}
 		for _, st := range l.Steps {
 			switch st.(type) {
@@ -88,9 +88,9 @@ func cacheKeys(plan *Plan) (root string, keys []string, volatile []bool, err err
 // snapshot is reported, removed and rebuilt; prepare makes a fresh base disk
 // when a restore has to start again.
 func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk string, rep reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
-	lc := &layerCache{c: layercache.Cache{Dir: opts.LayerCache}, refresh: opts.Refresh}
+	lc := &layerCache{c: layercache.Cache{Dir: opts.LayerCache}}
 	var err error
-	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan); err != nil {
+	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Source.Dir), opts.ParentVersion); err != nil {
 		return nil, nil, err
 	}
 	if lc.unlock, err = lc.c.Lock(false); err != nil {
@@ -115,17 +115,12 @@ func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk str
 					restored = append(restored, nil)
 					continue
 				}
-				e, err := lc.c.Get(key)
+				e, err := lc.c.Get(key, state)
 				switch {
 				case err != nil:
-					rep.log(fmt.Sprintf("layer cache: %v; rebuilding it", err))
-					lc.c.Remove(key)
+					rep.log(fmt.Sprintf("layer cache: reading layer %s: %v; rebuilding it", plan.Layers[i].Name, err))
 					break lookup
 				case e == nil:
-					break lookup
-				case e.ParentState != state:
-					// Made on top of another build's bytes for the layers
-					// before: this build replaces it.
 					break lookup
 				case lc.volatile[i] && time.Since(e.Created) > maxAge:
 					rep.log(fmt.Sprintf("layer cache: layer %s was cached %s ago, more than the maximum age %s for a layer that installs packages or runs commands; rebuilding it",
@@ -152,7 +147,7 @@ func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk str
 		var ce *layercache.CorruptError
 		if errors.As(err, &ce) {
 			rep.log(fmt.Sprintf("layer cache: %v; removing it and rebuilding from there", err))
-			lc.c.Remove(ce.Key)
+			lc.c.Remove(ce.Entry)
 			if err := prepare(); err != nil {
 				lc.unlock()
 				return nil, nil, err
@@ -176,9 +171,6 @@ func (lc *layerCache) save(ctx context.Context, plan *Plan, i int, disk string, 
 	}
 	e := layercache.Entry{Key: lc.keys[i], Parent: lc.parent, Root: lc.root, Layer: plan.Layers[i].Name, Image: plan.Image.Name,
 		Volatile: lc.volatile[i], Created: time.Now().UTC(), Meta: mb}
-	if lc.refresh {
-		lc.c.Remove(e.Key)
-	}
 	t, err := lc.c.Save(ctx, e, disk, lc.table)
 	if err != nil {
 		return err

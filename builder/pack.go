@@ -45,6 +45,7 @@ func Repack(ctx context.Context, in io.Reader, out io.Writer, level int) (PackRe
 	if err != nil {
 		return PackResult{}, err
 	}
+	defer tw.abort()
 	tr := tar.NewReader(in)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -80,6 +81,7 @@ func PackDisk(ctx context.Context, path string, part int, out io.Writer, level i
 	if err != nil {
 		return PackResult{}, err
 	}
+	defer tw.abort()
 	if err := fsys.Walk(ctx, func(hdr *tar.Header, body io.Reader) error {
 		return tw.add(hdr, body)
 	}); err != nil {
@@ -90,10 +92,11 @@ func PackDisk(ctx context.Context, path string, part int, out io.Writer, level i
 
 // tgzWriter writes root filesystem entries as the artifact's tgz.
 type tgzWriter struct {
-	hw  *hashingWriter
-	zw  *pgzip.Writer
-	tw  *tar.Writer
-	res PackResult
+	closed bool
+	hw     *hashingWriter
+	zw     *pgzip.Writer
+	tw     *tar.Writer
+	res    PackResult
 }
 
 func newTGZWriter(out io.Writer, level int) (*tgzWriter, error) {
@@ -110,6 +113,15 @@ func newTGZWriter(out io.Writer, level int) (*tgzWriter, error) {
 	zw.Header.ModTime = time.Unix(0, 0)
 	zw.Header.OS = 255
 	return &tgzWriter{hw: hw, zw: zw, tw: tar.NewWriter(zw)}, nil
+}
+
+// abort stops the compressor's goroutines after a failure; the output is
+// to be thrown away.
+func (t *tgzWriter) abort() {
+	if !t.closed {
+		t.closed = true
+		t.zw.Close()
+	}
 }
 
 // add writes one entry, normalized, unless it is excluded; body is read for
@@ -137,7 +149,9 @@ func (t *tgzWriter) add(hdr *tar.Header, body io.Reader) error {
 }
 
 func (t *tgzWriter) close() (PackResult, error) {
+	t.closed = true
 	if err := t.tw.Close(); err != nil {
+		t.zw.Close()
 		return t.res, err
 	}
 	if err := t.zw.Close(); err != nil {

@@ -102,23 +102,10 @@ func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 		out.Files[filename] = &hcl.File{Bytes: redactAll(src)}
 		return out, diags
 	}
-	// Keys written in clear are errors, and never shown in a snippet.
+	// Keys written in clear are errors, and never shown in a snippet,
+	// wherever in the file they are.
 	shown := append([]byte(nil), src...)
-	body := f.Body.(*hclsyntax.Body)
-	for _, b := range body.Blocks {
-		for _, a := range b.Body.Attributes {
-			v, d := a.Expr.Value(nil)
-			literal := !d.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull()
-			if a.Name != "api_key" && !(literal && reKeyShape.MatchString(v.AsString())) {
-				continue
-			}
-			r := a.Expr.Range()
-			copy(shown[r.Start.Byte:r.End.Byte], bytes.Repeat([]byte("*"), r.End.Byte-r.Start.Byte))
-			rng := a.SrcRange
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "API key written in clear", Subject: &rng,
-				Detail: "A MAAS API key may not be written in the sites file: put it in an environment variable named by api_key_env, or in a file (mode 0600) named by api_key_file."})
-		}
-	}
+	redactSecrets(f.Body.(*hclsyntax.Body), shown, &diags)
 	out.Files[filename] = &hcl.File{Body: f.Body, Bytes: shown}
 	if diags.HasErrors() {
 		return out, diags
@@ -140,6 +127,38 @@ func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 		}
 	}
 	return out, diags
+}
+
+// redactSecrets finds, in every attribute of body and its blocks, an
+// api_key, a value shaped like a MAAS API key or a URL with credentials:
+// each is an error, and its text is starred out of shown, the copy of the
+// source that diagnostics quote.
+func redactSecrets(body *hclsyntax.Body, shown []byte, diags *hcl.Diagnostics) {
+	for _, a := range body.Attributes {
+		v, d := a.Expr.Value(nil)
+		literal := !d.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull()
+		summary, detail := "", ""
+		switch {
+		case a.Name == "api_key" || (literal && reKeyShape.MatchString(v.AsString())):
+			summary, detail = "API key written in clear", "A MAAS API key may not be written in the sites file: put it in an environment variable named by api_key_env, or in a file (mode 0600) named by api_key_file."
+		case literal && hasURLCredentials(v.AsString()):
+			summary, detail = "Credentials in a URL", "A URL in the sites file may not carry a user or password: MAAS authenticates with the API key (api_key_env or api_key_file)."
+		default:
+			continue
+		}
+		r := a.Expr.Range()
+		copy(shown[r.Start.Byte:r.End.Byte], bytes.Repeat([]byte("*"), r.End.Byte-r.Start.Byte))
+		rng := a.SrcRange
+		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Subject: &rng, Detail: detail})
+	}
+	for _, b := range body.Blocks {
+		redactSecrets(b.Body, shown, diags)
+	}
+}
+
+func hasURLCredentials(v string) bool {
+	u, err := url.Parse(strings.TrimSpace(v))
+	return err == nil && u.User != nil && u.Host != ""
 }
 
 func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {

@@ -147,8 +147,11 @@ func TestLayerCache(t *testing.T) {
 		if two == nil {
 			t.Fatal("no entry for layer two")
 		}
-		delta := filepath.Join(cacheDir, "entries", strings.TrimPrefix(two.Key, "sha256:"), "delta")
-		f, err := os.OpenFile(delta, os.O_RDWR, 0)
+		deltas, _ := filepath.Glob(filepath.Join(cacheDir, "entries", strings.TrimPrefix(two.Key, "sha256:"), "*", "delta"))
+		if len(deltas) != 1 {
+			t.Fatalf("layer two has %d stored states, want 1: %v", len(deltas), deltas)
+		}
+		f, err := os.OpenFile(deltas[0], os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

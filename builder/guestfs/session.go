@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"libguestfs.org/guestfs"
@@ -40,7 +41,7 @@ type session struct {
 	g      *guestfs.Guestfs
 	accel  string
 	pid    int
-	killed bool
+	killed atomic.Bool // set by Close from another goroutine during a call
 	closed bool
 	mounts []builder.Mount
 }
@@ -270,11 +271,11 @@ func (s *session) call(ctx context.Context, f func(g *guestfs.Guestfs) error) er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.killed {
+	if s.closed || s.killed.Load() {
 		return errors.New("the appliance was stopped")
 	}
 	err := f(s.g)
-	if err != nil && s.killed {
+	if err != nil && s.killed.Load() {
 		return errors.New("the appliance was stopped")
 	}
 	return err
@@ -438,7 +439,7 @@ func (s *session) shutdownLocked() error {
 	}
 	s.closed = true
 	var err error
-	if !s.killed {
+	if !s.killed.Load() {
 		// Umount and Shutdown report write errors that Close would swallow.
 		if uerr := s.g.Umount_all(); uerr != nil {
 			err = uerr
@@ -453,7 +454,7 @@ func (s *session) shutdownLocked() error {
 
 func (s *session) kill() {
 	if s.pid > 0 {
-		s.killed = true
+		s.killed.Store(true)
 		syscall.Kill(s.pid, syscall.SIGKILL)
 	}
 }

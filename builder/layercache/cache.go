@@ -20,11 +20,16 @@ import (
 
 // Cache is a directory of layer snapshots:
 //
-//	<dir>/bases/<root>/table         the cluster table of a prepared base disk
-//	<dir>/entries/<key>/entry.json   what the snapshot is (written last)
-//	<dir>/entries/<key>/table        the cluster table after the layer
-//	<dir>/entries/<key>/delta        the clusters that differ from the parent
-//	<dir>/lock                       shared while building, exclusive to prune
+//	<dir>/bases/<root>/table                 the cluster table of a prepared base disk
+//	<dir>/entries/<key>/<state>/entry.json   what the snapshot is
+//	<dir>/entries/<key>/<state>/table        the cluster table after the layer
+//	<dir>/entries/<key>/<state>/delta        the clusters that differ from the parent
+//	<dir>/lock                               shared while building, exclusive to prune
+//
+// A key can hold several states: two builds of the same layer on the same
+// parent key need not give the same bytes (times, allocation), and each
+// delta applies only onto the exact state it was made from. A state's
+// directory appears by rename, complete, and never changes after.
 type Cache struct {
 	Dir string
 }
@@ -60,12 +65,12 @@ type Entry struct {
 // CorruptError is a snapshot that cannot be used: missing or unreadable
 // files, or a cluster whose bytes do not match its table.
 type CorruptError struct {
-	Key    string
+	Entry  *Entry
 	Reason string
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("layer cache entry %s is unusable: %s", short(e.Key), e.Reason)
+	return fmt.Sprintf("layer cache entry %s (layer %s) is unusable: %s", short(e.Entry.Key), e.Entry.Layer, e.Reason)
 }
 
 func short(key string) string {
@@ -78,7 +83,10 @@ func short(key string) string {
 
 func dirName(key string) string { return strings.TrimPrefix(key, "sha256:") }
 
-func (c Cache) entryDir(key string) string { return filepath.Join(c.Dir, "entries", dirName(key)) }
+func (c Cache) keyDir(key string) string { return filepath.Join(c.Dir, "entries", dirName(key)) }
+
+// dir is where an entry's files are.
+func (c Cache) dir(e *Entry) string { return filepath.Join(c.keyDir(e.Key), short(e.State)) }
 
 // Lock takes the cache's lock, shared (builds) or exclusive (prune), and
 // returns its release.
@@ -120,21 +128,46 @@ func (c Cache) BaseTable(ctx context.Context, root, disk string) (*Table, error)
 	return t, nil
 }
 
-// Get returns the entry for key, nil when there is none. An entry that
-// cannot be read is a *CorruptError.
-func (c Cache) Get(key string) (*Entry, error) {
-	b, err := os.ReadFile(filepath.Join(c.entryDir(key), "entry.json"))
+// Get returns the newest entry for key made on top of parentState, nil
+// when there is none. Entries whose description cannot be read are removed.
+func (c Cache) Get(key, parentState string) (*Entry, error) {
+	all, err := c.versions(key)
+	if err != nil {
+		return nil, err
+	}
+	var best *Entry
+	for i := range all {
+		if e := &all[i]; e.ParentState == parentState && (best == nil || e.Created.After(best.Created)) {
+			best = e
+		}
+	}
+	return best, nil
+}
+
+// versions reads every state stored under key.
+func (c Cache) versions(key string) ([]Entry, error) {
+	dirs, err := os.ReadDir(c.keyDir(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &CorruptError{Key: key, Reason: err.Error()}
+		return nil, err
 	}
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil || e.Key != key {
-		return nil, &CorruptError{Key: key, Reason: "entry.json does not describe it"}
+	var out []Entry
+	for _, d := range dirs {
+		p := filepath.Join(c.keyDir(key), d.Name())
+		b, err := os.ReadFile(filepath.Join(p, "entry.json"))
+		var e Entry
+		if err == nil {
+			err = json.Unmarshal(b, &e)
+		}
+		if err != nil || e.Key != key || short(e.State) != d.Name() {
+			os.RemoveAll(p) // not a snapshot this cache can use
+			continue
+		}
+		out = append(out, e)
 	}
-	return &e, nil
+	return out, nil
 }
 
 // Save snapshots disk as entry e, a delta against parent (the table of the
@@ -177,24 +210,13 @@ func (c Cache) Save(ctx context.Context, e Entry, disk string, parent *Table) (*
 			return nil, err
 		}
 	}
-	final := c.entryDir(e.Key)
-	if old, err := c.Get(e.Key); err == nil && old != nil {
-		if old.State == e.State {
-			return t, nil // another build stored this very state first
-		}
-		// The same layer built on another run differs in its bytes (times,
-		// allocation): this build's state replaces it, so that the layers
-		// after it, which this build stores next, apply onto it.
-		if err := os.Rename(final, tmp+".old"); err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp + ".old")
-	} else if err != nil {
-		os.RemoveAll(final)
+	final := c.dir(&e)
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return nil, err
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		if old, gerr := c.Get(e.Key); gerr == nil && old != nil && old.State == e.State {
-			return t, nil
+		if _, serr := os.Stat(filepath.Join(final, "entry.json")); serr == nil {
+			return t, nil // another build stored this very state first
 		}
 		return nil, fmt.Errorf("storing layer %s in the cache: %w", e.Layer, err)
 	}
@@ -255,16 +277,19 @@ func (c Cache) Restore(ctx context.Context, chain []*Entry, base *Table, disk st
 	prev := base
 	buf := make([]byte, ClusterSize)
 	for _, e := range chain {
-		t, err := readTable(filepath.Join(c.entryDir(e.Key), "table"))
+		t, err := readTable(filepath.Join(c.dir(e), "table"))
 		if err != nil {
-			return nil, &CorruptError{Key: e.Key, Reason: "table: " + err.Error()}
+			return nil, &CorruptError{Entry: e, Reason: "table: " + err.Error()}
 		}
 		if t.Size != prev.Size {
-			return nil, &CorruptError{Key: e.Key, Reason: fmt.Sprintf("made for a %d-byte disk, this one has %d", t.Size, prev.Size)}
+			return nil, &CorruptError{Entry: e, Reason: fmt.Sprintf("made for a %d-byte disk, this one has %d", t.Size, prev.Size)}
 		}
-		delta, err := os.Open(filepath.Join(c.entryDir(e.Key), "delta"))
+		if t.Digest() != e.State {
+			return nil, &CorruptError{Entry: e, Reason: "its table does not match its description"}
+		}
+		delta, err := os.Open(filepath.Join(c.dir(e), "delta"))
 		if err != nil {
-			return nil, &CorruptError{Key: e.Key, Reason: err.Error()}
+			return nil, &CorruptError{Entry: e, Reason: err.Error()}
 		}
 		for i, h := range t.Hashes {
 			if h == prev.Hashes[i] {
@@ -280,12 +305,12 @@ func (c Cache) Restore(ctx context.Context, chain []*Entry, base *Table, disk st
 			n, err := delta.ReadAt(buf, off)
 			if err != nil && !errors.Is(err, io.EOF) {
 				delta.Close()
-				return nil, &CorruptError{Key: e.Key, Reason: err.Error()}
+				return nil, &CorruptError{Entry: e, Reason: err.Error()}
 			}
 			clear(buf[n:])
 			if sha256.Sum256(buf) != h {
 				delta.Close()
-				return nil, &CorruptError{Key: e.Key, Reason: fmt.Sprintf("cluster %d does not match its hash", i)}
+				return nil, &CorruptError{Entry: e, Reason: fmt.Sprintf("cluster %d does not match its hash", i)}
 			}
 			if _, err := out.WriteAt(buf[:min(int64(ClusterSize), t.Size-off)], off); err != nil {
 				delta.Close()
@@ -294,18 +319,22 @@ func (c Cache) Restore(ctx context.Context, chain []*Entry, base *Table, disk st
 		}
 		delta.Close()
 		now := time.Now()
-		os.Chtimes(filepath.Join(c.entryDir(e.Key), "entry.json"), now, now) // last use, for prune
+		os.Chtimes(filepath.Join(c.dir(e), "entry.json"), now, now) // last use, for prune
 		prev = t
 	}
 	return prev, nil
 }
 
 // Remove deletes an entry.
-func (c Cache) Remove(key string) error { return os.RemoveAll(c.entryDir(key)) }
+func (c Cache) Remove(e *Entry) error {
+	err := os.RemoveAll(c.dir(e))
+	os.Remove(c.keyDir(e.Key)) // when it was the key's last state
+	return err
+}
 
-// List returns the entries, oldest first, with their sizes and last use.
+// List returns the entries, oldest first, with their sizes.
 func (c Cache) List() ([]Entry, error) {
-	dirs, err := os.ReadDir(filepath.Join(c.Dir, "entries"))
+	keys, err := os.ReadDir(filepath.Join(c.Dir, "entries"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -313,24 +342,26 @@ func (c Cache) List() ([]Entry, error) {
 		return nil, err
 	}
 	var out []Entry
-	for _, d := range dirs {
-		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+	for _, k := range keys {
+		if !k.IsDir() || strings.HasPrefix(k.Name(), ".") {
 			continue
 		}
-		e, err := c.Get("sha256:" + d.Name())
-		if err != nil || e == nil {
-			e = &Entry{Key: "sha256:" + d.Name(), Layer: "(unreadable)"}
+		vs, err := c.versions("sha256:" + k.Name())
+		if err != nil {
+			return nil, err
 		}
-		e.Bytes = diskUsage(filepath.Join(c.Dir, "entries", d.Name()))
-		out = append(out, *e)
+		for _, e := range vs {
+			e.Bytes = diskUsage(c.dir(&e))
+			out = append(out, e)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil
 }
 
 // LastUsed is when an entry was last restored or written.
-func (c Cache) LastUsed(key string) time.Time {
-	st, err := os.Stat(filepath.Join(c.entryDir(key), "entry.json"))
+func (c Cache) LastUsed(e *Entry) time.Time {
+	st, err := os.Stat(filepath.Join(c.dir(e), "entry.json"))
 	if err != nil {
 		return time.Time{}
 	}
@@ -356,19 +387,19 @@ func (c Cache) Prune(maxBytes int64, olderThan time.Duration) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(entries, func(i, j int) bool { return c.LastUsed(entries[i].Key).Before(c.LastUsed(entries[j].Key)) })
+	sort.Slice(entries, func(i, j int) bool { return c.LastUsed(&entries[i]).Before(c.LastUsed(&entries[j])) })
 	var total int64
 	for _, e := range entries {
 		total += e.Bytes
 	}
 	var removed []Entry
 	for _, e := range entries {
-		old := olderThan > 0 && time.Since(c.LastUsed(e.Key)) > olderThan
+		old := olderThan > 0 && time.Since(c.LastUsed(&e)) > olderThan
 		big := maxBytes < 0 || (maxBytes > 0 && total > maxBytes)
 		if !old && !big {
 			continue
 		}
-		if err := c.Remove(e.Key); err != nil {
+		if err := c.Remove(&e); err != nil {
 			return removed, err
 		}
 		total -= e.Bytes

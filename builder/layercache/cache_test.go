@@ -91,8 +91,8 @@ func TestSaveRestoreChain(t *testing.T) {
 	if _, err := c.Save(ctx, Entry{Key: "sha256:k2", Parent: "sha256:k1", Root: "sha256:root", Layer: "two", Created: time.Now()}, work, t1); err != nil {
 		t.Fatal(err)
 	}
-	e1, _ := c.Get("sha256:k1")
-	e2, _ := c.Get("sha256:k2")
+	e1, _ := c.Get("sha256:k1", bt.Digest())
+	e2, _ := c.Get("sha256:k2", t1.Digest())
 	if e1 == nil || e2 == nil || e1.Changed != 2 || e2.Changed != 2 {
 		t.Fatalf("entries %+v %+v: want 2 changed clusters each", e1, e2)
 	}
@@ -112,12 +112,15 @@ func TestSaveRestoreChain(t *testing.T) {
 	}
 	// The deltas are sparse: a handful of clusters, not the disk.
 	for _, e := range []*Entry{e1, e2} {
-		if du := diskUsage(c.entryDir(e.Key)); du > 4*ClusterSize+64<<10 {
+		if du := diskUsage(c.dir(e)); du > 4*ClusterSize+64<<10 {
 			t.Errorf("entry %s takes %d bytes", e.Layer, du)
 		}
 	}
-	if got, _ := c.Get("sha256:nope"); got != nil {
+	if got, _ := c.Get("sha256:nope", bt.Digest()); got != nil {
 		t.Error("Get of a missing key returned an entry")
+	}
+	if got, _ := c.Get("sha256:k2", bt.Digest()); got != nil {
+		t.Error("Get returned a snapshot made on another parent state")
 	}
 }
 
@@ -135,25 +138,28 @@ func TestCorruptSnapshotDetected(t *testing.T) {
 	if _, err := c.Save(ctx, Entry{Key: "sha256:k1", Layer: "one"}, work, bt); err != nil {
 		t.Fatal(err)
 	}
-	e, _ := c.Get("sha256:k1")
+	e, _ := c.Get("sha256:k1", bt.Digest())
 	restore := func() error {
 		r := filepath.Join(dir, "r.raw")
 		copyFile(t, base, r)
 		_, err := c.Restore(ctx, []*Entry{e}, bt, r)
 		return err
 	}
-	scribble(t, filepath.Join(c.entryDir("sha256:k1"), "delta"), 2<<20, "CHANGED")
+	scribble(t, filepath.Join(c.dir(e), "delta"), 2<<20, "CHANGED")
 	var ce *CorruptError
-	if err := restore(); !errors.As(err, &ce) || ce.Key != "sha256:k1" {
+	if err := restore(); !errors.As(err, &ce) || ce.Entry.Key != "sha256:k1" {
 		t.Errorf("flipped delta: %v", err)
 	}
-	os.WriteFile(filepath.Join(c.entryDir("sha256:k1"), "table"), []byte("imagectl-cluster-table v1 1 2\n"), 0o644)
+	os.WriteFile(filepath.Join(c.dir(e), "table"), []byte("imagectl-cluster-table v1 1 2\n"), 0o644)
 	if err := restore(); !errors.As(err, &ce) {
 		t.Errorf("truncated table: %v", err)
 	}
-	os.WriteFile(filepath.Join(c.entryDir("sha256:k1"), "entry.json"), []byte("{"), 0o644)
-	if _, err := c.Get("sha256:k1"); !errors.As(err, &ce) {
-		t.Errorf("unreadable entry: %v", err)
+	os.WriteFile(filepath.Join(c.dir(e), "entry.json"), []byte("{"), 0o644)
+	if got, err := c.Get("sha256:k1", bt.Digest()); got != nil || err != nil {
+		t.Errorf("unreadable entry: %v, %v; want none", got, err)
+	}
+	if _, err := os.Stat(c.dir(e)); err == nil {
+		t.Error("the unreadable entry was left in place")
 	}
 }
 
@@ -185,7 +191,7 @@ func TestConcurrentSaves(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	e, err := c.Get("sha256:k")
+	e, err := c.Get("sha256:k", bt.Digest())
 	if err != nil || e == nil {
 		t.Fatalf("after concurrent saves: %v %v", e, err)
 	}
@@ -208,12 +214,14 @@ func TestPrune(t *testing.T) {
 	prev := bt
 	for i, k := range []string{"sha256:a", "sha256:b", "sha256:c"} {
 		scribble(t, work, int64(i)<<20, "layer "+k)
+		parent := prev
 		var err error
 		if prev, err = c.Save(ctx, Entry{Key: k, Layer: k}, work, prev); err != nil {
 			t.Fatal(err)
 		}
 		old := time.Now().Add(time.Duration(i-3) * time.Hour)
-		os.Chtimes(filepath.Join(c.entryDir(k), "entry.json"), old, old)
+		e, _ := c.Get(k, parent.Digest())
+		os.Chtimes(filepath.Join(c.dir(e), "entry.json"), old, old)
 	}
 	removed, err := c.Prune(0, 150*time.Minute)
 	if err != nil || len(removed) != 1 || removed[0].Key != "sha256:a" {
@@ -229,28 +237,41 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-// TestSaveReplacesAnotherState: the same key saved from different bytes (a
-// rebuild of a layer is not bit-identical) replaces the entry, so the
-// layers saved after it apply onto the state they were made from.
-func TestSaveReplacesAnotherState(t *testing.T) {
+// TestStatesCoexist: the same key saved from different bytes (a rebuild of
+// a layer is not bit-identical) keeps both states, so that the layers saved
+// after each apply onto the state they were made from; Get picks by parent
+// state, the newest first.
+func TestStatesCoexist(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := Cache{Dir: filepath.Join(dir, "cache")}
 	work := disk(t, dir)
 	bt, _ := c.BaseTable(ctx, "sha256:root", work)
 	scribble(t, work, 1<<20, "first run")
-	a, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x"}, work, bt)
+	a, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x", Created: time.Now().Add(-time.Minute)}, work, bt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	scribble(t, work, 1<<20, "second run")
-	b, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x"}, work, bt)
+	b, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x", Created: time.Now()}, work, bt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := c.Get("sha256:k")
-	if a.Digest() == b.Digest() || e.State != b.Digest() || e.ParentState != bt.Digest() {
-		t.Fatalf("entry state %s, want the second run's %s", e.State, b.Digest())
+	if a.Digest() == b.Digest() {
+		t.Fatal("the two runs gave the same state")
+	}
+	e, _ := c.Get("sha256:k", bt.Digest())
+	if e == nil || e.State != b.Digest() {
+		t.Fatalf("Get gave %+v, want the newer state %s", e, b.Digest())
+	}
+	if all, _ := c.List(); len(all) != 2 {
+		t.Fatalf("%d entries, want both states", len(all))
+	}
+	if err := c.Remove(e); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := c.Get("sha256:k", bt.Digest()); e == nil || e.State != a.Digest() {
+		t.Fatalf("after removing the newer state, Get gave %+v", e)
 	}
 	if left, _ := filepath.Glob(filepath.Join(c.Dir, "entries", ".tmp-*")); len(left) != 0 {
 		t.Errorf("left behind: %v", left)

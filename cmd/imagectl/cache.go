@@ -64,7 +64,7 @@ ls lists the snapshots; prune removes the least recently used ones.`,
 			for _, e := range entries {
 				total += e.Bytes
 				fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", shortKey(e.Key), e.Image, e.Layer, e.Created.Local().Format("2006-01-02 15:04:05"),
-					humanBytes(e.Bytes), c.LastUsed(e.Key).Local().Format("2006-01-02 15:04:05"))
+					humanBytes(e.Bytes), c.LastUsed(&e).Local().Format("2006-01-02 15:04:05"))
 			}
 			fmt.Fprintf(w, "%d snapshots, %s in %s\n", len(entries), humanBytes(total), d)
 			return nil

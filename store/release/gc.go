@@ -27,9 +27,9 @@ type Kept struct {
 }
 
 // GC deletes the versioned boot resources of the store's images from the
-// site's MAAS that are neither the promoted version nor among the keep
-// newest versions MAAS holds of the image (newest by publish order in the
-// store). Resources the store knows no version for are left alone: gc
+// site's MAAS that are neither the promoted version, nor the version a
+// rollback would promote, nor among the keep newest versions MAAS holds of
+// the image (newest by publish order in the store). Resources the store knows no version for are left alone: gc
 // cannot tell whose they are. Unless apply, nothing is deleted.
 func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error) {
 	if keep < 0 {
@@ -68,12 +68,14 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 	for _, img := range images {
 		list := byImage[img]
 		sort.SliceStable(list, func(i, j int) bool { return list[i].published.After(list[j].published) }) // newest first
-		cur, _ := store.State(cat[img])
+		cur, back := store.State(cat[img])
 		for i, h := range list {
 			switch {
 			case h.Version == cur:
 				h.Promoted = true
 				out.Kept = append(out.Kept, Kept{h, "promoted"})
+			case h.Version == back && back != "":
+				out.Kept = append(out.Kept, Kept{h, "what a rollback would promote"})
 			case i < keep:
 				out.Kept = append(out.Kept, Kept{h, fmt.Sprintf("among the %d newest", keep)})
 			default:
@@ -84,7 +86,21 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 	if !apply {
 		return out, nil
 	}
+	// A promotion may have been recorded since the catalog was read: read
+	// it again and spare what it now needs.
+	if cat, err = o.Store.Catalog(ctx, o.Site.Name); err != nil {
+		return nil, err
+	}
 	var errs []error
+	deleted := out.Delete[:0]
+	for _, h := range out.Delete {
+		if cur, back := store.State(cat[h.Image]); h.Version == cur || h.Version == back {
+			out.Kept = append(out.Kept, Kept{h, "promoted while gc ran"})
+			continue
+		}
+		deleted = append(deleted, h)
+	}
+	out.Delete = deleted
 	for _, h := range out.Delete {
 		if err := c.Delete(ctx, h.ID); err != nil {
 			errs = append(errs, fmt.Errorf("deleting %s (boot resource %d): %w", h.Name, h.ID, err))

@@ -127,6 +127,13 @@ func Upload(ctx context.Context, image, version string, o Options) (*Result, err
 	if err != nil {
 		return nil, err
 	}
+	// The signatures prove who built the artifact, not which version it
+	// is: a validly signed old build filed under another version would
+	// otherwise reach MAAS under the old name while the catalog records
+	// the new one.
+	if m.Image.Name != image || m.Image.Version != version {
+		return nil, fmt.Errorf("the store's %s %s holds the manifest of %s %s: refusing it", image, version, m.Image.Name, m.Image.Version)
+	}
 	if errs := m.DeployErrors(); len(errs) > 0 {
 		var msgs []string
 		for _, f := range errs {

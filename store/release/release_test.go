@@ -1,6 +1,7 @@
 package release_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -157,6 +158,8 @@ func TestPromoteRefuses(t *testing.T) {
 		{name: "no key", version: "1.0.0", adjust: func(o *release.Options) { o.Verifier = nil }, want: release.ErrNoVerifyKey.Error()},
 		{name: "other key", version: "1.0.0", adjust: func(o *release.Options) { o.Verifier = other }, want: "signature does not match"},
 		{name: "not in store", version: "9.9.9", want: "is not in the store"},
+		{name: "old build filed as a new version", version: "4.0.0", setup: func() { refile(t, f.store.Root, "demo", "1.0.0", "4.0.0") },
+			want: "the store's demo 4.0.0 holds the manifest of demo 1.0.0: refusing it"},
 		{name: "tampered", version: "1.0.0", setup: tamper, want: "its manifest says"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -317,7 +320,9 @@ func TestGC(t *testing.T) {
 	}
 	sort.Strings(del)
 	sort.Strings(kept)
-	if strings.Join(del, " ") != "1 2 4" || strings.Join(kept, ", ") != "demo-0-0-1=not a version in the store, demo-3=promoted, demo-5=among the 1 newest" {
+	// After promoting 1..5 and rolling back twice, 3 is promoted and a
+	// rollback would bring back 2: both stay.
+	if strings.Join(del, " ") != "1 4" || strings.Join(kept, ", ") != "demo-0-0-1=not a version in the store, demo-2=what a rollback would promote, demo-3=promoted, demo-5=among the 1 newest" {
 		t.Fatalf("dry run: delete %v, keep %v", del, kept)
 	}
 	if n := f.sim.Count(maassim.OpDelete); n != 0 || !res.DryRun {
@@ -326,17 +331,37 @@ func TestGC(t *testing.T) {
 	if _, err := release.GC(ctx, 1, true, f.opts); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(names(f.sim), " "); got != "demo-0-0-1 demo-3 demo-5" {
+	if got := strings.Join(names(f.sim), " "); got != "demo-0-0-1 demo-2 demo-3 demo-5" {
 		t.Errorf("after gc MAAS holds %s", got)
 	}
-	// keep 0: only the promoted version stays.
+	// keep 0: only the promoted version and the rollback target stay.
 	if _, err := release.GC(ctx, 0, true, f.opts); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(names(f.sim), " "); got != "demo-0-0-1 demo-3" {
+	if got := strings.Join(names(f.sim), " "); got != "demo-0-0-1 demo-2 demo-3" {
 		t.Errorf("after gc --keep 0 MAAS holds %s", got)
 	}
 	if _, err := release.GC(ctx, -1, false, f.opts); err == nil {
 		t.Error("negative keep accepted")
+	}
+}
+
+// refile copies a stored version's directory under another version, with
+// its index edited to match: what someone with write access to the store
+// could do to pass a validly signed old build off as a new version.
+func refile(t *testing.T, root, image, from, to string) {
+	t.Helper()
+	src, dst := filepath.Join(root, image, from), filepath.Join(root, image, to)
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(dst, "version.json")
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"version": "`+from+`"`), []byte(`"version": "`+to+`"`), 1)
+	if err := os.WriteFile(idx, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
