@@ -2,10 +2,12 @@ package builder
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,6 +51,12 @@ type BuildOptions struct {
 	// CacheMaxAge bounds the age of cached layers that install packages or
 	// run commands (default DefaultCacheMaxAge).
 	CacheMaxAge time.Duration
+	// Sign, when set, signs the outputs before they are published: the tgz
+	// by the sha256 and size the packer computed, the manifest by its
+	// bytes. It returns the signature files' contents by path, which are
+	// published with the rest, all or none. Without it, signature files
+	// of an earlier artifact of the same name are removed.
+	Sign func(tarball string, sha256 []byte, size int64, manifestPath string, manifest []byte) (map[string][]byte, error)
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
 	// (tar-out through the appliance), or "auto" (default: host when the
@@ -61,7 +69,9 @@ type Result struct {
 	Tarball          string
 	ManifestPath     string
 	ValidationScript string
-	Manifest         *manifest.Manifest
+	// Signatures are the signature files published with them, if signed.
+	Signatures []string
+	Manifest   *manifest.Manifest
 }
 
 // Build executes a plan: verifies the base image, makes a raw working copy
@@ -226,7 +236,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()
 	m.Artifact = &manifest.Artifact{File: plan.Artifacts.Tarball, SHA256: pack.SHA256, Size: pack.Size, Compression: "gzip",
 		CompressionLevel: plan.Artifacts.CompressionLevel, Entries: pack.Entries, Packer: packer}
-	res, err = publish(ctx, m, tgz, outDir, plan.Artifacts)
+	res, err = publish(ctx, m, tgz, outDir, plan.Artifacts, opts.Sign)
 	end(err)
 	return res, err
 }
@@ -293,7 +303,8 @@ func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *appl
 	return nil
 }
 
-func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, outDir string, a Artifacts) (*Result, error) {
+func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, outDir string, a Artifacts,
+	sign func(string, []byte, int64, string, []byte) (map[string][]byte, error)) (*Result, error) {
 	mb, err := m.Marshal()
 	if err != nil {
 		return nil, err
@@ -308,39 +319,76 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		ValidationScript: filepath.Join(outDir, a.ValidationScript),
 		Manifest:         m,
 	}
-	mf, err := atomicfile.Create(res.ManifestPath, 0o644)
-	if err != nil {
+	sigs := map[string][]byte{}
+	if sign != nil {
+		sum, err := hex.DecodeString(m.Artifact.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		if sigs, err = sign(res.Tarball, sum, m.Artifact.Size, res.ManifestPath, mb); err != nil {
+			return nil, fmt.Errorf("signing the build: %w", err)
+		}
+	}
+	type output struct {
+		path string
+		f    *atomicfile.File
+	}
+	var outs []output
+	defer func() {
+		for _, o := range outs {
+			o.f.Abort()
+		}
+	}()
+	create := func(path string, data []byte, mode os.FileMode) error {
+		f, err := atomicfile.Create(path, mode)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, output{path, f})
+		_, err = f.Write(data)
+		return err
+	}
+	if err := create(res.ValidationScript, script, 0o755); err != nil {
 		return nil, err
 	}
-	defer mf.Abort()
-	sf, err := atomicfile.Create(res.ValidationScript, 0o755)
-	if err != nil {
-		return nil, err
+	names := make([]string, 0, len(sigs))
+	for p := range sigs {
+		names = append(names, p)
 	}
-	defer sf.Abort()
-	if _, err := mf.Write(mb); err != nil {
-		return nil, err
+	sort.Strings(names)
+	for _, p := range names {
+		if err := create(p, sigs[p], 0o644); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := sf.Write(script); err != nil {
+	res.Signatures = names
+	outs = append(outs, output{res.Tarball, tgz})
+	if err := create(res.ManifestPath, mb, 0o644); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The tgz goes last-but-one and the manifest last: a manifest under its
-	// final name always describes a complete tgz beside it.
-	if err := sf.Commit(); err != nil {
-		return nil, err
+	// Signatures of an earlier artifact of the same name would not match.
+	for _, name := range []string{a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle} {
+		if p := filepath.Join(outDir, name); sigs[p] == nil {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
 	}
-	if err := tgz.Commit(); err != nil {
-		os.Remove(res.ValidationScript)
-		return nil, err
+	// The script, the signatures, the tgz, then the manifest: a manifest
+	// under its final name always describes a complete, signed tgz beside
+	// it. A failure takes back what was published.
+	for i, o := range outs {
+		if err := o.f.Commit(); err != nil {
+			for _, done := range outs[:i] {
+				os.Remove(done.path)
+			}
+			return nil, err
+		}
 	}
-	if err := mf.Commit(); err != nil {
-		os.Remove(res.ValidationScript)
-		os.Remove(res.Tarball)
-		return nil, err
-	}
+	outs = nil
 	return res, nil
 }
 

@@ -286,13 +286,21 @@ func Read(path string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&m); err != nil {
+	m, err := Parse(b)
+	if err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", path, err)
 	}
+	return m, nil
+}
+
+// Parse decodes a manifest, refusing schema versions it does not know.
+func Parse(b []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&m); err != nil {
+		return nil, err
+	}
 	if m.SchemaVersion != SchemaVersion {
-		return nil, fmt.Errorf("reading manifest %s: schema version %d, this imagectl reads %d", path, m.SchemaVersion, SchemaVersion)
+		return nil, fmt.Errorf("schema version %d, this imagectl reads %d", m.SchemaVersion, SchemaVersion)
 	}
 	return &m, nil
 }

@@ -1,6 +1,7 @@
 package signing
 
 import (
+	"crypto/sha256"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,35 @@ func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string) 
 		return nil, err
 	}
 	return a, nil
+}
+
+// SignBuilt signs a build's outputs before they are published: the tgz by
+// the digest the packer computed while writing it, the manifest by its
+// bytes. It returns the four signature files' contents by path, for the
+// builder to publish with the rest, so that no artifact is ever under its
+// final name unsigned. The manifest must describe that tgz.
+func (s *Signer) SignBuilt(tarball string, tgzSHA256 []byte, tgzSize int64, manifestPath string, manifestBytes []byte) (*SignedArtifact, map[string][]byte, error) {
+	m, err := manifest.Parse(manifestBytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing %s: %w", manifestPath, err)
+	}
+	td := Digest{SHA256: tgzSHA256, Size: tgzSize}
+	if err := matches(m, manifestPath, tarball, td); err != nil {
+		return nil, nil, fmt.Errorf("refusing to sign: %w", err)
+	}
+	sum := sha256.Sum256(manifestBytes)
+	a := &SignedArtifact{}
+	if a.Tarball, err = s.SignDigest(tarball, td); err != nil {
+		return nil, nil, err
+	}
+	if a.Manifest, err = s.SignDigest(manifestPath, Digest{SHA256: sum[:], Size: int64(len(manifestBytes))}); err != nil {
+		return nil, nil, err
+	}
+	files := map[string][]byte{}
+	for _, sig := range []*Signature{a.Tarball, a.Manifest} {
+		files[sig.SignaturePath], files[sig.BundlePath] = sig.sig, sig.bundle
+	}
+	return a, files, nil
 }
 
 // matches says whether the manifest's artifact section describes the tgz.

@@ -53,8 +53,8 @@ imagectl cache ls|prune shows and bounds it.
 
 With --sign-key (or the recipe's artifact sign_key) it signs the tgz and the
 manifest as imagectl sign does. The key is decrypted (password from
-$COSIGN_PASSWORD) before the build starts; if signing fails, the build's
-outputs are removed.
+$COSIGN_PASSWORD) before the build starts; the outputs are signed before they
+are published and appear with their signatures, or not at all.
 
 With --store (or $IMAGECTL_STORE) it publishes the outputs into that image
 store as <image>/<version>/, immutable; without a version from the recipe or
@@ -116,18 +116,12 @@ store's latest version of the image.`,
 				LayerCache:    layerCacheDir(cacheDir, noCache),
 				Refresh:       refresh,
 				CacheMaxAge:   maxAge,
+				Sign:          buildSigner(signer),
 			})
 			if err != nil {
 				return err
 			}
-			signed, err := signBuild(cmd.Context(), signer, res)
-			if err != nil {
-				return err
-			}
-			sigs := []string{}
-			if signed != nil {
-				sigs = signed.Files()
-			}
+			sigs := append([]string{}, res.Signatures...)
 			if sigs, err = sb.publish(cmd.Context(), res, sigs, cmd.ErrOrStderr()); err != nil {
 				return err
 			}

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,25 +205,16 @@ func buildSignKey(flag string, plan *builder.Plan, recipePath string) string {
 	}
 }
 
-// signBuild signs what a build published. When signing fails it removes
-// the build's outputs, so no unsigned artifact stays under a final name.
-// Without a signer it removes signatures left beside an earlier artifact
-// of the same name, which would not match the new one.
-func signBuild(ctx context.Context, signer *signing.Signer, res *builder.Result) (*signing.SignedArtifact, error) {
+// buildSigner is the build's signing hook: the outputs are signed before
+// they are published, and published with their signatures, all or none.
+func buildSigner(signer *signing.Signer) func(string, []byte, int64, string, []byte) (map[string][]byte, error) {
 	if signer == nil {
-		return nil, signing.RemoveArtifactSignatures(res.Tarball, res.ManifestPath)
+		return nil
 	}
-	a, err := signing.SignArtifact(ctx, signer, res.Tarball, res.ManifestPath)
-	if err == nil {
-		return a, nil
+	return func(tarball string, sum []byte, size int64, manifestPath string, manifest []byte) (map[string][]byte, error) {
+		_, files, err := signer.SignBuilt(tarball, sum, size, manifestPath, manifest)
+		return files, err
 	}
-	errs := []error{fmt.Errorf("signing the build: %w; removed its outputs", err), signing.RemoveArtifactSignatures(res.Tarball, res.ManifestPath)}
-	for _, p := range []string{res.ManifestPath, res.Tarball, res.ValidationScript} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return nil, errors.Join(errs...)
 }
 
 // envValue looks a variable up in the environment run was given.

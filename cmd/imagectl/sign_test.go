@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
@@ -223,68 +222,6 @@ func TestBuildSignKeyFailsFast(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "signing: key other.key\n") || !strings.Contains(out, "signed-1.0.0.manifest.json.sigstore.json") {
 		t.Errorf("--sign-key in the plan: exit %d\n%s%s", code, out, errs)
 	}
-}
-
-func TestSignBuild(t *testing.T) {
-	result := func(t *testing.T) (*builder.Result, string) {
-		dir := t.TempDir()
-		tgz, man := signingtest.Artifact(t, dir, "demo-0.1.0")
-		script := filepath.Join(dir, "demo-0.1.0-validate.sh")
-		os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
-		m, err := manifest.Read(man)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &builder.Result{Tarball: tgz, ManifestPath: man, ValidationScript: script, Manifest: m}, dir
-	}
-	key, pub := keyPair(t, t.TempDir())
-	s, err := signing.LoadPrivateKeyFile(key, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := signing.LoadPublicKeyFile(pub)
-
-	t.Run("signs", func(t *testing.T) {
-		res, _ := result(t)
-		a, err := signBuild(context.Background(), s, res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r, err := signing.VerifyArtifact(context.Background(), v, res.Tarball, res.ManifestPath); err != nil || !r.Verified || len(a.Files()) != 4 {
-			t.Fatalf("%v %v", err, r.Err())
-		}
-		// A rebuild without a key drops the old, now stale, signatures.
-		if _, err := signBuild(context.Background(), nil, res); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range a.Files() {
-			if _, err := os.Stat(f); !os.IsNotExist(err) {
-				t.Errorf("%s: %v", f, err)
-			}
-		}
-	})
-	t.Run("failure removes the outputs", func(t *testing.T) {
-		res, dir := result(t)
-		os.WriteFile(res.Tarball, []byte("changed after the manifest was written"), 0o644)
-		_, err := signBuild(context.Background(), s, res)
-		if err == nil || !strings.Contains(err.Error(), "signing the build") || !strings.Contains(err.Error(), "removed its outputs") {
-			t.Fatalf("got %v", err)
-		}
-		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-			t.Errorf("left %v", entries)
-		}
-	})
-	t.Run("cancelled", func(t *testing.T) {
-		res, dir := result(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if _, err := signBuild(ctx, s, res); err == nil {
-			t.Fatal("signed with a cancelled context")
-		}
-		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-			t.Errorf("left %v", entries)
-		}
-	})
 }
 
 // The CLI's keys and signatures against the real cosign, both ways.

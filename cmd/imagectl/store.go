@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -168,6 +169,15 @@ func newStoreBuild(ctx context.Context, flag, outputDir string, dryRun bool, env
 	ver := *version
 	if ver == "" {
 		ver = r.Image.Version
+	}
+	// Versions are immutable: say so now, not after an hour of building.
+	if !dryRun {
+		if v, err := sb.st.Version(ctx, r.Image.Name, ver); err == nil {
+			return nil, fmt.Errorf("%s %s is already in the store %s (published %s): versions are immutable; give another with --version, or none for a generated one",
+				r.Image.Name, ver, sb.st.Root, v.Published.Format(time.RFC3339))
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
 	}
 	if latest != nil && latest.Version != ver {
 		sb.parent = latest.Version

@@ -131,6 +131,11 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 	if _, err := newStoreBuild(context.Background(), dir, "", true, nil, r, &next); err != nil || next != today+".2" {
 		t.Errorf("next version %q %v", next, err)
 	}
+	// A version already in the store is refused before anything is built.
+	again := version
+	if _, err := newStoreBuild(context.Background(), dir, "", false, nil, r, &again); err == nil || !strings.Contains(err.Error(), "already in the store") {
+		t.Errorf("building a stored version again: %v", err)
+	}
 	// Without a store, nothing changes.
 	v := ""
 	if sb, err := newStoreBuild(context.Background(), "", "", false, nil, r, &v); sb != nil || err != nil || v != "" || sb.outputDir("x") != "x" {
