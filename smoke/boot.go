@@ -95,7 +95,9 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 	cmd := exec.Command(qemu, qemuArgs(c, vars)...)
 	// Its own process group: the terminal's Ctrl-C reaches imagectl, which
 	// stops QEMU itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group (Ctrl-C is imagectl's to handle), and killed
+	// with imagectl should imagectl die without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stdin = nil
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/gpuaas/imagectl/validate"
@@ -115,6 +116,10 @@ func (w *watcher) marker(m string) (bool, error) {
 		w.res.FailedUnits = append(w.res.FailedUnits, val)
 	case "cmdline":
 		w.res.KernelCmdline = val
+	case "validate-exit":
+		if n, err := strconv.Atoi(val); err == nil {
+			w.res.ValidateExit = &n
+		}
 	case "no-validation-script":
 		return false, fmt.Errorf("the booted image has no validation script at %s", val)
 	case "done":

@@ -155,3 +155,30 @@ func TestSiblingPath(t *testing.T) {
 		t.Error(got)
 	}
 }
+
+// TestScriptThatDiesFails: PASS lines followed by the script dying (no
+// summary, a non-zero exit) is not a pass, and neither is a script that
+// never reports its exit.
+func TestScriptThatDiesFails(t *testing.T) {
+	for _, tc := range []struct{ name, tail, want string }{
+		{"exit 2", "IMAGECTL_SMOKE validate-exit=2\r\n", "the validation script exited 2"},
+		{"no exit", "", "did not run to its end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &Result{}
+			w := newWatcher(res, nil)
+			feedAll(t, w, "IMAGECTL_SMOKE multi-user\r\nIMAGECTL_SMOKE state=running\r\n"+
+				"IMAGECTL_VALIDATE status=PASS check=first detail=ok\r\n"+tc.tail+"IMAGECTL_SMOKE done\r\n")
+			if res.Passed() || !strings.Contains(res.Failure(), tc.want) {
+				t.Errorf("passed %v, failure %q; want %q", res.Passed(), res.Failure(), tc.want)
+			}
+		})
+	}
+	t.Run("manifest mismatch", func(t *testing.T) {
+		zero := 0
+		res := &Result{SystemState: "running", Lines: []Line{{"PASS", "x", ""}}, ValidateExit: &zero, manifestChecked: true}
+		if res.Passed() || !strings.Contains(res.Failure(), "not the artifact its manifest describes") {
+			t.Errorf("passed %v, failure %q", res.Passed(), res.Failure())
+		}
+	})
+}

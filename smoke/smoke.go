@@ -67,8 +67,13 @@ type Result struct {
 	Accelerator string `json:"accelerator"`
 	ConsoleLog  string `json:"console_log"`
 	// ManifestMatches is false when the tgz's sha256 is not the one its
-	// manifest records.
+	// manifest records (which fails the run: the result would not be about
+	// the artifact the manifest describes).
 	ManifestMatches bool `json:"manifest_matches"`
+	manifestChecked bool
+	// ValidateExit is the validation script's exit status, when it ran to
+	// the end; a script that died after some PASS lines fails the run.
+	ValidateExit *int `json:"validate_exit,omitempty"`
 	// KernelCmdline is the command line the booted kernel reported.
 	KernelCmdline string `json:"kernel_cmdline,omitempty"`
 	// SystemState is `systemctl is-system-running --wait` once the boot
@@ -85,7 +90,8 @@ type Result struct {
 // Passed reports whether the image booted cleanly and every check passed
 // or warned.
 func (r *Result) Passed() bool {
-	return r.SystemState == "running" && r.Failures == 0 && len(r.Lines) > 0
+	return r.SystemState == "running" && r.Failures == 0 && len(r.Lines) > 0 &&
+		r.ValidateExit != nil && *r.ValidateExit == 0 && (r.ManifestMatches || !r.manifestChecked)
 }
 
 // Failure explains why a run did not pass ("" when it did).
@@ -100,6 +106,15 @@ func (r *Result) Failure() string {
 	}
 	if len(r.Lines) == 0 {
 		why = append(why, "the validation script reported no checks")
+	}
+	switch {
+	case r.ValidateExit == nil:
+		why = append(why, "the validation script did not run to its end")
+	case *r.ValidateExit != 0 && r.Failures == 0:
+		why = append(why, fmt.Sprintf("the validation script exited %d", *r.ValidateExit))
+	}
+	if r.manifestChecked && !r.ManifestMatches {
+		why = append(why, "the tgz is not the artifact its manifest describes (sha256 differs)")
 	}
 	var failed []string
 	for _, l := range r.Lines {
@@ -187,7 +202,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		return res, fmt.Errorf("deploying %s: %w", tgz, err)
 	}
 	if m.Artifact != nil {
-		res.ManifestMatches = m.Artifact.SHA256 == dep.sha256
+		res.ManifestMatches, res.manifestChecked = m.Artifact.SHA256 == dep.sha256, true
 		if !res.ManifestMatches {
 			r.log(fmt.Sprintf("the tgz's sha256 %s is not the %s its manifest records: smoking it anyway", dep.sha256, m.Artifact.SHA256))
 		}
