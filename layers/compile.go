@@ -2,10 +2,13 @@
 // shipped beside this package (*.hcl, loaded through package recipes) and the
 // translation of a decoded recipe into ordered, digested layers of steps.
 //
-// A recipe compiles to its own layers, in order, followed by two layers the
-// image block implies: "@config" (kernel args, Netdata, the networkd
-// wait-online bound, bundles: content fixed by the recipe) and "@finalize"
-// (validation script, build marker, clean-up: different on every build).
+// A recipe compiles to its own layers, in order, followed by the layers the
+// image block implies: "@boot" (kernel args and the networkd wait-online
+// bound: how the host boots, rarely changed, and slow to apply since it
+// runs update-grub; only when the recipe sets either), "@config" (Netdata,
+// bundles: what release engineers change most) and "@finalize" (validation
+// script, build marker, clean-up: made from the manifest). The split lets
+// the layer cache rebuild a Netdata or bundle change without update-grub.
 // Names starting with "@" cannot collide with recipe layer names.
 package layers
 
@@ -21,6 +24,7 @@ import (
 
 // Names of the layers the image block implies.
 const (
+	BootLayer     = "@boot"
 	ConfigLayer   = "@config"
 	FinalizeLayer = "@finalize"
 )
@@ -49,8 +53,11 @@ func Compile(img *recipes.Image) ([]*Layer, error) {
 		}
 		out = append(out, l)
 	}
+	if boot := bootSteps(img); len(boot) > 0 {
+		out = append(out, &Layer{Name: BootLayer, Description: "kernel args, network wait-online bound", Enabled: true, Steps: boot})
+	}
 	out = append(out,
-		&Layer{Name: ConfigLayer, Description: "kernel args, Netdata, network, bundles", Enabled: true, Steps: configSteps(img)},
+		&Layer{Name: ConfigLayer, Description: "Netdata, bundles", Enabled: true, Steps: configSteps(img)},
 		&Layer{Name: FinalizeLayer, Description: "validation script, build marker, clean-up", Enabled: true, Steps: finalizeSteps(img)},
 	)
 	for _, l := range out {
@@ -132,21 +139,26 @@ const (
 	WaitOnlineDropIn = "/etc/systemd/system/systemd-networkd-wait-online.service.d/10-imagectl-timeout.conf"
 )
 
-func configSteps(img *recipes.Image) []steps.Step {
+func bootSteps(img *recipes.Image) []steps.Step {
 	var out []steps.Step
 	if len(img.Kernel.Args) > 0 {
 		out = append(out, steps.KernelArgs{Args: img.Kernel.Args},
 			writeFile(GrubDropIn, 0o644, "root:root", "kernel block", []byte(GrubDropInContent(img.Kernel.Args))))
 	}
+	if n := img.Network; n != nil {
+		out = append(out, writeFile(WaitOnlineDropIn, 0o644, "root:root", "network block", []byte(waitOnlineDropIn(n))))
+	}
+	return out
+}
+
+func configSteps(img *recipes.Image) []steps.Step {
+	var out []steps.Step
 	if n := img.Netdata; n != nil && n.Enabled {
 		out = append(out, writeFile(NetdataConf, 0o644, "root:root", "netdata block", []byte(netdataConf(n))))
 		if goD := netdataGoD(n); goD != "" {
 			out = append(out, writeFile(NetdataGoDConf, 0o644, "root:root", "netdata block", []byte(goD)))
 		}
 		out = append(out, steps.Services{Enable: []string{"netdata"}})
-	}
-	if n := img.Network; n != nil {
-		out = append(out, writeFile(WaitOnlineDropIn, 0o644, "root:root", "network block", []byte(waitOnlineDropIn(n))))
 	}
 	for _, b := range img.Bundles {
 		sb := steps.StageBundle{Name: b.Name, Source: b.Source, SourcePath: b.Path, Archive: b.Archive, Destination: b.Destination, Digest: b.Digest}

@@ -94,14 +94,19 @@ func TestCompile(t *testing.T) {
 	if ls[1].Enabled || ls[1].Steps != nil || ls[1].Digest != "" {
 		t.Errorf("disabled layer compiled: %+v", ls[1])
 	}
-	if ls[2].Name != ConfigLayer || ls[3].Name != FinalizeLayer {
-		t.Fatalf("implied layers: %s %s", ls[2].Name, ls[3].Name)
+	if len(ls) != 5 || ls[2].Name != BootLayer || ls[3].Name != ConfigLayer || ls[4].Name != FinalizeLayer {
+		t.Fatalf("implied layers: %d layers", len(ls))
 	}
 	files := map[string]string{}
-	for _, s := range ls[2].Steps {
-		if f, ok := s.(steps.WriteFile); ok {
-			files[f.Path] = string(f.Content)
+	for _, l := range ls[2:4] {
+		for _, s := range l.Steps {
+			if f, ok := s.(steps.WriteFile); ok {
+				files[f.Path] = string(f.Content)
+			}
 		}
+	}
+	if _, ok := files[NetdataConf]; ok && ls[2].Steps[0].Kind() != "kernel-args" {
+		t.Error("@boot does not start with the kernel args")
 	}
 	for path, want := range map[string]string{
 		NetdataConf:      "bind to = 127.0.0.1:19998",
@@ -130,5 +135,26 @@ func TestCompile(t *testing.T) {
 	ls3, _ := Compile(img)
 	if ls3[0].Digest != ls2[0].Digest {
 		t.Error("a description changed the layer digest")
+	}
+}
+
+// TestBootLayerOnlyWhenNeeded: without kernel args or a network block there
+// is no @boot layer, and a Netdata change leaves @boot's digest alone.
+func TestBootLayerOnlyWhenNeeded(t *testing.T) {
+	img := &recipes.Image{Name: "x", Netdata: &recipes.Netdata{Enabled: true, Bind: "127.0.0.1:19999", RetentionMB: 64, UpdateEvery: 1},
+		Validation: recipes.Validation{Script: "/usr/local/sbin/x-validate.sh"}}
+	ls, err := Compile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 2 || ls[0].Name != ConfigLayer {
+		t.Fatalf("layers %d, first %s: want @config and @finalize only", len(ls), ls[0].Name)
+	}
+	img.Kernel.Args = []string{"iommu=pt"}
+	a, _ := Compile(img)
+	img.Netdata.RetentionMB = 128
+	b, _ := Compile(img)
+	if a[0].Name != BootLayer || a[0].Digest != b[0].Digest || a[1].Digest == b[1].Digest {
+		t.Errorf("@boot %s/%s, @config %s/%s: a Netdata change must change @config only", a[0].Digest, b[0].Digest, a[1].Digest, b[1].Digest)
 	}
 }
