@@ -1,8 +1,8 @@
 package signing
 
 import (
-	"crypto/sha256"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
