@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/qemuproc"
 )
 
 // These tests boot real QEMU with Debian's OVMF on a disk with no
@@ -63,7 +64,7 @@ func TestBootWithoutKernelTimesOut(t *testing.T) {
 	if took := time.Since(start); took > 60*time.Second {
 		t.Errorf("boot took %s to give up", took)
 	}
-	if pids := childQEMUs(); len(pids) > 0 {
+	if pids := qemuproc.Children(); len(pids) > 0 {
 		t.Errorf("QEMU left running: %v", pids)
 	}
 	// The firmware's own output (its screen set-up, under load no more)
@@ -90,7 +91,7 @@ func TestBootCancelled(t *testing.T) {
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("took %s to stop after cancellation", took)
 	}
-	if pids := childQEMUs(); len(pids) > 0 {
+	if pids := qemuproc.Children(); len(pids) > 0 {
 		t.Errorf("QEMU left running: %v", pids)
 	}
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/klauspost/pgzip"
 	"libguestfs.org/guestfs"
+
+	"github.com/gpuaas/imagectl/internal/qemuproc"
 )
 
 // GPT partition types of MAAS's flat layout on UEFI.
@@ -116,7 +118,7 @@ func launch(ctx context.Context, disk, accel string) (*appliance, error) {
 			return nil, fmt.Errorf("configuring the appliance: %w", err)
 		}
 	}
-	stop := context.AfterFunc(ctx, killChildQEMU)
+	stop := context.AfterFunc(ctx, qemuproc.KillChildren)
 	err := g.Launch()
 	stop()
 	if err != nil {

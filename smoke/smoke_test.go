@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/internal/qemuproc"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -100,7 +101,7 @@ func runSmoke(t *testing.T, ctx context.Context, tgz string, opts Options) (*Res
 	if entries, _ := os.ReadDir(work); len(entries) > 0 {
 		t.Errorf("scratch files left in %s: %v", work, entries)
 	}
-	if pids := childQEMUs(); len(pids) > 0 {
+	if pids := qemuproc.Children(); len(pids) > 0 {
 		t.Errorf("QEMU processes left running: %v", pids)
 	}
 	if res != nil {

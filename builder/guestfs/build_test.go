@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/qemuproc"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/validate"
 )
@@ -312,7 +313,7 @@ func TestBuildFailures(t *testing.T) {
 				t.Errorf("left behind in %s: %v", d, entries)
 			}
 		}
-		if pids := childQEMUs(); len(pids) > 0 {
+		if pids := qemuproc.Children(); len(pids) > 0 {
 			t.Errorf("QEMU processes left running: %v", pids)
 		}
 	}
@@ -730,7 +731,7 @@ rm %[3]s`, base, raw, part))
 		if err != nil || string(out) != "packed\n" {
 			t.Errorf("the marker in the tgz: %q, %v", out, err)
 		}
-		if pids := childQEMUs(); len(pids) > 0 {
+		if pids := qemuproc.Children(); len(pids) > 0 {
 			t.Errorf("QEMU processes left running: %v", pids)
 		}
 	})

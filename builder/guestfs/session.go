@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/qemuproc"
 )
 
 // Executor opens libguestfs sessions.
@@ -101,7 +102,7 @@ func (e Executor) Open(ctx context.Context, disk string, opts builder.SessionOpt
 
 	// Launch is the slow part (seconds under KVM, ~15 s under TCG);
 	// cancellation kills the QEMU it started so it returns early.
-	stop := context.AfterFunc(ctx, killChildQEMU)
+	stop := context.AfterFunc(ctx, qemuproc.KillChildren)
 	err = g.Launch()
 	stop()
 	if err != nil {

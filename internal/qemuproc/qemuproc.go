@@ -1,0 +1,47 @@
+// Package qemuproc finds and stops the QEMU processes this process started:
+// a libguestfs launch cancelled before the appliance's PID is known, and
+// the tests' check that nothing is left running.
+package qemuproc
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// KillChildren kills the live QEMU processes whose parent is this process.
+func KillChildren() {
+	for _, pid := range Children() {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Children lists the live QEMU processes whose parent is this process.
+func Children() []int {
+	self := os.Getpid()
+	var pids []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may contain spaces.
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		fields := strings.Fields(s[close+1:])
+		if len(fields) < 2 || fields[0] == "Z" || !strings.HasPrefix(s[open+1:close], "qemu") {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(fields[1]); ppid == self {
+			pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -1,0 +1,48 @@
+package qemuproc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestChildren starts a process named qemu-* (a copy of sleep) and finds
+// and kills it; other children are not touched.
+func TestChildren(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	fake := filepath.Join(t.TempDir(), "qemu-system-test")
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fake, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	q := exec.Command(fake, "60")
+	other := exec.Command(sleep, "60")
+	for _, c := range []*exec.Cmd{q, other} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer other.Process.Kill()
+	if got := Children(); len(got) != 1 || got[0] != q.Process.Pid {
+		t.Fatalf("Children() = %v, want [%d]", got, q.Process.Pid)
+	}
+	KillChildren()
+	done := make(chan error, 1)
+	go func() { done <- q.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the qemu child is still running")
+	}
+	if got := Children(); len(got) != 0 {
+		t.Errorf("after KillChildren: %v", got)
+	}
+}
