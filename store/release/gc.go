@@ -29,27 +29,16 @@ type Kept struct {
 // GC deletes the versioned boot resources of the store's images from the
 // site's MAAS that are neither the promoted version, nor the version a
 // rollback would promote, nor among the keep newest versions MAAS holds of
-// the image (newest by publish order in the store). Resources the store knows no version for are left alone: gc
-// cannot tell whose they are. Unless apply, nothing is deleted.
+// the image (newest by publish order in the store). Resources the store
+// knows no version for are left alone: gc cannot tell whose they are.
+// Unless apply, nothing is deleted.
 func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error) {
 	if keep < 0 {
 		return nil, fmt.Errorf("gc: --keep must be 0 or more, not %d", keep)
 	}
-	k, err := index(ctx, o.Store)
+	_, cat, c, hs, err := siteView(ctx, o)
 	if err != nil {
 		return nil, err
-	}
-	cat, err := o.Store.Catalog(ctx, o.Site.Name)
-	if err != nil {
-		return nil, err
-	}
-	c, err := o.client()
-	if err != nil {
-		return nil, err
-	}
-	hs, err := held(ctx, c, k)
-	if err != nil {
-		return nil, fmt.Errorf("reading site %s's boot resources: %w", o.Site.Name, err)
 	}
 	out := &GCResult{Site: o.Site.Name, Keep: keep, DryRun: !apply, Delete: []Held{}, Kept: []Kept{}}
 	byImage := map[string][]Held{}

@@ -158,24 +158,34 @@ func held(ctx context.Context, c *maas.Client, k *known) ([]Held, error) {
 	return out, nil
 }
 
-// Status compares what the store's catalog says the site runs with what
-// the site's MAAS holds.
-func Status(ctx context.Context, o Options) (*SiteStatus, error) {
+// siteView reads what status and gc compare: the store's versions, the
+// site's catalog, and the boot resources the site's MAAS holds.
+func siteView(ctx context.Context, o Options) (*known, map[string][]store.Promotion, *maas.Client, []Held, error) {
 	k, err := index(ctx, o.Store)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	cat, err := o.Store.Catalog(ctx, o.Site.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	c, err := o.client()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	hs, err := held(ctx, c, k)
 	if err != nil {
-		return nil, fmt.Errorf("reading site %s's boot resources: %w", o.Site.Name, err)
+		return nil, nil, nil, nil, fmt.Errorf("reading site %s's boot resources: %w", o.Site.Name, err)
+	}
+	return k, cat, c, hs, nil
+}
+
+// Status compares what the store's catalog says the site runs with what
+// the site's MAAS holds.
+func Status(ctx context.Context, o Options) (*SiteStatus, error) {
+	k, cat, _, hs, err := siteView(ctx, o)
+	if err != nil {
+		return nil, err
 	}
 	byImage := map[string]*ImageStatus{}
 	get := func(image string) *ImageStatus {
