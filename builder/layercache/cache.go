@@ -211,10 +211,16 @@ func (c Cache) Save(ctx context.Context, e Entry, disk string, parent *Table) (*
 		}
 	}
 	final := c.dir(&e)
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return nil, err
+	var rerr error
+	for range 2 { // Remove may take away the key's directory in between
+		if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+			return nil, err
+		}
+		if rerr = os.Rename(tmp, final); !errors.Is(rerr, fs.ErrNotExist) {
+			break
+		}
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := rerr; err != nil {
 		if _, serr := os.Stat(filepath.Join(final, "entry.json")); serr == nil {
 			return t, nil // another build stored this very state first
 		}
