@@ -147,10 +147,12 @@ type File struct {
 
 // Bundle is a staged bundle and what it holds.
 type Bundle struct {
-	Name        string        `json:"name"`
-	Destination string        `json:"destination"`
-	Digest      string        `json:"digest"`
-	Entries     []BundleEntry `json:"entries"`
+	Name        string `json:"name"`
+	Destination string `json:"destination"`
+	// Entrypoint is the bundle's executable, relative to Destination.
+	Entrypoint string        `json:"entrypoint,omitempty"`
+	Digest     string        `json:"digest"`
+	Entries    []BundleEntry `json:"entries"`
 }
 
 // BundleEntry is one staged entry.
@@ -184,8 +186,11 @@ type Services struct {
 	Disabled []string `json:"disabled"`
 }
 
-// Validation is where the on-host validation script is and the recipe's
-// extra checks it runs.
+// Validation is where the on-host validation script is and what it checks
+// beyond what the build derives: the recipe's validation block. The script
+// checks one profile (bare-metal or slice) at one stage (image: what the
+// image guarantees right after deploy; converged: after the site bootstrap,
+// the gate before a host is schedulable).
 type Validation struct {
 	Script string `json:"script"`
 	// Marker is where the image carries its build marker.
@@ -193,6 +198,99 @@ type Validation struct {
 	ServicesActive []string `json:"services_active"`
 	FilesExist     []string `json:"files_exist"`
 	Checks         []Check  `json:"checks"`
+	// DefaultProfile and DefaultStage are what the script checks when run
+	// without --profile and --stage.
+	DefaultProfile string `json:"default_profile,omitempty"`
+	DefaultStage   string `json:"default_stage,omitempty"`
+	// CollectorWaitSeconds bounds how long the script waits for each
+	// Netdata collector's charts to appear.
+	CollectorWaitSeconds int `json:"collector_wait_seconds,omitempty"`
+	// GPU is what the host's GPUs must be, read with nvidia-smi.
+	GPU *GPU `json:"gpu,omitempty"`
+	// Profiles are the deploy profiles the image serves, in recipe order.
+	Profiles []Profile `json:"profiles,omitempty"`
+}
+
+// Validation profiles and stages.
+const (
+	ProfileBareMetal = "bare-metal"
+	ProfileSlice     = "slice"
+	StageImage       = "image"
+	StageConverged   = "converged"
+)
+
+// Profiles and Stages are the profile and stage names, in order.
+var (
+	Profiles = []string{ProfileBareMetal, ProfileSlice}
+	Stages   = []string{StageImage, StageConverged}
+)
+
+// GPU is the recipe's gpu block: what nvidia-smi must report.
+type GPU struct {
+	// Model must be contained in every GPU's name ("H200").
+	Model string `json:"model"`
+	// Count is how many GPUs the host has.
+	Count int `json:"count"`
+	// DriverBranch is the driver's major version ("580"); empty: any.
+	DriverBranch    string `json:"driver_branch,omitempty"`
+	PersistenceMode bool   `json:"persistence_mode"`
+	ECC             bool   `json:"ecc"`
+	// PCIeGen and PCIeWidth are the link each GPU must have; 0 means the
+	// GPU's own maximum.
+	PCIeGen   int `json:"pcie_gen,omitempty"`
+	PCIeWidth int `json:"pcie_width,omitempty"`
+	// NVSwitch hosts need nvidia-fabricmanager active.
+	NVSwitch bool `json:"nvswitch"`
+}
+
+// Profile is one deploy profile the image serves (bare-metal or slice).
+type Profile struct {
+	Name string `json:"name"`
+	// ServicesActive are units that must be active at stage image on this
+	// profile, beyond the validation block's own.
+	ServicesActive []string `json:"services_active,omitempty"`
+	// VFIOModules must be loaded or loadable (slice).
+	VFIOModules []string `json:"vfio_modules,omitempty"`
+	// Bootstrap is the bundle whose entrypoint converges a host of this
+	// profile, run with BootstrapEnv (as MAAS deploy user-data would).
+	Bootstrap    string            `json:"bootstrap,omitempty"`
+	BootstrapEnv map[string]string `json:"bootstrap_env,omitempty"`
+	// Converged is what stage converged checks on this profile.
+	Converged *Converged `json:"converged,omitempty"`
+}
+
+// Converged is the runtime baseline a profile's host must reach after the
+// site bootstrap. Every value comes from the recipe.
+type Converged struct {
+	ServicesActive []string `json:"services_active,omitempty"`
+	FilesExist     []string `json:"files_exist,omitempty"`
+	// DoneMarkers are the bootstrap done-markers: one absent means the
+	// baseline is incomplete, whatever else passed.
+	DoneMarkers []string `json:"done_markers,omitempty"`
+	Fabric      *Fabric  `json:"fabric,omitempty"`
+	Bridges     []Bridge `json:"bridges,omitempty"`
+	DHCP        *DHCP    `json:"dhcp,omitempty"`
+}
+
+// Fabric is the IPoIB fabric network: a netplan file, interfaces matching a
+// shell pattern with an address in a subnet, and a route into it.
+type Fabric struct {
+	Netplan   string `json:"netplan,omitempty"`
+	Interface string `json:"interface"`
+	Subnet    string `json:"subnet"`
+}
+
+// Bridge is a bridge (Open vSwitch or Linux) that must own an address.
+type Bridge struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+}
+
+// DHCP is the slice network's DHCP server: a unit active with its subnet
+// configuration file.
+type DHCP struct {
+	Service    string `json:"service"`
+	SubnetFile string `json:"subnet_file"`
 }
 
 // Check is a named command that must succeed on the host.
