@@ -594,7 +594,7 @@ func ctxErr(ctx context.Context, err error) error {
 }
 
 func manifestBundle(b steps.StageBundle) manifest.Bundle {
-	mb := manifest.Bundle{Name: b.Name, Destination: b.Destination, Digest: b.Digest}
+	mb := manifest.Bundle{Name: b.Name, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest}
 	for _, e := range b.Entries {
 		mb.Entries = append(mb.Entries, manifest.BundleEntry{Path: e.Path, Type: e.Type, Mode: fsmode.String(e.Mode), Size: e.Size, SHA256: e.SHA256, Target: e.Target})
 	}

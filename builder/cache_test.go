@@ -31,7 +31,7 @@ func TestCacheKeys(t *testing.T) {
 		return keys
 	}
 	names := func() []string {
-		p := loadPlan(t, planCases[2])
+		p := loadPlan(t, planCases[3])
 		var n []string
 		for _, l := range p.Layers {
 			n = append(n, l.Name)

@@ -28,7 +28,9 @@ func (p *Plan) Manifest() *manifest.Manifest {
 		Services:         manifest.Services{Enabled: []string{}, Disabled: []string{}},
 		KernelArgs:       p.KernelArgs,
 		Validation: manifest.Validation{Script: p.Validation.Script, Marker: p.Image.BuildMarker,
-			ServicesActive: p.Validation.ServicesActive, FilesExist: p.Validation.FilesExist, Checks: []manifest.Check{}},
+			ServicesActive: p.Validation.ServicesActive, FilesExist: p.Validation.FilesExist, Checks: []manifest.Check{},
+			DefaultProfile: p.Validation.DefaultProfile, DefaultStage: p.Validation.DefaultStage,
+			CollectorWaitSeconds: p.Validation.CollectorWaitSeconds, GPU: p.Validation.GPU, Profiles: p.Validation.Profiles},
 		Lineage: manifest.Lineage{BaseDigest: p.Base.Checksum, RecipeDigest: p.Recipe.Digest},
 	}
 	if len(p.Waivers) > 0 {

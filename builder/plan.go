@@ -133,6 +133,7 @@ type BundleRef struct {
 	Name        string `json:"name"`
 	Source      string `json:"source"`
 	Destination string `json:"destination"`
+	Entrypoint  string `json:"entrypoint"`
 	Digest      string `json:"digest"`
 	Files       int    `json:"files"`
 	Bytes       int64  `json:"bytes"`
@@ -144,6 +145,14 @@ type ValidationRef struct {
 	ServicesActive []string        `json:"services_active"`
 	FilesExist     []string        `json:"files_exist"`
 	Checks         []recipes.Check `json:"checks"`
+	// What the script checks without --profile and --stage, and the stages
+	// it can check (manifest.Stages).
+	DefaultProfile       string             `json:"default_profile"`
+	DefaultStage         string             `json:"default_stage"`
+	Stages               []string           `json:"stages"`
+	CollectorWaitSeconds int                `json:"collector_wait_seconds"`
+	GPU                  *manifest.GPU      `json:"gpu"`
+	Profiles             []manifest.Profile `json:"profiles"`
 }
 
 // Artifacts are the files a build writes.
@@ -196,7 +205,10 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		Base:       BaseRef{Source: img.Base.Source, Checksum: img.Base.Checksum, Format: img.Base.Format, Size: img.Base.SizeText, SizeBytes: img.Base.Size},
 		KernelArgs: append([]string{}, img.Kernel.Args...),
 		Validation: ValidationRef{Script: img.Validation.Script, ServicesActive: nonNil(img.Validation.ServicesActive),
-			FilesExist: nonNil(img.Validation.FilesExist), Checks: img.Validation.Commands},
+			FilesExist: nonNil(img.Validation.FilesExist), Checks: img.Validation.Commands,
+			DefaultProfile: img.Validation.DefaultProfile, DefaultStage: img.Validation.DefaultStage, Stages: manifest.Stages,
+			CollectorWaitSeconds: int(img.Validation.CollectorWait.Seconds()), GPU: img.Validation.GPU,
+			Profiles: append([]manifest.Profile{}, img.Validation.Profiles...)},
 		Bundles: []BundleRef{},
 		Source:  r,
 	}
@@ -257,7 +269,7 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		p.Network = &NetworkRef{WaitOnlineTimeoutSeconds: int(n.WaitOnlineTimeout.Seconds()), WaitOnlineAny: n.WaitOnlineAny}
 	}
 	for _, b := range img.Bundles {
-		br := BundleRef{Name: b.Name, Source: b.Source, Destination: b.Destination, Digest: b.Digest}
+		br := BundleRef{Name: b.Name, Source: b.Source, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest}
 		for _, e := range b.Entries {
 			if e.Type == "file" {
 				br.Files++

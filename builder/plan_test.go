@@ -27,9 +27,12 @@ type planCase struct {
 var fixedNow = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 var planCases = []planCase{
-	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow}},
-	{name: "h200-slice-vm", recipe: "recipes/h200-slice-vm.hcl", opts: PlanOptions{Version: "1.4.0"},
-		inputs: recipes.Inputs{Flags: []string{"enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
+	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow}, roots: []string{"testdata/bundles"},
+		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=../testdata/bundles"}}},
+	{name: "h200-doca", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1.4.0"}, roots: []string{"testdata/bundles"},
+		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=../testdata/bundles", "enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
+	{name: "h200-debian", recipe: "testdata/h200-debian.hcl",
+		inputs: recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
 	{name: "demo", recipe: "examples/demo.hcl",
 		inputs: recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
 	{name: "full", recipe: "testdata/recipes/valid/full.hcl", roots: []string{"testdata"}},
@@ -40,7 +43,7 @@ var planCases = []planCase{
 // modes in bundle directories what a git checkout with umask 022 gives.
 func chdirRoot(t testing.TB) {
 	t.Chdir("..")
-	for _, dir := range []string{"recipes/site-bootstrap", "examples/site-bootstrap", "testdata/bundles"} {
+	for _, dir := range []string{"examples/site-bootstrap", "testdata/bundles"} {
 		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || !d.Type().IsRegular() {
 				return err
@@ -148,8 +151,8 @@ func TestPlanIsDeterministic(t *testing.T) {
 func TestLayerDigestsFollowContent(t *testing.T) {
 	chdirRoot(t)
 	base := loadPlan(t, planCases[0])
-	changed := loadPlan(t, planCase{name: "x", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "9.9.9"},
-		inputs: recipes.Inputs{Flags: []string{"netdata_retention_mb=512", "artifact_dir=elsewhere"}}})
+	changed := loadPlan(t, planCase{name: "x", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "9.9.9"}, roots: planCases[0].roots,
+		inputs: recipes.Inputs{Flags: append([]string{"netdata_retention_mb=512", "artifact_dir=elsewhere"}, planCases[0].inputs.Flags...)}})
 	afterConfig := false
 	for i, l := range base.Layers {
 		c := changed.Layers[i]

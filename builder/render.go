@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // WriteJSON writes the plan as indented, stable JSON.
@@ -113,13 +115,24 @@ func (p *Plan) writeText(w io.Writer) error {
 		pf("Network:      wait-online bounded to %ds%s\n", nw.WaitOnlineTimeoutSeconds, any)
 	}
 	for _, b := range p.Bundles {
-		pf("Bundle:       %s: %s -> %s (%d files, %d bytes, %s)\n", b.Name, b.Source, b.Destination, b.Files, b.Bytes, b.Digest)
+		pf("Bundle:       %s: %s -> %s (%d files, %d bytes, %s), entrypoint %s\n", b.Name, b.Source, b.Destination, b.Files, b.Bytes, b.Digest, b.Entrypoint)
 	}
 	pf("Validation:   %s", p.Validation.Script)
 	if k := len(p.Validation.ServicesActive) + len(p.Validation.FilesExist) + len(p.Validation.Checks); k > 0 {
 		pf(" (+%d recipe checks)", k)
 	}
 	pf("\n")
+	v := p.Validation
+	pf("  default:    --profile %s --stage %s (stages: %s)\n", v.DefaultProfile, v.DefaultStage, strings.Join(v.Stages, ", "))
+	if g := v.GPU; g != nil {
+		pf("  GPUs:       %s\n", gpuSummary(g))
+	}
+	for _, pr := range v.Profiles {
+		pf("  profile %s:\n", pr.Name)
+		for _, line := range profileSummary(pr) {
+			pf("    %s\n", line)
+		}
+	}
 	for _, w := range p.Waivers {
 		pf("Waived check: %s (%s)\n", w.Check, w.Reason)
 	}
@@ -168,4 +181,82 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// gpuSummary is the gpu block in one line.
+func gpuSummary(g *manifest.GPU) string {
+	s := fmt.Sprintf("%d x %q", g.Count, g.Model)
+	if g.DriverBranch != "" {
+		s += ", driver " + g.DriverBranch
+	}
+	var want []string
+	if g.PersistenceMode {
+		want = append(want, "persistence mode")
+	}
+	if g.ECC {
+		want = append(want, "ECC on, no uncorrected errors, no pending remaps or retired pages")
+	}
+	link := "PCIe link at its maximum"
+	if g.PCIeGen > 0 || g.PCIeWidth > 0 {
+		link = fmt.Sprintf("PCIe link at least gen %d x%d", g.PCIeGen, g.PCIeWidth)
+	}
+	want = append(want, link)
+	if g.NVSwitch {
+		want = append(want, "nvidia-fabricmanager active")
+	}
+	return s + "; " + strings.Join(want, ", ")
+}
+
+// profileSummary describes what a profile adds at each stage.
+func profileSummary(p manifest.Profile) []string {
+	var image []string
+	if len(p.ServicesActive) > 0 {
+		image = append(image, "active "+strings.Join(p.ServicesActive, " "))
+	}
+	if p.Name == manifest.ProfileSlice {
+		image = append(image, "/dev/kvm, IOMMU groups, kernel args in /proc/cmdline")
+	}
+	if len(p.VFIOModules) > 0 {
+		image = append(image, "modules "+strings.Join(p.VFIOModules, " "))
+	}
+	if p.Name == manifest.ProfileSlice {
+		image = append(image, "GPUs WARN without NVML")
+	}
+	out := []string{"stage image:     " + orNone(strings.Join(image, "; "))}
+	if p.Bootstrap != "" {
+		env := make([]string, 0, len(p.BootstrapEnv))
+		for k, v := range p.BootstrapEnv {
+			env = append(env, k+"="+v)
+		}
+		sort.Strings(env)
+		out = append(out, "bootstrap:       "+strings.TrimSpace(strings.Join(env, " ")+" bundle "+p.Bootstrap))
+	}
+	c := p.Converged
+	if c == nil {
+		return append(out, "stage converged: (no baseline in the recipe)")
+	}
+	var conv []string
+	if len(c.ServicesActive) > 0 {
+		conv = append(conv, "active "+strings.Join(c.ServicesActive, " "))
+	}
+	if len(c.FilesExist) > 0 {
+		conv = append(conv, "files "+strings.Join(c.FilesExist, " "))
+	}
+	if len(c.DoneMarkers) > 0 {
+		conv = append(conv, "done "+strings.Join(c.DoneMarkers, " "))
+	}
+	if f := c.Fabric; f != nil {
+		s := fmt.Sprintf("fabric %s in %s with its route", f.Interface, f.Subnet)
+		if f.Netplan != "" {
+			s += ", " + f.Netplan
+		}
+		conv = append(conv, s)
+	}
+	for _, b := range c.Bridges {
+		conv = append(conv, fmt.Sprintf("bridge %s %s", b.Name, b.Address))
+	}
+	if d := c.DHCP; d != nil {
+		conv = append(conv, fmt.Sprintf("dhcp %s with %s", d.Service, d.SubnetFile))
+	}
+	return append(out, "stage converged: "+orNone(strings.Join(conv, "; ")))
 }

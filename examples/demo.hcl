@@ -105,7 +105,8 @@ image "imagectl-demo" {
   }
 
   bundle "demo" {
-    source = "site-bootstrap/demo"
+    source     = "site-bootstrap/demo"
+    entrypoint = "bootstrap.sh"
   }
 
   artifact {

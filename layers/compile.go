@@ -156,12 +156,13 @@ func configSteps(img *recipes.Image) []steps.Step {
 	if n := img.Netdata; n != nil && n.Enabled {
 		out = append(out, writeFile(NetdataConf, 0o644, "root:root", "netdata block", []byte(netdataConf(n))))
 		if goD := netdataGoD(n); goD != "" {
-			out = append(out, writeFile(NetdataGoDConf, 0o644, "root:root", "netdata block", []byte(goD)))
+			out = append(out, writeFile(NetdataGoDConf, 0o644, "root:root", "netdata block", []byte(goD)),
+				steps.Run{Command: goDPluginCheck(goDModules(n))})
 		}
 		out = append(out, steps.Services{Enable: []string{"netdata"}})
 	}
 	for _, b := range img.Bundles {
-		sb := steps.StageBundle{Name: b.Name, Source: b.Source, SourcePath: b.Path, Archive: b.Archive, Destination: b.Destination, Digest: b.Digest}
+		sb := steps.StageBundle{Name: b.Name, Source: b.Source, SourcePath: b.Path, Archive: b.Archive, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest}
 		for _, e := range b.Entries {
 			sb.Entries = append(sb.Entries, steps.BundleEntry{Path: e.Path, Type: e.Type, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Target: e.Target})
 		}
@@ -218,14 +219,31 @@ func netdataConf(n *recipes.Netdata) string {
 	return b.String()
 }
 
-// netdataGoD enables the go.d modules among the collectors ("" if none).
-func netdataGoD(n *recipes.Netdata) string {
+// goDModules are the collectors that are go.d.plugin modules.
+func goDModules(n *recipes.Netdata) []string {
 	var mods []string
 	for _, c := range n.Collectors {
 		if col, _ := recipes.Collector(c); !col.Plugin {
 			mods = append(mods, c)
 		}
 	}
+	return mods
+}
+
+// goDPluginCheck fails the build when go.d modules are configured but the
+// installed Netdata has no go.d.plugin to run them (Debian's and Ubuntu's
+// netdata packages do not ship it): a config that collects nothing must not
+// ship.
+func goDPluginCheck(mods []string) string {
+	return `for p in /usr/libexec/netdata/plugins.d/go.d.plugin /usr/lib/netdata/plugins.d/go.d.plugin; do [ -x "$p" ] && exit 0; done; ` +
+		`echo "the netdata block configures the go.d modules ` + strings.Join(mods, ", ") + `, but the installed Netdata has no go.d.plugin ` +
+		`(the distribution's netdata package does not ship it): install Netdata from its own repository ` +
+		`(layers/netdata.hcl with repository = \"netdata\"), or drop these collectors" >&2; exit 1`
+}
+
+// netdataGoD enables the go.d modules among the collectors ("" if none).
+func netdataGoD(n *recipes.Netdata) string {
+	mods := goDModules(n)
 	if len(mods) == 0 {
 		return ""
 	}

@@ -2,7 +2,13 @@
 
 description = "Docker engine and compose plugin"
 
-packages = ["docker.io", "docker-compose-v2", "containerd"]
+variable "compose_package" {
+  type        = string
+  default     = "docker-compose-v2"
+  description = "The compose package: Ubuntu's docker-compose-v2 (docker compose); Debian 12 has only docker-compose."
+}
+
+packages = ["docker.io", var.compose_package, "containerd"]
 
 services {
   enable = ["docker", "containerd"]

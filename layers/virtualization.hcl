@@ -2,10 +2,16 @@
 # guests, Open vSwitch, dnsmasq and iptables/nftables for slice networking.
 # GPU binding, bridges and VFs stay first-boot work of the site bootstrap.
 
+variable "qemu_package" {
+  type        = string
+  default     = "qemu-kvm"
+  description = "QEMU with KVM: Ubuntu's qemu-kvm; Debian 12 calls it qemu-system-x86."
+}
+
 description = "Slice runtime: libvirt, QEMU, OVMF, Open vSwitch, dnsmasq"
 
 packages = [
-  "qemu-kvm",
+  var.qemu_package,
   "qemu-utils",
   "libvirt-daemon-system",
   "libvirt-clients",

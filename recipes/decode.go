@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -99,6 +100,36 @@ func (a attrs) str(name, def string) string {
 		return def
 	}
 	return v.AsString()
+}
+
+// duration reads a duration in whole seconds: a number of seconds or a
+// string such as "30s" or "2m". ok is false when absent or invalid (an
+// invalid one is reported).
+func (a attrs) duration(name string) (time.Duration, bool) {
+	v, ok := a.value(name, cty.DynamicPseudoType)
+	if !ok {
+		return 0, false
+	}
+	var dur time.Duration
+	var err error
+	switch v.Type() {
+	case cty.Number:
+		f, _ := v.AsBigFloat().Float64()
+		dur = time.Duration(f * float64(time.Second))
+	case cty.String:
+		dur, err = time.ParseDuration(v.AsString())
+	default:
+		err = fmt.Errorf("a duration such as \"30s\" or a number of seconds is required")
+	}
+	switch {
+	case err != nil:
+		a.errorAt(name, "Invalid duration", err.Error()+".")
+		return 0, false
+	case dur%time.Second != 0:
+		a.errorAt(name, "Invalid duration", "Give a whole number of seconds.")
+		return 0, false
+	}
+	return dur, true
 }
 
 func (a attrs) boolean(name string, def bool) bool {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/zclconf/go-cty/cty"
 )
 
 // Defaults of the image block.
@@ -108,6 +107,7 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 	if b := singleBlock(content.Blocks, "validation", &diags); b != nil {
 		diags = append(diags, decodeValidation(&img.Validation, b, ctx)...)
 	}
+	diags = append(diags, checkBootstraps(img)...)
 	waived := newLabels("Waiver", "")
 	for _, b := range content.Blocks {
 		if b.Type != "waive" {
@@ -240,28 +240,11 @@ func decodeNetwork(n *Network, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnosti
 	diags = append(diags, d...)
 	a := newAttrs(content, ctx, &diags)
 	n.WaitOnlineTimeout = DefaultWaitOnlineTimeout
-	if a.has("wait_online_timeout") {
-		// A number is seconds; a string is a Go duration such as "30s".
-		if v, ok := a.value("wait_online_timeout", cty.DynamicPseudoType); ok {
-			var dur time.Duration
-			var err error
-			switch v.Type() {
-			case cty.Number:
-				f, _ := v.AsBigFloat().Float64()
-				dur = time.Duration(f * float64(time.Second))
-			case cty.String:
-				dur, err = time.ParseDuration(v.AsString())
-			default:
-				err = fmt.Errorf("a duration such as \"30s\" or a number of seconds is required")
-			}
-			switch {
-			case err != nil:
-				a.errorAt("wait_online_timeout", "Invalid timeout", err.Error()+".")
-			case dur < time.Second || dur > time.Hour || dur%time.Second != 0:
-				a.errorAt("wait_online_timeout", "Invalid timeout", "Give a whole number of seconds from 1s to 1h: systemd-networkd-wait-online takes seconds.")
-			default:
-				n.WaitOnlineTimeout = dur
-			}
+	if dur, ok := a.duration("wait_online_timeout"); ok {
+		if dur < time.Second || dur > time.Hour {
+			a.errorAt("wait_online_timeout", "Invalid timeout", "Give a whole number of seconds from 1s to 1h: systemd-networkd-wait-online takes seconds.")
+		} else {
+			n.WaitOnlineTimeout = dur
 		}
 	}
 	n.WaitOnlineAny = a.boolean("wait_online_any", true)
@@ -360,44 +343,6 @@ func decodeMAAS(m *MAAS, img *Image, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 	return diags
 }
 
-func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	content, d := b.Body.Content(validationSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
-	v.Script = a.str("script", v.Script)
-	if msg := checkImagePath(v.Script); msg != "" {
-		a.errorAt("script", "Invalid script path", msg)
-	}
-	v.ServicesActive = checkedUnits(a, "services_active", &diags)
-	files, ranges := a.strList("files_exist")
-	for i, f := range files {
-		if msg := checkImagePath(f); msg != "" {
-			diags = append(diags, errorAt(ranges[i], "Invalid path", msg))
-		}
-	}
-	v.FilesExist = files
-	names := newLabels("Check", "")
-	for _, cb := range content.Blocks {
-		name := cb.Labels[0]
-		if msg := checkName("check", name); msg != "" {
-			diags = append(diags, errorAt(cb.LabelRanges[0], "Invalid check name", msg))
-		}
-		if !names.add(cb, &diags) {
-			continue
-		}
-		cc, d := cb.Body.Content(checkSchema)
-		diags = append(diags, d...)
-		ca := newAttrs(cc, ctx, &diags)
-		cmd := ca.str("command", "")
-		if ca.ok("command") && strings.TrimSpace(cmd) == "" {
-			ca.errorAt("command", "Empty command", "A check's command is empty.")
-		}
-		v.Commands = append(v.Commands, Check{Name: name, Command: cmd})
-	}
-	return diags
-}
-
 func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	bundle := &Bundle{Name: b.Labels[0]}
@@ -433,6 +378,12 @@ func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.
 	if !strings.HasSuffix(bundle.Destination, "/") {
 		bundle.Destination += "/"
 	}
+	bundle.Entrypoint = a.str("entrypoint", "")
+	if a.ok("entrypoint") {
+		if msg := checkEntrypoint(bundle.Entrypoint); msg != "" {
+			a.errorAt("entrypoint", "Invalid bundle entrypoint", msg)
+		}
+	}
 	bundle.Checksum = a.str("checksum", "")
 	if a.ok("checksum") {
 		if msg := checkChecksum(bundle.Checksum); msg != "" {
@@ -442,6 +393,11 @@ func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.
 	}
 	if bundle.Path != "" && !diags.HasErrors() {
 		diags = append(diags, inspectBundle(bundle, a.rng("checksum"), a.rng("source"))...)
+		if bundle.Entrypoint != "" && bundle.Entries != nil {
+			if msg := bundle.checkEntrypointEntry(); msg != "" {
+				a.errorAt("entrypoint", "Bundle entrypoint missing", msg)
+			}
+		}
 	}
 	return bundle, diags
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Recipe is a decoded, fully evaluated recipe: every expression has been
@@ -29,7 +31,10 @@ type Variable struct {
 	Description string
 	Type        cty.Type
 	Sensitive   bool
-	Value       cty.Value
+	// LegacyEnv is the environment variable the old shell pipeline read
+	// for this setting; imagectl warns when it is set (see legacyEnv).
+	LegacyEnv string
+	Value     cty.Value
 	// Source says where Value came from: "default", "env IMAGECTL_VAR_x",
 	// "var-file f.hcl" or "-var".
 	Source    string
@@ -171,6 +176,9 @@ type Bundle struct {
 	Path        string
 	Archive     bool
 	Destination string
+	// Entrypoint is the bundle's executable, relative to its root (the
+	// site bootstrap runs it on the host).
+	Entrypoint string
 	// Checksum, when set, is the expected "sha256:<hex>" of the tarball, or
 	// of the bundle's listing for a directory (see listingDigest).
 	Checksum string
@@ -208,6 +216,16 @@ type Validation struct {
 	ServicesActive []string
 	FilesExist     []string
 	Commands       []Check
+	// DefaultProfile and DefaultStage are what the script checks without
+	// --profile and --stage (manifest.Profiles, manifest.Stages).
+	DefaultProfile string
+	DefaultStage   string
+	// CollectorWait bounds the wait for each Netdata collector's charts.
+	CollectorWait time.Duration
+	// GPU is the gpu block; Profiles the profile blocks, in order. The
+	// manifest's types are the recipe's: the build copies them as they are.
+	GPU      *manifest.GPU
+	Profiles []manifest.Profile
 }
 
 // Check is a named command that must succeed on the host.

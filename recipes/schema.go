@@ -20,6 +20,7 @@ var variableSchema = &hcl.BodySchema{
 		{Name: "default"},
 		{Name: "description"},
 		{Name: "sensitive"},
+		{Name: "legacy_env"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "validation"}},
 }
@@ -154,6 +155,7 @@ var netdataSchema = &hcl.BodySchema{
 var bundleSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "source", Required: true},
+		{Name: "entrypoint", Required: true},
 		{Name: "destination"},
 		{Name: "checksum"},
 	},
@@ -187,12 +189,77 @@ var maasSchema = &hcl.BodySchema{
 var validationSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "script"},
+		{Name: "default_profile"},
+		{Name: "default_stage"},
+		{Name: "collector_wait"},
 		{Name: "services_active"},
 		{Name: "files_exist"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "check", LabelNames: []string{"name"}}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "check", LabelNames: []string{"name"}},
+		{Type: "gpu"},
+		{Type: "profile", LabelNames: []string{"name"}},
+	},
 }
 
 var checkSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "command", Required: true}},
+}
+
+var gpuSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "model", Required: true},
+		{Name: "count", Required: true},
+		{Name: "driver_branch"},
+		{Name: "persistence_mode"},
+		{Name: "ecc"},
+		{Name: "pcie_gen"},
+		{Name: "pcie_width"},
+		{Name: "nvswitch"},
+	},
+}
+
+var profileSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "services_active"},
+		{Name: "vfio_modules"},
+		{Name: "bootstrap"},
+		{Name: "bootstrap_env"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "converged"}},
+}
+
+var convergedSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "services_active"},
+		{Name: "files_exist"},
+		{Name: "done_markers"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "fabric"},
+		{Type: "bridge"},
+		{Type: "dhcp"},
+	},
+}
+
+var fabricSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "interface", Required: true},
+		{Name: "subnet", Required: true},
+		{Name: "netplan"},
+	},
+}
+
+var bridgeSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "name", Required: true},
+		{Name: "address", Required: true},
+	},
+}
+
+var dhcpSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "service"},
+		{Name: "subnet_file", Required: true},
+	},
 }

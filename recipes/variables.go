@@ -54,6 +54,10 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 	}
 	v.Description = a.str("description", "")
 	v.Sensitive = a.boolean("sensitive", false)
+	v.LegacyEnv = a.str("legacy_env", "")
+	if v.LegacyEnv != "" && !envNameRE.MatchString(v.LegacyEnv) {
+		a.errorAt("legacy_env", "Invalid environment variable name", fmt.Sprintf("%q is not an environment variable name.", v.LegacyEnv))
+	}
 	if at, ok := content.Attributes["default"]; ok {
 		val, d := at.Expr.Value(nil)
 		diags = append(diags, d...)
@@ -144,10 +148,19 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 		if !ok || !strings.HasPrefix(k, EnvPrefix) {
 			continue
 		}
-		if v := byName[strings.TrimPrefix(k, EnvPrefix)]; v != nil {
+		name := strings.TrimPrefix(k, EnvPrefix)
+		if v := byName[name]; v != nil {
 			set(v, val, "env "+k, nil)
+		} else {
+			d := undeclared(name, names, nil)
+			d.Detail = fmt.Sprintf("%s is set, but the recipe declares no variable %q.", k, name)
+			if s := suggest(name, names); s != "" {
+				d.Detail += fmt.Sprintf(" Did you mean %s%s?", EnvPrefix, s)
+			}
+			diags = append(diags, d)
 		}
 	}
+	diags = append(diags, legacyEnv(vars, in.Env)...)
 
 	for _, f := range in.Files {
 		src, err := os.ReadFile(f)

@@ -75,7 +75,7 @@ func TestVariablePrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, msgs := loadString(t, varsRecipe, Inputs{
-		Env:   []string{"IMAGECTL_VAR_size=90G", "IMAGECTL_VAR_packages=jq, curl ,", "IMAGECTL_VAR_netdata=0", "IMAGECTL_VAR_undeclared=1", "HOME=/root"},
+		Env:   []string{"IMAGECTL_VAR_size=90G", "IMAGECTL_VAR_packages=jq, curl ,", "IMAGECTL_VAR_netdata=0", "HOME=/root"},
 		Files: []string{varFile},
 		Flags: []string{"size=120G"},
 	})

@@ -103,6 +103,7 @@ type StageBundle struct {
 	SourcePath  string        `json:"-"`
 	Archive     bool          `json:"archive"`
 	Destination string        `json:"destination"`
+	Entrypoint  string        `json:"entrypoint,omitempty"`
 	Digest      string        `json:"digest"`
 	Entries     []BundleEntry `json:"entries"`
 }

@@ -11,6 +11,16 @@ import (
 )
 
 // imagectl runs the CLI in-process from the repository root.
+// h200 names the shipped H200 recipe as an operator does, with the
+// site-bootstrap bundles (here the test ones) and the --root that allows them.
+func h200(args ...string) []string {
+	bundles, err := filepath.Abs("testdata/bundles")
+	if err != nil {
+		panic(err)
+	}
+	return append([]string{args[0], "recipes/h200.hcl", "--root", bundles, "-var", "site_bootstrap_dir=" + bundles}, args[1:]...)
+}
+
 func imagectl(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -26,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestBuildDryRun(t *testing.T) {
-	out, errs, code := imagectl(t, nil, "build", "recipes/h200.hcl", "--dry-run", "-var", "version=2.0.0")
+	out, errs, code := imagectl(t, nil, h200("build", "--dry-run", "-var", "version=2.0.0")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -46,7 +56,7 @@ func TestBuildDryRun(t *testing.T) {
 
 func TestBuildDryRunJSON(t *testing.T) {
 	env := []string{"IMAGECTL_VAR_enable_doca_repos=1"}
-	out, errs, code := imagectl(t, env, "build", "recipes/h200-slice-vm.hcl", "--dry-run", "--output", "json", "--version", "3.1.0")
+	out, errs, code := imagectl(t, env, h200("build", "--dry-run", "--output", "json", "--version", "3.1.0")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -80,13 +90,12 @@ func TestBuildDryRunJSON(t *testing.T) {
 func brokenCopy(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, sub := range []string{"recipes", "layers", "recipes/site-bootstrap/h200-ib"} {
+	for _, sub := range []string{"recipes", "layers"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	files, _ := filepath.Glob("layers/*.hcl")
-	files = append(files, "recipes/site-bootstrap/h200-ib/README.md")
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -100,8 +109,14 @@ func brokenCopy(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, b := range []string{"h200-ib", "h200-slice-vm"} {
+		if err := os.CopyFS(filepath.Join(dir, "recipes/site-bootstrap", b), os.DirFS("testdata/bundles/"+b)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := string(src)
 	for old, repl := range map[string]string{
+		`variable "site_bootstrap_dir" {`: `variable "site_bootstrap_dir" {` + "\n  default = \"site-bootstrap\"",
 		`size     = var.size`:           `size     = "80 gigs"`,
 		`update_every = 5`:              `update_evry = 5`,
 		`"nvidia_smi", "docker"`:        `"nvidia-smi", "docker"`,
@@ -170,7 +185,7 @@ func TestBrokenRecipeJSON(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	out, errs, code := imagectl(t, nil, "validate", "recipes/h200.hcl")
+	out, errs, code := imagectl(t, nil, h200("validate")...)
 	if code != 0 || !strings.Contains(out, "valid (image gpuaas-h200-host-ubuntu2404") {
 		t.Errorf("exit %d\n%s%s", code, out, errs)
 	}
@@ -252,9 +267,10 @@ func TestDiff(t *testing.T) {
 
 func TestValidateScript(t *testing.T) {
 	dir := t.TempDir()
-	for _, src := range []string{"recipes/h200-slice-vm.hcl", "testdata/manifests/demo-0.1.0.json"} {
+	for _, args := range [][]string{h200("validate-script"), {"validate-script", "testdata/manifests/demo-0.1.0.json"}} {
+		src := args[1]
 		out := filepath.Join(dir, filepath.Base(src)+".sh")
-		if _, errs, code := imagectl(t, nil, "validate-script", src, "--out", out); code != 0 {
+		if _, errs, code := imagectl(t, nil, append(args, "--out", out)...); code != 0 {
 			t.Fatalf("%s: exit %d %s", src, code, errs)
 		}
 		st, err := os.Stat(out)

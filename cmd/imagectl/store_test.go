@@ -145,7 +145,7 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 
 func TestBuildDryRunWithStore(t *testing.T) {
 	dir, _ := stored(t)
-	out, errs, code := imagectl(t, []string{"IMAGECTL_STORE=" + dir}, "build", "recipes/h200.hcl", "--dry-run")
+	out, errs, code := imagectl(t, []string{"IMAGECTL_STORE=" + dir}, h200("build", "--dry-run")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

@@ -69,7 +69,8 @@ image "every-step" {
   }
 
   bundle "site" {
-    source = "bundle"
+    source     = "bundle"
+    entrypoint = "bin/bootstrap.sh"
   }
 
   validation {

@@ -49,11 +49,13 @@ image "dups" {
   }
 
   bundle "b" {
-    source = "assets"
+    source     = "assets"
+    entrypoint = "run.sh"
   }
 
   bundle "b" { # ERROR: Duplicate bundle
-    source = "assets"
+    source     = "assets"
+    entrypoint = "run.sh"
   }
 
   validation {

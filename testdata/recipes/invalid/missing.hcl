@@ -7,7 +7,7 @@ image "missing" { # ERROR: Missing base block # ERROR: Missing required argument
     packages = [var.needed]
   }
 
-  bundle "b" { # ERROR: Missing required argument
+  bundle "b" { # ERROR: Missing required argument # ERROR: Missing required argument
   }
 
   layer "f" {

@@ -30,19 +30,38 @@ image "sources" {
   }
 
   bundle "outside" {
-    source = "../../bundles/h200-ib" # ERROR: Source outside the recipe's directory tree
+    source     = "../../bundles/h200-ib" # ERROR: Source outside the recipe's directory tree
+    entrypoint = "bootstrap.sh"
   }
 
   bundle "missing" {
-    source = "bundles/none" # ERROR: Missing bundle source
+    source     = "bundles/none" # ERROR: Missing bundle source
+    entrypoint = "bootstrap.sh"
   }
 
   bundle "not-a-bundle" {
-    source = "assets/file.txt" # ERROR: Invalid bundle source
+    source     = "assets/file.txt" # ERROR: Invalid bundle source
+    entrypoint = "bootstrap.sh"
   }
 
   bundle "mismatch" {
-    source   = "assets"
-    checksum = "sha256:1111111111111111111111111111111111111111111111111111111111111111" # ERROR: Bundle checksum mismatch
+    source     = "assets"
+    entrypoint = "run.sh"
+    checksum   = "sha256:1111111111111111111111111111111111111111111111111111111111111111" # ERROR: Bundle checksum mismatch
+  }
+
+  bundle "no-entrypoint" {
+    source     = "assets"
+    entrypoint = "bootstrap.sh" # ERROR: Bundle entrypoint missing
+  }
+
+  bundle "not-executable" {
+    source     = "assets"
+    entrypoint = "file.txt" # ERROR: Bundle entrypoint missing
+  }
+
+  bundle "absolute-entrypoint" {
+    source     = "assets"
+    entrypoint = "/bin/sh" # ERROR: Invalid bundle entrypoint
   }
 }

@@ -55,7 +55,7 @@ image "Values!" { # ERROR: Invalid image name
   }
 
   network {
-    wait_online_timeout = "forever" # ERROR: Invalid timeout
+    wait_online_timeout = "forever" # ERROR: Invalid duration
   }
 
   artifact {

@@ -135,11 +135,13 @@ image "full-fixture" {
   }
 
   bundle "h200-ib" {
-    source = "../../bundles/h200-ib"
+    source     = "../../bundles/h200-ib"
+    entrypoint = "bootstrap.sh"
   }
 
   bundle "fabric" {
     source      = "../../bundles/fabric.tar.gz"
+    entrypoint  = "bin/run.sh"
     destination = "/opt/fabric"
     checksum    = "sha256:0e256907190b2f3931dab3a63a95a00c43fb67790cf51f286494bd027e9c60c8"
   }

@@ -1,0 +1,183 @@
+# Debian stand-in of recipes/h200.hcl, built and smoke-booted by make test:
+# Ubuntu's archive and cloud images are out of reach of CI, so this builds
+# the project's Debian 12 base disk (make base-image) with the same layer
+# files wherever Debian's package names allow (Debian names passed where
+# they differ), the same kernel args, Netdata, bounded wait-online, both
+# site-bootstrap bundles (small real test bundles under bundles/) and the
+# same validation: both profiles, both stages. Left out: the NVIDIA, DOCA
+# and MAAS-deployability layers (Ubuntu-only archives and kernels; the base
+# disk already boots as MAAS deploys it) and go.d collectors (Debian's
+# netdata lacks go.d.plugin). The VM has no GPU, InfiniBand, nested KVM or
+# IOMMU: those checks WARN there.
+
+variable "base_image" {
+  type        = string
+  description = "The Debian base disk built by make base-image."
+}
+
+variable "base_checksum" {
+  type        = string
+  description = "sha256 of base_image."
+}
+
+variable "version" {
+  type    = string
+  default = "0.0.0-debian"
+}
+
+variable "site_bootstrap_dir" {
+  type        = string
+  default     = "bundles"
+  description = "The directory holding the h200-ib and h200-slice-vm test bundles."
+}
+
+variable "slice_kernel_args" {
+  type    = string
+  default = "intel_iommu=on iommu=pt"
+}
+
+image "gpuaas-h200-host-debian12" {
+  title        = "GPUaaS H200 Host (Debian 12 stand-in)"
+  version      = var.version
+  architecture = "amd64/generic"
+  build_marker = "/etc/gpuaas/maas-host-image-build.json"
+
+  base {
+    source   = var.base_image
+    checksum = var.base_checksum
+    format   = "qcow2"
+    size     = "6G"
+  }
+
+  layer "base-diagnostics" {
+    source = "../layers/base-diagnostics.hcl"
+  }
+
+  layer "docker" {
+    source    = "../layers/docker.hcl"
+    variables = { compose_package = "docker-compose" }
+  }
+
+  layer "rdma" {
+    source = "../layers/rdma.hcl"
+  }
+
+  layer "site-bootstrap-packages" {
+    source = "../layers/site-bootstrap.hcl"
+  }
+
+  layer "slice-runtime" {
+    source    = "../layers/virtualization.hcl"
+    variables = { qemu_package = "qemu-system-x86" }
+  }
+
+  layer "netdata" {
+    source    = "../layers/netdata.hcl"
+    variables = { repository = "distribution" }
+  }
+
+  kernel {
+    args = compact(split(" ", var.slice_kernel_args))
+  }
+
+  netdata {
+    bind         = "127.0.0.1:19998"
+    retention_mb = 64
+    update_every = 5
+    collectors   = ["cgroups", "apps"]
+  }
+
+  network {
+    wait_online_timeout = "30s"
+    wait_online_any     = true
+  }
+
+  bundle "h200-ib" {
+    source     = "${var.site_bootstrap_dir}/h200-ib"
+    entrypoint = "bootstrap.sh"
+  }
+
+  bundle "h200-slice-vm" {
+    source     = "${var.site_bootstrap_dir}/h200-slice-vm"
+    entrypoint = "bootstrap.sh"
+  }
+
+  artifact {
+    directory = "../artifacts"
+  }
+
+  maas {
+    name       = "custom/gpuaas-h200-host-debian12"
+    base_image = "ubuntu/noble"
+  }
+
+  validation {
+    script          = "/usr/local/sbin/gpuaas-h200-host-image-validate.sh"
+    default_profile = "bare-metal"
+    default_stage   = "image"
+    collector_wait  = "120s"
+    services_active = ["docker", "containerd"]
+    files_exist = [
+      "/usr/local/share/gpuaas/site-bootstrap/h200-ib/bootstrap.sh",
+      "/usr/local/share/gpuaas/site-bootstrap/h200-slice-vm/bootstrap.sh",
+    ]
+
+    check "docker-compose" {
+      command = "docker-compose version"
+    }
+
+    gpu {
+      model         = "H200"
+      count         = 8
+      driver_branch = "580"
+      nvswitch      = true
+    }
+
+    profile "bare-metal" {
+      bootstrap = "h200-ib"
+
+      converged {
+        services_active = ["gpuaas-node-agent", "docker"]
+        done_markers    = ["/var/lib/gpuaas/site-bootstrap/h200-ib.done"]
+      }
+    }
+
+    profile "slice" {
+      services_active = ["libvirtd", "openvswitch-switch"]
+      vfio_modules    = ["vfio", "vfio_iommu_type1", "vfio_pci"]
+      bootstrap       = "h200-slice-vm"
+      bootstrap_env   = { GPUAAS_SLICE_INSTALL_PACKAGES = "0" }
+
+      converged {
+        services_active = [
+          "gpuaas-node-agent",
+          "gpuaas-slice-fabric-vfs",
+          "gpuaas-slice-vfio-devices",
+          "gpuaas-slice-network-baseline",
+          "gpuaas-slice-ovs-bridge",
+          "libvirtd",
+        ]
+        done_markers = [
+          "/var/lib/gpuaas/site-bootstrap/h200-ib.done",
+          "/var/lib/gpuaas/site-bootstrap/h200-slice-vm.done",
+        ]
+
+        fabric {
+          netplan   = "/etc/netplan/60-ipoib.yaml"
+          interface = "ibp*"
+          subnet    = "192.168.0.0/16"
+        }
+
+        bridge {
+          name    = "ovsbr0"
+          address = "10.100.0.1/24"
+        }
+
+        dhcp {
+          service     = "dnsmasq"
+          subnet_file = "/etc/dnsmasq.d/gpu_subnet.conf"
+        }
+      }
+    }
+  }
+}
