@@ -75,7 +75,8 @@ lint: build
 	$(GO) vet -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/imagectl
 	shellcheck scripts/*.sh .ci/run
-	$(BIN) fmt --check recipes layers examples testdata/recipes/valid testdata/recipes/layers
+	$(BIN) fmt --check recipes layers examples testdata/recipes/valid testdata/recipes/layers testdata/h200-debian.hcl
+	shellcheck -x -P SCRIPTDIR testdata/bundles/h200-ib/bootstrap.sh testdata/bundles/h200-slice-vm/bootstrap.sh
 
 fuzz:
 	$(GO) test ./recipes -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
@@ -103,8 +104,9 @@ $(COSIGN):
 test: lint base-image cosign
 	$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./...
 	$(MAKE) --no-print-directory fuzz
-	$(BIN) build recipes/h200.hcl --dry-run --version 0.0.0-ci >/dev/null
-	$(BIN) build recipes/h200-slice-vm.hcl --dry-run --output json --version 0.0.0-ci >/dev/null
+	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --version 0.0.0-ci >/dev/null
+	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --output json --version 0.0.0-ci >/dev/null
+	$(BIN) build testdata/h200-debian.hcl -var-file $(BASE_VARS) --dry-run >/dev/null
 
 # Plan and repack benchmarks, then the packing comparison on the base image
 # (one iteration each: every run launches an appliance).

@@ -1,4 +1,4 @@
-# MAAS sites for imagectl upload:
+# MAAS sites for imagectl upload, promote, rollback, status and gc:
 #   imagectl upload X.tgz --site maas280 --sites examples/sites.hcl --base-image ubuntu/noble
 # A site names where its API key is - an environment variable or a file -
 # never the key itself: a key written here is an error.
@@ -10,6 +10,24 @@ site "maas280" {
   architecture = "amd64/generic" # default
   # Each API request and each chunk but the last (default 60s).
   timeout = "60s"
+
+  # The GPUaaS deploy profile promote and rollback point at the promoted
+  # version (PATCH {api_url}/api/v1/admin/maas-sites/{site_id}/profiles/{profile_id}
+  # with its distro_series), and status reads back. Without a deploy_profile,
+  # promote prints the curl command an operator must run instead.
+  # Repeat the block for each profile; the token, like the MAAS key, is
+  # named by token_env or token_file and never written here.
+  deploy_profile {
+    api_url    = "https://admin.gpuaas.example.internal" # https; http only to loopback
+    site_id    = "maas280"
+    profile_id = "h200-bare-metal"
+    token_env  = "GPUAAS_ADMIN_TOKEN"
+    # Only promotions of this image select the profile's image (default:
+    # every image promoted at the site).
+    image = "gpuaas-h200-host-ubuntu2404"
+    # Each admin API request (default 30s).
+    timeout = "30s"
+  }
 }
 
 site "lab" {

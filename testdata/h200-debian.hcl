@@ -1,14 +1,19 @@
 # Debian stand-in of recipes/h200.hcl, built and smoke-booted by make test:
 # Ubuntu's archive and cloud images are out of reach of CI, so this builds
-# the project's Debian 12 base disk (make base-image) with the same layer
-# files wherever Debian's package names allow (Debian names passed where
-# they differ), the same kernel args, Netdata, bounded wait-online, both
-# site-bootstrap bundles (small real test bundles under bundles/) and the
-# same validation: both profiles, both stages. Left out: the NVIDIA, DOCA
-# and MAAS-deployability layers (Ubuntu-only archives and kernels; the base
-# disk already boots as MAAS deploys it) and go.d collectors (Debian's
-# netdata lacks go.d.plugin). The VM has no GPU, InfiniBand, nested KVM or
-# IOMMU: those checks WARN there.
+# the project's Debian 12 base disk (make base-image) with the H200 recipe's
+# layer files for what the boot proves (Docker, the slice runtime, Netdata;
+# Debian's package names passed where they differ), the same kernel args,
+# bounded wait-online, both site-bootstrap bundles (small real test bundles
+# under bundles/, whose bootstrap converges a slice baseline in the VM) and
+# the same validation: both profiles, both stages.
+#
+# Left out: the NVIDIA, DOCA and MAAS-deployability layers (Ubuntu-only
+# archives and kernels; the base disk already boots as MAAS deploys it), the
+# package-only layers (base diagnostics, RDMA tools, site-bootstrap
+# packages: their names are Debian's too, and every layer test proves
+# package installs; they would add minutes under TCG and nothing to the
+# boot), and go.d collectors (Debian's netdata lacks go.d.plugin). The VM has
+# no GPU, InfiniBand, nested KVM or IOMMU: those checks WARN there.
 
 variable "base_image" {
   type        = string
@@ -49,21 +54,9 @@ image "gpuaas-h200-host-debian12" {
     size     = "6G"
   }
 
-  layer "base-diagnostics" {
-    source = "../layers/base-diagnostics.hcl"
-  }
-
   layer "docker" {
     source    = "../layers/docker.hcl"
     variables = { compose_package = "docker-compose" }
-  }
-
-  layer "rdma" {
-    source = "../layers/rdma.hcl"
-  }
-
-  layer "site-bootstrap-packages" {
-    source = "../layers/site-bootstrap.hcl"
   }
 
   layer "slice-runtime" {

@@ -17,6 +17,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuaas/imagectl/upload/maas"
+	"github.com/gpuaas/imagectl/upload/profile"
 )
 
 // Site is one MAAS from sites.hcl. It names where its API key is, never
@@ -38,7 +39,34 @@ type Site struct {
 	// (MAAS hashes the whole file in it), CompleteTimeout the wait for MAAS
 	// to report an upload complete.
 	Timeout, LastChunkTimeout, CompleteTimeout time.Duration
+	// Profiles are the GPUaaS deploy profiles promote and rollback point
+	// at the promoted version through the admin API; none when the site's
+	// operators set them by hand.
+	Profiles []*DeployProfile
 	// DeclRange is the site block's header, for diagnostics.
+	DeclRange hcl.Range
+}
+
+// DeployProfile is a deploy_profile block of a site: a GPUaaS MAAS site
+// profile whose distro_series promote and rollback set through the admin
+// API. It names where its bearer token is, never the token.
+type DeployProfile struct {
+	// Site is the sites.hcl site it belongs to.
+	Site string
+	// APIURL is the admin API's base URL: https, or http to loopback.
+	APIURL string
+	// SiteID and ProfileID are the admin API's ids of the MAAS site and
+	// the profile.
+	SiteID, ProfileID string
+	// TokenEnv or TokenFile (resolved against the sites file's directory)
+	// holds the bearer token; exactly one is set.
+	TokenEnv, TokenFile string
+	// Image, when set, is the store image whose promotions the profile
+	// follows; empty, it follows every image promoted at the site.
+	Image string
+	// Timeout bounds each admin API request.
+	Timeout time.Duration
+	// DeclRange is the block's header, for diagnostics.
 	DeclRange hcl.Range
 }
 
@@ -65,6 +93,19 @@ var siteBodySchema = &hcl.BodySchema{
 		{Name: "last_chunk_timeout"},
 		{Name: "complete_timeout"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "deploy_profile"}},
+}
+
+var profileBodySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "api_url", Required: true},
+		{Name: "site_id", Required: true},
+		{Name: "profile_id", Required: true},
+		{Name: "token_env"},
+		{Name: "token_file"},
+		{Name: "image"},
+		{Name: "timeout"},
+	},
 }
 
 var (
@@ -73,6 +114,13 @@ var (
 	reEnvName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// reKeyShape is what a MAAS API key looks like.
 	reKeyShape = regexp.MustCompile(`^[A-Za-z0-9]+:[A-Za-z0-9]+:[A-Za-z0-9]+$`)
+	// reTokenShape is what a bearer token written in clear looks like: a
+	// JWT, or a value that starts with "Bearer ".
+	reTokenShape = regexp.MustCompile(`^(eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|(?i:bearer)\s+\S+)$`)
+	reImageName  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	reProfileID  = regexp.MustCompile(`^[^/\s]+$`)
+	// tokenNames are attributes that would hold an admin token in clear.
+	tokenNames = map[string]bool{"token": true, "admin_token": true, "api_token": true, "bearer_token": true}
 )
 
 // Default site settings.
@@ -81,6 +129,7 @@ const (
 	DefaultTimeout          = 60 * time.Second
 	DefaultLastChunkTimeout = 15 * time.Minute
 	DefaultCompleteTimeout  = 10 * time.Minute
+	DefaultProfileTimeout   = 30 * time.Second
 )
 
 // LoadSites reads and parses a sites file.
@@ -130,9 +179,10 @@ func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 }
 
 // redactSecrets finds, in every attribute of body and its blocks, an
-// api_key, a value shaped like a MAAS API key or a URL with credentials:
-// each is an error, and its text is starred out of shown, the copy of the
-// source that diagnostics quote.
+// api_key or token, a value shaped like a MAAS API key or a bearer token,
+// a token_env that is no variable name (it may be the token itself) or a
+// URL with credentials: each is an error, and its text is starred out of
+// shown, the copy of the source that diagnostics quote.
 func redactSecrets(body *hclsyntax.Body, shown []byte, diags *hcl.Diagnostics) {
 	for _, a := range body.Attributes {
 		v, d := a.Expr.Value(nil)
@@ -141,8 +191,12 @@ func redactSecrets(body *hclsyntax.Body, shown []byte, diags *hcl.Diagnostics) {
 		switch {
 		case a.Name == "api_key" || (literal && reKeyShape.MatchString(v.AsString())):
 			summary, detail = "API key written in clear", "A MAAS API key may not be written in the sites file: put it in an environment variable named by api_key_env, or in a file (mode 0600) named by api_key_file."
+		case tokenNames[a.Name] || (literal && reTokenShape.MatchString(strings.TrimSpace(v.AsString()))):
+			summary, detail = "Token written in clear", "An admin API token may not be written in the sites file: put it in an environment variable named by token_env, or in a file (mode 0600) named by token_file, in the deploy_profile block."
+		case a.Name == "token_env" && literal && !reEnvName.MatchString(v.AsString()):
+			summary, detail = "Invalid token_env", "token_env names the environment variable that holds the admin API token (letters, digits and '_'), not the token itself; its value is not shown."
 		case literal && hasURLCredentials(v.AsString()):
-			summary, detail = "Credentials in a URL", "A URL in the sites file may not carry a user or password: MAAS authenticates with the API key (api_key_env or api_key_file)."
+			summary, detail = "Credentials in a URL", "A URL in the sites file may not carry a user, a password or a token: MAAS authenticates with the API key (api_key_env or api_key_file), the admin API with the token (token_env or token_file)."
 		default:
 			continue
 		}
@@ -156,10 +210,22 @@ func redactSecrets(body *hclsyntax.Body, shown []byte, diags *hcl.Diagnostics) {
 	}
 }
 
+// hasURLCredentials reports whether v is a URL with a user or password,
+// or with a query parameter that looks like a credential (?token=…).
 func hasURLCredentials(v string) bool {
 	u, err := url.Parse(strings.TrimSpace(v))
-	return err == nil && u.User != nil && u.Host != ""
+	if err != nil || u.Host == "" {
+		return false
+	}
+	for k := range u.Query() {
+		if reCredParam.MatchString(k) {
+			return true
+		}
+	}
+	return u.User != nil
 }
+
+var reCredParam = regexp.MustCompile(`(?i)token|key|secret|passw|auth`)
 
 func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	s := &Site{Name: b.Labels[0], DeclRange: b.DefRange, Architecture: DefaultArchitecture,
@@ -171,40 +237,8 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	}
 	content, d := b.Body.Content(siteBodySchema)
 	diags = append(diags, d...)
-	str := func(name string, dst *string, check func(string) string) {
-		a := content.Attributes[name]
-		if a == nil {
-			return
-		}
-		v, d := a.Expr.Value(nil)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			return
-		}
-		if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(),
-				Detail: name + " must be a string."})
-			return
-		}
-		if msg := check(v.AsString()); msg != "" {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(), Detail: msg})
-			return
-		}
-		*dst = v.AsString()
-	}
-	dur := func(name string, dst *time.Duration) {
-		var raw string
-		str(name, &raw, func(v string) string {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Sprintf("%q is not a positive duration such as \"60s\" or \"15m\".", v)
-			}
-			return ""
-		})
-		if raw != "" {
-			*dst, _ = time.ParseDuration(raw)
-		}
-	}
+	at := &attrs{content: content}
+	str, dur := at.str, at.dur
 	str("maas_url", &s.URL, func(v string) string {
 		u, err := url.Parse(v)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
@@ -252,10 +286,124 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Where is the API key?", Subject: b.DefRange.Ptr(),
 			Detail: fmt.Sprintf("Site %q needs exactly one of api_key_env (an environment variable) and api_key_file (a file) holding its MAAS API key.", s.Name)})
 	}
+	diags = append(diags, at.diags...)
+	seen := map[string]hcl.Range{}
+	for _, pb := range content.Blocks {
+		p, d := decodeProfile(s.Name, pb, dir)
+		diags = append(diags, d...)
+		if p == nil {
+			continue
+		}
+		id := p.APIURL + " " + p.SiteID + " " + p.ProfileID
+		if prev, dup := seen[id]; dup {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate deploy profile", Subject: pb.DefRange.Ptr(),
+				Detail: fmt.Sprintf("Profile %q of admin site %q is already declared at %s.", p.ProfileID, p.SiteID, prev)})
+			continue
+		}
+		seen[id] = pb.DefRange
+		s.Profiles = append(s.Profiles, p)
+	}
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	return s, diags
+}
+
+// attrs decodes a block's string attributes, collecting diagnostics.
+type attrs struct {
+	content *hcl.BodyContent
+	diags   hcl.Diagnostics
+}
+
+// str sets dst to the attribute's value when it is a string that check
+// (which returns what is wrong, or "") accepts.
+func (at *attrs) str(name string, dst *string, check func(string) string) {
+	a := at.content.Attributes[name]
+	if a == nil {
+		return
+	}
+	v, d := a.Expr.Value(nil)
+	at.diags = append(at.diags, d...)
+	if d.HasErrors() {
+		return
+	}
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(),
+			Detail: name + " must be a string."})
+		return
+	}
+	if msg := check(v.AsString()); msg != "" {
+		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(), Detail: msg})
+		return
+	}
+	*dst = v.AsString()
+}
+
+func (at *attrs) dur(name string, dst *time.Duration) {
+	var raw string
+	at.str(name, &raw, func(v string) string {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Sprintf("%q is not a positive duration such as \"60s\" or \"15m\".", v)
+		}
+		return ""
+	})
+	if raw != "" {
+		*dst, _ = time.ParseDuration(raw)
+	}
+}
+
+func decodeProfile(site string, b *hcl.Block, dir string) (*DeployProfile, hcl.Diagnostics) {
+	p := &DeployProfile{Site: site, Timeout: DefaultProfileTimeout, DeclRange: b.DefRange}
+	content, diags := b.Body.Content(profileBodySchema)
+	at := &attrs{content: content}
+	at.str("api_url", &p.APIURL, profile.CheckURL)
+	p.APIURL = strings.TrimSuffix(p.APIURL, "/")
+	for _, id := range []struct {
+		name string
+		dst  *string
+	}{{"site_id", &p.SiteID}, {"profile_id", &p.ProfileID}} {
+		at.str(id.name, id.dst, func(v string) string {
+			if !reProfileID.MatchString(v) {
+				return fmt.Sprintf("%q: %s is the admin API's id, a non-empty path segment without '/' or spaces.", v, id.name)
+			}
+			return ""
+		})
+	}
+	// Never quoted: a token put here by mistake must not be shown.
+	at.str("token_env", &p.TokenEnv, func(v string) string {
+		if !reEnvName.MatchString(v) {
+			return "token_env must name an environment variable (letters, digits and '_')."
+		}
+		return ""
+	})
+	at.str("token_file", &p.TokenFile, func(v string) string {
+		if v == "" {
+			return "token_file is empty."
+		}
+		return ""
+	})
+	if p.TokenFile != "" && !filepath.IsAbs(p.TokenFile) {
+		p.TokenFile = filepath.Join(dir, p.TokenFile)
+	}
+	at.str("image", &p.Image, func(v string) string {
+		if !reImageName.MatchString(v) {
+			return fmt.Sprintf("%q is not an image name of the store (lowercase letters, digits, '.', '_' and '-').", v)
+		}
+		return ""
+	})
+	at.dur("timeout", &p.Timeout)
+	diags = append(diags, at.diags...)
+	_, hasEnv := content.Attributes["token_env"]
+	_, hasFile := content.Attributes["token_file"]
+	if hasEnv == hasFile {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Where is the admin token?", Subject: b.DefRange.Ptr(),
+			Detail: fmt.Sprintf("A deploy_profile of site %q needs exactly one of token_env (an environment variable) and token_file (a file) holding its admin API bearer token.", site)})
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return p, diags
 }
 
 // Site returns the named site; an unknown name is an error that lists the
@@ -324,8 +472,9 @@ func (s *Site) Config(env []string) (maas.Config, error) {
 		CompleteTimeout: s.CompleteTimeout}, nil
 }
 
-// redactAll hides what may be a key in a file that failed to parse:
-// key-shaped strings and whatever follows "api_key =".
+// redactAll hides what may be a key or token in a file that failed to
+// parse: key- and JWT-shaped strings and whatever follows "api_key =",
+// "token =" and the like.
 func redactAll(src []byte) []byte {
 	stars := func(m []byte) []byte { return bytes.Repeat([]byte("*"), len(m)) }
 	src = reKeyAnywhere.ReplaceAllFunc(src, stars)
@@ -336,6 +485,60 @@ func redactAll(src []byte) []byte {
 }
 
 var (
-	reKeyAnywhere = regexp.MustCompile(`[A-Za-z0-9]+:[A-Za-z0-9]+:[A-Za-z0-9]+`)
-	reClearKey    = regexp.MustCompile(`\bapi_key\s*=[^\n]*`)
+	reKeyAnywhere = regexp.MustCompile(`[A-Za-z0-9]+:[A-Za-z0-9]+:[A-Za-z0-9]+|eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`)
+	reClearKey    = regexp.MustCompile(`\b(api_key|token|admin_token|api_token|bearer_token|token_env)\s*=[^\n]*`)
 )
+
+// Follows reports whether promotions of image select the profile's image.
+func (p *DeployProfile) Follows(image string) bool { return p.Image == "" || p.Image == image }
+
+// String names the profile for messages.
+func (p *DeployProfile) String() string {
+	return fmt.Sprintf("deploy profile %s of admin site %s", p.ProfileID, p.SiteID)
+}
+
+// TokenSource says where the token is, for messages.
+func (p *DeployProfile) TokenSource() string {
+	if p.TokenEnv != "" {
+		return "environment variable " + p.TokenEnv
+	}
+	return "file " + p.TokenFile
+}
+
+// Token reads the profile's bearer token from the environment (KEY=value
+// pairs, as os.Environ) or its file. Errors say where the token was looked
+// for, never what it is.
+func (p *DeployProfile) Token(env []string) (string, error) {
+	var tok string
+	if p.TokenEnv != "" {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, p.TokenEnv+"="); ok {
+				tok = v
+			}
+		}
+		if tok == "" {
+			return "", fmt.Errorf("site %q: environment variable %s (the token_env of its %s) is not set", p.Site, p.TokenEnv, p)
+		}
+	} else {
+		b, err := os.ReadFile(p.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("site %q: reading the token_file of its %s: %w", p.Site, p, err)
+		}
+		tok = string(b)
+	}
+	tok = strings.TrimSpace(tok)
+	if msg := profile.CheckToken(tok); msg != "" {
+		return "", fmt.Errorf("site %q: the admin API token in %s %s", p.Site, p.TokenSource(), msg)
+	}
+	return tok, nil
+}
+
+// Config is the admin API client configuration for the profile.
+func (p *DeployProfile) Config(env []string) (profile.Config, error) {
+	tok, err := p.Token(env)
+	if err != nil {
+		return profile.Config{}, err
+	}
+	return profile.Config{URL: p.APIURL, SiteID: p.SiteID, ProfileID: p.ProfileID, Token: tok, TokenSource: p.TokenSource(),
+		Timeout: p.Timeout}, nil
+}

@@ -31,6 +31,24 @@ func TestSitesValid(t *testing.T) {
 		lab.VerifyKey != filepath.Join("testdata/sites", "keys/cosign.pub") || s.VerifyKey != "" {
 		t.Errorf("lab: %+v", lab)
 	}
+	if len(s.Profiles) != 0 || len(lab.Profiles) != 0 {
+		t.Errorf("profiles where none are declared: %+v %+v", s.Profiles, lab.Profiles)
+	}
+	g, _ := ss.Site("gpuaas")
+	if len(g.Profiles) != 2 {
+		t.Fatalf("gpuaas: %d profiles", len(g.Profiles))
+	}
+	bm, vm := g.Profiles[0], g.Profiles[1]
+	if bm.Site != "gpuaas" || bm.APIURL != "https://admin.gpuaas.example" || bm.SiteID != "site-7" || bm.ProfileID != "h200-bare-metal" ||
+		bm.TokenEnv != "GPUAAS_ADMIN_TOKEN" || bm.TokenFile != "" || bm.Image != "gpuaas-h200-host-ubuntu2404" || bm.Timeout != DefaultProfileTimeout {
+		t.Errorf("bare-metal profile: %+v", bm)
+	}
+	if vm.APIURL != "http://127.0.0.1:8080" || vm.TokenFile != filepath.Join("testdata/sites", "admin.token") || vm.Image != "" || vm.Timeout != 10*time.Second {
+		t.Errorf("slice profile: %+v", vm)
+	}
+	if !bm.Follows("gpuaas-h200-host-ubuntu2404") || bm.Follows("other") || !vm.Follows("other") {
+		t.Error("Follows")
+	}
 	if _, err := ss.Site("maas28"); err == nil || !strings.Contains(err.Error(), `Did you mean "maas280"?`) {
 		t.Errorf("unknown site: %v", err)
 	}
@@ -39,7 +57,7 @@ func TestSitesValid(t *testing.T) {
 // The fixtures mark each expected error with "# ERROR: <summary>" on the
 // line it must point at.
 func TestSitesInvalid(t *testing.T) {
-	for _, name := range []string{"invalid.hcl", "clear-key.hcl"} {
+	for _, name := range []string{"invalid.hcl", "clear-key.hcl", "invalid-profile.hcl", "clear-token.hcl"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("testdata/sites", name)
 			src, err := os.ReadFile(path)
@@ -93,6 +111,70 @@ func TestSitesSyntaxErrorHidesKeys(t *testing.T) {
 	}
 }
 
+func TestSitesSyntaxErrorHidesTokens(t *testing.T) {
+	src := "site \"a\" {\n  deploy_profile {\n    token = \"SecretToken\"\n    token_env = \"SecretToo\"\n    x = \"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMifQ.SecretSig\"\n    api_url = \n  }\n}\n"
+	ss, diags := ParseSites([]byte(src), "s.hcl")
+	if !diags.HasErrors() {
+		t.Fatal("no error")
+	}
+	if bytes.Contains(ss.Files["s.hcl"].Bytes, []byte("Secret")) {
+		t.Errorf("snippet source shows the token:\n%s", ss.Files["s.hcl"].Bytes)
+	}
+}
+
+func TestProfileURLs(t *testing.T) {
+	for url, ok := range map[string]bool{
+		"https://admin.example":          true,
+		"https://admin.example:8443/gw/": true,
+		"http://127.0.0.1:8080":          true,
+		"http://localhost:8080":          true,
+		"http://[::1]:8080":              true,
+		"http://admin.example":           false,
+		"http://10.0.0.1":                false,
+		"https://admin.example/?x=1":     false,
+		"admin.example":                  false,
+		"https://":                       false,
+	} {
+		src := fmt.Sprintf("site \"a\" {\n  maas_url = \"http://m/MAAS\"\n  api_key_env = \"K\"\n  deploy_profile {\n    api_url = %q\n    site_id = \"s\"\n    profile_id = \"p\"\n    token_env = \"T\"\n  }\n}\n", url)
+		_, diags := ParseSites([]byte(src), "s.hcl")
+		if diags.HasErrors() == ok {
+			t.Errorf("%s: ok %v, diagnostics %v", url, ok, diags)
+		}
+	}
+}
+
+func TestDeployProfileToken(t *testing.T) {
+	dir := t.TempDir()
+	good := "tok-SECRET-0123.abc_DEF"
+	os.WriteFile(filepath.Join(dir, "t"), []byte(good+"\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "bad"), []byte("two SECRET words\n"), 0o600)
+	env := &DeployProfile{Site: "s", SiteID: "7", ProfileID: "p", TokenEnv: "T", APIURL: "https://admin.example", Timeout: time.Second}
+	if tok, err := env.Token([]string{"T=" + good}); err != nil || tok != good {
+		t.Errorf("env: %q %v", tok, err)
+	}
+	if _, err := env.Token([]string{"U=" + good}); err == nil || !strings.Contains(err.Error(), "environment variable T (the token_env of its deploy profile p of admin site 7) is not set") {
+		t.Errorf("unset: %v", err)
+	}
+	file := &DeployProfile{Site: "s", SiteID: "7", ProfileID: "p", TokenFile: filepath.Join(dir, "t")}
+	if tok, err := file.Token(nil); err != nil || tok != good {
+		t.Errorf("file: %q %v", tok, err)
+	}
+	for _, p := range []*DeployProfile{{Site: "s", TokenFile: filepath.Join(dir, "bad")}, {Site: "s", TokenEnv: "T"}} {
+		_, err := p.Token([]string{"T=two SECRET words"})
+		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "holds a space") {
+			t.Errorf("malformed token: %v", err)
+		}
+	}
+	if _, err := (&DeployProfile{Site: "s", TokenFile: filepath.Join(dir, "missing")}).Token(nil); err == nil {
+		t.Error("missing token file accepted")
+	}
+	cfg, err := env.Config([]string{"T=" + good})
+	if err != nil || cfg.Token != good || cfg.TokenSource != "environment variable T" || cfg.URL != "https://admin.example" ||
+		cfg.SiteID != "7" || cfg.ProfileID != "p" || cfg.Timeout != time.Second {
+		t.Errorf("config %+v %v", cfg, err)
+	}
+}
+
 func TestSiteAPIKey(t *testing.T) {
 	dir := t.TempDir()
 	good := "abc123:def456:ghiSECRET789"
@@ -129,5 +211,8 @@ func TestExampleSites(t *testing.T) {
 	}
 	if len(ss.Sites) != 2 {
 		t.Errorf("%d sites", len(ss.Sites))
+	}
+	if s, _ := ss.Site("maas280"); s == nil || len(s.Profiles) != 1 {
+		t.Errorf("maas280 has no deploy profile")
 	}
 }

@@ -117,10 +117,10 @@ func brokenCopy(t *testing.T) string {
 	s := string(src)
 	for old, repl := range map[string]string{
 		`variable "site_bootstrap_dir" {`: `variable "site_bootstrap_dir" {` + "\n  default = \"site-bootstrap\"",
-		`size     = var.size`:           `size     = "80 gigs"`,
-		`update_every = 5`:              `update_evry = 5`,
-		`"nvidia_smi", "docker"`:        `"nvidia-smi", "docker"`,
-		`source = "../layers/rdma.hcl"`: `source = "../layers/rdma2.hcl"`,
+		`size     = var.size`:             `size     = "80 gigs"`,
+		`update_every = 5`:                `update_evry = 5`,
+		`"nvidia_smi", "docker"`:          `"nvidia-smi", "docker"`,
+		`source = "../layers/rdma.hcl"`:   `source = "../layers/rdma2.hcl"`,
 	} {
 		if !strings.Contains(s, old) {
 			t.Fatalf("recipe no longer contains %q", old)

@@ -8,7 +8,7 @@ import (
 )
 
 func TestBuildWithoutLibguestfsSaysWhy(t *testing.T) {
-	_, errs, code := imagectl(t, nil, "build", "recipes/h200.hcl")
+	_, errs, code := imagectl(t, nil, h200("build")...)
 	if code == 0 || !strings.Contains(errs, "-tags guestfs") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}

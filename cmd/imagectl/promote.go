@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
+	"github.com/gpuaas/imagectl/upload/profile"
 )
 
 // siteCmd holds what the commands acting on a site share.
@@ -67,11 +68,18 @@ func newPromoteCmd(env []string) *cobra.Command {
 version must verify (its tgz's and manifest's signatures, with --key,
 $IMAGECTL_VERIFY_KEY or the site's verify_key; --insecure-skip-verify skips
 that) and its deployability check must have found no unwaived error. It is
-uploaded to the site's MAAS unless MAAS already holds it, then the
-promotion (who, when, why, the previous version) is appended to the site's
-history in the store. It prints the distro_series the site's deploy profile
-must use. Promoting the current version again re-checks and re-uploads it
-if MAAS lost it, and records nothing.`,
+uploaded to the site's MAAS unless MAAS already holds it, and MAAS must
+hold it complete. Then the site's deploy profiles (deploy_profile blocks
+of the sites file) are pointed at it through the GPUaaS admin API: a PATCH
+of their distro_series to the version's boot-resource name, with an
+idempotency key. Last, the promotion (who, when, why, the previous version)
+is appended to the site's history in the store. A failure before the
+record records nothing: run the same command again once it is fixed.
+
+Without a deploy_profile it prints the curl command that makes the PATCH,
+for an operator to run. Promoting the current version again re-checks and
+re-uploads it if MAAS lost it, points a deploy profile that drifted back
+at it, and records nothing.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,8 +104,9 @@ func newRollbackCmd(env []string) *cobra.Command {
 		Use:   "rollback IMAGE --site SITE [--reason WHY]",
 		Short: "Return a site to the image version it ran before the current one",
 		Long: `Rollback promotes the version a site ran before the current one, with the
-same checks and upload as promote. Promotions stack: rolling back twice
-goes two versions back, not forth and back.`,
+same checks and upload as promote, and points the deploy profiles back at
+it. Promotions stack: rolling back twice goes two versions back, not forth
+and back. A rollback whose PATCH failed is not recorded: run it again.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -138,6 +147,21 @@ func printPromotion(w io.Writer, output string, res *release.Result) error {
 		fmt.Fprintln(w, "warning: not verified (--insecure-skip-verify)")
 	}
 	fmt.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
+	for _, p := range res.Profiles {
+		switch p.Outcome {
+		case profile.Unchanged:
+			fmt.Fprintf(w, "deploy profile %s of admin site %s already selects %s\n", p.ProfileID, p.SiteID, p.DistroSeries)
+		case profile.Confirmed:
+			fmt.Fprintf(w, "deploy profile %s of admin site %s: %s -> %s (the PATCH got no answer; reading the profile back confirmed it)\n",
+				p.ProfileID, p.SiteID, p.Previous, p.DistroSeries)
+		default:
+			fmt.Fprintf(w, "deploy profile %s of admin site %s: %s -> %s\n", p.ProfileID, p.SiteID, p.Previous, p.DistroSeries)
+		}
+	}
+	if r := res.ProfilePatch; r != nil {
+		fmt.Fprintf(w, "no deploy_profile for %s at site %s in the sites file: point the site's deploy profile at %s with\n%s\n",
+			res.Image, res.Site, res.ProfileDistroSeries, r.Curl)
+	}
 	return nil
 }
 
@@ -148,9 +172,11 @@ func newStatusCmd(env []string) *cobra.Command {
 		Short: "What a site runs, what its MAAS holds, and any drift between them",
 		Long: `Status shows, per image, the version promoted to the site, the versioned
 boot resources of the store's images its MAAS holds (by sha256, complete or
-not), and drift: the promoted version missing from MAAS or incomplete, MAAS
-holding other bytes under a version's name, versioned resources the store
-does not know. It exits 1 when anything drifted.`,
+not), what the site's deploy profiles (sites file) select, and drift: the
+promoted version missing from MAAS or incomplete, MAAS holding other bytes
+under a version's name, versioned resources the store does not know, a
+deploy profile that selects something else than the promoted version. It
+exits 1 when anything drifted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := c.options(cmd, env, false)
@@ -179,7 +205,6 @@ does not know. It exits 1 when anything drifted.`,
 func statusText(w io.Writer, st *release.SiteStatus) error {
 	if len(st.Images) == 0 {
 		fmt.Fprintf(w, "site %s: nothing promoted, and MAAS holds no version of the store's images\n", st.Site)
-		return nil
 	}
 	for _, img := range st.Images {
 		if img.Promoted != "" {
@@ -210,6 +235,17 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 		for _, d := range img.Drift {
 			fmt.Fprintf(w, "  drift: %s: %s\n", d.Kind, d.Message)
 		}
+	}
+	for _, p := range st.Profiles {
+		sel := p.DistroSeries
+		if p.Version != "" {
+			sel += fmt.Sprintf(" (%s %s)", p.Image, p.Version)
+		}
+		mark := ""
+		if p.Drift {
+			mark = fmt.Sprintf(", NOT %s", p.Want)
+		}
+		fmt.Fprintf(w, "deploy profile %s of admin site %s selects %s%s\n", p.ProfileID, p.SiteID, sel, mark)
 	}
 	return nil
 }
@@ -274,10 +310,12 @@ func newGCCmd(env []string) *cobra.Command {
 		Use:   "gc --site SITE --keep N [--yes]",
 		Short: "Delete old versioned boot resources of the store's images from a site's MAAS",
 		Long: `Gc deletes from the site's MAAS the versioned boot resources of the store's
-images that are neither the version promoted there nor among the N newest
-versions of the image MAAS holds (newest as published to the store).
-Resources whose name is no version in the store are left alone. It only
-says what it would delete unless --yes.`,
+images that are neither the version promoted there, nor the version a
+rollback would promote, nor selected by one of the site's deploy profiles,
+nor among the N newest versions of the image MAAS holds (newest as
+published to the store). A deploy profile it cannot read stops it before
+anything is deleted. Resources whose name is no version in the store are
+left alone. It only says what it would delete unless --yes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := c.options(cmd, env, false)

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,6 +13,8 @@ import (
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
+	"github.com/gpuaas/imagectl/upload/profile"
+	"github.com/gpuaas/imagectl/upload/profile/profilesim"
 )
 
 func TestPromoteRollbackStatusHistoryGC(t *testing.T) {
@@ -99,5 +104,151 @@ func TestPromoteRollbackStatusHistoryGC(t *testing.T) {
 	}
 	if strings.Contains(out+errs, secret(sim.AdminKey)) {
 		t.Error("the API key was printed")
+	}
+}
+
+// profileSites writes a sites file whose site sim has a deploy profile on
+// a fake admin API, its token in ADMIN_TOKEN.
+func profileSites(t *testing.T, sim *maassim.Server) (sites string, ps *profilesim.Server) {
+	t.Helper()
+	ps = profilesim.New(profilesim.Options{})
+	t.Cleanup(ps.Close)
+	ps.SetProfile("7", "h200-bare-metal", "ubuntu/noble")
+	sites = filepath.Join(t.TempDir(), "sites.hcl")
+	src := fmt.Sprintf(`site "sim" {
+  maas_url    = %q
+  api_key_env = "SIM_MAAS_KEY"
+
+  deploy_profile {
+    api_url    = %q
+    site_id    = "7"
+    profile_id = "h200-bare-metal"
+    token_env  = "ADMIN_TOKEN"
+    timeout    = "1s"
+  }
+}
+`, sim.URL, ps.URL)
+	if err := os.WriteFile(sites, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sites, ps
+}
+
+func TestPromoteDeployProfile(t *testing.T) {
+	sim, _, _, env := uploadFixture(t)
+	sites, ps := profileSites(t, sim)
+	dir, pub := stored(t, "1.0.0", "1.1.0")
+	env = append(env, "IMAGECTL_STORE="+dir, "IMAGECTL_SITES="+sites, "USER=alice", "ADMIN_TOKEN="+ps.Token)
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		out, errs, code := imagectl(t, env, args...)
+		if strings.Contains(out+errs, ps.Token) {
+			t.Errorf("the admin token was printed:\n%s%s", out, errs)
+		}
+		return out, errs, code
+	}
+	profileOf := func() string { v, _ := ps.DistroSeries("7", "h200-bare-metal"); return v }
+
+	out, errs, code := run("promote", "demo", "1.0.0", "--site", "sim", "--key", pub)
+	want := "promoted demo 1.0.0 to site sim (uploaded as demo-1-0-0)\ndistro_series: custom/demo-1-0-0\n" +
+		"deploy profile h200-bare-metal of admin site 7: ubuntu/noble -> demo-1-0-0\n"
+	if code != 0 || out != want || profileOf() != "demo-1-0-0" {
+		t.Fatalf("promote: exit %d\n%s%s", code, out, errs)
+	}
+
+	// 401: the token is refused, nothing is recorded; the re-run finishes.
+	ps.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.Unauthorized})
+	out, errs, code = run("promote", "demo", "1.1.0", "--site", "sim", "--key", pub)
+	if code != 1 || out != "" || !strings.Contains(errs, "refused the token from environment variable ADMIN_TOKEN (401 Unauthorized") ||
+		!strings.Contains(errs, "nothing is recorded: run the same command again once that is fixed") {
+		t.Fatalf("401: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, code = run("status", "--site", "sim")
+	if code != 0 || !strings.Contains(out, "demo: 1.0.0 promoted by alice") || !strings.Contains(out, "deploy profile h200-bare-metal of admin site 7 selects demo-1-0-0 (demo 1.0.0)\n") {
+		t.Fatalf("status after the 401: exit %d\n%s", code, out)
+	}
+	// Accepted, then no answer within the 1s timeout: read back, done.
+	ps.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.TimeoutAfterAccept})
+	out, errs, code = run("promote", "demo", "1.1.0", "--site", "sim", "--key", pub, "-o", "json")
+	var res release.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.ProfileDistroSeries != "demo-1-1-0" || len(res.Profiles) != 1 ||
+		res.Profiles[0].Outcome != profile.Confirmed || res.Profiles[0].Previous != "demo-1-0-0" || res.ProfilePatch != nil || res.Promotion == nil {
+		t.Fatalf("promote json: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	for _, field := range []string{`"deploy_profiles": [`, `"profile_distro_series": "demo-1-1-0"`, `"outcome": "confirmed"`, `"idempotency_key": "imagectl-`} {
+		if !strings.Contains(out, field) {
+			t.Errorf("promote json lacks %s:\n%s", field, out)
+		}
+	}
+
+	// Drift: someone switches the profile back to the stock image.
+	ps.SetProfile("7", "h200-bare-metal", "ubuntu/noble")
+	out, _, code = run("status", "--site", "sim")
+	if code != 1 || !strings.Contains(out, "drift: profile: deploy profile h200-bare-metal of admin site 7 selects ubuntu/noble, not demo-1-1-0 (the promoted demo 1.1.0)") ||
+		!strings.Contains(out, "deploy profile h200-bare-metal of admin site 7 selects ubuntu/noble, NOT demo-1-1-0\n") {
+		t.Fatalf("status with profile drift: exit %d\n%s", code, out)
+	}
+	out, _, code = run("status", "--site", "sim", "-o", "json")
+	var st release.SiteStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 1 || !st.Drift || len(st.Profiles) != 1 || !st.Profiles[0].Drift ||
+		st.Profiles[0].DistroSeries != "ubuntu/noble" || st.Profiles[0].Want != "demo-1-1-0" {
+		t.Fatalf("status json: exit %d %v\n%s", code, err, out)
+	}
+
+	// 409 on the rollback: nothing recorded, and the server's word shown.
+	ps.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.Conflict, Message: "profile h200-bare-metal is being deployed"})
+	_, errs, code = run("rollback", "demo", "--site", "sim", "--key", pub)
+	if code != 1 || !strings.Contains(errs, "conflict (409 Conflict: profile h200-bare-metal is being deployed)") {
+		t.Fatalf("rollback 409: exit %d\n%s", code, errs)
+	}
+	out, errs, code = run("rollback", "demo", "--site", "sim", "--key", pub)
+	if code != 0 || !strings.Contains(out, "rolled demo at site sim back from 1.1.0 to 1.0.0") ||
+		!strings.Contains(out, "deploy profile h200-bare-metal of admin site 7: ubuntu/noble -> demo-1-0-0\n") || profileOf() != "demo-1-0-0" {
+		t.Fatalf("rollback: exit %d\n%s%s", code, out, errs)
+	}
+	if out, _, code = run("status", "--site", "sim"); code != 0 {
+		t.Errorf("status after the rollback: exit %d\n%s", code, out)
+	}
+
+	// Without the token: refused before MAAS is asked anything.
+	lists := sim.Count(maassim.OpList)
+	_, errs, code = imagectl(t, env[:len(env)-1], "promote", "demo", "1.1.0", "--site", "sim", "--key", pub)
+	if code != 1 || !strings.Contains(errs, "environment variable ADMIN_TOKEN (the token_env of its deploy profile h200-bare-metal of admin site 7) is not set") ||
+		sim.Count(maassim.OpList) != lists {
+		t.Errorf("without the token: exit %d\n%s", code, errs)
+	}
+}
+
+func TestPromoteWithoutDeployProfile(t *testing.T) {
+	_, sites, _, env := uploadFixture(t)
+	dir, pub := stored(t, "1.0.0")
+	env = append(env, "IMAGECTL_STORE="+dir, "IMAGECTL_SITES="+sites)
+	out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub)
+	key := profile.Key("", "", "demo-1-0-0", "promotion", "sim", "demo", "0")
+	want := `promoted demo 1.0.0 to site sim (uploaded as demo-1-0-0)
+distro_series: custom/demo-1-0-0
+no deploy_profile for demo at site sim in the sites file: point the site's deploy profile at demo-1-0-0 with
+curl -fsS -X PATCH \
+  "${API_BASE_URL}/api/v1/admin/maas-sites/${SITE_ID}/profiles/${PROFILE_ID}" \
+  -H "Authorization: Bearer ${ADMIN_TOKEN}" \
+  -H "Content-Type: application/json" \
+  -H "X-Idempotency-Key: ` + key + `" \
+  --data '{"distro_series":"demo-1-0-0"}'
+`
+	if code != 0 || out != want {
+		t.Fatalf("exit %d\n%s%s\nwant:\n%s", code, out, errs, want)
+	}
+	out, errs, code = imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "-o", "json")
+	var res struct {
+		AlreadyCurrent bool `json:"already_current"`
+		ProfilePatch   struct {
+			Method, URL, Body, Curl string
+			Headers                 map[string]string
+		} `json:"profile_patch"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || !res.AlreadyCurrent || res.ProfilePatch.Method != "PATCH" ||
+		res.ProfilePatch.Headers["X-Idempotency-Key"] != key || !strings.HasSuffix(want, res.ProfilePatch.Curl+"\n") ||
+		res.ProfilePatch.Body != `{"distro_series":"demo-1-0-0"}` {
+		t.Fatalf("json: exit %d %v\n%s%s", code, err, out, errs)
 	}
 }

@@ -1,11 +1,14 @@
 // Package release owns what a site runs: promoting a stored image version
 // to a MAAS site (it must verify and pass the deployability check, it is
-// uploaded when MAAS lacks it, and the promotion is recorded in the store's
-// site catalog), rolling back, the site's status and drift (what MAAS
-// actually holds against what was promoted), and garbage collection of old
-// versioned boot resources.
+// uploaded when MAAS lacks it, the site's GPUaaS deploy profiles are pointed
+// at it once MAAS holds it complete, and the promotion is recorded in the
+// store's site catalog), rolling back, the site's status and drift (what
+// MAAS actually holds and the deploy profiles select against what was
+// promoted), and garbage collection of old versioned boot resources.
 //
 // It ties store (versions and catalogs), signing (verification) and upload
-// (sites, the checked upload, the MAAS client) together; the CLI calls one
-// function of it per command.
+// (sites, the checked upload, the MAAS client, the admin API client of
+// upload/profile) together; which value a deploy profile gets, when, and
+// under which idempotency key is decided here. The CLI calls one function
+// of it per command.
 package release

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/gpuaas/imagectl/store"
 )
@@ -28,17 +29,29 @@ type Kept struct {
 
 // GC deletes the versioned boot resources of the store's images from the
 // site's MAAS that are neither the promoted version, nor the version a
-// rollback would promote, nor among the keep newest versions MAAS holds of
-// the image (newest by publish order in the store). Resources the store
-// knows no version for are left alone: gc cannot tell whose they are.
-// Unless apply, nothing is deleted.
+// rollback would promote, nor selected by one of the site's deploy
+// profiles, nor among the keep newest versions MAAS holds of the image
+// (newest by publish order in the store). A deploy profile it cannot read
+// fails it before anything is deleted. Resources the store knows no
+// version for are left alone: gc cannot tell whose they are. Unless
+// apply, nothing is deleted.
 func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error) {
 	if keep < 0 {
 		return nil, fmt.Errorf("gc: --keep must be 0 or more, not %d", keep)
 	}
-	_, cat, c, hs, err := siteView(ctx, o)
+	sv, err := siteView(ctx, o)
 	if err != nil {
 		return nil, err
+	}
+	cat, c, hs := sv.cat, sv.c, sv.held
+	// What a deploy profile selects is what the site deploys, whatever
+	// the catalog says.
+	selected := map[string]string{}
+	for _, p := range sv.profiles {
+		n := strings.TrimPrefix(p.DistroSeries, "custom/")
+		if selected[n] == "" {
+			selected[n] = fmt.Sprintf("selected by deploy profile %s of admin site %s", p.ProfileID, p.SiteID)
+		}
 	}
 	out := &GCResult{Site: o.Site.Name, Keep: keep, DryRun: !apply, Delete: []Held{}, Kept: []Kept{}}
 	byImage := map[string][]Held{}
@@ -65,6 +78,8 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 				out.Kept = append(out.Kept, Kept{h, "promoted"})
 			case h.Version == back && back != "":
 				out.Kept = append(out.Kept, Kept{h, "what a rollback would promote"})
+			case selected[h.Name] != "":
+				out.Kept = append(out.Kept, Kept{h, selected[h.Name]})
 			case i < keep:
 				out.Kept = append(out.Kept, Kept{h, fmt.Sprintf("among the %d newest", keep)})
 			default:

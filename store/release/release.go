@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
+	"github.com/gpuaas/imagectl/upload/profile"
 )
 
 // ErrNoVerifyKey is returned when neither a verifier nor
@@ -38,6 +39,9 @@ type Options struct {
 	Events func(maas.Event)
 	// Configure adjusts the MAAS client configuration (tests shorten waits).
 	Configure func(*maas.Config)
+	// ConfigureProfile adjusts each admin API client configuration (tests
+	// shorten waits).
+	ConfigureProfile func(*profile.Config)
 }
 
 // Result is what a promotion, rollback or upload did.
@@ -51,25 +55,38 @@ type Result struct {
 	// AlreadyCurrent is set when the site already ran the version.
 	AlreadyCurrent bool `json:"already_current,omitempty"`
 	// Upload is what the upload did (Skipped when MAAS held the image).
-	Upload       *upload.Result `json:"upload"`
-	DistroSeries string         `json:"distro_series"`
-	Verified     bool           `json:"verified"`
+	Upload *upload.Result `json:"upload"`
+	// DistroSeries is what a MAAS deploy selects the version with
+	// (custom/<name>).
+	DistroSeries string `json:"distro_series"`
+	// ProfileDistroSeries is what a GPUaaS deploy profile selects it with:
+	// the boot resource's visible name, without custom/, which the
+	// execution client adds (runbook 001).
+	ProfileDistroSeries string `json:"profile_distro_series,omitempty"`
+	// Profiles is what each deploy profile of the site that follows the
+	// image got; ProfilePatch, when none does, the PATCH an operator must
+	// make instead.
+	Profiles     []ProfileResult  `json:"deploy_profiles,omitempty"`
+	ProfilePatch *profile.Request `json:"profile_patch,omitempty"`
+	Verified     bool             `json:"verified"`
 }
 
 // Promote makes version the image's version at the site: it must be in
 // the store, verify, and have no deployability error; it is uploaded to
-// the site's MAAS when MAAS lacks it; then the promotion is recorded.
+// the site's MAAS when MAAS lacks it, and MAAS must hold it complete; then
+// the site's deploy profiles that follow the image are set to select it
+// (see promote), and the promotion is recorded.
 func Promote(ctx context.Context, image, version string, o Options) (*Result, error) {
 	h, err := o.Store.History(ctx, o.Site.Name, image)
 	if err != nil {
 		return nil, err
 	}
-	cur, _ := store.State(h)
-	return promote(ctx, image, version, cur, false, o)
+	return promote(ctx, image, version, h, false, o)
 }
 
 // Rollback returns the image at the site to the version before the
-// current one (see store.State), with the same checks as Promote.
+// current one (see store.State), with the same checks as Promote, and
+// points the deploy profiles back at it.
 func Rollback(ctx context.Context, image string, o Options) (*Result, error) {
 	h, err := o.Store.History(ctx, o.Site.Name, image)
 	if err != nil {
@@ -82,25 +99,66 @@ func Rollback(ctx context.Context, image string, o Options) (*Result, error) {
 	case back == "":
 		return nil, fmt.Errorf("rolling back %s at site %s: %s is the first version promoted there, there is nothing before it", image, o.Site.Name, cur)
 	}
-	return promote(ctx, image, back, cur, true, o)
+	return promote(ctx, image, back, h, true, o)
 }
 
-func promote(ctx context.Context, image, version, cur string, rollback bool, o Options) (*Result, error) {
+// promote uploads, then sets the deploy profiles, then records. The
+// profiles come before the record so that a failure leaves the catalog
+// saying what the profiles still select, and the same command run again
+// finishes the job: a promote or rollback whose PATCH failed recorded
+// nothing, so it is the same promotion again (and sends the same
+// idempotency key); one whose record failed finds the profiles already set
+// and records. Recording first would leave a failed rollback recorded, and
+// running rollback again would go one more version back.
+//
+// A promotion of the version the site already runs records nothing but
+// points profiles that drifted back at it. With no deploy profile for the
+// image in sites.hcl, the result carries the PATCH an operator must make.
+func promote(ctx context.Context, image, version string, h []store.Promotion, rollback bool, o Options) (*Result, error) {
 	doing := "promoting"
 	if rollback {
 		doing = "rolling back to"
+	}
+	cur, _ := store.State(h)
+	ps, err := o.profiles(image)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s %s at site %s: %w", doing, image, version, o.Site.Name, err)
 	}
 	res, err := Upload(ctx, image, version, o)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s %s at site %s: %w", doing, image, version, o.Site.Name, err)
 	}
-	if cur == version {
-		res.AlreadyCurrent = true
-		return res, nil
-	}
+	value := res.Upload.Name
+	res.ProfileDistroSeries = value
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
+	}
+	// The promotion's place in the history: a new one's, or the one that
+	// made the current version current.
+	n := len(h)
+	key := func(p deployProfile) string { return promotionKey(p.SiteID, p.ProfileID, value, o.Site.Name, image, n) }
+	if cur == version {
+		res.AlreadyCurrent = true
+		n = len(h) - 1
+		at := now()
+		key = func(p deployProfile) string {
+			return repairKey(p.SiteID, p.ProfileID, value, o.Site.Name, image, n, at)
+		}
+	}
+	if len(ps) == 0 {
+		res.ProfilePatch = profile.Manual("", "", "", value, promotionKey("", "", value, o.Site.Name, image, n))
+	}
+	res.Profiles, err = setProfiles(ctx, ps, value, key)
+	if err != nil {
+		if res.AlreadyCurrent {
+			return res, fmt.Errorf("site %s already runs %s %s, but its deploy profile does not select it, and %w", o.Site.Name, image, version, err)
+		}
+		return res, fmt.Errorf("%s %s %s at site %s: MAAS holds it complete as %s, but %w\nnothing is recorded: run the same command again once that is fixed",
+			doing, image, version, o.Site.Name, value, err)
+	}
+	if res.AlreadyCurrent {
+		return res, nil
 	}
 	by := o.By
 	if by == "" {
@@ -109,7 +167,11 @@ func promote(ctx context.Context, image, version, cur string, rollback bool, o O
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
 		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {
-		return nil, err
+		if len(ps) > 0 {
+			return res, fmt.Errorf("%s %s %s at site %s: the deploy profiles select %s, but recording the promotion failed: %w\nrun the same command again to record it",
+				doing, image, version, o.Site.Name, value, err)
+		}
+		return res, err
 	}
 	res.Promotion = &p
 	return res, nil

@@ -17,6 +17,10 @@ import (
 type SiteStatus struct {
 	Site   string        `json:"site"`
 	Images []ImageStatus `json:"images"`
+	// Profiles are the site's deploy profiles (sites.hcl) and what they
+	// select; a profile that selects another version than the promoted one
+	// is an image's drift of kind profile.
+	Profiles []ProfileStatus `json:"deploy_profiles"`
 	// Drift is set when any image drifted.
 	Drift bool `json:"drift"`
 }
@@ -60,7 +64,8 @@ type Drift struct {
 	// Kind is missing (the promoted version is not in MAAS), incomplete,
 	// sha256-mismatch (MAAS holds other bytes under a version's name),
 	// unknown (a versioned resource of the image the store does not know),
-	// or not-in-store (the promoted version is not in the store).
+	// not-in-store (the promoted version is not in the store), or profile
+	// (a deploy profile selects something else than the promoted version).
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
@@ -72,6 +77,7 @@ type known struct {
 	// prefixes are each image's unversioned resource name.
 	prefixes map[string]string // image -> prefix
 	sha      map[string]string // name -> sha256
+	names    map[string]string // image + "\x00" + version -> name
 }
 
 func resourceName(image, version string, m *manifest.Manifest) string {
@@ -90,7 +96,8 @@ func index(ctx context.Context, s store.Store) (*known, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &known{byName: map[string]*store.Version{}, image: map[string]string{}, prefixes: map[string]string{}, sha: map[string]string{}}
+	k := &known{byName: map[string]*store.Version{}, image: map[string]string{}, prefixes: map[string]string{}, sha: map[string]string{},
+		names: map[string]string{}}
 	for _, img := range imgs {
 		for _, v := range img.Versions {
 			m, err := manifest.Read(v.Manifest)
@@ -99,6 +106,7 @@ func index(ctx context.Context, s store.Store) (*known, error) {
 			}
 			n := resourceName(img.Name, v.Version, m)
 			k.byName[n], k.image[n], k.sha[n] = v, img.Name, v.SHA256
+			k.names[img.Name+"\x00"+v.Version] = n
 			base := "custom/" + img.Name
 			if m.MAAS != nil && m.MAAS.Name != "" {
 				base = m.MAAS.Name
@@ -158,35 +166,50 @@ func held(ctx context.Context, c *maas.Client, k *known) ([]Held, error) {
 	return out, nil
 }
 
-// siteView reads what status and gc compare: the store's versions, the
-// site's catalog, and the boot resources the site's MAAS holds.
-func siteView(ctx context.Context, o Options) (*known, map[string][]store.Promotion, *maas.Client, []Held, error) {
+// view is what status and gc compare: the store's versions, the site's
+// catalog, the boot resources the site's MAAS holds, and what the site's
+// deploy profiles select.
+type view struct {
+	k        *known
+	cat      map[string][]store.Promotion
+	c        *maas.Client
+	held     []Held
+	profiles []ProfileStatus
+}
+
+// siteView reads the site's view.
+func siteView(ctx context.Context, o Options) (*view, error) {
 	k, err := index(ctx, o.Store)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	cat, err := o.Store.Catalog(ctx, o.Site.Name)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	c, err := o.client()
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	hs, err := held(ctx, c, k)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("reading site %s's boot resources: %w", o.Site.Name, err)
+		return nil, fmt.Errorf("reading site %s's boot resources: %w", o.Site.Name, err)
 	}
-	return k, cat, c, hs, nil
+	ps, err := readProfiles(ctx, o, k, cat)
+	if err != nil {
+		return nil, fmt.Errorf("reading site %s's deploy profiles: %w", o.Site.Name, err)
+	}
+	return &view{k: k, cat: cat, c: c, held: hs, profiles: ps}, nil
 }
 
 // Status compares what the store's catalog says the site runs with what
 // the site's MAAS holds.
 func Status(ctx context.Context, o Options) (*SiteStatus, error) {
-	k, cat, _, hs, err := siteView(ctx, o)
+	sv, err := siteView(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	k, cat, hs := sv.k, sv.cat, sv.held
 	byImage := map[string]*ImageStatus{}
 	get := func(image string) *ImageStatus {
 		if byImage[image] == nil {
@@ -244,7 +267,19 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 			st.Drift = append(st.Drift, Drift{Kind: "missing", Message: fmt.Sprintf("the promoted %s %s is not in MAAS as %s (imagectl promote uploads it again)", st.Image, st.Promoted, st.Name)})
 		}
 	}
-	out := &SiteStatus{Site: o.Site.Name, Images: []ImageStatus{}}
+	for _, p := range sv.profiles {
+		if !p.Drift {
+			continue
+		}
+		sel := p.DistroSeries
+		if p.Version != "" {
+			sel = fmt.Sprintf("%s (%s %s)", p.DistroSeries, p.Image, p.Version)
+		}
+		st := get(p.WantImage)
+		st.Drift = append(st.Drift, Drift{Kind: "profile", Message: fmt.Sprintf("deploy profile %s of admin site %s selects %s, not %s (the promoted %s %s): imagectl promote %s %s --site %s sets it",
+			p.ProfileID, p.SiteID, sel, p.Want, st.Image, st.Promoted, st.Image, st.Promoted, o.Site.Name)})
+	}
+	out := &SiteStatus{Site: o.Site.Name, Images: []ImageStatus{}, Profiles: sv.profiles}
 	for _, st := range byImage {
 		sort.Slice(st.MAAS, func(i, j int) bool { return st.MAAS[i].ID < st.MAAS[j].ID })
 		out.Images = append(out.Images, *st)

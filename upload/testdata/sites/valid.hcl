@@ -11,3 +11,24 @@ site "lab" {
   api_key_file = "lab.key"
   verify_key   = "keys/cosign.pub"
 }
+
+site "gpuaas" {
+  maas_url    = "http://maas.gpuaas.example:5240/MAAS"
+  api_key_env = "GPUAAS_MAAS_KEY"
+
+  deploy_profile {
+    api_url    = "https://admin.gpuaas.example/"
+    site_id    = "site-7"
+    profile_id = "h200-bare-metal"
+    token_env  = "GPUAAS_ADMIN_TOKEN"
+    image      = "gpuaas-h200-host-ubuntu2404"
+  }
+
+  deploy_profile {
+    api_url    = "http://127.0.0.1:8080"
+    site_id    = "site-7"
+    profile_id = "h200-slice-vm"
+    token_file = "admin.token"
+    timeout    = "10s"
+  }
+}
