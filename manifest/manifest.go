@@ -202,8 +202,8 @@ type Validation struct {
 	// without --profile and --stage.
 	DefaultProfile string `json:"default_profile,omitempty"`
 	DefaultStage   string `json:"default_stage,omitempty"`
-	// CollectorWaitSeconds bounds how long the script waits for each
-	// Netdata collector's charts to appear.
+	// CollectorWaitSeconds bounds how long the script waits for the
+	// Netdata collectors' charts to appear (one bound for all of them).
 	CollectorWaitSeconds int `json:"collector_wait_seconds,omitempty"`
 	// GPU is what the host's GPUs must be, read with nvidia-smi.
 	GPU *GPU `json:"gpu,omitempty"`

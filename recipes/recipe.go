@@ -220,7 +220,7 @@ type Validation struct {
 	// --profile and --stage (manifest.Profiles, manifest.Stages).
 	DefaultProfile string
 	DefaultStage   string
-	// CollectorWait bounds the wait for each Netdata collector's charts.
+	// CollectorWait bounds the wait for the Netdata collectors' charts.
 	CollectorWait time.Duration
 	// GPU is the gpu block; Profiles the profile blocks, in order. The
 	// manifest's types are the recipe's: the build copies them as they are.

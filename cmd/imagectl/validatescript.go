@@ -23,14 +23,19 @@ func newValidateScriptCmd(env []string) *cobra.Command {
 with --root DIR, an unpacked root filesystem) against its image: packages,
 kernel args in /proc/cmdline and both grub files, Netdata, services, the
 wait-online bound, files and bundle contents by hash and mode, the build
-marker, and the recipe's validation block. From a build manifest it pins
-package versions; from a recipe it checks what the recipe alone says. Each
-check prints one "IMAGECTL_VALIDATE status=PASS|FAIL|WARN check=... detail=..."
-line; the script exits 1 when any check failed. Builds bake it into the image
-and write it beside the artifact.`,
+marker, and the recipe's validation block: its GPU block (nvidia-smi
+--query-gpu), and per deploy profile (--profile bare-metal|slice) what the
+image guarantees (--stage image) or what the site bootstrap must have
+converged (--stage converged). From a build manifest it pins package
+versions; from a recipe it checks what the recipe alone says. Each check
+prints one "IMAGECTL_VALIDATE status=PASS|FAIL|WARN check=... detail=..."
+line, a FAIL with "remediation=..." added; the summary line names the
+profile and stage, and the script exits 1 when any check failed. Builds bake
+it into the image and write it beside the artifact.`,
 		Example: `  imagectl validate-script artifacts/imagectl-demo-0.1.0.manifest.json --out validate.sh
   imagectl validate-script recipes/h200.hcl > gpuaas-h200-host-image-validate.sh
-  sh validate.sh --root /mnt/unpacked-image`,
+  sh validate.sh --root /mnt/unpacked-image
+  sh validate.sh --profile slice --stage converged`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var m *manifest.Manifest
