@@ -7,13 +7,13 @@ require (
 	github.com/ProtonMail/go-crypto v1.5.2
 	// "did you mean" for names HCL does not already suggest (collectors, -var names).
 	github.com/agext/levenshtein v1.2.1
+	// MAAS API: OAuth PLAINTEXT signing and boot-resource GET/DELETE for upload/maas
+	// (module path canonical/, fetched from maas/: see the replace below).
+	github.com/canonical/gomaasclient v0.16.0
 	// The GPT table and ext4 directory listings, inode stat and xattr values
 	// for the host-side packer (builder/ext4tar); its file reads are not used
 	// (they ignore holes, see docs/host-side-packing.md).
 	github.com/diskfs/go-diskfs v1.9.4
-	// MAAS API: OAuth PLAINTEXT signing and boot-resource GET/DELETE for upload/maas
-	// (module path canonical/, fetched from maas/: see the replace below).
-	github.com/canonical/gomaasclient v0.16.0
 	github.com/hashicorp/hcl/v2 v2.25.0
 	// gomaasclient's transport: its ServerError carries MAAS's status and body.
 	github.com/juju/gomaasapi/v2 v2.3.0
@@ -38,7 +38,11 @@ require (
 	libguestfs.org/guestfs v0.0.0
 )
 
-require github.com/diskfs/go-diskfs v1.9.4
+require (
+	golang.org/x/sys v0.47.0
+	// Tests only: the smoke tests parse the cloud-init user-data smoke writes.
+	gopkg.in/yaml.v3 v3.0.1
+)
 
 require (
 	github.com/anchore/go-lzo v0.1.0 // indirect
@@ -69,13 +73,11 @@ require (
 	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/mod v0.38.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/tools v0.48.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260727163830-6c54dddc4772 // indirect
 	gopkg.in/mgo.v2 v2.0.0-20190816093944-a6b53ec6cb22 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 replace libguestfs.org/guestfs => ./third_party/guestfs

@@ -57,9 +57,9 @@ func (a *applier) apply(ctx context.Context, st steps.Step) error {
 		return a.aptRepository(ctx, s)
 	case steps.Packages:
 		if s.Optional {
-			return a.optionalPackages(ctx, s.Packages)
+			return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
 		}
-		return a.requiredPackages(ctx, s.Packages)
+		return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
 	case steps.WriteFile:
 		return a.s.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner)
 	case steps.Run:
@@ -101,27 +101,35 @@ func (a *applier) aptUpdate(ctx context.Context) error {
 	return nil
 }
 
-func (a *applier) requiredPackages(ctx context.Context, pkgs []string) error {
+// aptInstallCmd is the apt-get install command line of a packages step.
+func aptInstallCmd(s steps.Packages) string {
+	if s.NoRecommends {
+		return aptEnv + aptInstall + "--no-install-recommends "
+	}
+	return aptEnv + aptInstall
+}
+
+func (a *applier) requiredPackages(ctx context.Context, pkgs []string, install string) error {
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	_, err := a.s.Run(ctx, aptEnv+aptInstall+shellJoin(pkgs))
+	_, err := a.s.Run(ctx, install+shellJoin(pkgs))
 	return err
 }
 
 // optionalPackages installs what the archive has: all at once when it can,
 // else one by one, recording the packages that could not be installed.
-func (a *applier) optionalPackages(ctx context.Context, pkgs []string) error {
+func (a *applier) optionalPackages(ctx context.Context, pkgs []string, install string) error {
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	if _, err := a.s.Run(ctx, aptEnv+aptInstall+shellJoin(pkgs)); err == nil {
+	if _, err := a.s.Run(ctx, install+shellJoin(pkgs)); err == nil {
 		return nil
 	} else if !isCommandError(err) {
 		return err
 	}
 	for _, p := range pkgs {
-		_, err := a.s.Run(ctx, aptEnv+aptInstall+shellQuote(p))
+		_, err := a.s.Run(ctx, install+shellQuote(p))
 		switch {
 		case err == nil:
 		case isCommandError(err):

@@ -85,10 +85,10 @@ func layerSteps(rl *recipes.Layer) []steps.Step {
 		}
 	}
 	if len(rl.Packages) > 0 {
-		out = append(out, steps.Packages{Packages: rl.Packages})
+		out = append(out, steps.Packages{Packages: rl.Packages, NoRecommends: rl.NoRecommends})
 	}
 	if len(rl.OptionalPackages) > 0 {
-		out = append(out, steps.Packages{Packages: rl.OptionalPackages, Optional: true})
+		out = append(out, steps.Packages{Packages: rl.OptionalPackages, Optional: true, NoRecommends: rl.NoRecommends})
 	}
 	for _, f := range rl.Files {
 		out = append(out, writeFile(f.Path, f.Mode, f.Owner, f.Origin, f.Content))

@@ -67,6 +67,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 	content, d := block.Body.Content(layerBlockSchema)
 	diags = append(diags, d...)
 	a := newAttrs(content, ctx, &diags)
+	layer.NoRecommends = !a.boolean("install_recommends", true)
 
 	if !a.has("source") {
 		if a.has("variables") {
@@ -79,7 +80,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 	// Content from a layer file: nothing else may be written beside source.
 	for name := range content.Attributes {
 		switch name {
-		case "source", "variables", "enabled", "description":
+		case "source", "variables", "enabled", "description", "install_recommends":
 		default:
 			diags = append(diags, errorAt(content.Attributes[name].NameRange, "Layer content beside source",
 				fmt.Sprintf("This layer takes its content from its source file; move %q into that file or into a layer of its own.", name)))

@@ -111,11 +111,14 @@ type Layer struct {
 	FileDigest       string
 	Packages         []string
 	OptionalPackages []string
-	Repositories     []*AptRepository
-	Files            []*File
-	Run              []string
-	Services         Services
-	DeclRange        hcl.Range
+	// NoRecommends installs the packages without their Recommends
+	// (install_recommends = false on the layer block).
+	NoRecommends bool
+	Repositories []*AptRepository
+	Files        []*File
+	Run          []string
+	Services     Services
+	DeclRange    hcl.Range
 }
 
 // AptRepository is an apt source with the key that signs it.

@@ -97,6 +97,7 @@ var layerBlockSchema = &hcl.BodySchema{
 	Attributes: append([]hcl.AttributeSchema{
 		{Name: "source"},
 		{Name: "variables"},
+		{Name: "install_recommends"},
 	}, layerContentAttributes...),
 	Blocks: layerContentBlocks,
 }

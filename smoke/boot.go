@@ -39,6 +39,13 @@ func findFirmware() (firmware, error) {
 	return firmware{}, errors.New("no UEFI firmware: install Debian's ovmf package (/usr/share/OVMF/OVMF_CODE_4M.fd and OVMF_VARS_4M.fd)")
 }
 
+// consoleLine is a line of the serial console and when it arrived, since
+// QEMU started.
+type consoleLine struct {
+	text string
+	at   time.Duration
+}
+
 type bootConfig struct {
 	disk, work string
 	firmware   firmware
@@ -93,8 +100,6 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 		return fmt.Errorf("booting the scratch disk: %w (install qemu-system-x86)", err)
 	}
 	cmd := exec.Command(qemu, qemuArgs(c, vars)...)
-	// Its own process group: the terminal's Ctrl-C reaches imagectl, which
-	// stops QEMU itself.
 	// Its own process group (Ctrl-C is imagectl's to handle), and killed
 	// with imagectl should imagectl die without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -122,7 +127,8 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 		phaseErr(err)
 		return fmt.Errorf("starting QEMU: %w", err)
 	}
-	lines := make(chan string, 256)
+	res.observed.qemuStarted = bootStart
+	lines := make(chan consoleLine, 256)
 	exited := make(chan error, 1)
 	go func() {
 		br := bufio.NewReaderSize(stdout, 64<<10)
@@ -132,7 +138,7 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 			b, err := br.ReadSlice('\n')
 			if len(b) > 0 {
 				c.console.Write(b)
-				lines <- string(b)
+				lines <- consoleLine{string(b), time.Since(bootStart)}
 			}
 			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 				break
@@ -174,8 +180,8 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 		}
 	})
 	var powerOff, expired <-chan time.Time
-	handle := func(line string) error {
-		done, err := w.feed(line)
+	handle := func(line consoleLine) error {
+		done, err := w.feed(line.text, line.at)
 		if err != nil {
 			kill()
 			err = fmt.Errorf("smoke boot: %w (console log %s)", err, res.ConsoleLog)

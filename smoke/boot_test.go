@@ -110,6 +110,23 @@ func TestRunRefusesBadInput(t *testing.T) {
 	if _, err := Run(context.Background(), tgz, Options{}); err == nil || !strings.Contains(err.Error(), "names no validation script") {
 		t.Errorf("manifest without script: %v", err)
 	}
+	// A profile, stage or bootstrap that cannot run is refused before
+	// anything starts (the deploy would need libguestfs first).
+	os.WriteFile(filepath.Join(dir, "x-1.manifest.json"), []byte(`{"schema_version": 1, "image": {"name": "x"},
+		"validation": {"script": "/v.sh", "profiles": [{"name": "slice", "bootstrap": "site"}]}}`), 0o644)
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Profile: "vm"}, `profile "vm" is not one of bare-metal, slice`},
+		{Options{Stage: "done"}, `stage "done" is not one of image, converged`},
+		{Options{}, `profile "bare-metal": image x serves only slice`},
+		{Options{Profile: "slice", Stage: "converged"}, `bundle "site", which the manifest does not have (bundles: none)`},
+	} {
+		if _, err := Run(context.Background(), tgz, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.opts, err, tc.want)
+		}
+	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("left behind: %v", entries)
 	}

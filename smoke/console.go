@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpuaas/imagectl/validate"
 )
@@ -21,8 +22,9 @@ const (
 
 // watcher reads the serial console line by line and follows the boot:
 // firmware and GRUB, the kernel, multi-user.target, the settled system
-// state, the validation lines, the end. It fails fast on what will never
-// recover (a kernel panic, emergency mode).
+// state, the bootstrap's outcome, the validation lines, the end; and it
+// keeps the times the boot's timeline is made of. It fails fast on what
+// will never recover (a kernel panic, emergency mode).
 type watcher struct {
 	res   *Result
 	stage string
@@ -66,26 +68,32 @@ func cleanLine(s string) string {
 	return s
 }
 
-// feed takes one console line. It returns done when the smoke script has
-// finished, or an error when the boot cannot succeed any more.
-func (w *watcher) feed(raw string) (done bool, err error) {
+// feed takes one console line, which arrived at time at since QEMU
+// started. It returns done when the smoke script has finished, or an error
+// when the boot cannot succeed any more.
+func (w *watcher) feed(raw string, at time.Duration) (done bool, err error) {
 	line := cleanLine(raw)
 	if line == "" {
 		return false, nil
 	}
-	w.tail = append(w.tail, line)
-	if len(w.tail) > 15 {
-		w.tail = w.tail[1:]
+	w.tail = keepLast(w.tail, line, 15)
+	// The bootstrap's output first: it may print anything.
+	if i := strings.Index(line, bootstrapPrefix); i >= 0 {
+		if b := w.res.Bootstrap; b != nil {
+			b.tail = keepLast(b.tail, line[i+len(bootstrapPrefix):], 5)
+		}
+		return false, nil
 	}
 	if i := strings.Index(line, validate.Prefix+" "); i >= 0 {
 		w.validation(line[i+len(validate.Prefix)+1:])
 		return false, nil
 	}
 	if i := strings.Index(line, markerPrefix); i >= 0 {
-		return w.marker(line[i+len(markerPrefix):])
+		return w.marker(line[i+len(markerPrefix):], at)
 	}
 	switch {
 	case w.stage == stageFirmware && kernelRE.MatchString(line):
+		w.res.observed.kernel = &at
 		w.setStage(stageKernel)
 	case w.stage == stageFirmware && strings.HasPrefix(strings.TrimSpace(line), "error: "):
 		w.grubErrors = append(w.grubErrors, strings.TrimSpace(line))
@@ -104,8 +112,12 @@ func (w *watcher) feed(raw string) (done bool, err error) {
 	return false, nil
 }
 
-func (w *watcher) marker(m string) (bool, error) {
-	key, val, _ := strings.Cut(m, "=")
+// marker takes one of the smoke's own lines: KEY, KEY=VALUE or KEY REST.
+func (w *watcher) marker(m string, at time.Duration) (bool, error) {
+	key, val := m, ""
+	if i := strings.IndexAny(m, "= "); i >= 0 {
+		key, val = m[:i], m[i+1:]
+	}
 	switch key {
 	case "multi-user":
 		w.setStage(stageMultiUser)
@@ -120,6 +132,18 @@ func (w *watcher) marker(m string) (bool, error) {
 		if n, err := strconv.Atoi(val); err == nil {
 			w.res.ValidateExit = &n
 		}
+	case "bootstrap-exit":
+		if n, err := strconv.Atoi(val); err == nil && w.res.Bootstrap != nil {
+			w.res.Bootstrap.Exit = &n
+		}
+	case "clock":
+		if f, err := strconv.ParseFloat(val, 64); err == nil {
+			w.res.observed.clock(at, f)
+		}
+	case "time":
+		w.guestTime(val)
+	case "systemd":
+		w.systemdTimes(val)
 	case "no-validation-script":
 		return false, fmt.Errorf("the booted image has no validation script at %s", val)
 	case "done":
@@ -129,27 +153,53 @@ func (w *watcher) marker(m string) (bool, error) {
 	return false, nil
 }
 
-// validation records one of the script's lines:
-// status=PASS check=NAME detail=TEXT, or the summary.
-func (w *watcher) validation(s string) {
-	if strings.HasPrefix(s, "summary ") {
+// guestTime records "MILESTONE=SECONDS", a milestone the guest's scripts
+// timed with /proc/uptime.
+func (w *watcher) guestTime(s string) {
+	name, v, _ := strings.Cut(s, "=")
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
 		return
 	}
-	var l Line
-	for _, f := range strings.Fields(s) {
-		k, v, _ := strings.Cut(f, "=")
-		if dec, err := url.PathUnescape(v); err == nil {
-			v = dec
-		}
-		switch k {
-		case "status":
-			l.Status = v
-		case "check":
-			l.Check = v
-		case "detail":
-			l.Detail = v
+	w.res.observed.guestTime(name, f)
+	if b := w.res.Bootstrap; b != nil && name == MilestoneBootstrapDone {
+		if start, ok := w.res.observed.guest[MilestoneBootstrapStart]; ok {
+			b.Seconds = round3(f - start)
 		}
 	}
+}
+
+// systemdTimes records "unit=UNIT Property=µs ...": the systemdTimes
+// properties that are set (0 is a moment that did not come).
+func (w *watcher) systemdTimes(s string) {
+	props := keyValues(s)
+	for _, t := range systemdTimes {
+		if t.unit != props["unit"] {
+			continue
+		}
+		us, err := strconv.ParseInt(props[t.property], 10, 64)
+		if err != nil || us <= 0 {
+			continue
+		}
+		sec := float64(us) / 1e6
+		if t.milestone == MilestoneLoader {
+			sec = -sec // the loader's time is counted back from the kernel's start
+		}
+		w.res.observed.guestTime(t.milestone, sec)
+	}
+}
+
+// validation records one of the script's lines: status=PASS check=NAME
+// detail=TEXT [remediation=TEXT], or the summary: summary [profile=P
+// stage=S] checks=N failures=N warnings=N. Values are percent-encoded;
+// keys it does not know are skipped, so older and newer scripts both read.
+func (w *watcher) validation(s string) {
+	if rest, ok := strings.CutPrefix(s, "summary "); ok {
+		w.summary(keyValues(rest))
+		return
+	}
+	kv := keyValues(s)
+	l := Line{Status: kv["status"], Check: kv["check"], Detail: kv["detail"], Remediation: kv["remediation"]}
 	if l.Status == "" || l.Check == "" {
 		return
 	}
@@ -160,6 +210,36 @@ func (w *watcher) validation(s string) {
 		w.res.Warnings++
 	}
 	w.res.Lines = append(w.res.Lines, l)
+}
+
+func (w *watcher) summary(kv map[string]string) {
+	checks, err := strconv.Atoi(kv["checks"])
+	if err != nil {
+		return
+	}
+	w.res.summary = &summary{profile: kv["profile"], stage: kv["stage"], checks: checks}
+}
+
+// keyValues splits space-separated key=value fields, percent-decoding the
+// values.
+func keyValues(s string) map[string]string {
+	kv := map[string]string{}
+	for _, f := range strings.Fields(s) {
+		k, v, _ := strings.Cut(f, "=")
+		if dec, err := url.PathUnescape(v); err == nil {
+			v = dec
+		}
+		kv[k] = v
+	}
+	return kv
+}
+
+func keepLast(lines []string, line string, n int) []string {
+	lines = append(lines, line)
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
 }
 
 // context is the last console lines, for an error that needs them.
@@ -180,8 +260,18 @@ func (w *watcher) stalled() string {
 	case stageKernel:
 		return "the kernel started but the system never reached multi-user.target"
 	case stageMultiUser:
+		if w.bootstrapRunning() {
+			return fmt.Sprintf("multi-user.target was reached but the boot never settled: the site bootstrap %s was still running (cloud-final waits for it)", w.res.Bootstrap.Bundle)
+		}
 		return "multi-user.target was reached but the boot never settled (a start job kept running)"
 	default:
 		return fmt.Sprintf("the validation did not finish (%d lines so far)", len(w.res.Lines))
 	}
+}
+
+// bootstrapRunning reports a bootstrap that started and has not ended.
+func (w *watcher) bootstrapRunning() bool {
+	_, started := w.res.observed.guest[MilestoneBootstrapStart]
+	_, ended := w.res.observed.guest[MilestoneBootstrapDone]
+	return w.res.Bootstrap != nil && started && !ended
 }

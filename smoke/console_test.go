@@ -6,15 +6,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/validate"
 )
 
+// feedAll feeds a console transcript, one line a second.
 func feedAll(t *testing.T, w *watcher, console string) (bool, error) {
 	t.Helper()
-	for _, l := range strings.SplitAfter(console, "\n") {
-		done, err := w.feed(l)
+	for i, l := range strings.SplitAfter(console, "\n") {
+		done, err := w.feed(l, time.Duration(i)*time.Second)
 		if done || err != nil {
 			return done, err
 		}
@@ -23,7 +25,7 @@ func feedAll(t *testing.T, w *watcher, console string) (bool, error) {
 }
 
 func TestWatcherFollowsABoot(t *testing.T) {
-	res := &Result{}
+	res := &Result{Profile: "bare-metal", Stage: "image"}
 	var stages []string
 	w := newWatcher(res, func(s string) { stages = append(stages, s) })
 	console := "\x1b[2J\x1b[01;01HBdsDxe: starting Boot0001\r\n" +
@@ -34,7 +36,7 @@ func TestWatcherFollowsABoot(t *testing.T) {
 		"IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/boot/vmlinuz root=UUID=x ro intel_iommu=on iommu=pt console=ttyS0,115200\r\n" +
 		"IMAGECTL_VALIDATE status=PASS check=kernel-arg:iommu=pt:cmdline detail=in%20/proc/cmdline\r\n" +
 		"[   80.1] random: crng init done\r\nIMAGECTL_VALIDATE status=WARN check=gpu detail=no%20GPU%25%0Ahere\r\n" +
-		"IMAGECTL_VALIDATE summary checks=2 failures=0 warnings=1\r\n" +
+		"IMAGECTL_VALIDATE summary profile=bare-metal stage=image checks=2 failures=0 warnings=1\r\n" +
 		"IMAGECTL_SMOKE validate-exit=0\r\n" +
 		"IMAGECTL_SMOKE done\r\n"
 	done, err := feedAll(t, w, console)
@@ -44,7 +46,7 @@ func TestWatcherFollowsABoot(t *testing.T) {
 	if got := strings.Join(stages, ","); got != "kernel,multi-user,settled,done" {
 		t.Errorf("stages %s", got)
 	}
-	want := []Line{{"PASS", "kernel-arg:iommu=pt:cmdline", "in /proc/cmdline"}, {"WARN", "gpu", "no GPU%\nhere"}}
+	want := []Line{{Status: "PASS", Check: "kernel-arg:iommu=pt:cmdline", Detail: "in /proc/cmdline"}, {Status: "WARN", Check: "gpu", Detail: "no GPU%\nhere"}}
 	if len(res.Lines) != 2 || res.Lines[0] != want[0] || res.Lines[1] != want[1] {
 		t.Errorf("lines %+v", res.Lines)
 	}
@@ -89,6 +91,37 @@ func TestWatcherFailures(t *testing.T) {
 			t.Errorf("failure: %s", f)
 		}
 	})
+}
+
+// Result lines carry key=value fields in any order; unknown keys are
+// skipped; FAIL lines may carry a remediation. Summaries with and without
+// the profile and stage parse, and one that disagrees with the run fails it.
+func TestWatcherReadsResultFields(t *testing.T) {
+	res := &Result{Profile: "slice", Stage: "converged"}
+	feedAll(t, newWatcher(res, nil), "IMAGECTL_VALIDATE check=dhcp detail=dnsmasq%20inactive status=FAIL severity=high remediation=systemctl%20restart%20dnsmasq%0Athen%20rerun%2520%09x\r\n"+
+		"IMAGECTL_VALIDATE status=PASS check=ovs detail=ovsbr0%2010.100.0.1/24\r\n"+
+		"IMAGECTL_VALIDATE summary profile=slice stage=converged checks=2 failures=1 warnings=0\r\n")
+	want := []Line{{Status: "FAIL", Check: "dhcp", Detail: "dnsmasq inactive", Remediation: "systemctl restart dnsmasq\nthen rerun%20\tx"},
+		{Status: "PASS", Check: "ovs", Detail: "ovsbr0 10.100.0.1/24"}}
+	if len(res.Lines) != 2 || res.Lines[0] != want[0] || res.Lines[1] != want[1] {
+		t.Errorf("lines %+v", res.Lines)
+	}
+	if res.Failures != 1 || res.summary == nil || res.summaryMismatch() != "" {
+		t.Errorf("failures %d, summary %+v: %s", res.Failures, res.summary, res.summaryMismatch())
+	}
+	for _, tc := range []struct{ summary, want string }{
+		{"summary checks=2 failures=1 warnings=0", ""},
+		{"summary profile=bare-metal stage=image checks=2 failures=1 warnings=0", "checked profile bare-metal at stage image, not slice at converged"},
+		{"summary profile=slice stage=converged checks=5 failures=1 warnings=0", "reported 5 checks but 2 reached the console"},
+	} {
+		feedAll(t, newWatcher(res, nil), "IMAGECTL_VALIDATE "+tc.summary+"\r\n")
+		if got := res.summaryMismatch(); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.summary, got, tc.want)
+		}
+		if tc.want != "" && !strings.Contains(res.Failure(), tc.want) {
+			t.Errorf("%s: failure %q", tc.summary, res.Failure())
+		}
+	}
 }
 
 // The validation script's own output, from the real generator run on a
@@ -138,14 +171,26 @@ func TestReplaceCmdlineDefault(t *testing.T) {
 }
 
 func TestSmokeScriptIsValidShell(t *testing.T) {
+	for _, p := range []guestPlan{
+		{validation: "/usr/local/sbin/it's-validate.sh", profile: "bare-metal", stage: "image"},
+		{validation: "/usr/local/sbin/v.sh", profile: "slice", stage: "converged", bootstrap: testBootstrap("/opt/b")},
+	} {
+		checkShell(t, smokeScriptFor(p, defaultGuestPaths))
+	}
+	checkShell(t, bootstrapScript(&bootstrapSpec{bundle: "b", dir: "/opt/it's", entrypoint: "/opt/it's/run",
+		env: map[string]string{"A": "x y", "B": "it's"}}, defaultGuestPaths))
+}
+
+func checkShell(t *testing.T, script string) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "s.sh")
-	os.WriteFile(p, []byte(smokeScriptFor("/usr/local/sbin/it's-validate.sh")), 0o755)
+	os.WriteFile(p, []byte(script), 0o755)
 	if out, err := exec.Command("sh", "-n", p).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
+		t.Fatalf("%v: %s\n%s", err, out, script)
 	}
 	if sc, err := exec.LookPath("shellcheck"); err == nil {
 		if out, err := exec.Command(sc, "-s", "sh", p).CombinedOutput(); err != nil {
-			t.Errorf("shellcheck: %s", out)
+			t.Errorf("shellcheck: %s\n%s", out, script)
 		}
 	}
 }
@@ -176,7 +221,7 @@ func TestScriptThatDiesFails(t *testing.T) {
 	}
 	t.Run("manifest mismatch", func(t *testing.T) {
 		zero := 0
-		res := &Result{SystemState: "running", Lines: []Line{{"PASS", "x", ""}}, ValidateExit: &zero, manifestChecked: true}
+		res := &Result{SystemState: "running", Lines: []Line{{Status: "PASS", Check: "x"}}, ValidateExit: &zero, manifestChecked: true}
 		if res.Passed() || !strings.Contains(res.Failure(), "not the artifact its manifest describes") {
 			t.Errorf("passed %v, failure %q", res.Passed(), res.Failure())
 		}

@@ -291,21 +291,11 @@ func (a *appliance) deploy(ctx context.Context, tgz string, c deployConfig, log 
 
 	// cloud-init: curtin writes MAAS's datasource (95-cloudconfig-*.cfg)
 	// and the node's network config (50-curtin-networking.cfg); a NoCloud
-	// seed stands in for MAAS's metadata service.
+	// seed stands in for MAAS's metadata service and deploy user-data (the
+	// site bootstrap at stage converged). Then the smoke unit.
 	id := make([]byte, 8)
 	rand.Read(id)
-	files := []struct {
-		path, content string
-		mode          int
-	}{
-		{"/etc/cloud/cloud.cfg.d/95-cloudconfig-imagectl-smoke.cfg", datasourceConfig, 0o644},
-		{"/etc/cloud/cloud.cfg.d/50-curtin-networking.cfg", networkConfig, 0o644},
-		{"/var/lib/cloud/seed/nocloud/meta-data", seedMetaData("imagectl-smoke-" + hex.EncodeToString(id)), 0o644},
-		{"/var/lib/cloud/seed/nocloud/user-data", seedUserData, 0o644},
-		// Not curtin: the smoke unit that reports on the console.
-		{smokeScript, smokeScriptFor(c.script), 0o755},
-		{smokeUnit, smokeUnitFile, 0o644},
-	}
+	files := guestFiles(c.guest, "imagectl-smoke-"+hex.EncodeToString(id))
 	for _, f := range files {
 		if err := a.write(ctx, f.path, f.content, f.mode); err != nil {
 			return nil, err

@@ -1,8 +1,11 @@
 // Package smoke owns the smoke test of a built artifact: it deploys the tgz
 // onto a scratch disk the way MAAS and curtin deploy a tgz custom image
 // (flat UEFI layout, curtin's extraction, fstab and GRUB steps, a NoCloud
-// seed in place of MAAS's metadata), boots that disk in QEMU with UEFI
-// firmware, and reads the image's own validation script's results from the
-// serial console. The deploy needs libguestfs, so it is built only with the
+// seed in place of MAAS's metadata and deploy user-data, which at stage
+// converged runs the profile's site bootstrap), boots that disk in QEMU
+// with UEFI firmware, and reads the image's own validation script's
+// results for one profile and stage from the serial console, with the
+// first boot's timeline (written beside the console log, comparable
+// between runs). The deploy needs libguestfs, so it is built only with the
 // guestfs tag; without it Run says so. The boot needs QEMU and OVMF.
 package smoke

@@ -1,6 +1,8 @@
 package smoke
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -9,11 +11,14 @@ import (
 // stands in for what curtin or MAAS writes on a real deploy, except the
 // smoke unit, which replaces the operator's first look at the host.
 
-// Console markers: the smoke unit prints these on the serial console.
+// Console markers: the smoke unit and the bootstrap runner print these on
+// the serial console; bootstrapPrefix starts each line of the bootstrap's
+// output.
 const (
-	markerPrefix = "IMAGECTL_SMOKE "
-	smokeScript  = "/usr/local/sbin/imagectl-smoke"
-	smokeUnit    = "/etc/systemd/system/imagectl-smoke.service"
+	markerPrefix    = "IMAGECTL_SMOKE "
+	bootstrapPrefix = "IMAGECTL_BOOTSTRAP "
+	smokeScript     = "/usr/local/sbin/imagectl-smoke"
+	smokeUnit       = "/etc/systemd/system/imagectl-smoke.service"
 	// kernelOpts stand in for MAAS's kernel_opts plus the console= curtin
 	// carries over from the ephemeral environment's command line.
 	kernelOpts = "console=ttyS0,115200"
@@ -29,13 +34,27 @@ func fstab(rootUUID, espUUID string) string {
 		"/dev/disk/by-uuid/%s /boot/efi vfat defaults 0 1\n", rootUUID, espUUID)
 }
 
-// seedMetaData and seedUserData are a minimal NoCloud seed: MAAS's
-// datasource hands cloud-init an instance id, a hostname and user-data.
+// seedMetaData is a minimal NoCloud meta-data: MAAS's datasource hands
+// cloud-init an instance id and a hostname.
 func seedMetaData(instanceID string) string {
 	return "instance-id: " + instanceID + "\nlocal-hostname: imagectl-smoke\n"
 }
 
-const seedUserData = "#cloud-config\n{}\n"
+// seedUserData is the NoCloud user-data, standing in for MAAS's deploy
+// user-data: empty, or at stage converged a runcmd that runs the site
+// bootstrap. runcmd runs in cloud-final, which the boot waits for, so the
+// bootstrap has ended before the smoke unit's `systemctl is-system-running
+// --wait` returns and the validation starts. The script is a JSON string,
+// which YAML reads as a double-quoted scalar whatever it holds.
+func seedUserData(b *bootstrapSpec) string {
+	if b == nil {
+		return "#cloud-config\n{}\n"
+	}
+	return "#cloud-config\n" +
+		"# imagectl smoke: the site bootstrap, as MAAS deploy user-data runs it.\n" +
+		"runcmd:\n" +
+		"  - [\"sh\", \"-c\", " + yamlQuote(bootstrapScript(b, defaultGuestPaths)) + "]\n"
+}
 
 // datasourceConfig mirrors curtin's 95-cloudconfig-*.cfg, which pins
 // cloud-init to MAAS's datasource; here, the NoCloud seed.
@@ -80,6 +99,105 @@ func replaceCmdlineDefault(grub, args string) string {
 	return grub[:i] + line + grub[i+end:]
 }
 
+// guestPaths are where the guest scripts talk and keep state; tests run
+// the scripts with their own.
+type guestPaths struct {
+	tty   string // the serial console
+	state string // the bootstrap's exit status, its output's FIFO
+	log   string // the bootstrap's output
+}
+
+var defaultGuestPaths = guestPaths{
+	tty:   "/dev/ttyS0",
+	state: "/run/imagectl-smoke",
+	log:   "/var/log/imagectl-smoke-bootstrap.log",
+}
+
+// guestFile is a file the deploy writes into the target.
+type guestFile struct {
+	path, content string
+	mode          int
+}
+
+// guestFiles are the files that stand in for what curtin and MAAS write
+// (cloud-init's datasource, network config and NoCloud seed), then the
+// smoke unit and its script.
+func guestFiles(p guestPlan, instanceID string) []guestFile {
+	return []guestFile{
+		{"/etc/cloud/cloud.cfg.d/95-cloudconfig-imagectl-smoke.cfg", datasourceConfig, 0o644},
+		{"/etc/cloud/cloud.cfg.d/50-curtin-networking.cfg", networkConfig, 0o644},
+		{"/var/lib/cloud/seed/nocloud/meta-data", seedMetaData(instanceID), 0o644},
+		{"/var/lib/cloud/seed/nocloud/user-data", seedUserData(p.bootstrap), 0o644},
+		// Not curtin: the smoke unit that reports on the console.
+		{smokeScript, smokeScriptFor(p, defaultGuestPaths), 0o755},
+		{smokeUnit, smokeUnitFile, 0o644},
+	}
+}
+
+// yamlQuote writes s as a JSON string, which YAML reads as a double-quoted
+// scalar whatever s holds.
+func yamlQuote(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// sayFunc is the shell function that writes one line to the console, with
+// its own open of the port so a getty's hangup of it cannot cut the output,
+// and with journal to stdout too. uptime_s is the guest's monotonic clock.
+func sayFunc(tty string, journal bool) string {
+	also := ""
+	if journal {
+		also = "\n\tprintf '%s\\n' \"$*\""
+	}
+	return `say() {
+	printf '%s\r\n' "$*" >>` + shq(tty) + ` 2>/dev/null` + also + `
+}
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+`
+}
+
+// bootstrapScript runs the site bootstrap as user-data's runcmd does, in
+// cloud-final: the bundle's entrypoint, in the bundle's directory, with the
+// profile's environment. It writes the bootstrap's times on the console (not
+// on stdout, which cloud-final copies to the console too) and
+// its exit status where the smoke script reads it, and exits with it (so a
+// failed bootstrap fails cloud-final, as on a real deploy). The output goes
+// through a FIFO to the log and the console; the relay is waited for a few
+// seconds only, since a daemon the bootstrap leaves behind may hold the
+// FIFO open.
+func bootstrapScript(b *bootstrapSpec, g guestPaths) string {
+	run := append([]string{"exec", "env"}, b.envAssignments()...)
+	run = append(run, shq(b.entrypoint))
+	return `set -u
+` + sayFunc(g.tty, false) + `state=` + shq(g.state) + `
+log=` + shq(g.log) + `
+mkdir -p "$state"
+rm -f "$state/bootstrap.exit" "$state/bootstrap.fifo"
+mkfifo "$state/bootstrap.fifo"
+(
+	while IFS= read -r line || [ -n "$line" ]; do
+		printf '%s\n' "$line" >>"$log"
+		say "` + bootstrapPrefix + `$line"
+	done <"$state/bootstrap.fifo"
+) &
+relay=$!
+say "` + markerPrefix + `time ` + MilestoneBootstrapStart + `=$(uptime_s)"
+(cd ` + shq(b.dir) + ` && ` + strings.Join(run, " ") + `) >"$state/bootstrap.fifo" 2>&1 </dev/null
+rc=$?
+say "` + markerPrefix + `time ` + MilestoneBootstrapDone + `=$(uptime_s)"
+i=0
+while kill -0 "$relay" 2>/dev/null && [ "$i" -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+echo "$rc" >"$state/bootstrap.exit"
+exit "$rc"
+`
+}
+
 // smokeUnitFile runs the smoke script once the boot has reached
 // multi-user.target. Type=simple: its start job ends at once, so
 // `systemctl is-system-running --wait` inside it does not wait for itself.
@@ -96,18 +214,16 @@ WantedBy=multi-user.target
 `
 
 // smokeScriptFor is the script the smoke unit runs: it waits for the boot
-// to finish, reports the system state, failed units and kernel command
-// line, runs the image's validation script, relays its lines, and powers
-// off. Each console line is written with its own open of /dev/ttyS0 so a
-// getty's hangup of the port cannot cut the output.
-func smokeScriptFor(validation string) string {
+// to finish (cloud-final and with it any bootstrap included), reports the
+// system state, failed units, kernel command line and the bootstrap's exit
+// status, runs the image's validation script for the profile and stage and
+// relays its lines, reports the boot's systemd timestamps, and powers off.
+// Its clock lines tie the guest's monotonic clock to the host's.
+func smokeScriptFor(p guestPlan, g guestPaths) string {
 	return `#!/bin/sh
 # Written by imagectl smoke into its scratch disk only; never part of an image.
-say() {
-	printf '%s\r\n' "$*" >/dev/ttyS0 2>/dev/null
-	printf '%s\n' "$*"
-}
-dmesg -n 1 2>/dev/null
+` + sayFunc(g.tty, true) + `dmesg -n 1 2>/dev/null
+say "` + markerPrefix + `clock=$(uptime_s)"
 say "` + markerPrefix + `multi-user"
 # Report what is still starting, once a minute, until the boot settles.
 (
@@ -123,17 +239,54 @@ systemctl list-units --failed --no-legend --plain 2>/dev/null | while read -r un
 	say "` + markerPrefix + `failed-unit=$unit"
 done
 say "` + markerPrefix + `cmdline=$(cat /proc/cmdline)"
-if [ -f ` + shq(validation) + ` ]; then
+` + bootstrapReport(p, g) + `say "` + markerPrefix + `time ` + MilestoneValidationStart + `=$(uptime_s)"
+if [ -f ` + shq(p.validation) + ` ]; then
 	{
-		sh ` + shq(validation) + ` 2>&1
+		sh ` + shq(p.validation) + ` --profile ` + shq(p.profile) + ` --stage ` + shq(p.stage) + ` 2>&1
 		echo "` + markerPrefix + `validate-exit=$?"
 	} | while IFS= read -r line; do say "$line"; done
 else
-	say "` + markerPrefix + `no-validation-script=` + validation + `"
+	say "` + markerPrefix + `no-validation-script=` + p.validation + `"
 fi
+say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)"
+` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)"
 say "` + markerPrefix + `done"
 systemctl poweroff
 `
+}
+
+// bootstrapReport is the smoke script's report of the bootstrap: its exit
+// status, or that it never finished (cloud-init did not run it before the
+// boot settled).
+func bootstrapReport(p guestPlan, g guestPaths) string {
+	if p.bootstrap == nil {
+		return ""
+	}
+	exit := shq(g.state + "/bootstrap.exit")
+	return `if [ -f ` + exit + ` ]; then
+	say "` + markerPrefix + `bootstrap-exit=$(cat ` + exit + `)"
+else
+	say "` + markerPrefix + `bootstrap-unfinished"
+fi
+`
+}
+
+// systemdReport prints systemdTimes, one console line per unit:
+// "systemd unit=U Property=µs ...".
+func systemdReport() string {
+	var b strings.Builder
+	for i := 0; i < len(systemdTimes); {
+		unit := systemdTimes[i].unit
+		args := []string{"systemctl", "show"}
+		for ; i < len(systemdTimes) && systemdTimes[i].unit == unit; i++ {
+			args = append(args, "-p", systemdTimes[i].property)
+		}
+		if unit != systemdManager {
+			args = append(args, unit)
+		}
+		fmt.Fprintf(&b, "say \"%ssystemd unit=%s $(%s 2>/dev/null | tr '\\n' ' ')\"\n", markerPrefix, unit, strings.Join(args, " "))
+	}
+	return b.String()
 }
 
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -30,6 +30,18 @@ type Options struct {
 	// ConsoleLog is where the serial console is kept (default: beside the
 	// tgz, <name>-<version>.smoke.log).
 	ConsoleLog string
+	// Timeline is where the boot timeline is written as JSON, on every run
+	// that booted, passed or not (default: beside the console log,
+	// <name>-<version>.smoke-timeline.json).
+	Timeline string
+	// Profile is the deploy profile the validation checks, bare-metal or
+	// slice (default: the manifest's default profile, else bare-metal).
+	Profile string
+	// Stage is what the validation checks, image (the host as deployed) or
+	// converged (after the profile's site bootstrap, which the first boot
+	// runs from user-data first) (default: the manifest's default stage,
+	// else image).
+	Stage string
 	// WorkDir holds the scratch disk and firmware variables while the run
 	// lasts (default: $TMPDIR). The disk is sparse; it needs about the
 	// tgz's unpacked size.
@@ -57,6 +69,25 @@ type Line struct {
 	Status string `json:"status"`
 	Check  string `json:"check"`
 	Detail string `json:"detail"`
+	// Remediation is what to do about a FAIL, when the script says.
+	Remediation string `json:"remediation,omitempty"`
+}
+
+// Bootstrap is the site bootstrap a stage converged run ran at first boot.
+type Bootstrap struct {
+	Bundle string `json:"bundle"`
+	// Entrypoint is the path it ran, in the image.
+	Entrypoint string `json:"entrypoint"`
+	// Log is where its output went in the guest (it was on the console
+	// too, each line after IMAGECTL_BOOTSTRAP).
+	Log string `json:"log"`
+	// Exit is its exit status; nil when it did not finish before the
+	// validation.
+	Exit *int `json:"exit,omitempty"`
+	// Seconds is how long it ran, by the guest's clock.
+	Seconds float64 `json:"seconds"`
+	// tail is the last lines of its output, for a failure.
+	tail []string
 }
 
 // Result is what a smoke run saw.
@@ -66,6 +97,12 @@ type Result struct {
 	Version     string `json:"version"`
 	Accelerator string `json:"accelerator"`
 	ConsoleLog  string `json:"console_log"`
+	// Profile and Stage are what the validation checked.
+	Profile string `json:"profile"`
+	Stage   string `json:"stage"`
+	// Bootstrap is the site bootstrap that ran first, at stage converged
+	// when the profile names one.
+	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
 	// ManifestMatches is false when the tgz's sha256 is not the one its
 	// manifest records (which fails the run: the result would not be about
 	// the artifact the manifest describes).
@@ -85,18 +122,31 @@ type Result struct {
 	Warnings    int      `json:"warnings"`
 	// Seconds per phase (deploy, boot, validate).
 	Seconds map[string]float64 `json:"seconds"`
+	// Timeline is the first boot's milestones, when it booted; it is
+	// written to TimelineFile too.
+	Timeline     *Timeline `json:"timeline,omitempty"`
+	TimelineFile string    `json:"timeline_file,omitempty"`
+	// summary is the validation script's summary line, when it came.
+	summary  *summary
+	observed observations
 }
 
-// Passed reports whether the image booted cleanly and every check passed
-// or warned.
-func (r *Result) Passed() bool {
-	return r.SystemState == "running" && r.Failures == 0 && len(r.Lines) > 0 &&
-		r.ValidateExit != nil && *r.ValidateExit == 0 && (r.ManifestMatches || !r.manifestChecked)
+// summary is what the run checks of the validation script's summary line.
+type summary struct {
+	profile, stage string
+	checks         int
 }
+
+// Passed reports whether the image booted cleanly, any bootstrap
+// succeeded, and every check passed or warned.
+func (r *Result) Passed() bool { return r.Failure() == "" }
 
 // Failure explains why a run did not pass ("" when it did).
 func (r *Result) Failure() string {
 	var why []string
+	if s := r.bootstrapFailure(); s != "" {
+		why = append(why, s)
+	}
 	if r.SystemState != "running" {
 		s := "the boot reached multi-user.target but the system is " + r.SystemState
 		if len(r.FailedUnits) > 0 {
@@ -113,6 +163,9 @@ func (r *Result) Failure() string {
 	case *r.ValidateExit != 0 && r.Failures == 0:
 		why = append(why, fmt.Sprintf("the validation script exited %d", *r.ValidateExit))
 	}
+	if s := r.summaryMismatch(); s != "" {
+		why = append(why, s)
+	}
 	if r.manifestChecked && !r.ManifestMatches {
 		why = append(why, "the tgz is not the artifact its manifest describes (sha256 differs)")
 	}
@@ -126,6 +179,42 @@ func (r *Result) Failure() string {
 		why = append(why, fmt.Sprintf("%d validation check(s) failed: %s", len(failed), strings.Join(failed, "; ")))
 	}
 	return strings.Join(why, "; ")
+}
+
+// bootstrapFailure names a bootstrap that failed or never finished.
+func (r *Result) bootstrapFailure() string {
+	b := r.Bootstrap
+	if b == nil {
+		return ""
+	}
+	what := fmt.Sprintf("the site bootstrap %s (%s)", b.Bundle, b.Entrypoint)
+	if b.Exit == nil {
+		return what + " did not finish before the boot settled: cloud-init did not run the user-data's runcmd"
+	}
+	if *b.Exit == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s exited %d after %.1fs", what, *b.Exit, b.Seconds)
+	if len(b.tail) > 0 {
+		s += "; its last output: " + strings.Join(b.tail, " | ")
+	}
+	return s
+}
+
+// summaryMismatch is set when the validation script's summary disagrees
+// with the run: another profile or stage checked, results lost on the way.
+func (r *Result) summaryMismatch() string {
+	s := r.summary
+	if s == nil {
+		return ""
+	}
+	if (s.profile != "" && s.profile != r.Profile) || (s.stage != "" && s.stage != r.Stage) {
+		return fmt.Sprintf("the validation script checked profile %s at stage %s, not %s at %s", s.profile, s.stage, r.Profile, r.Stage)
+	}
+	if s.checks != len(r.Lines) {
+		return fmt.Sprintf("the validation script reported %d checks but %d reached the console", s.checks, len(r.Lines))
+	}
+	return ""
 }
 
 // ErrFailed is wrapped by Run's error when the image deployed and booted
@@ -144,6 +233,9 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	}
 	if opts.ConsoleLog == "" {
 		opts.ConsoleLog = SiblingPath(tgz, ".smoke.log")
+	}
+	if opts.Timeline == "" {
+		opts.Timeline = strings.TrimSuffix(opts.ConsoleLog, ".log") + "-timeline.json"
 	}
 	if opts.MemoryMB == 0 {
 		opts.MemoryMB = 2048
@@ -164,6 +256,10 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if m.Validation.Script == "" {
 		return nil, fmt.Errorf("smoke test of %s: manifest %s names no validation script", tgz, opts.Manifest)
 	}
+	plan, err := planGuest(m, opts.Profile, opts.Stage)
+	if err != nil {
+		return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
+	}
 	if err := canDeploy(); err != nil {
 		return nil, err
 	}
@@ -182,7 +278,13 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		}
 	}
 	res := &Result{Artifact: tgz, Image: m.Image.Name, Version: m.Image.Version, Accelerator: accel,
-		ConsoleLog: opts.ConsoleLog, Seconds: map[string]float64{}}
+		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}}
+	if b := plan.bootstrap; b != nil {
+		res.Bootstrap = &Bootstrap{Bundle: b.bundle, Entrypoint: b.entrypoint, Log: defaultGuestPaths.log}
+		r.log(fmt.Sprintf("stage %s: the first boot runs the site bootstrap %s from user-data before the validation", plan.stage, b.entrypoint))
+	} else if plan.stage == manifest.StageConverged {
+		r.log("stage converged: profile " + plan.profile + " names no bootstrap bundle, so the converged checks run on the host as deployed")
+	}
 
 	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-")
 	if err != nil {
@@ -194,7 +296,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	done := r.phase(PhaseDeploy, "lay "+filepath.Base(tgz)+" onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)")
 	start := time.Now()
 	dep, err := deploy(ctx, tgz, disk, deployConfig{
-		accel: accel, size: opts.DiskSize, script: m.Validation.Script, initramfs: opts.UpdateInitramfs, log: r.log,
+		accel: accel, size: opts.DiskSize, guest: plan, initramfs: opts.UpdateInitramfs, log: r.log,
 	})
 	res.Seconds[PhaseDeploy] = time.Since(start).Seconds()
 	done(err)
@@ -222,6 +324,14 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		disk: disk, work: work, firmware: fw, accel: accel, memoryMB: opts.MemoryMB,
 		timeout: opts.Timeout, console: logFile, reporter: r,
 	}, res)
+	if !res.observed.qemuStarted.IsZero() {
+		res.Timeline = newTimeline(res, err == nil && res.Passed())
+		if werr := writeTimeline(opts.Timeline, res.Timeline); werr != nil {
+			r.log("keeping the boot timeline: " + werr.Error())
+		} else {
+			res.TimelineFile = opts.Timeline
+		}
+	}
 	if err != nil {
 		return res, err
 	}
@@ -267,9 +377,9 @@ func (r reporter) phase(name, summary string) func(error) {
 
 // deployConfig is what the deploy needs besides the tgz and the disk.
 type deployConfig struct {
-	accel  string
-	size   int64
-	script string // the validation script's path in the image
+	accel string
+	size  int64
+	guest guestPlan
 	// initramfs: update every existing initramfs, not only create missing ones
 	initramfs bool
 	log       func(string)

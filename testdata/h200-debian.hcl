@@ -12,7 +12,9 @@
 # package-only layers (base diagnostics, RDMA tools, site-bootstrap
 # packages: their names are Debian's too, and every layer test proves
 # package installs; they would add minutes under TCG and nothing to the
-# boot), and go.d collectors (Debian's netdata lacks go.d.plugin). The VM has
+# boot), Recommends (install_recommends = false: the slice runtime's pull in
+# a desktop's worth of QEMU UI libraries, twenty minutes under TCG), and
+# go.d collectors (Debian's netdata lacks go.d.plugin). The VM has
 # no GPU, InfiniBand, nested KVM or IOMMU: those checks WARN there.
 
 variable "base_image" {
@@ -55,18 +57,21 @@ image "gpuaas-h200-host-debian12" {
   }
 
   layer "docker" {
-    source    = "../layers/docker.hcl"
-    variables = { compose_package = "docker-compose" }
+    source             = "../layers/docker.hcl"
+    variables          = { compose_package = "docker-compose" }
+    install_recommends = false
   }
 
   layer "slice-runtime" {
-    source    = "../layers/virtualization.hcl"
-    variables = { qemu_package = "qemu-system-x86" }
+    source             = "../layers/virtualization.hcl"
+    variables          = { qemu_package = "qemu-system-x86" }
+    install_recommends = false
   }
 
   layer "netdata" {
-    source    = "../layers/netdata.hcl"
-    variables = { repository = "distribution" }
+    source             = "../layers/netdata.hcl"
+    variables          = { repository = "distribution" }
+    install_recommends = false
   }
 
   kernel {

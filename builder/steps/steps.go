@@ -52,6 +52,8 @@ type AptRepository struct {
 type Packages struct {
 	Packages []string `json:"packages"`
 	Optional bool     `json:"optional"`
+	// NoRecommends leaves out the packages' Recommends.
+	NoRecommends bool `json:"no_recommends,omitempty"`
 }
 
 // WriteFile writes a file into the image.
@@ -160,10 +162,14 @@ func (s AptRepository) Summary() string {
 }
 
 func (s Packages) Summary() string {
+	how := "install: "
 	if s.Optional {
-		return "install if available: " + strings.Join(s.Packages, " ")
+		how = "install if available: "
 	}
-	return "install: " + strings.Join(s.Packages, " ")
+	if s.NoRecommends {
+		how = strings.TrimSuffix(how, ": ") + " (no recommends): "
+	}
+	return how + strings.Join(s.Packages, " ")
 }
 
 func (s WriteFile) Summary() string {

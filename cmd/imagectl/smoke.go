@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,8 +15,9 @@ import (
 
 func newSmokeCmd(env []string) *cobra.Command {
 	var (
-		opts   smoke.Options
-		output string
+		opts     smoke.Options
+		output   string
+		baseline string
 	)
 	cmd := &cobra.Command{
 		Use:   "smoke ARTIFACT.tgz",
@@ -33,12 +35,24 @@ MAAS's metadata), boots it in QEMU with OVMF (KVM when usable, else TCG), and
 on first boot runs the baked validation script named by the manifest beside
 the tgz, reading its lines from the serial console.
 
-It prints every line and exits 1 on any FAIL, on a boot that does not reach
-multi-user.target or settles degraded (the failed units are named), or on a
-timeout. The console log is kept beside the tgz (<name>-<version>.smoke.log);
-the scratch disk and QEMU are removed on every path, Ctrl-C included.`,
+The validation checks one profile (--profile bare-metal or slice) at one stage
+(--stage image: the host as deployed; converged: after the site bootstrap),
+by default the manifest's. At stage converged, when the profile names a
+bootstrap bundle, the first boot runs its entrypoint from the NoCloud
+user-data's runcmd, as MAAS deploy user-data would, before the validation.
+
+It prints every line (a FAIL with its remediation) and exits 1 on any FAIL, on
+a bootstrap that fails, on a boot that does not reach multi-user.target or
+settles degraded (the failed units are named), or on a timeout. The console
+log is kept beside the tgz (<name>-<version>.smoke.log), and beside it the
+boot timeline (<name>-<version>.smoke-timeline.json): when each milestone of
+the first boot came, in seconds since QEMU started, from the console and the
+guest's systemd. --baseline compares it with an earlier run's. The scratch
+disk and QEMU are removed on every path, Ctrl-C included.`,
 		Example: `  imagectl smoke artifacts/imagectl-demo-0.1.0.tgz
-  imagectl smoke artifacts/x-1.4.0.tgz --timeout 30m --output json`,
+  imagectl smoke artifacts/x-1.4.0.tgz --timeout 30m --output json
+  imagectl smoke artifacts/x-1.5.0.tgz --profile slice --stage converged \
+      --baseline artifacts/x-1.4.0.smoke-timeline.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -46,6 +60,16 @@ the scratch disk and QEMU are removed on every path, Ctrl-C included.`,
 			}
 			if opts.Timeout < 0 {
 				return fmt.Errorf("--timeout must not be negative")
+			}
+			if err := smoke.CheckProfileStage(opts.Profile, opts.Stage); err != nil {
+				return fmt.Errorf("--profile/--stage: %w", err)
+			}
+			var base *smoke.Timeline
+			if baseline != "" {
+				var err error
+				if base, err = smoke.ReadTimeline(baseline); err != nil {
+					return fmt.Errorf("--baseline: %w", err)
+				}
 			}
 			out := cmd.OutOrStdout()
 			opts.Events = progress(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
@@ -61,11 +85,18 @@ the scratch disk and QEMU are removed on every path, Ctrl-C included.`,
 				if err != nil {
 					v["error"] = err.Error()
 				}
+				if base != nil && res.Timeline != nil {
+					v["baseline"] = map[string]any{"file": baseline, "milestones": smoke.CompareTimelines(base, res.Timeline)}
+				}
 				if jerr := json.NewEncoder(out).Encode(v); jerr != nil {
 					return jerr
 				}
 			} else if _, booted := res.Seconds[smoke.PhaseBoot]; booted {
 				printSmoke(out, res)
+				if res.Timeline != nil {
+					printTimeline(out, res.Timeline, base, baseline)
+				}
+				printFiles(out, res)
 			}
 			if errors.Is(err, smoke.ErrFailed) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
@@ -76,6 +107,10 @@ the scratch disk and QEMU are removed on every path, Ctrl-C included.`,
 	}
 	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
 	cmd.Flags().StringVar(&opts.ConsoleLog, "console-log", "", "where to keep the serial console (default: <name>-<version>.smoke.log beside the tgz)")
+	cmd.Flags().StringVar(&opts.Timeline, "timeline", "", "where to write the boot timeline JSON (default: <name>-<version>.smoke-timeline.json beside the console log)")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "an earlier run's timeline JSON to compare this boot's milestones with")
+	cmd.Flags().StringVar(&opts.Profile, "profile", "", "the deploy profile to validate: bare-metal or slice (default: the manifest's, else bare-metal)")
+	cmd.Flags().StringVar(&opts.Stage, "stage", "", "the stage to validate: image, or converged to run the profile's site bootstrap first (default: the manifest's, else image)")
 	cmd.Flags().StringVar(&opts.WorkDir, "work-dir", "", "where the scratch disk goes while the test runs, sparse, up to the unpacked image's size (default: $TMPDIR)")
 	cmd.Flags().StringVar(&opts.Accel, "accel", "auto", "accelerator for the appliance and the VM: auto (KVM when it works, else TCG), kvm or tcg")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "limit for the boot and the validation (default 15m under TCG, 5m under KVM)")
@@ -88,6 +123,18 @@ the scratch disk and QEMU are removed on every path, Ctrl-C included.`,
 func printSmoke(w io.Writer, r *smoke.Result) {
 	for _, l := range r.Lines {
 		fmt.Fprintf(w, "%-4s %s: %s\n", l.Status, l.Check, l.Detail)
+		if l.Status == "FAIL" && l.Remediation != "" {
+			fmt.Fprintf(w, "     remediation: %s\n", strings.ReplaceAll(l.Remediation, "\n", "\n                  "))
+		}
+	}
+	fmt.Fprintf(w, "profile %s, stage %s\n", r.Profile, r.Stage)
+	if b := r.Bootstrap; b != nil {
+		fmt.Fprintf(w, "site bootstrap %s (%s): ", b.Bundle, b.Entrypoint)
+		if b.Exit == nil {
+			fmt.Fprintln(w, "did not finish")
+		} else {
+			fmt.Fprintf(w, "exit %d after %s\n", *b.Exit, time.Duration(b.Seconds*float64(time.Second)).Round(100*time.Millisecond))
+		}
 	}
 	if r.SystemState != "" {
 		fmt.Fprintf(w, "boot: system %s", r.SystemState)
@@ -106,9 +153,62 @@ func printSmoke(w io.Writer, r *smoke.Result) {
 	for _, s := range r.Seconds {
 		total += s
 	}
-	fmt.Fprintf(w, "%d checks, %d failed, %d warnings; %s under %s (deploy %s, boot %s, validate %s)\nconsole log: %s\n",
+	fmt.Fprintf(w, "%d checks, %d failed, %d warnings; %s under %s (deploy %s, boot %s, validate %s)\n",
 		len(r.Lines), r.Failures, r.Warnings, secs(total), r.Accelerator, secs(r.Seconds[smoke.PhaseDeploy]),
-		secs(r.Seconds[smoke.PhaseBoot]), secs(r.Seconds[smoke.PhaseValidate]), r.ConsoleLog)
+		secs(r.Seconds[smoke.PhaseBoot]), secs(r.Seconds[smoke.PhaseValidate]))
+}
+
+// printTimeline prints the boot's milestones in seconds since QEMU started,
+// with the time since the previous one, and, given a baseline, the
+// baseline's time and the change.
+func printTimeline(w io.Writer, t *smoke.Timeline, base *smoke.Timeline, baseFile string) {
+	fmt.Fprintln(w, "boot timeline (seconds since QEMU started):")
+	row := func(cols ...string) {
+		s := fmt.Sprintf("  %-18s %8s %8s  %-8s", cols[0], cols[1], cols[2], cols[3])
+		for _, c := range cols[4:] {
+			s += fmt.Sprintf(" %8s", c)
+		}
+		fmt.Fprintln(w, strings.TrimRight(s, " "))
+	}
+	if base == nil {
+		row("milestone", "at", "delta", "source")
+		for _, m := range t.Milestones {
+			row(m.Name, fmt.Sprintf("%.1f", m.Seconds), fmt.Sprintf("%+.1f", m.Delta), m.Source)
+		}
+	} else {
+		row("milestone", "at", "delta", "source", "baseline", "change")
+		for _, c := range smoke.CompareTimelines(base, t) {
+			at, delta, source := "-", "-", ""
+			if m := t.Find(c.Name); m != nil {
+				at, delta, source = fmt.Sprintf("%.1f", m.Seconds), fmt.Sprintf("%+.1f", m.Delta), m.Source
+			}
+			row(c.Name, at, delta, source, num(c.Baseline, "%.1f"), num(c.Change, "%+.1f"))
+		}
+	}
+	if len(t.Missing) > 0 {
+		fmt.Fprintf(w, "  not seen: %s\n", strings.Join(t.Missing, ", "))
+	}
+	if base != nil {
+		fmt.Fprintf(w, "  baseline: %s (%s %s, %s, profile %s, stage %s)\n", baseFile, base.Image, base.Version, base.Accelerator, base.Profile, base.Stage)
+		if base.Accelerator != t.Accelerator {
+			fmt.Fprintf(w, "  the baseline ran under %s and this run under %s: their times do not compare\n", base.Accelerator, t.Accelerator)
+		}
+	}
+}
+
+// num formats a number that may be absent ("-").
+func num(f *float64, format string) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *f)
+}
+
+func printFiles(w io.Writer, r *smoke.Result) {
+	fmt.Fprintf(w, "console log: %s\n", r.ConsoleLog)
+	if r.TimelineFile != "" {
+		fmt.Fprintf(w, "timeline: %s\n", r.TimelineFile)
+	}
 }
 
 func secs(s float64) string {

@@ -1,0 +1,165 @@
+//go:build guestfs
+
+package smoke
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// TestSmokeH200StandIn builds the Debian stand-in of the H200 recipe
+// (testdata/h200-debian.hcl) and boots it as a slice host at stage
+// converged: the test bundles' bootstrap converges the slice baseline in
+// the VM (node agent, slice units, the OVS bridge with its address, dnsmasq
+// with its subnet file, libvirtd, the done-markers) and every check PASSes,
+// but those of hardware the VM lacks (GPUs, InfiniBand, nested KVM, an
+// IOMMU), which WARN. Then a variant whose slice bundle leaves the bridge
+// without its address (rebuilt from the layer cache: only its bundle
+// changed) boots and fails naming bridge:ovsbr0.
+func TestSmokeH200StandIn(t *testing.T) {
+	vars := baseVars(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	good := buildStandIn(t, vars, dir, cache, "good", "../testdata/bundles")
+
+	t.Run("converged", func(t *testing.T) {
+		res, err, _ := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Profile != "slice" || res.Stage != "converged" || res.SystemState != "running" {
+			t.Errorf("profile %q, stage %q, state %q", res.Profile, res.Stage, res.SystemState)
+		}
+		status := map[string]string{}
+		for _, l := range res.Lines {
+			status[l.Check] = l.Status
+			switch {
+			case l.Status == "PASS":
+			case l.Status == "WARN" && absentHardware(l.Check):
+			default:
+				t.Errorf("%s %s: %s", l.Status, l.Check, l.Detail)
+			}
+		}
+		for _, c := range []string{
+			"done-marker:h200-ib.done", "done-marker:h200-slice-vm.done", "bridge:ovsbr0", "dhcp:dnsmasq",
+			"fabric:netplan", "service-active:gpuaas-node-agent", "service-active:gpuaas-slice-ovs-bridge",
+			"service-active:gpuaas-slice-network-baseline", "service-active:libvirtd", "slice:vfio:vfio_pci",
+			"kernel-arg:iommu=pt:cmdline", "netdata-collector:cgroups", "command:docker-compose",
+		} {
+			if status[c] != "PASS" {
+				t.Errorf("check %s: %q, want PASS", c, status[c])
+			}
+		}
+		for _, c := range []string{"gpu:nvml", "fabric:address"} {
+			if status[c] != "WARN" {
+				t.Errorf("check %s: %q, want WARN (absent hardware)", c, status[c])
+			}
+		}
+	})
+
+	t.Run("bridge-not-converged", func(t *testing.T) {
+		bundles := filepath.Join(dir, "broken-bundles")
+		for _, b := range []string{"h200-ib", "h200-slice-vm"} {
+			if err := os.CopyFS(filepath.Join(bundles, b), os.DirFS("../testdata/bundles/"+b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conf := filepath.Join(bundles, "h200-slice-vm/site.conf")
+		b, err := os.ReadFile(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		broken := strings.Replace(string(b), "SLICE_BRIDGE_ADDRESS=10.100.0.1/24", "SLICE_BRIDGE_ADDRESS=", 1)
+		if broken == string(b) {
+			t.Fatal("the slice bundle's site.conf no longer sets SLICE_BRIDGE_ADDRESS")
+		}
+		if err := os.WriteFile(conf, []byte(broken), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tgz := buildStandIn(t, vars, dir, cache, "broken", bundles)
+		res, err, _ := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
+		if !errors.Is(err, ErrFailed) {
+			t.Fatalf("got %v, want a failed smoke test", err)
+		}
+		if !strings.Contains(err.Error(), "bridge:ovsbr0") {
+			t.Errorf("the error does not name the bridge check: %v", err)
+		}
+		var failed []string
+		for _, l := range res.Lines {
+			if l.Status == "FAIL" {
+				failed = append(failed, l.Check)
+				if l.Remediation == "" {
+					t.Errorf("FAIL %s has no remediation", l.Check)
+				}
+			}
+		}
+		if strings.Join(failed, " ") != "bridge:ovsbr0" {
+			t.Errorf("failed checks %v, want only bridge:ovsbr0", failed)
+		}
+	})
+}
+
+// absentHardware names the checks that WARN in a VM without GPUs,
+// InfiniBand, nested virtualization or an IOMMU.
+func absentHardware(check string) bool {
+	return strings.HasPrefix(check, "gpu:") || strings.HasPrefix(check, "fabric:address") ||
+		strings.HasPrefix(check, "fabric:route") || check == "slice:kvm" || check == "slice:iommu-groups"
+}
+
+// baseVars is the var file of the project's Debian base image, or a skip.
+func baseVars(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and boots an image: skipped with -short")
+	}
+	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
+	if vars == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("IMAGECTL_TEST_BASE_VARS is not set: run the tests through make test")
+		}
+		t.Skip("IMAGECTL_TEST_BASE_VARS is not set (make base-image, then run through make)")
+	}
+	return vars
+}
+
+// buildStandIn builds testdata/h200-debian.hcl with the bundles in bundles
+// into dir/name, through the layer cache in cache, and returns its tgz.
+func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
+	t.Helper()
+	abs, err := filepath.Abs(bundles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, diags := recipes.NewParser().LoadFile("../testdata/h200-debian.hcl", recipes.Options{
+		Roots:  []string{abs},
+		Inputs: recipes.Inputs{Files: []string{vars}, Flags: []string{"site_bootstrap_dir=" + abs}},
+	})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := builder.Build(context.Background(), plan, builder.BuildOptions{Executor: guestfs.Executor{},
+		CacheDir: filepath.Join(cache, "base"), LayerCache: filepath.Join(cache, "layers"), WorkDir: dir, OutputDir: out})
+	if err != nil {
+		t.Fatalf("building the H200 stand-in (%s): %v", name, err)
+	}
+	t.Logf("H200 stand-in (%s) built in %s", name, time.Since(start).Round(time.Second))
+	return res.Tarball
+}

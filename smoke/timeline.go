@@ -1,0 +1,305 @@
+package smoke
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/gpuaas/imagectl/internal/atomicfile"
+)
+
+// TimelineSchemaVersion is the version of the timeline file's JSON form.
+const TimelineSchemaVersion = 1
+
+// Milestones of the first boot, in the order a boot usually reaches them.
+const (
+	// MilestoneQEMUStart is when the host started QEMU: zero on the clock.
+	MilestoneQEMUStart = "qemu-start"
+	// MilestoneLoader is when the boot loader started, as the loader told
+	// systemd (LoaderTimestampMonotonic). Only loaders that implement the
+	// Boot Loader Interface (systemd-boot) report it; GRUB does not.
+	MilestoneLoader = "loader"
+	// MilestoneKernel is when the console showed the kernel's banner
+	// ("Linux version"): firmware and GRUB are behind.
+	MilestoneKernel = "kernel"
+	// MilestoneUserspace is when systemd started on the real root
+	// (UserspaceTimestampMonotonic): kernel and initramfs are behind.
+	MilestoneUserspace = "userspace"
+	// MilestoneCloudInitStart is when cloud-init's first stage began
+	// (cloud-init-local.service left inactive).
+	MilestoneCloudInitStart = "cloud-init-start"
+	// MilestoneMultiUser is when multi-user.target was reached.
+	MilestoneMultiUser = "multi-user"
+	// MilestoneBootstrapStart and MilestoneBootstrapDone bracket the site
+	// bootstrap that user-data runs at stage converged.
+	MilestoneBootstrapStart = "bootstrap-start"
+	MilestoneBootstrapDone  = "bootstrap-done"
+	// MilestoneCloudInitDone is when cloud-init's last stage ended
+	// (cloud-final.service's process exited).
+	MilestoneCloudInitDone = "cloud-init-done"
+	// MilestoneBootFinished is when systemd's boot jobs were all done
+	// (FinishTimestampMonotonic, the end of systemd-analyze's total).
+	MilestoneBootFinished = "boot-finished"
+	// MilestoneValidationStart and MilestoneValidationDone bracket the
+	// image's validation script.
+	MilestoneValidationStart = "validation-start"
+	MilestoneValidationDone  = "validation-done"
+)
+
+// Where a milestone's time comes from.
+const (
+	sourceHost    = "host"    // the host's clock
+	sourceConsole = "console" // the host's clock when the console showed it
+	sourceSystemd = "systemd" // a systemd timestamp in the guest, monotonic
+	sourceSmoke   = "smoke"   // /proc/uptime read by the smoke's own scripts
+)
+
+// milestoneCatalog is every milestone with its source, in the usual order.
+var milestoneCatalog = []struct{ name, source string }{
+	{MilestoneQEMUStart, sourceHost},
+	{MilestoneLoader, sourceSystemd},
+	{MilestoneKernel, sourceConsole},
+	{MilestoneUserspace, sourceSystemd},
+	{MilestoneCloudInitStart, sourceSystemd},
+	{MilestoneMultiUser, sourceSystemd},
+	{MilestoneBootstrapStart, sourceSmoke},
+	{MilestoneBootstrapDone, sourceSmoke},
+	{MilestoneCloudInitDone, sourceSystemd},
+	{MilestoneBootFinished, sourceSystemd},
+	{MilestoneValidationStart, sourceSmoke},
+	{MilestoneValidationDone, sourceSmoke},
+}
+
+// systemdTimes are the systemd timestamps the smoke script reports on the
+// console (monotonic, in microseconds; 0 when it did not happen), and the
+// milestones they are. "manager" is systemd itself (systemctl show without a
+// unit); its loader timestamp counts back from the kernel's start.
+var systemdTimes = []struct{ unit, property, milestone string }{
+	{systemdManager, "LoaderTimestampMonotonic", MilestoneLoader},
+	{systemdManager, "UserspaceTimestampMonotonic", MilestoneUserspace},
+	{systemdManager, "FinishTimestampMonotonic", MilestoneBootFinished},
+	{"cloud-init-local.service", "InactiveExitTimestampMonotonic", MilestoneCloudInitStart},
+	{"multi-user.target", "ActiveEnterTimestampMonotonic", MilestoneMultiUser},
+	// The process's exit, not the unit's activation: set when it failed too.
+	{"cloud-final.service", "ExecMainExitTimestampMonotonic", MilestoneCloudInitDone},
+}
+
+const systemdManager = "manager"
+
+// Timeline is the first boot as a smoke run saw it, every milestone on one
+// clock (seconds since QEMU started), so that two images, or two versions
+// of one, can be compared on the time between deploy and a validated host.
+// It is written beside the console log as <name>-<version>.smoke-timeline.json.
+type Timeline struct {
+	SchemaVersion int    `json:"schema_version"`
+	Image         string `json:"image"`
+	Version       string `json:"version"`
+	Profile       string `json:"profile"`
+	Stage         string `json:"stage"`
+	Accelerator   string `json:"accelerator"`
+	// Passed is whether the smoke run passed: a failed run's timeline is
+	// what it saw before it failed.
+	Passed bool `json:"passed"`
+	// QEMUStarted is when QEMU started (the zero of Seconds), wall clock.
+	QEMUStarted time.Time `json:"qemu_started"`
+	// GuestClockOffset is the time since QEMU started at which the guest's
+	// monotonic clock read zero: the smallest difference between a guest
+	// clock reading's arrival on the console and the reading. Guest times
+	// are placed on the host's clock with it. It is about when the kernel
+	// started; under TCG, where the kernel's first second runs on a slow
+	// clock, up to a second after the kernel's banner.
+	GuestClockOffset *float64 `json:"guest_clock_offset,omitempty"`
+	// Milestones are the milestones seen, in time order.
+	Milestones []Milestone `json:"milestones"`
+	// Missing are the milestones expected but not seen: a boot that failed
+	// early, a loader that does not report itself, cloud-init absent.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Milestone is one moment of the boot.
+type Milestone struct {
+	Name string `json:"name"`
+	// Seconds is the time since QEMU started.
+	Seconds float64 `json:"seconds"`
+	// Delta is the time since the previous milestone.
+	Delta float64 `json:"delta"`
+	// GuestSeconds is the guest's monotonic clock (since the kernel
+	// started) for milestones the guest timed; negative before the kernel.
+	GuestSeconds *float64 `json:"guest_seconds,omitempty"`
+	// Source is where the time comes from: host, console (the host's clock
+	// when the console showed it), systemd (a systemd timestamp in the
+	// guest) or smoke (/proc/uptime read by the smoke's guest scripts).
+	Source string `json:"source"`
+}
+
+// Find returns the named milestone, or nil.
+func (t *Timeline) Find(name string) *Milestone {
+	for i := range t.Milestones {
+		if t.Milestones[i].Name == name {
+			return &t.Milestones[i]
+		}
+	}
+	return nil
+}
+
+// observations are the times a boot's console carried, raw: the host's
+// times as durations since QEMU started, the guest's as its monotonic
+// clock in seconds.
+type observations struct {
+	qemuStarted time.Time
+	kernel      *time.Duration
+	// guestZero is the smallest (host arrival - guest clock) over the
+	// guest's clock readings: each reading reaches the host a little after
+	// it was taken, so the smallest difference is the closest estimate.
+	guestZero *time.Duration
+	guest     map[string]float64
+}
+
+// clock records that a guest clock reading arrived on the console at host
+// time at.
+func (o *observations) clock(at time.Duration, guestSeconds float64) {
+	zero := at - time.Duration(guestSeconds*float64(time.Second))
+	if o.guestZero == nil || zero < *o.guestZero {
+		o.guestZero = &zero
+	}
+}
+
+// guestTime records a milestone timed by the guest.
+func (o *observations) guestTime(name string, seconds float64) {
+	if o.guest == nil {
+		o.guest = map[string]float64{}
+	}
+	o.guest[name] = seconds
+}
+
+// timeline assembles what was observed, placing the guest's times on the
+// host's clock. Milestones not observed are missing, never estimated; the
+// bootstrap's are expected only when a bootstrap was to run.
+func (o *observations) timeline(withBootstrap bool) (ms []Milestone, missing []string) {
+	for _, c := range milestoneCatalog {
+		if !withBootstrap && (c.name == MilestoneBootstrapStart || c.name == MilestoneBootstrapDone) {
+			continue
+		}
+		m, ok := o.milestone(c.name, c.source)
+		if !ok {
+			missing = append(missing, c.name)
+			continue
+		}
+		ms = append(ms, m)
+	}
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Seconds < ms[j].Seconds })
+	for i := range ms {
+		if i > 0 {
+			ms[i].Delta = round3(ms[i].Seconds - ms[i-1].Seconds)
+		}
+	}
+	return ms, missing
+}
+
+func (o *observations) milestone(name, source string) (Milestone, bool) {
+	m := Milestone{Name: name, Source: source}
+	switch source {
+	case sourceHost:
+		return m, true
+	case sourceConsole:
+		if o.kernel == nil {
+			return m, false
+		}
+		m.Seconds = round3(o.kernel.Seconds())
+		return m, true
+	}
+	g, ok := o.guest[name]
+	if !ok || o.guestZero == nil {
+		return m, false
+	}
+	g = round3(g)
+	m.GuestSeconds = &g
+	m.Seconds = round3(o.guestZero.Seconds() + g)
+	return m, true
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+// newTimeline is the timeline of a run that booted, passed or not.
+func newTimeline(r *Result, passed bool) *Timeline {
+	o := &r.observed
+	t := &Timeline{SchemaVersion: TimelineSchemaVersion, Image: r.Image, Version: r.Version, Profile: r.Profile,
+		Stage: r.Stage, Accelerator: r.Accelerator, Passed: passed, QEMUStarted: o.qemuStarted}
+	if o.guestZero != nil {
+		z := round3(o.guestZero.Seconds())
+		t.GuestClockOffset = &z
+	}
+	t.Milestones, t.Missing = o.timeline(r.Bootstrap != nil)
+	return t
+}
+
+// writeTimeline writes the timeline as indented JSON, atomically.
+func writeTimeline(path string, t *Timeline) error {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadTimeline reads a timeline file a smoke run wrote.
+func ReadTimeline(path string) (*Timeline, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var t Timeline
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("reading timeline %s: %w", path, err)
+	}
+	if t.SchemaVersion != TimelineSchemaVersion {
+		return nil, fmt.Errorf("reading timeline %s: schema version %d, this imagectl reads %d", path, t.SchemaVersion, TimelineSchemaVersion)
+	}
+	return &t, nil
+}
+
+// MilestoneChange is one milestone of two timelines, in seconds since QEMU
+// started; a side that lacks it is nil.
+type MilestoneChange struct {
+	Name     string   `json:"name"`
+	Baseline *float64 `json:"baseline"`
+	Current  *float64 `json:"current"`
+	// Change is Current - Baseline: negative is sooner.
+	Change *float64 `json:"change"`
+}
+
+// CompareTimelines pairs the milestones of a baseline timeline and a
+// current one by name: the current's in order, then those only the
+// baseline has.
+func CompareTimelines(baseline, current *Timeline) []MilestoneChange {
+	var out []MilestoneChange
+	seen := map[string]bool{}
+	add := func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		c := MilestoneChange{Name: name}
+		if m := baseline.Find(name); m != nil {
+			c.Baseline = &m.Seconds
+		}
+		if m := current.Find(name); m != nil {
+			c.Current = &m.Seconds
+		}
+		if c.Baseline != nil && c.Current != nil {
+			d := round3(*c.Current - *c.Baseline)
+			c.Change = &d
+		}
+		out = append(out, c)
+	}
+	for _, m := range current.Milestones {
+		add(m.Name)
+	}
+	for _, m := range baseline.Milestones {
+		add(m.Name)
+	}
+	return out
+}
