@@ -26,10 +26,8 @@ import (
 // without its address (rebuilt from the layer cache: only its bundle
 // changed) boots and fails naming bridge:ovsbr0.
 func TestSmokeH200StandIn(t *testing.T) {
-	vars := baseVars(t)
+	good := standInArtifact(t)
 	dir := t.TempDir()
-	cache := filepath.Join(dir, "cache")
-	good := buildStandIn(t, vars, dir, cache, "good", "../testdata/bundles")
 
 	t.Run("converged", func(t *testing.T) {
 		res, err, _ := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged"})
@@ -64,6 +62,20 @@ func TestSmokeH200StandIn(t *testing.T) {
 				t.Errorf("check %s: %q, want WARN (absent hardware)", c, status[c])
 			}
 		}
+		if !strings.Contains(res.KernelCmdline, "intel_iommu=on iommu=pt") || !strings.Contains(res.KernelCmdline, "console=ttyS0") {
+			t.Errorf("kernel command line %q", res.KernelCmdline)
+		}
+		if b := res.Bootstrap; b == nil || b.Bundle != "h200-slice-vm" || b.Exit == nil || *b.Exit != 0 {
+			t.Errorf("bootstrap %+v", b)
+		}
+		b, err := os.ReadFile(SiblingPath(good, ".smoke.log"))
+		if err != nil || !strings.Contains(string(b), "Linux version") || !strings.Contains(string(b), "IMAGECTL_SMOKE done") {
+			t.Errorf("console log: %v (%d bytes)", err, len(b))
+		}
+		checkTimeline(t, good, res)
+		if res.Timeline.Find(MilestoneBootstrapDone) == nil {
+			t.Error("the timeline has no bootstrap")
+		}
 	})
 
 	t.Run("bridge-not-converged", func(t *testing.T) {
@@ -85,7 +97,7 @@ func TestSmokeH200StandIn(t *testing.T) {
 		if err := os.WriteFile(conf, []byte(broken), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tgz := buildStandIn(t, vars, dir, cache, "broken", bundles)
+		tgz := buildStandIn(t, baseVars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
 		res, err, _ := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
 		if !errors.Is(err, ErrFailed) {
 			t.Fatalf("got %v, want a failed smoke test", err)
@@ -113,6 +125,29 @@ func TestSmokeH200StandIn(t *testing.T) {
 func absentHardware(check string) bool {
 	return strings.HasPrefix(check, "gpu:") || strings.HasPrefix(check, "fabric:address") ||
 		strings.HasPrefix(check, "fabric:route") || check == "slice:kvm" || check == "slice:iommu-groups"
+}
+
+// standInDir holds the stand-in's build (and its layer cache) for all the
+// tests; TestMain removes it.
+var standInDir string
+
+// standInArtifact builds the H200 stand-in once for all the tests and
+// returns its tgz (with the manifest beside it).
+func standInArtifact(t *testing.T) string {
+	t.Helper()
+	vars := baseVars(t)
+	if standInDir != "" {
+		tgz, _ := filepath.Glob(filepath.Join(standInDir, "good", "*.tgz"))
+		if len(tgz) != 1 {
+			t.Fatal("the H200 stand-in's build failed in an earlier test")
+		}
+		return tgz[0]
+	}
+	var err error
+	if standInDir, err = os.MkdirTemp("", "imagectl-smoke-test-"); err != nil {
+		t.Fatal(err)
+	}
+	return buildStandIn(t, vars, standInDir, filepath.Join(standInDir, "cache"), "good", "../testdata/bundles")
 }
 
 // baseVars is the var file of the project's Debian base image, or a skip.

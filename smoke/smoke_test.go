@@ -17,69 +17,20 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/builder/guestfs"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
-	"github.com/gpuaas/imagectl/recipes"
 )
 
-// These tests build examples/demo.hcl on the project's Debian base image
-// (make base-image; the Makefile exports IMAGECTL_TEST_BASE_VARS), then
-// deploy and boot it, and broken variants of it, for real. -short skips
-// them.
-
-var demoDir string
+// These tests build the Debian stand-in of the H200 recipe
+// (testdata/h200-debian.hcl) on the project's Debian base image (make
+// base-image; the Makefile exports IMAGECTL_TEST_BASE_VARS), then deploy
+// and boot it, and broken variants of it, for real. -short skips them.
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if demoDir != "" {
-		os.RemoveAll(demoDir)
+	if standInDir != "" {
+		os.RemoveAll(standInDir)
 	}
 	os.Exit(code)
-}
-
-// demoArtifact builds the demo image once for all the tests and returns
-// its tgz (with the manifest beside it).
-func demoArtifact(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and boots an image: skipped with -short")
-	}
-	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
-	if vars == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("IMAGECTL_TEST_BASE_VARS is not set: run the tests through make test")
-		}
-		t.Skip("IMAGECTL_TEST_BASE_VARS is not set (make base-image, then run through make)")
-	}
-	if demoDir != "" {
-		tgz, _ := filepath.Glob(filepath.Join(demoDir, "out", "*.tgz"))
-		if len(tgz) != 1 {
-			t.Fatal("the demo build failed in an earlier test")
-		}
-		return tgz[0]
-	}
-	var err error
-	if demoDir, err = os.MkdirTemp("", "imagectl-smoke-test-"); err != nil {
-		t.Fatal(err)
-	}
-	r, diags := recipes.NewParser().LoadFile("../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}}})
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(demoDir, "out")
-	os.MkdirAll(out, 0o755)
-	start := time.Now()
-	res, err := builder.Build(context.Background(), plan, builder.BuildOptions{Executor: guestfs.Executor{},
-		CacheDir: filepath.Join(demoDir, "cache"), WorkDir: demoDir, OutputDir: out})
-	if err != nil {
-		t.Fatalf("building the demo image: %v", err)
-	}
-	t.Logf("demo image built in %s", time.Since(start).Round(time.Second))
-	return res.Tarball
 }
 
 func runSmoke(t *testing.T, ctx context.Context, tgz string, opts Options) (*Result, error, []builder.Event) {
@@ -116,47 +67,11 @@ func firstLine(s string) string {
 	return s
 }
 
-func TestSmokeDemo(t *testing.T) {
-	tgz := demoArtifact(t)
-	res, err, _ := runSmoke(t, context.Background(), tgz, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Passed() || res.SystemState != "running" || !res.ManifestMatches {
-		t.Errorf("passed %v, state %q, manifest matches %v", res.Passed(), res.SystemState, res.ManifestMatches)
-	}
-	checks := map[string]string{}
-	for _, l := range res.Lines {
-		checks[l.Check] = l.Status
-		// The VM has everything the demo's checks need: nothing may WARN.
-		if l.Status != "PASS" {
-			t.Errorf("%s %s: %s", l.Status, l.Check, l.Detail)
-		}
-	}
-	for _, c := range []string{"build-marker", "kernel-arg:intel_iommu=on:cmdline", "kernel-arg:iommu=pt:cmdline",
-		"netdata-listen", "service-active:netdata", "command:hello", "wait-online", "package:jq"} {
-		if checks[c] != "PASS" {
-			t.Errorf("check %s: %q", c, checks[c])
-		}
-	}
-	if !strings.Contains(res.KernelCmdline, "intel_iommu=on iommu=pt") || !strings.Contains(res.KernelCmdline, "console=ttyS0") {
-		t.Errorf("kernel command line %q", res.KernelCmdline)
-	}
-	b, err := os.ReadFile(SiblingPath(tgz, ".smoke.log"))
-	if err != nil || !strings.Contains(string(b), "Linux version") || !strings.Contains(string(b), "IMAGECTL_SMOKE done") {
-		t.Errorf("console log: %v (%d bytes)", err, len(b))
-	}
-	if res.Profile != "bare-metal" || res.Stage != "image" || res.Bootstrap != nil {
-		t.Errorf("profile %q, stage %q, bootstrap %+v", res.Profile, res.Stage, res.Bootstrap)
-	}
-	checkDemoTimeline(t, tgz, res)
-}
-
-// checkDemoTimeline: every milestone of a stage image boot is there but
+// checkTimeline: every milestone of a boot is there but
 // the loader's (GRUB does not report it to systemd; firmware and GRUB
 // together are qemu-start to kernel), in boot order, and the file beside
 // the console log holds the same.
-func checkDemoTimeline(t *testing.T, tgz string, res *Result) {
+func checkTimeline(t *testing.T, tgz string, res *Result) {
 	t.Helper()
 	tl := res.Timeline
 	if tl == nil || res.TimelineFile != SiblingPath(tgz, ".smoke-timeline.json") {
@@ -205,14 +120,14 @@ func TestSmokeKernelArgMissing(t *testing.T) {
 	if os.Getenv("IMAGECTL_SMOKE_ALL") != "1" {
 		t.Skip("a second full boot: set IMAGECTL_SMOKE_ALL=1")
 	}
-	tgz := brokenCopy(t, demoArtifact(t), func(h *tar.Header, body func() []byte) (bool, []byte) {
+	tgz := brokenCopy(t, standInArtifact(t), func(h *tar.Header, body func() []byte) (bool, []byte) {
 		switch h.Name {
 		case "./etc/default/grub", "./etc/default/grub.d/99-imagectl-kernel-args.cfg":
 			return true, regexp.MustCompile(`(^|[" ])iommu=pt`).ReplaceAll(body(), []byte("$1"))
 		}
 		return true, nil
 	})
-	res, err, _ := runSmoke(t, context.Background(), tgz, Options{})
+	res, err, _ := runSmoke(t, context.Background(), tgz, Options{Profile: "slice"})
 	if !errors.Is(err, ErrFailed) {
 		t.Fatalf("got %v, want a failed smoke test", err)
 	}
@@ -234,7 +149,7 @@ func TestSmokeKernelArgMissing(t *testing.T) {
 // A tgz without a kernel and initrd fails in the deploy, saying so, and
 // never boots.
 func TestSmokeNoKernel(t *testing.T) {
-	tgz := brokenCopy(t, demoArtifact(t), func(h *tar.Header, _ func() []byte) (bool, []byte) {
+	tgz := brokenCopy(t, standInArtifact(t), func(h *tar.Header, _ func() []byte) (bool, []byte) {
 		base := filepath.Base(h.Name)
 		keep := !strings.HasPrefix(h.Name, "./boot/") || !(strings.HasPrefix(base, "vmlinuz") || strings.HasPrefix(base, "initrd.img"))
 		return keep, nil
@@ -254,7 +169,7 @@ func TestSmokeNoKernel(t *testing.T) {
 }
 
 func TestSmokeCancelledDuringDeploy(t *testing.T) {
-	tgz := demoArtifact(t)
+	tgz := standInArtifact(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var cancelledAt time.Time
