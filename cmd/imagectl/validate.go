@@ -14,8 +14,9 @@ func newValidateCmd(env []string) *cobra.Command {
 		Long: `Validate loads a recipe with its layer files, variables and sources and
 reports every problem at once, each with file:line:col and a snippet. It exits
 non-zero when there is any error.`,
-		Example: `  imagectl validate recipes/h200.hcl
-  imagectl validate recipes/h200.hcl -var netdata_retention_mb=512 --output json`,
+		Example: `  imagectl validate examples/demo.hcl -var-file base.vars.hcl
+  imagectl validate recipes/h200.hcl --root /srv/infra -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
+      -var netdata_retention_mb=512 --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := rf.check(); err != nil {
