@@ -110,6 +110,10 @@ func parseMode(s string) (uint32, string) {
 // checkImagePath checks a path inside the image.
 func checkImagePath(p string) string {
 	switch {
+	case strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Sprintf("%q contains a control character.", p)
+	case strings.ContainsAny(p, "\"'`$\\"):
+		return fmt.Sprintf("%q contains a quote, backslash or $: the path is written into generated shell.", p)
 	case !strings.HasPrefix(p, "/"):
 		return fmt.Sprintf("%q is not an absolute path in the image.", p)
 	case path.Clean(p) != p && path.Clean(p)+"/" != p:

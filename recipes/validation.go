@@ -97,6 +97,21 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 			v.Profiles = append(v.Profiles, p)
 		}
 	}
+	if len(v.Profiles) > 0 && slices.Contains(manifest.Profiles, v.DefaultProfile) {
+		var declared []string
+		for _, p := range v.Profiles {
+			declared = append(declared, p.Name)
+		}
+		if !slices.Contains(declared, v.DefaultProfile) {
+			detail := fmt.Sprintf("The default profile is %q, but the validation block declares only %s: set default_profile to one of them, or add a profile %q block.",
+				v.DefaultProfile, strings.Join(declared, ", "), v.DefaultProfile)
+			if a.has("default_profile") {
+				a.errorAt("default_profile", "Default profile not declared", detail)
+			} else {
+				diags = append(diags, errorAt(b.DefRange, "Default profile not declared", detail))
+			}
+		}
+	}
 	if gb := singleBlock(content.Blocks, "gpu", &diags); gb != nil {
 		v.GPU = &manifest.GPU{}
 		diags = append(diags, decodeGPU(v.GPU, gb, ctx)...)
@@ -306,7 +321,7 @@ func checkEntrypoint(e string) string {
 		return `The entrypoint is empty: name the bundle's executable, such as "bootstrap.sh".`
 	case strings.HasPrefix(e, "/"):
 		return fmt.Sprintf("%q is absolute: give the path inside the bundle, such as \"bootstrap.sh\".", e)
-	case path.Clean(e) != e || e == "." || strings.HasPrefix(e, "../"):
+	case path.Clean(e) != e || e == "." || e == ".." || strings.HasPrefix(e, "../"):
 		return fmt.Sprintf("%q is not a clean path inside the bundle.", e)
 	}
 	return ""

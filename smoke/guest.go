@@ -246,7 +246,7 @@ if [ -f ` + shq(p.validation) + ` ]; then
 		echo "` + markerPrefix + `validate-exit=$?"
 	} | while IFS= read -r line; do say "$line"; done
 else
-	say "` + markerPrefix + `no-validation-script=` + p.validation + `"
+	say "` + markerPrefix + `no-validation-script="` + shq(p.validation) + `
 fi
 say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)"
 ` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)"

@@ -49,6 +49,7 @@ while [ $# -gt 0 ]; do
 	*) usage_error "unknown argument: $1" ;;
 	esac
 done
+case $PROFILE$STAGE in *[!A-Za-z0-9_-]*) usage_error "unknown profile '$PROFILE' or stage '$STAGE'" ;; esac
 has_word "$PROFILES" "$PROFILE" || usage_error "unknown profile '$PROFILE', not one of: $PROFILES"
 has_word "$STAGES" "$STAGE" || usage_error "unknown stage '$STAGE', not one of: $STAGES"
 if [ "$LIVE" = 0 ] && [ ! -d "$ROOT" ]; then

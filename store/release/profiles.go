@@ -82,6 +82,17 @@ func repairKey(site, profileID, value, imagectlSite, image string, n int, now ti
 
 // setProfiles makes each profile select value, in order, stopping at the
 // first failure. key gives each profile's idempotency key.
+// switchedProfiles names the profiles a partial setProfiles changed.
+func switchedProfiles(rs []ProfileResult) string {
+	var moved []string
+	for _, r := range rs {
+		if r.Outcome == profile.Patched || r.Outcome == profile.Confirmed {
+			moved = append(moved, fmt.Sprintf("profile %s of admin site %s", r.ProfileID, r.SiteID))
+		}
+	}
+	return strings.Join(moved, ", ")
+}
+
 func setProfiles(ctx context.Context, ps []deployProfile, value string, key func(deployProfile) string) ([]ProfileResult, error) {
 	out := []ProfileResult{}
 	for _, p := range ps {

@@ -292,9 +292,14 @@ func TestPromoteWithoutProfile(t *testing.T) {
 		!strings.Contains(p.Curl, `-H "Authorization: Bearer ${ADMIN_TOKEN}"`) || !strings.HasPrefix(p.Headers["X-Idempotency-Key"], "imagectl-") {
 		t.Errorf("manual PATCH %+v", p)
 	}
-	// The same promotion again prints the same request.
+	// A request run by hand is run once per profile, and perhaps again
+	// later: each printing has its own key, each profile its own suffix.
+	if !strings.HasSuffix(p.Headers["X-Idempotency-Key"], "-${PROFILE_ID}") || !strings.Contains(p.Curl, "-${PROFILE_ID}\"") {
+		t.Errorf("the manual key is not per profile: %q", p.Headers["X-Idempotency-Key"])
+	}
 	again, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
-	if err != nil || again.ProfilePatch.Curl != p.Curl {
+	if err != nil || again.ProfilePatch.URL != p.URL || again.ProfilePatch.Body != p.Body ||
+		again.ProfilePatch.Headers["X-Idempotency-Key"] == p.Headers["X-Idempotency-Key"] {
 		t.Errorf("again: %v\n%s", err, again.ProfilePatch.Curl)
 	}
 	// A profile that follows another image does not take this one.

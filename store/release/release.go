@@ -147,10 +147,16 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 		}
 	}
 	if len(ps) == 0 {
-		res.ProfilePatch = profile.Manual("", "", "", value, promotionKey("", "", value, o.Site.Name, image, n))
+		// An operator runs the printed request by hand, perhaps for several
+		// profiles and perhaps again later: its key is new each time it is
+		// printed (the runbook's $(date +%s)), and Manual adds the profile.
+		res.ProfilePatch = profile.Manual("", "", "", value, repairKey("", "", value, o.Site.Name, image, n, now()))
 	}
 	res.Profiles, err = setProfiles(ctx, ps, value, key)
 	if err != nil {
+		if moved := switchedProfiles(res.Profiles); moved != "" {
+			err = fmt.Errorf("%w (already pointed at %s: %s)", err, value, moved)
+		}
 		if res.AlreadyCurrent {
 			return res, fmt.Errorf("site %s already runs %s %s, but its deploy profile does not select it, and %w", o.Site.Name, image, version, err)
 		}

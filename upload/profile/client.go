@@ -437,6 +437,16 @@ func (c *Client) Set(ctx context.Context, distroSeries, key string) (*SetResult,
 			if json.Unmarshal(a.body, &p) == nil && p.DistroSeries != nil && !Same(*p.DistroSeries, distroSeries) {
 				return res, fmt.Errorf("%s: the admin API accepted the request (X-Idempotency-Key %s) but answered distro_series %q", doing, key, *p.DistroSeries)
 			}
+			// Even an answer naming the value can be a replay (the key's
+			// first use set it; someone set it back since): what the
+			// profile holds now decides.
+			now, gerr := c.Get(ctx)
+			switch {
+			case gerr != nil:
+				return res, fmt.Errorf("%s: the admin API accepted the request, but reading the profile back failed: %w", doing, gerr)
+			case !Same(now.DistroSeries, distroSeries):
+				return res, fmt.Errorf("%s: the admin API accepted the request (X-Idempotency-Key %s), but the profile still holds %q: the server replayed an earlier answer for that key", doing, key, now.DistroSeries)
+			}
 			res.Outcome = Patched
 			return res, nil
 		}

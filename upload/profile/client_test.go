@@ -136,7 +136,9 @@ func TestServerErrorsRetried(t *testing.T) {
 	sim.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.Unavailable, Times: 2},
 		profilesim.Fault{On: profilesim.OpGet, Kind: profilesim.Unavailable})
 	res, err := c.Set(ctx, "demo-1-0-0", "k")
-	if err != nil || res.Outcome != profile.Patched || res.Attempts != 3 || sim.Count(profilesim.OpGet) != 2 {
+	// GETs: the read before, one that failed with the injected 503 (the
+	// first read retried), the read-back after the PATCH.
+	if err != nil || res.Outcome != profile.Patched || res.Attempts != 3 || sim.Count(profilesim.OpGet) != 3 {
 		t.Fatalf("set %+v %v, %d GETs", res, err, sim.Count(profilesim.OpGet))
 	}
 	// For good: it gives up after Retries.
@@ -219,8 +221,10 @@ func TestReplayedAnswerDetected(t *testing.T) {
 	}
 	// Someone sets it back by hand; the same key again gets the first
 	// answer replayed without being applied.
+	// The answer names the value, but the read-back shows it was not
+	// applied: Set fails rather than report a change that did not happen.
 	sim.SetProfile("s", "p", "ubuntu/noble")
-	if _, err := c.Set(ctx, "demo-1-0-0", "k"); err != nil {
+	if _, err := c.Set(ctx, "demo-1-0-0", "k"); err == nil || !strings.Contains(err.Error(), `still holds "ubuntu/noble": the server replayed an earlier answer`) {
 		t.Fatalf("a replay of the same answer: %v", err)
 	}
 	if got, _ := sim.DistroSeries("s", "p"); got != "ubuntu/noble" {
@@ -335,7 +339,7 @@ func TestManual(t *testing.T) {
   "${API_BASE_URL}/api/v1/admin/maas-sites/${SITE_ID}/profiles/${PROFILE_ID}" \
   -H "Authorization: Bearer ${ADMIN_TOKEN}" \
   -H "Content-Type: application/json" \
-  -H "X-Idempotency-Key: imagectl-0123" \
+  -H "X-Idempotency-Key: imagectl-0123-${PROFILE_ID}" \
   --data '{"distro_series":"demo-1-0-0"}'`
 	if r.Curl != want {
 		t.Errorf("curl:\n%s\nwant:\n%s", r.Curl, want)
@@ -363,9 +367,18 @@ API_BASE_URL=https://a.example SITE_ID=S1 PROFILE_ID=P1 ADMIN_TOKEN=T0K
 			t.Fatalf("%v: %s", err, out)
 		}
 		want := strings.Join([]string{"-fsS", "-X", "PATCH", tc.wantURL, "-H", "Authorization: Bearer T0K", "-H", "Content-Type: application/json",
-			"-H", "X-Idempotency-Key: k", "--data", `{"distro_series":"it's-1"}`}, "\n") + "\n"
+			"-H", "X-Idempotency-Key: k" + keySuffix(tc.prof), "--data", `{"distro_series":"it's-1"}`}, "\n") + "\n"
 		if string(out) != want {
 			t.Errorf("the shell ran:\n%s\nwant:\n%s", out, want)
 		}
 	}
+}
+
+// keySuffix is what a manual request adds to its key: the profile, when
+// the request leaves it to the shell.
+func keySuffix(profileID string) string {
+	if profileID == "" {
+		return "-P1"
+	}
+	return ""
 }

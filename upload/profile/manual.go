@@ -55,11 +55,17 @@ func Manual(apiURL, siteID, profileID, distroSeries, key string) *Request {
 		"Content-Type":      "application/json",
 		"X-Idempotency-Key": key,
 	}}
+	keyParts := []shellPart{{"X-Idempotency-Key: " + key, false}}
+	if profileID == "" {
+		// One request per profile: each its own key.
+		keyParts = append(keyParts, shellPart{"-", false}, shellPart{PlaceholderProfile, true})
+		r.Headers["X-Idempotency-Key"] = key + "-" + PlaceholderProfile
+	}
 	r.Curl = "curl -fsS -X PATCH \\\n" +
 		"  " + dquote(urlParts...) + " \\\n" +
 		"  -H " + dquote(shellPart{"Authorization: Bearer ", false}, shellPart{PlaceholderToken, true}) + " \\\n" +
 		"  -H " + dquote(shellPart{"Content-Type: application/json", false}) + " \\\n" +
-		"  -H " + dquote(shellPart{"X-Idempotency-Key: " + key, false}) + " \\\n" +
+		"  -H " + dquote(keyParts...) + " \\\n" +
 		"  --data " + squote(string(body))
 	return r
 }
