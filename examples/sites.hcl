@@ -22,8 +22,8 @@ site "maas280" {
     site_id    = "maas280"
     profile_id = "h200-bare-metal"
     token_env  = "GPUAAS_ADMIN_TOKEN"
-    # Only promotions of this image select the profile's image (default:
-    # every image promoted at the site).
+    # The image whose promotions the profile follows (required: a profile
+    # selects one image, and promoting another must not repoint it).
     image = "gpuaas-h200-host-ubuntu2404"
     # Each admin API request (default 30s).
     timeout = "30s"

@@ -61,8 +61,7 @@ type DeployProfile struct {
 	// TokenEnv or TokenFile (resolved against the sites file's directory)
 	// holds the bearer token; exactly one is set.
 	TokenEnv, TokenFile string
-	// Image, when set, is the store image whose promotions the profile
-	// follows; empty, it follows every image promoted at the site.
+	// Image is the store image whose promotions the profile follows.
 	Image string
 	// Timeout bounds each admin API request.
 	Timeout time.Duration
@@ -103,7 +102,9 @@ var profileBodySchema = &hcl.BodySchema{
 		{Name: "profile_id", Required: true},
 		{Name: "token_env"},
 		{Name: "token_file"},
-		{Name: "image"},
+		// image is required: a profile selects one image, and promoting
+		// another image at the site must not repoint it.
+		{Name: "image", Required: true},
 		{Name: "timeout"},
 	},
 }
@@ -490,7 +491,7 @@ var (
 )
 
 // Follows reports whether promotions of image select the profile's image.
-func (p *DeployProfile) Follows(image string) bool { return p.Image == "" || p.Image == image }
+func (p *DeployProfile) Follows(image string) bool { return p.Image == image }
 
 // String names the profile for messages.
 func (p *DeployProfile) String() string {

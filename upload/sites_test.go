@@ -43,10 +43,10 @@ func TestSitesValid(t *testing.T) {
 		bm.TokenEnv != "GPUAAS_ADMIN_TOKEN" || bm.TokenFile != "" || bm.Image != "gpuaas-h200-host-ubuntu2404" || bm.Timeout != DefaultProfileTimeout {
 		t.Errorf("bare-metal profile: %+v", bm)
 	}
-	if vm.APIURL != "http://127.0.0.1:8080" || vm.TokenFile != filepath.Join("testdata/sites", "admin.token") || vm.Image != "" || vm.Timeout != 10*time.Second {
+	if vm.APIURL != "http://127.0.0.1:8080" || vm.TokenFile != filepath.Join("testdata/sites", "admin.token") || vm.Image != "gpuaas-h200-host-ubuntu2404" || vm.Timeout != 10*time.Second {
 		t.Errorf("slice profile: %+v", vm)
 	}
-	if !bm.Follows("gpuaas-h200-host-ubuntu2404") || bm.Follows("other") || !vm.Follows("other") {
+	if !bm.Follows("gpuaas-h200-host-ubuntu2404") || bm.Follows("other") || vm.Follows("other") {
 		t.Error("Follows")
 	}
 	if _, err := ss.Site("maas28"); err == nil || !strings.Contains(err.Error(), `Did you mean "maas280"?`) {
@@ -135,7 +135,7 @@ func TestProfileURLs(t *testing.T) {
 		"admin.example":                  false,
 		"https://":                       false,
 	} {
-		src := fmt.Sprintf("site \"a\" {\n  maas_url = \"http://m/MAAS\"\n  api_key_env = \"K\"\n  deploy_profile {\n    api_url = %q\n    site_id = \"s\"\n    profile_id = \"p\"\n    token_env = \"T\"\n  }\n}\n", url)
+		src := fmt.Sprintf("site \"a\" {\n  maas_url = \"http://m/MAAS\"\n  api_key_env = \"K\"\n  deploy_profile {\n    api_url = %q\n    site_id = \"s\"\n    profile_id = \"p\"\n    token_env = \"T\"\n    image = \"demo\"\n  }\n}\n", url)
 		_, diags := ParseSites([]byte(src), "s.hcl")
 		if diags.HasErrors() == ok {
 			t.Errorf("%s: ok %v, diagnostics %v", url, ok, diags)

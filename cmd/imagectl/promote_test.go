@@ -125,6 +125,7 @@ func profileSites(t *testing.T, sim *maassim.Server) (sites string, ps *profiles
     site_id    = "7"
     profile_id = "h200-bare-metal"
     token_env  = "ADMIN_TOKEN"
+    image      = "demo"
     timeout    = "1s"
   }
 }

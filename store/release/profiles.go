@@ -117,8 +117,7 @@ type ProfileStatus struct {
 	SiteID    string `json:"site_id"`
 	ProfileID string `json:"profile_id"`
 	URL       string `json:"url"`
-	// Follows is the image whose promotions the profile follows; empty
-	// for every image promoted at the site.
+	// Follows is the image whose promotions the profile follows.
 	Follows string `json:"follows,omitempty"`
 	// DistroSeries is what the profile holds; Image and Version the store
 	// version that selects, when it is one.
@@ -150,7 +149,7 @@ func readProfiles(ctx context.Context, o Options, k *known, cat map[string][]sto
 		if img, v := k.attribute(strings.TrimPrefix(got.DistroSeries, "custom/")); v != nil {
 			st.Image, st.Version = img, v.Version
 		}
-		st.WantImage = followed(p.DeployProfile, cat)
+		st.WantImage = p.Image
 		if cur, _ := store.State(cat[st.WantImage]); cur != "" {
 			st.Want = k.names[st.WantImage+"\x00"+cur]
 			if st.Want == "" {
@@ -161,24 +160,4 @@ func readProfiles(ctx context.Context, o Options, k *known, cat map[string][]sto
 		out = append(out, st)
 	}
 	return out, nil
-}
-
-// followed is the image whose current version the profile should select:
-// its image, else the image of the site's latest promotion.
-func followed(p *upload.DeployProfile, cat map[string][]store.Promotion) string {
-	if p.Image != "" {
-		return p.Image
-	}
-	best := ""
-	var at time.Time
-	for img, h := range cat {
-		if len(h) == 0 {
-			continue
-		}
-		last := h[len(h)-1].At
-		if best == "" || last.After(at) || last.Equal(at) && img < best {
-			best, at = img, last
-		}
-	}
-	return best
 }

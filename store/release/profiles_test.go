@@ -58,7 +58,7 @@ func noSecret(t *testing.T, ps *profilesim.Server, err error) {
 
 func TestPromoteSetsProfile(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0")
-	ps := f.withProfile(t, "")
+	ps := f.withProfile(t, "demo")
 	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestProfileAfterMAASComplete(t *testing.T) {
 	f.sim = lag
 	f.opts.Site.URL = lag.URL
 	f.opts.Env = []string{"SIM_KEY=" + lag.AdminKey}
-	f.withProfile(t, "")
+	f.withProfile(t, "demo")
 	mc, _ := maas.New(maas.Config{URL: lag.URL, APIKey: lag.AdminKey})
 	var checked atomic.Int32
 	f.opts.ConfigureProfile = func(c *profile.Config) {
@@ -172,7 +172,7 @@ func TestPromoteProfileFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "1.0.0")
-			ps := f.withProfile(t, "")
+			ps := f.withProfile(t, "demo")
 			ps.Inject(tc.fault)
 			res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "MAAS holds it complete as demo-1-0-0") ||
@@ -210,7 +210,7 @@ func TestPromoteProfileFailures(t *testing.T) {
 
 func TestPromoteProfileTransient(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0")
-	ps := f.withProfile(t, "")
+	ps := f.withProfile(t, "demo")
 	f.opts.ConfigureProfile = func(c *profile.Config) {
 		c.Backoff = func(int) time.Duration { return time.Millisecond }
 		c.Timeout = 300 * time.Millisecond
@@ -230,7 +230,7 @@ func TestPromoteProfileTransient(t *testing.T) {
 
 func TestRollbackProfileFailureIsNotRecorded(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0", "1.2.0")
-	ps := f.withProfile(t, "")
+	ps := f.withProfile(t, "demo")
 	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0"} {
 		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
 			t.Fatal(err)
@@ -262,7 +262,7 @@ func (s *failRecord) Record(ctx context.Context, site string, p store.Promotion)
 
 func TestRecordFailsAfterProfile(t *testing.T) {
 	f := newFixture(t, "1.0.0")
-	ps := f.withProfile(t, "")
+	ps := f.withProfile(t, "demo")
 	fr := &failRecord{Store: f.store}
 	fr.fail.Store(true)
 	f.opts.Store = fr
@@ -316,7 +316,7 @@ func TestPromoteWithoutProfile(t *testing.T) {
 
 func TestPromoteTokenMissing(t *testing.T) {
 	f := newFixture(t, "1.0.0")
-	f.withProfile(t, "")
+	f.withProfile(t, "demo")
 	f.opts.Env = f.opts.Env[:1]
 	_, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
 	if err == nil || !strings.Contains(err.Error(), "environment variable ADMIN_TOKEN (the token_env of its deploy profile bm of admin site 7) is not set") {
@@ -332,7 +332,7 @@ func TestPromoteTokenMissing(t *testing.T) {
 
 func TestStatusProfileRefused(t *testing.T) {
 	f := newFixture(t, "1.0.0")
-	ps := f.withProfile(t, "")
+	ps := f.withProfile(t, "demo")
 	ps.Inject(profilesim.Fault{On: profilesim.OpGet, Kind: profilesim.Unauthorized})
 	_, err := release.Status(ctx, f.opts)
 	if !profile.IsUnauthorized(err) || !strings.Contains(err.Error(), "reading site sim's deploy profiles") {
@@ -343,7 +343,7 @@ func TestStatusProfileRefused(t *testing.T) {
 
 func TestPromoteCancelDuringPatch(t *testing.T) {
 	f := newFixture(t, "1.0.0")
-	ps := f.withProfile(t, "")
+	ps := f.withProfile(t, "demo")
 	f.opts.ConfigureProfile = func(c *profile.Config) { c.Timeout = time.Minute }
 	ps.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.TimeoutAfterAccept})
 	cctx, cancel := context.WithCancel(ctx)
@@ -366,7 +366,7 @@ func TestPromoteCancelDuringPatch(t *testing.T) {
 
 func TestGCKeepsWhatAProfileSelects(t *testing.T) {
 	f := newFixture(t, "1", "2", "3", "4")
-	ps := f.withProfile(t, "")
+	ps := f.withProfile(t, "demo")
 	for _, v := range []string{"1", "2", "3", "4"} {
 		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ site "a" {
     site_id    = "s"
     profile_id = "p1"
     token      = "SecretToken0123456789" # ERROR: Token written in clear
+    image      = "demo"
   }
 
   deploy_profile {
@@ -14,6 +15,7 @@ site "a" {
     site_id    = "s"
     profile_id = "p2"
     token_env  = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMifQ.SecretSignature0123" # ERROR: Token written in clear
+    image      = "demo"
   }
 
   deploy_profile {
@@ -21,6 +23,7 @@ site "a" {
     site_id    = "s"
     profile_id = "p3"
     token_env  = "Secret-opaque-token-0123" # ERROR: Invalid token_env
+    image      = "demo"
   }
 
   deploy_profile {
@@ -28,6 +31,7 @@ site "a" {
     site_id    = "s"
     profile_id = "p4"
     token_file = "Bearer SecretBearer0123" # ERROR: Token written in clear
+    image      = "demo"
   }
 }
 
@@ -40,5 +44,6 @@ site "b" {
     site_id    = "s"
     profile_id = "p"
     token_env  = "T"
+    image      = "demo"
   }
 }

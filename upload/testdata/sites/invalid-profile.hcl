@@ -7,12 +7,14 @@ site "a" {
     site_id    = "" # ERROR: Invalid site_id
     profile_id = "a/b" # ERROR: Invalid profile_id
     token_env  = "T"
+    image      = "demo"
   }
 
   deploy_profile { # ERROR: Where is the admin token?
     api_url    = "https://admin.example"
     site_id    = "s"
     profile_id = "p"
+    image      = "demo"
   }
 
   deploy_profile { # ERROR: Where is the admin token?
@@ -21,6 +23,7 @@ site "a" {
     profile_id = "p"
     token_env  = "T"
     token_file = "t.token"
+    image      = "demo"
   }
 
   deploy_profile {
@@ -38,6 +41,7 @@ site "a" {
     profile_id = "ok"
     token_env  = "T"
     token_ev   = "T" # ERROR: Unsupported argument
+    image      = "demo"
   }
 
   deploy_profile {
@@ -45,6 +49,7 @@ site "a" {
     site_id    = "s"
     profile_id = "p"
     token_env  = "T"
+    image      = "demo"
   }
 
   deploy_profile { # ERROR: Duplicate deploy profile
@@ -52,5 +57,6 @@ site "a" {
     site_id    = "s"
     profile_id = "p"
     token_file = "t.token"
+    image      = "demo"
   }
 }

@@ -29,6 +29,7 @@ site "gpuaas" {
     site_id    = "site-7"
     profile_id = "h200-slice-vm"
     token_file = "admin.token"
+    image      = "gpuaas-h200-host-ubuntu2404"
     timeout    = "10s"
   }
 }
