@@ -365,8 +365,8 @@ func decodeProfile(site string, b *hcl.Block, dir string) (*DeployProfile, hcl.D
 		dst  *string
 	}{{"site_id", &p.SiteID}, {"profile_id", &p.ProfileID}} {
 		at.str(id.name, id.dst, func(v string) string {
-			if !reProfileID.MatchString(v) {
-				return fmt.Sprintf("%q: %s is the admin API's id, a non-empty path segment without '/' or spaces.", v, id.name)
+			if !reProfileID.MatchString(v) || v == "." || v == ".." {
+				return fmt.Sprintf("%q: %s is the admin API's id, a non-empty path segment without '/' or spaces, not . or ...", v, id.name)
 			}
 			return ""
 		})

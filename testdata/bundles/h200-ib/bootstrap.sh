@@ -17,12 +17,12 @@ marker=/etc/gpuaas/maas-host-image-build.json
 state=${GPUAAS_BOOTSTRAP_STATE_DIR:-/var/lib/gpuaas/site-bootstrap}
 
 [ -f "$marker" ] || die "missing image build marker $marker"
-if [ "${GPUAAS_SLICE_INSTALL_PACKAGES:-0}" = "0" ]; then
-	log "prebaked image: package phase skipped"
-fi
+# A prebaked image has the packages: this test bundle has no package phase.
+log "prebaked image: package phase skipped"
 
-# IPoIB: the fabric ports get their addresses from netplan; a host without
-# InfiniBand simply has no port matching it.
+# IPoIB: the netplan file that claims the fabric ports (a real site's
+# bundle renders each port's address into it; a host without InfiniBand
+# has no port matching it).
 mkdir -p /etc/netplan
 cat >/etc/netplan/60-ipoib.yaml <<NETPLAN
 # Written by the h200-ib site bootstrap.
