@@ -158,3 +158,36 @@ func TestBootLayerOnlyWhenNeeded(t *testing.T) {
 		t.Errorf("@boot %s/%s, @config %s/%s: a Netdata change must change @config only", a[0].Digest, b[0].Digest, a[1].Digest, b[1].Digest)
 	}
 }
+
+// TestGoDPluginCheck: go.d modules among the collectors add a step that
+// fails the build, saying how to fix it, when the guest has no go.d.plugin
+// (this machine has none: Debian's netdata lacks it); plugin collectors
+// alone need no such step.
+func TestGoDPluginCheck(t *testing.T) {
+	for _, p := range []string{"/usr/libexec/netdata/plugins.d/go.d.plugin", "/usr/lib/netdata/plugins.d/go.d.plugin"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Skipf("%s exists here: the check would pass", p)
+		}
+	}
+	img := &recipes.Image{Netdata: &recipes.Netdata{Enabled: true, Bind: "127.0.0.1:19998", RetentionMB: 64, UpdateEvery: 5,
+		Collectors: []string{"cgroups", "nvidia_smi", "docker"}}}
+	var check string
+	for _, s := range configSteps(img) {
+		if r, ok := s.(steps.Run); ok {
+			check = r.Command
+		}
+	}
+	if check == "" {
+		t.Fatal("no go.d.plugin check with go.d modules configured")
+	}
+	out, err := exec.Command("sh", "-c", check).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "go.d modules nvidia_smi, docker") || !strings.Contains(string(out), `repository = "netdata"`) {
+		t.Errorf("the check: %v: %s", err, out)
+	}
+	img.Netdata.Collectors = []string{"cgroups", "apps"}
+	for _, s := range configSteps(img) {
+		if _, ok := s.(steps.Run); ok {
+			t.Error("a go.d.plugin check without go.d modules")
+		}
+	}
+}
