@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -97,7 +98,7 @@ func TestSmokeH200StandIn(t *testing.T) {
 		if err := os.WriteFile(conf, []byte(broken), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tgz := buildStandIn(t, baseVars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
+		tgz := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
 		res, err, _ := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
 		if !errors.Is(err, ErrFailed) {
 			t.Fatalf("got %v, want a failed smoke test", err)
@@ -135,7 +136,7 @@ var standInDir string
 // returns its tgz (with the manifest beside it).
 func standInArtifact(t *testing.T) string {
 	t.Helper()
-	vars := baseVars(t)
+	vars := testbase.Vars(t)
 	if standInDir != "" {
 		tgz, _ := filepath.Glob(filepath.Join(standInDir, "good", "*.tgz"))
 		if len(tgz) != 1 {
@@ -148,22 +149,6 @@ func standInArtifact(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return buildStandIn(t, vars, standInDir, filepath.Join(standInDir, "cache"), "good", "../testdata/bundles")
-}
-
-// baseVars is the var file of the project's Debian base image, or a skip.
-func baseVars(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and boots an image: skipped with -short")
-	}
-	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
-	if vars == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("IMAGECTL_TEST_BASE_VARS is not set: run the tests through make test")
-		}
-		t.Skip("IMAGECTL_TEST_BASE_VARS is not set (make base-image, then run through make)")
-	}
-	return vars
 }
 
 // buildStandIn builds testdata/h200-debian.hcl with the bundles in bundles

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
+	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/validate"
 )
@@ -31,28 +32,10 @@ import (
 // project's Debian base image (make base-image; the Makefile exports
 // IMAGECTL_TEST_BASE_VARS). They are slow under TCG: -short skips them.
 
-func baseVars(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds an image: skipped with -short")
-	}
-	p := os.Getenv("IMAGECTL_TEST_BASE_VARS")
-	if p == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("IMAGECTL_TEST_BASE_VARS is not set: run the tests through make test")
-		}
-		t.Skip("IMAGECTL_TEST_BASE_VARS is not set (make base-image, then run through make)")
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("base image vars: %v", err)
-	}
-	return p
-}
-
 var varRE = regexp.MustCompile(`(?m)^(\w+)\s*=\s*"([^"]*)"`)
 
 func baseImage(t *testing.T) (path, checksum string) {
-	return baseImageFrom(t, baseVars(t))
+	return baseImageFrom(t, testbase.Vars(t))
 }
 
 // baseImageFrom reads the base image's path and checksum from the var file
@@ -112,7 +95,7 @@ func recipeTree(t *testing.T) string {
 func planFor(t *testing.T, recipe string, flags ...string) *builder.Plan {
 	t.Helper()
 	p := recipes.NewParser()
-	r, diags := p.LoadFile(recipe, recipes.Options{Inputs: recipes.Inputs{Files: []string{baseVars(t)}, Flags: flags}})
+	r, diags := p.LoadFile(recipe, recipes.Options{Inputs: recipes.Inputs{Files: []string{testbase.Vars(t)}, Flags: flags}})
 	if diags.HasErrors() {
 		t.Fatalf("%s: %s", recipe, diags.Error())
 	}

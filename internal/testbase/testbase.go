@@ -1,0 +1,34 @@
+// Package testbase owns how tests find the project's Debian base image
+// (make base-image writes its var file; the Makefile exports its path as
+// IMAGECTL_TEST_BASE_VARS): one gate for every test that builds or boots
+// an image. Only tests import it.
+package testbase
+
+import (
+	"os"
+	"testing"
+)
+
+// Env is the environment variable that names the base image's var file.
+const Env = "IMAGECTL_TEST_BASE_VARS"
+
+// Vars returns the base image's var file. It skips the test under -short
+// and, outside CI, when the variable is not set; under CI (CI set) a
+// missing variable or file fails the test, so CI never skips silently.
+func Vars(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds or boots an image: skipped with -short")
+	}
+	p := os.Getenv(Env)
+	if p == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal(Env + " is not set: run the tests through make test")
+		}
+		t.Skip(Env + " is not set (make base-image, then run through make)")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("base image vars: %v", err)
+	}
+	return p
+}
