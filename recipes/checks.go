@@ -17,7 +17,7 @@ import (
 var (
 	nameRE         = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	checksumRE     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	sizeRE         = regexp.MustCompile(`^([0-9]+)\s*([KMGTP]?)(i?B)?$`)
+	sizeRE         = regexp.MustCompile(`^([0-9]+)\s*([A-Za-z]*)$`)
 	packageRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+|/[a-z0-9.+-]+)?$`)
 	unitRE         = regexp.MustCompile(`^[A-Za-z0-9:_.@\\-]+$`)
 	ownerRE        = regexp.MustCompile(`^([a-z_][a-z0-9_-]*\$?|[0-9]+)(:([a-z_][a-z0-9_-]*\$?|[0-9]+))?$`)
@@ -45,18 +45,37 @@ func checkChecksum(s string) string {
 	return fmt.Sprintf("%q is not of the form \"sha256:<64 hex digits>\".", s)
 }
 
-// parseSize reads a disk size such as "80G", "512MiB" or "1073741824";
-// units are binary, as qemu-img takes them.
+// sizeUnits are the units of a disk size, lowercase: all binary, as
+// qemu-img takes them (80G, 80GB, 80GiB and 80Gi are all 80 GiB).
+var sizeUnits = map[string]uint{
+	"b": 0,
+	"k": 10, "kb": 10, "ki": 10, "kib": 10,
+	"m": 20, "mb": 20, "mi": 20, "mib": 20,
+	"g": 30, "gb": 30, "gi": 30, "gib": 30,
+	"t": 40, "tb": 40, "ti": 40, "tib": 40,
+	"p": 50, "pb": 50, "pi": 50, "pib": 50,
+}
+
+// parseSize reads a disk size such as "80G", "80g", "80GB", "512MiB" or
+// "1073741824B". A unit is required (a bare 80 would be 80 bytes, never
+// what is meant), in any case; units are binary, as qemu-img takes them.
 func parseSize(s string) (int64, string) {
+	const units = "K, M, G, T or P (binary, as qemu-img reads them: G, GB, GiB and Gi are all 2^30 bytes), or B for bytes"
 	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		return 0, fmt.Sprintf("%q is not a size: write a whole number with an optional unit K, M, G, T or P, such as \"80G\".", s)
+		return 0, fmt.Sprintf("%q is not a size: write a whole number and a unit, such as \"80G\"; units are %s.", s, units)
+	}
+	if m[2] == "" {
+		return 0, fmt.Sprintf("%q has no unit, which would make it %s bytes: write a unit, such as \"%sG\"; units are %s.", s, m[1], m[1], units)
+	}
+	shift, ok := sizeUnits[strings.ToLower(m[2])]
+	if !ok {
+		return 0, fmt.Sprintf("%q has an unknown unit %q: units are %s.", s, m[2], units)
 	}
 	n, err := strconv.ParseInt(m[1], 10, 64)
 	if err != nil || n <= 0 {
 		return 0, fmt.Sprintf("%q is not a positive size.", s)
 	}
-	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40, "P": 50}[m[2]]
 	if n > (1<<62)>>shift {
 		return 0, fmt.Sprintf("%q is too large.", s)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // attrs evaluates the attributes of one block. Every getter returns the
@@ -60,7 +59,7 @@ func (a attrs) value(name string, ty cty.Type) (cty.Value, bool) {
 	if v.IsNull() {
 		return cty.NilVal, false
 	}
-	cv, err := convert.Convert(v, ty)
+	cv, err := convertValue(v, ty)
 	if err != nil {
 		a.failed[name] = true
 		r := at.Expr.Range()

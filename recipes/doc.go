@@ -10,4 +10,25 @@
 // The package never reads a base image or touches a disk: what a recipe
 // compiles to is the business of package layers, and what a build runs is the
 // business of package builder.
+//
+// No input may take imagectl down. Every byte a user gives that reaches an
+// HCL parser - recipes, layer files, var files, -var and IMAGECTL_VAR_*
+// values parsed as HCL, templates, and sites.hcl (package upload parses it
+// with ParseConfig) - passes one guard first, checkInput, which refuses
+// with a diagnostic:
+//
+//   - input larger than MaxInputSize (1 MiB; files are not read past it);
+//   - input nested deeper than MaxNesting (256) levels, where each bracket,
+//     brace, parenthesis, quote, heredoc and template interpolation or
+//     directive is a level, and so is each operator within one expression:
+//     hclsyntax parses and evaluates by recursion, and deeper input
+//     exhausts the stack, which no recover catches.
+//
+// Both are far above what a recipe needs. Values are converted in time
+// linear in their size (convertValue, also for the arguments of the
+// functions a recipe calls), where go-cty's own conversion of a written-out
+// list compares every pair of elements. Parser.Load returns as soon as its
+// context ends, even while a read blocks or a parse runs. WriteDiagnostics
+// and DiagnosticsJSON show at most MaxDiagnostics diagnostics, count the
+// rest, and escape control characters and invalid UTF-8 from the input.
 package recipes

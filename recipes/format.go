@@ -2,14 +2,14 @@ package recipes
 
 import (
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 )
 
 // Format returns src in canonical HCL formatting (hclwrite). A file with
-// syntax errors is not formatted: its diagnostics are returned instead.
+// syntax errors, or beyond the input limits (ParseConfig), is not
+// formatted: its diagnostics are returned instead.
 func Format(src []byte, filename string) ([]byte, hcl.Diagnostics) {
-	if _, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos); diags.HasErrors() {
+	if _, diags := ParseConfig(src, filename); diags.HasErrors() {
 		return nil, diags
 	}
 	return hclwrite.Format(src), nil

@@ -9,11 +9,92 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
+
+// stdFunctions are the functions that read nothing, as go-cty and HCL
+// define them; recipes call them as pureFunctions.
+var stdFunctions = map[string]function.Function{
+	"abs":          stdlib.AbsoluteFunc,
+	"base64decode": base64DecodeFunc,
+	"base64encode": base64EncodeFunc,
+	"basename":     basenameFunc,
+	"can":          tryfunc.CanFunc,
+	"ceil":         stdlib.CeilFunc,
+	"chomp":        stdlib.ChompFunc,
+	"coalesce":     stdlib.CoalesceFunc,
+	"coalescelist": stdlib.CoalesceListFunc,
+	"compact":      stdlib.CompactFunc,
+	"concat":       stdlib.ConcatFunc,
+	"contains":     stdlib.ContainsFunc,
+	"csvdecode":    stdlib.CSVDecodeFunc,
+	"dirname":      dirnameFunc,
+	"distinct":     distinctFunc,
+	"element":      stdlib.ElementFunc,
+	"flatten":      stdlib.FlattenFunc,
+	"floor":        stdlib.FloorFunc,
+	"format":       stdlib.FormatFunc,
+	"formatlist":   stdlib.FormatListFunc,
+	"indent":       stdlib.IndentFunc,
+	"join":         stdlib.JoinFunc,
+	"jsondecode":   stdlib.JSONDecodeFunc,
+	"jsonencode":   stdlib.JSONEncodeFunc,
+	"keys":         stdlib.KeysFunc,
+	"length":       lengthFunc,
+	"lookup":       stdlib.LookupFunc,
+	"lower":        stdlib.LowerFunc,
+	"max":          stdlib.MaxFunc,
+	"merge":        stdlib.MergeFunc,
+	"min":          stdlib.MinFunc,
+	"parseint":     stdlib.ParseIntFunc,
+	"range":        stdlib.RangeFunc,
+	"regex":        stdlib.RegexFunc,
+	"regexall":     stdlib.RegexAllFunc,
+	"replace":      stdlib.ReplaceFunc,
+	"reverse":      stdlib.ReverseListFunc,
+	"setunion":     stdlib.SetUnionFunc,
+	"sha256":       sha256Func,
+	"slice":        stdlib.SliceFunc,
+	"sort":         stdlib.SortFunc,
+	"split":        stdlib.SplitFunc,
+	"substr":       stdlib.SubstrFunc,
+	"title":        stdlib.TitleFunc,
+	"tobool":       stdlib.MakeToFunc(cty.Bool),
+	"tolist":       stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+	"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
+	"tonumber":     stdlib.MakeToFunc(cty.Number),
+	"toset":        stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+	"tostring":     stdlib.MakeToFunc(cty.String),
+	"trim":         stdlib.TrimFunc,
+	"trimprefix":   stdlib.TrimPrefixFunc,
+	"trimspace":    stdlib.TrimSpaceFunc,
+	"trimsuffix":   stdlib.TrimSuffixFunc,
+	"try":          tryfunc.TryFunc,
+	"upper":        stdlib.UpperFunc,
+	"values":       stdlib.ValuesFunc,
+	"zipmap":       stdlib.ZipmapFunc,
+}
+
+// pureFunctions are stdFunctions, each taking its collection arguments
+// through convertValue (see linearArgs).
+var pureFunctions = func() map[string]function.Function {
+	fns := map[string]function.Function{}
+	for name, f := range stdFunctions {
+		switch name {
+		case "tolist":
+			fns[name] = linearArgs(f, cty.List(cty.DynamicPseudoType))
+		case "toset":
+			fns[name] = linearArgs(f, cty.Set(cty.DynamicPseudoType))
+		case "tomap":
+			fns[name] = linearArgs(f, cty.Map(cty.DynamicPseudoType))
+		default:
+			fns[name] = linearArgs(f, cty.NilType)
+		}
+	}
+	return fns
+}()
 
 // functions returns the functions a recipe or layer file in baseDir may
 // call. The set follows Packer and Terraform names. There is deliberately no
@@ -21,65 +102,9 @@ import (
 // the recipe and the values the plan prints. File functions read only inside
 // the tree (see tree).
 func functions(t tree, baseDir string) map[string]function.Function {
-	fns := map[string]function.Function{
-		"abs":          stdlib.AbsoluteFunc,
-		"base64decode": base64DecodeFunc,
-		"base64encode": base64EncodeFunc,
-		"basename":     basenameFunc,
-		"can":          tryfunc.CanFunc,
-		"ceil":         stdlib.CeilFunc,
-		"chomp":        stdlib.ChompFunc,
-		"coalesce":     stdlib.CoalesceFunc,
-		"coalescelist": stdlib.CoalesceListFunc,
-		"compact":      stdlib.CompactFunc,
-		"concat":       stdlib.ConcatFunc,
-		"contains":     stdlib.ContainsFunc,
-		"csvdecode":    stdlib.CSVDecodeFunc,
-		"dirname":      dirnameFunc,
-		"distinct":     stdlib.DistinctFunc,
-		"element":      stdlib.ElementFunc,
-		"flatten":      stdlib.FlattenFunc,
-		"floor":        stdlib.FloorFunc,
-		"format":       stdlib.FormatFunc,
-		"formatlist":   stdlib.FormatListFunc,
-		"indent":       stdlib.IndentFunc,
-		"join":         stdlib.JoinFunc,
-		"jsondecode":   stdlib.JSONDecodeFunc,
-		"jsonencode":   stdlib.JSONEncodeFunc,
-		"keys":         stdlib.KeysFunc,
-		"length":       lengthFunc,
-		"lookup":       stdlib.LookupFunc,
-		"lower":        stdlib.LowerFunc,
-		"max":          stdlib.MaxFunc,
-		"merge":        stdlib.MergeFunc,
-		"min":          stdlib.MinFunc,
-		"parseint":     stdlib.ParseIntFunc,
-		"range":        stdlib.RangeFunc,
-		"regex":        stdlib.RegexFunc,
-		"regexall":     stdlib.RegexAllFunc,
-		"replace":      stdlib.ReplaceFunc,
-		"reverse":      stdlib.ReverseListFunc,
-		"setunion":     stdlib.SetUnionFunc,
-		"sha256":       sha256Func,
-		"slice":        stdlib.SliceFunc,
-		"sort":         stdlib.SortFunc,
-		"split":        stdlib.SplitFunc,
-		"substr":       stdlib.SubstrFunc,
-		"title":        stdlib.TitleFunc,
-		"tobool":       stdlib.MakeToFunc(cty.Bool),
-		"tolist":       stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
-		"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
-		"tonumber":     stdlib.MakeToFunc(cty.Number),
-		"toset":        stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
-		"tostring":     stdlib.MakeToFunc(cty.String),
-		"trim":         stdlib.TrimFunc,
-		"trimprefix":   stdlib.TrimPrefixFunc,
-		"trimspace":    stdlib.TrimSpaceFunc,
-		"trimsuffix":   stdlib.TrimSuffixFunc,
-		"try":          tryfunc.TryFunc,
-		"upper":        stdlib.UpperFunc,
-		"values":       stdlib.ValuesFunc,
-		"zipmap":       stdlib.ZipmapFunc,
+	fns := make(map[string]function.Function, len(pureFunctions)+4)
+	for k, v := range pureFunctions {
+		fns[k] = v
 	}
 	fns["file"] = fileFunc(t, baseDir)
 	fns["fileexists"] = fileExistsFunc(t, baseDir)
@@ -93,6 +118,48 @@ func functions(t tree, baseDir string) map[string]function.Function {
 	fns["templatefile"] = templateFileFunc(t, baseDir, inner)
 	return fns
 }
+
+// distinctFunc is stdlib's distinct in linear time for lists of known
+// primitive values: stdlib compares each element with every one it kept
+// before it. Other lists are left to it, up to maxUnify elements.
+var distinctFunc = function.New(&function.Spec{
+	Description: stdlib.DistinctFunc.Description(),
+	Params:      []function.Parameter{{Name: "list", Type: cty.List(cty.DynamicPseudoType)}},
+	Type:        func(args []cty.Value) (cty.Type, error) { return args[0].Type(), nil },
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		l := args[0]
+		if !l.Type().ElementType().IsPrimitiveType() || !l.IsWhollyKnown() {
+			if n := l.LengthInt(); n > maxUnify {
+				return cty.NilVal, fmt.Errorf("distinct compares at most %d elements that are not strings, numbers or bools; this list has %d", maxUnify, n)
+			}
+			return stdlib.Distinct(l)
+		}
+		if l.LengthInt() == 0 {
+			return l, nil
+		}
+		seen := map[string]bool{}
+		var out []cty.Value
+		for it := l.ElementIterator(); it.Next(); {
+			_, v := it.Element()
+			var key string
+			switch {
+			case v.IsNull():
+				key = "null"
+			case v.Type() == cty.String:
+				key = "s" + v.AsString()
+			case v.Type() == cty.Number:
+				key = "n" + v.AsBigFloat().Text('g', -1)
+			default:
+				key = "b" + v.GoString()
+			}
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, v)
+			}
+		}
+		return cty.ListVal(out), nil
+	},
+})
 
 var stringParam = []function.Parameter{{Name: "path", Type: cty.String}}
 
@@ -215,7 +282,7 @@ func renderTemplate(t tree, baseDir, p string, vars cty.Value, fns map[string]fu
 	if !vars.IsNull() && !vars.Type().IsObjectType() && !vars.Type().IsMapType() {
 		return cty.NilVal, fmt.Errorf("template variables must be an object, such as { name = value }")
 	}
-	expr, diags := hclsyntax.ParseTemplate(src, real, hcl.Pos{Line: 1, Column: 1, Byte: 0})
+	expr, diags := parseTemplate(src, real)
 	if diags.HasErrors() {
 		return cty.NilVal, fmt.Errorf("parsing template %s: %s", p, diags.Error())
 	}

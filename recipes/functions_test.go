@@ -8,6 +8,9 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
 
 func evalIn(t *testing.T, dir, expr string) (string, error) {
@@ -90,5 +93,54 @@ func TestTemplateFileRejectsUnknownVariables(t *testing.T) {
 	_, err := evalIn(t, dir, `templatefile("t.tmpl", {})`)
 	if err == nil || !strings.Contains(err.Error(), `"missing"`) {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestLinearFunctionsAgree: the functions a recipe calls take their
+// collection arguments through convertValue (linear) rather than HCL's
+// conversion (quadratic); they must give what go-cty's own give, errors
+// included.
+func TestLinearFunctionsAgree(t *testing.T) {
+	reference := map[string]function.Function{}
+	for name, f := range stdFunctions {
+		reference[name] = f
+	}
+	reference["distinct"] = stdlib.DistinctFunc
+	eval := func(fns map[string]function.Function, expr string) (cty.Value, hcl.Diagnostics) {
+		e, diags := hclsyntax.ParseExpression([]byte(expr), "expr", hcl.InitialPos)
+		if diags.HasErrors() {
+			t.Fatalf("parse %q: %s", expr, diags.Error())
+		}
+		ctx := &hcl.EvalContext{Functions: fns, Variables: map[string]cty.Value{
+			"unknown": cty.UnknownVal(cty.List(cty.String)), "dyn": cty.DynamicVal, "nul": cty.NullVal(cty.List(cty.String)),
+		}}
+		return e.Value(ctx)
+	}
+	for _, expr := range []string{
+		`sort(["b", "a", "c"])`, `sort(["b", 1])`, `sort([{}])`, `sort(unknown)`, `sort(dyn)`, `sort(nul)`,
+		`distinct(["a", "b", "a"])`, `distinct([1, 1.0, 2])`, `distinct([true, false, true])`, `distinct(["a", 1, "1"])`,
+		`distinct([["a"], ["a"]])`, `distinct([])`, `distinct(unknown)`, `distinct(["a", null, "a", null])`,
+		`join(",", ["a", "b"], ["c"])`, `join(",", [1, 2])`, `join(",", [[1]])`, `join(",", unknown)`,
+		`tolist(["a", "b"])`, `tolist(["a", 1])`, `tolist([[], ["a"]])`, `tolist([{}, 1])`, `tolist([])`, `tolist(unknown)`,
+		`toset(["b", "a", "b"])`, `toset([1, "1"])`, `toset([])`, `tomap({a = 1, b = "x"})`, `tomap({a = [1], b = []})`, `tomap({})`,
+		`setunion(["a"], ["b", "a"])`, `coalescelist([], ["a"])`, `compact(["a", "", "b"])`, `reverse(["a", "b"])`,
+		`slice(["a", "b", "c"], 0, 2)`, `element(["a", "b"], 3)`, `contains(["a"], "a")`, `length(["a", 1])`,
+		`flatten([["a"], ["b", ["c"]]])`, `concat(["a"], ["b"], [1])`, `formatlist("%s-x", ["a", "b"])`, `zipmap(["a"], ["b"])`,
+		`keys({a = 1})`, `values({a = 1, b = "x"})`, `lookup({a = "x"}, "a", "d")`, `merge({a = 1}, {b = 2})`, `max(1, 2)`,
+	} {
+		want, wantDiags := eval(reference, expr)
+		got, gotDiags := eval(pureFunctions, expr)
+		if wantDiags.HasErrors() != gotDiags.HasErrors() {
+			t.Errorf("%s: errors %v, go-cty's %v", expr, gotDiags, wantDiags)
+			continue
+		}
+		// Unknown results (of variables that already failed, skipped
+		// by the decoder) may lack go-cty's refinements.
+		if !want.IsKnown() && !got.IsKnown() && got.Type().Equals(want.Type()) {
+			continue
+		}
+		if !wantDiags.HasErrors() && !got.RawEquals(want) {
+			t.Errorf("%s = %#v, go-cty's %#v", expr, got, want)
+		}
 	}
 }

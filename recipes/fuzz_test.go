@@ -1,18 +1,35 @@
 package recipes_test
 
 import (
+	"bytes"
+	"fmt"
 	"io"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
+// maxLoad bounds the time one input may take to load, plan and render:
+// inputs are at most MaxInputSize, and nothing in loading them is worse
+// than linear (far less than this, even under the race detector).
+const maxLoad = 20 * time.Second
+
 // FuzzLoad feeds arbitrary bytes to the recipe loader, and whatever loads to
-// the planner and both renderers: nothing in a recipe may make imagectl
-// panic. The seed corpus is every fixture and shipped recipe.
+// the planner and both renderers. Nothing in a recipe may make imagectl
+// panic or overflow its stack, take more than maxLoad, print more than
+// MaxDiagnostics diagnostics, or print a control character from the input.
+// The seed corpus is every fixture and shipped recipe, the checked-in
+// inputs under testdata/fuzz/FuzzLoad (deep nesting of each kind, long
+// lists, random bytes, invalid UTF-8 and escape sequences), and larger
+// ones of the same kinds made here.
 func FuzzLoad(f *testing.F) {
 	for _, glob := range []string{"../testdata/recipes/*/*.hcl", "../recipes/*.hcl", "../examples/*.hcl", "../layers/*.hcl"} {
 		files, _ := filepath.Glob(glob)
@@ -24,17 +41,42 @@ func FuzzLoad(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	for _, src := range largeSeeds() {
+		f.Add(src)
+	}
 	// Load from the fixtures' directory so relative sources resolve to real
 	// files as often as they can.
 	dir, err := filepath.Abs("../testdata/recipes/valid")
 	if err != nil {
 		f.Fatal(err)
 	}
+	diagHeader := regexp.MustCompile(`(?m)^(\S+:\d+:\d+: )?(error|warning): `)
 	f.Fuzz(func(t *testing.T, src []byte) {
+		start := time.Now()
 		p := recipes.NewParser()
 		r, diags := p.LoadSource(filepath.Join(dir, "fuzz-input.hcl"), src, recipes.Options{})
+		var text bytes.Buffer
+		if err := recipes.WriteDiagnostics(&text, p.Files(), diags, false); err != nil {
+			t.Fatal(err)
+		}
 		_ = recipes.WriteDiagnostics(io.Discard, p.Files(), diags, true)
-		_ = recipes.DiagnosticsJSON(diags)
+		js := recipes.DiagnosticsJSON(diags)
+		if n := len(diagHeader.FindAllIndex(text.Bytes(), -1)); n > recipes.MaxDiagnostics {
+			t.Errorf("%d diagnostics printed, more than %d", n, recipes.MaxDiagnostics)
+		}
+		if len(js) > recipes.MaxDiagnostics+1 {
+			t.Errorf("%d JSON diagnostics, more than %d and the count of the rest", len(js), recipes.MaxDiagnostics)
+		}
+		if u := unprintable(text.String()); u != "" {
+			t.Errorf("the diagnostics print %s:\n%s", u, text.String())
+		}
+		for _, d := range js {
+			for _, s := range []string{d.Summary, d.Detail} {
+				if u := unprintable(s); u != "" {
+					t.Errorf("a JSON diagnostic holds %s: %q", u, s)
+				}
+			}
+		}
 		if _, fd := recipes.Format(src, "fuzz.hcl"); fd.HasErrors() && !diags.HasErrors() {
 			t.Errorf("loaded, but Format reports syntax errors: %s", fd.Error())
 		}
@@ -42,17 +84,62 @@ func FuzzLoad(f *testing.F) {
 			if !diags.HasErrors() {
 				t.Fatal("no recipe and no error")
 			}
-			return
+		} else {
+			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: "1"})
+			if err != nil {
+				t.Fatalf("a loaded recipe failed to plan: %v", err)
+			}
+			if err := plan.WriteText(io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			if err := plan.WriteJSON(io.Discard); err != nil {
+				t.Fatal(err)
+			}
 		}
-		plan, err := builder.NewPlan(r, builder.PlanOptions{Version: "1"})
-		if err != nil {
-			t.Fatalf("a loaded recipe failed to plan: %v", err)
-		}
-		if err := plan.WriteText(io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		if err := plan.WriteJSON(io.Discard); err != nil {
-			t.Fatal(err)
+		if took := time.Since(start); took > maxLoad {
+			t.Errorf("took %s (%d bytes)", took, len(src))
 		}
 	})
+}
+
+// largeSeeds are inputs of the kinds that took imagectl down, too large to
+// check in: nesting far past the limit (60,000 brackets overflowed the
+// stack), a package list as long as Debian's (loading was quadratic in it),
+// and 100 KB of random bytes (3,606 diagnostics, escape sequences and all).
+func largeSeeds() [][]byte {
+	recipe := func(packages string) []byte {
+		return []byte("image \"x\" {\n  title = \"x\"\n  base {\n    source   = \"b.qcow2\"\n    checksum = \"sha256:" +
+			strings.Repeat("0", 64) + "\"\n  }\n  layer \"l\" {\n    packages = " + packages + "\n  }\n}\n")
+	}
+	var list strings.Builder
+	list.WriteString("[")
+	for i := range 16000 {
+		fmt.Fprintf(&list, "\"pkg%d\", ", i)
+	}
+	list.WriteString("]")
+	garbage := make([]byte, 100<<10)
+	rand.New(rand.NewSource(1)).Read(garbage)
+	return [][]byte{
+		recipe(strings.Repeat("[", 60000) + strings.Repeat("]", 60000)),
+		recipe(strings.Repeat("(", 60000) + "1" + strings.Repeat(")", 60000)),
+		recipe(strings.Repeat("!", 200000) + "true"),
+		recipe(strings.Repeat("1 + ", 200000) + "1"),
+		recipe(list.String()),
+		garbage,
+		append(recipe(`"x"`), bytes.Repeat([]byte("\x1b[2J\xff\u009b\n"), 20000)...),
+	}
+}
+
+// unprintable names the first control character but newline and tab, C1
+// control or invalid UTF-8 in s, or returns "".
+func unprintable(s string) string {
+	if !utf8.ValidString(s) {
+		return "invalid UTF-8"
+	}
+	for i, r := range s {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+			return fmt.Sprintf("%U at byte %d", r, i)
+		}
+	}
+	return ""
 }

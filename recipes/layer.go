@@ -12,7 +12,6 @@ import (
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // givenValues are the values a layer block passes to the variables of its
@@ -36,7 +35,7 @@ func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 			diags = append(diags, d)
 			continue
 		}
-		cv, err := convert.Convert(val, v.Type)
+		cv, err := convertValue(val, v.Type)
 		if err != nil {
 			diags = append(diags, errorAt(given.rng, "Invalid value for layer variable",
 				fmt.Sprintf("The value for %q is not a valid %s: %s.", name, typeexpr.TypeString(v.Type), err)))
@@ -110,17 +109,23 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 			"The layer source is the recipe itself; a layer source must be a layer file."))
 		return layer, diags
 	}
-	srcBytes, err := os.ReadFile(abs)
+	if d := l.parser.interrupted(); d != nil {
+		return layer, append(diags, d...)
+	}
+	srcBytes, err := ReadInput(abs)
 	if err != nil {
-		detail := fmt.Sprintf("Cannot read layer file %s: %v.", src, err)
-		if os.IsNotExist(err) {
+		summary, detail := "Missing layer file", fmt.Sprintf("Cannot read layer file %s: %v.", src, err)
+		switch {
+		case os.IsNotExist(err):
 			detail = fmt.Sprintf("The layer file %s does not exist (looked for %s).", src, abs)
+		case isTooLarge(err):
+			summary = "Layer file too large"
 		}
-		diags = append(diags, errorAt(*a.rng("source"), "Missing layer file", detail))
+		diags = append(diags, errorAt(*a.rng("source"), summary, detail))
 		return layer, diags
 	}
 	display := displayPath(l, abs)
-	file, d := l.parser.p.ParseHCL(srcBytes, display)
+	file, d := l.parser.parseFile(srcBytes, display)
 	diags = append(diags, d...)
 	if d.HasErrors() {
 		return layer, diags

@@ -1,14 +1,13 @@
 package recipes
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -23,21 +22,83 @@ type Options struct {
 // Parser loads recipes and keeps every file it read (recipe, layer files,
 // var files) so that diagnostics can show snippets of them.
 type Parser struct {
-	p *hclparse.Parser
+	files map[string]*hcl.File
+	// ctx, while a Load runs, ends the load early when it is done.
+	ctx context.Context
 }
 
 // NewParser returns a Parser with no files loaded.
-func NewParser() *Parser { return &Parser{p: hclparse.NewParser()} }
+func NewParser() *Parser { return &Parser{files: map[string]*hcl.File{}, ctx: context.Background()} }
 
 // Files returns the files read so far, by name, for WriteDiagnostics.
-func (p *Parser) Files() map[string]*hcl.File { return p.p.Files() }
+func (p *Parser) Files() map[string]*hcl.File { return p.files }
+
+// parseFile parses an HCL file through ParseConfig (and so the input
+// limits), once per name: a file read again (a layer file two layers use)
+// is the file already parsed, and its errors are not reported twice. A file
+// refused by the limits is kept without a body, for snippets.
+func (p *Parser) parseFile(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
+	if f := p.files[filename]; f != nil {
+		return f, nil
+	}
+	f, diags := ParseConfig(src, filename)
+	if f == nil {
+		f = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
+	}
+	p.files[filename] = f
+	return f, diags
+}
+
+// interrupted is the diagnostic of a load that its context ended.
+func (p *Parser) interrupted() hcl.Diagnostics {
+	if err := p.ctx.Err(); err != nil {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Interrupted", Detail: fmt.Sprintf("Loading stopped: %v.", context.Cause(p.ctx))}}
+	}
+	return nil
+}
+
+// Load is LoadFile under a context: it returns ctx.Err() as soon as ctx is
+// done, whatever the load is doing (reading a FIFO, parsing a large file),
+// with neither recipe nor diagnostics. The load goes on in the background
+// until its next step, on a parser of its own: p is left as it was.
+func (p *Parser) Load(ctx context.Context, path string, opts Options) (*Recipe, hcl.Diagnostics, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	type result struct {
+		r     *Recipe
+		diags hcl.Diagnostics
+		files map[string]*hcl.File
+	}
+	done := make(chan result, 1)
+	go func() {
+		q := NewParser()
+		q.ctx = ctx
+		r, diags := q.LoadFile(path, opts)
+		done <- result{r, diags, q.files}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	case res := <-done:
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		for name, f := range res.files {
+			if p.files[name] == nil {
+				p.files[name] = f
+			}
+		}
+		return res.r, res.diags, nil
+	}
+}
 
 // LoadFile reads, decodes and checks the recipe at path. The recipe is nil
 // when diags has errors; all errors found are in diags.
 func (p *Parser) LoadFile(path string, opts Options) (*Recipe, hcl.Diagnostics) {
-	src, err := os.ReadFile(path)
+	src, err := ReadInput(path)
 	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read recipe", Detail: err.Error()}}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read recipe", Detail: err.Error() + "."}}
 	}
 	return p.LoadSource(path, src, opts)
 }
@@ -49,9 +110,12 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 	if err != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot locate recipe", Detail: err.Error()}}
 	}
-	file, diags := p.p.ParseHCL(src, path)
+	file, diags := p.parseFile(src, path)
 	if diags.HasErrors() {
 		return nil, diags
+	}
+	if d := notARecipe(file, path); d != nil {
+		return nil, append(diags, d)
 	}
 	sum := sha256.Sum256(src)
 	r := &Recipe{Path: path, Dir: filepath.Dir(absPath), Digest: "sha256:" + hex.EncodeToString(sum[:])}
@@ -90,10 +154,50 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 		diags = append(diags, d...)
 		r.Image = img
 	}
+	diags = append(diags, p.interrupted()...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	return r, diags
+}
+
+// notARecipe recognises a layer file given where a recipe is expected: no
+// image block, and what only a layer file holds at its top level (packages,
+// run, apt_repository, file, services). It returns the one diagnostic that
+// says so, in place of one per layer attribute, or nil.
+func notARecipe(file *hcl.File, path string) *hcl.Diagnostic {
+	rc, _, _ := file.Body.PartialContent(recipeSchema)
+	for _, b := range rc.Blocks {
+		if b.Type == "image" {
+			return nil
+		}
+	}
+	lc, _, _ := file.Body.PartialContent(layerFileSchema)
+	var first *hcl.Range
+	for _, at := range lc.Attributes {
+		if first == nil || at.NameRange.Start.Byte < first.Start.Byte {
+			first = at.NameRange.Ptr()
+		}
+	}
+	for _, b := range lc.Blocks {
+		if b.Type == "variable" || b.Type == "locals" {
+			continue
+		}
+		if first == nil || b.DefRange.Start.Byte < first.Start.Byte {
+			first = b.DefRange.Ptr()
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "This is a layer file",
+		Detail: fmt.Sprintf("%s holds a layer (packages, repositories, files, services, commands) and no image block: it is a layer file, not a recipe. "+
+			"Layer files are validated through the recipe that uses them: imagectl validate RECIPE, where RECIPE's image has layer \"<name>\" { source = \".../%s\" }.",
+			path, filepath.Base(path)),
+		Subject: first,
+	}
 }
 
 // loader carries what decoding one recipe needs.

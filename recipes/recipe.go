@@ -231,10 +231,11 @@ type Validation struct {
 	Profiles []manifest.Profile
 }
 
-// Check is a named command that must succeed on the host.
+// Check is a named command that must succeed on the host. The plan's JSON
+// (imagectl build --dry-run --output json) carries it with these names.
 type Check struct {
-	Name    string
-	Command string
+	Name    string `json:"name"`
+	Command string `json:"command"`
 }
 
 // EnabledLayers returns the layers whose enabled attribute is true, in order.

@@ -2,16 +2,16 @@ package recipes
 
 import (
 	"fmt"
-	"os"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // EnvPrefix prefixes the environment variables that set recipe variables:
@@ -65,7 +65,7 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 			if !typeGiven {
 				v.Type = inferType(val)
 			}
-			cv, err := convert.Convert(val, v.Type)
+			cv, err := convertValue(val, v.Type)
 			if err != nil {
 				diags = append(diags, errorAt(at.Expr.Range(), "Invalid default value for variable",
 					fmt.Sprintf("The default of %q does not match its type %s: %s.", v.Name, typeexpr.TypeString(v.Type), err)))
@@ -111,7 +111,7 @@ func inferType(v cty.Value) cty.Type {
 	case ty.IsPrimitiveType():
 		return ty
 	case ty.IsTupleType() || ty.IsListType() || ty.IsSetType():
-		if _, err := convert.Convert(v, cty.List(cty.String)); err == nil {
+		if _, err := convertValue(v, cty.List(cty.String)); err == nil {
 			return cty.List(cty.String)
 		}
 	}
@@ -163,12 +163,15 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 	diags = append(diags, legacyEnv(vars, in.Env)...)
 
 	for _, f := range in.Files {
-		src, err := os.ReadFile(f)
+		if d := p.interrupted(); d != nil {
+			return append(diags, d...)
+		}
+		src, err := ReadInput(f)
 		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read var file", Detail: err.Error()})
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read var file", Detail: err.Error() + "."})
 			continue
 		}
-		file, d := p.p.ParseHCL(src, f)
+		file, d := p.parseFile(src, f)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
@@ -187,7 +190,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 				invalid[v.Name] = true
 				continue
 			}
-			cv, err := convert.Convert(val, v.Type)
+			cv, err := convertValue(val, v.Type)
 			if err != nil {
 				diags = append(diags, errorAt(at.Expr.Range(), "Invalid value for variable",
 					fmt.Sprintf("The value for %q is not a valid %s: %s.", v.Name, typeexpr.TypeString(v.Type), err)))
@@ -282,9 +285,11 @@ func suggest(given string, candidates []string) string {
 }
 
 // parseVarString turns a value given as text (-var, environment) into a
-// value of type ty. Strings are taken literally; bools also accept 1/0 and
-// yes/no (the old pipeline's =0/=1 overrides); a list of strings may be
-// written comma-separated; everything else is parsed as an HCL expression.
+// value of type ty. Strings are taken literally; bools also accept 1/0,
+// yes/no and on/off (the old pipeline's =0/=1 overrides); numbers are
+// decimal; a list or set of strings may be written comma-separated;
+// everything else is parsed as an HCL expression, as in a var file. Errors
+// say what was expected, never how HCL failed to read it.
 func parseVarString(raw string, ty cty.Type) (cty.Value, error) {
 	switch {
 	case ty == cty.String:
@@ -296,7 +301,20 @@ func parseVarString(raw string, ty cty.Type) (cty.Value, error) {
 		case "0", "false", "no", "off":
 			return cty.False, nil
 		}
-		return cty.NilVal, fmt.Errorf("%q is not true, false, 1 or 0", raw)
+		return cty.NilVal, fmt.Errorf("%s is not true or false (accepted, in any case: true, false, 1, 0, yes, no, on, off)", shortQuote(raw))
+	case ty == cty.Number:
+		if v, err := cty.ParseNumberVal(strings.TrimSpace(raw)); err == nil {
+			return v, nil
+		}
+		// An HCL expression of a number ("512" in quotes) still is one.
+		if expr, diags := parseExpression([]byte(raw), "<value>"); !diags.HasErrors() {
+			if v, diags := expr.Value(nil); !diags.HasErrors() {
+				if cv, err := convertValue(v, ty); err == nil {
+					return cv, nil
+				}
+			}
+		}
+		return cty.NilVal, fmt.Errorf("%s is not a number (such as 512 or 1.5)", shortQuote(raw))
 	case (ty.IsListType() || ty.IsSetType()) && ty.ElementType() == cty.String && !strings.HasPrefix(strings.TrimSpace(raw), "["):
 		var elems []cty.Value
 		for _, s := range strings.Split(raw, ",") {
@@ -315,21 +333,58 @@ func parseVarString(raw string, ty cty.Type) (cty.Value, error) {
 		}
 		return cty.ListVal(elems), nil
 	}
-	expr, diags := hclsyntax.ParseExpression([]byte(raw), "<value>", hcl.Pos{Line: 1, Column: 1})
+	expected := fmt.Errorf("%s is not a %s written in HCL, such as %s (strings in double quotes)", shortQuote(raw), typeexpr.TypeString(ty), valueExample(ty))
+	expr, diags := parseExpression([]byte(raw), "<value>")
 	if diags.HasErrors() {
 		if ty == cty.DynamicPseudoType {
 			return cty.StringVal(raw), nil
 		}
-		return cty.NilVal, fmt.Errorf("cannot parse %q: %s", raw, diags[0].Summary)
+		if diags[0].Summary == summaryTooDeep {
+			return cty.NilVal, fmt.Errorf("%s is nested more than %d levels deep", shortQuote(raw), MaxNesting)
+		}
+		return cty.NilVal, expected
 	}
 	val, diags := expr.Value(nil)
 	if diags.HasErrors() {
 		if ty == cty.DynamicPseudoType {
 			return cty.StringVal(raw), nil
 		}
-		return cty.NilVal, fmt.Errorf("cannot evaluate %q: %s", raw, diags[0].Summary)
+		return cty.NilVal, expected
 	}
-	return convert.Convert(val, ty)
+	cv, err := convertValue(val, ty)
+	if err != nil {
+		return cty.NilVal, fmt.Errorf("%s: %s", shortQuote(raw), convertErrText(err, ty))
+	}
+	return cv, nil
+}
+
+// valueExample is an HCL value of ty's shape, for messages.
+func valueExample(ty cty.Type) string {
+	switch {
+	case ty.IsListType() || ty.IsSetType() || ty.IsTupleType():
+		return `["a", "b"]`
+	case ty.IsMapType() || ty.IsObjectType():
+		return `{ name = "value" }`
+	case ty == cty.Number:
+		return "512"
+	case ty == cty.Bool:
+		return "true"
+	}
+	return `"text"`
+}
+
+// shortQuote quotes a value given from outside for a message, shortened
+// when long: a -var value may be a megabyte.
+func shortQuote(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 // checkValidations runs each variable's validation blocks.
@@ -345,7 +400,7 @@ func checkValidations(vars []*Variable, ctx *hcl.EvalContext) hcl.Diagnostics {
 			if d.HasErrors() || !res.IsWhollyKnown() {
 				continue
 			}
-			res, err := convert.Convert(res, cty.Bool)
+			res, err := convertValue(res, cty.Bool)
 			if err != nil || res.IsNull() {
 				diags = append(diags, errorAt(val.Condition.Range(), "Invalid validation condition", "The condition must be true or false."))
 				continue

@@ -120,8 +120,8 @@ func TestVariableErrors(t *testing.T) {
 	}{
 		{"undeclared flag", Inputs{Flags: []string{"sise=1G"}}, `The recipe declares no variable "sise". Did you mean "size"?`},
 		{"no equals", Inputs{Flags: []string{"size"}}, `"size" is not of the form name=value`},
-		{"bad bool", Inputs{Flags: []string{"netdata=perhaps"}}, `"perhaps" is not true, false, 1 or 0`},
-		{"bad number", Inputs{Env: []string{"IMAGECTL_VAR_retention=lots"}}, `The value for "retention" from env IMAGECTL_VAR_retention is not a valid number`},
+		{"bad bool", Inputs{Flags: []string{"netdata=perhaps"}}, `"perhaps" is not true or false (accepted, in any case: true, false, 1, 0, yes, no, on, off)`},
+		{"bad number", Inputs{Env: []string{"IMAGECTL_VAR_retention=lots"}}, `The value for "retention" from env IMAGECTL_VAR_retention is not a valid number: "lots" is not a number (such as 512 or 1.5).`},
 		{"undeclared in var file", Inputs{Files: []string{varFile}}, `Did you mean "size"?`},
 		{"missing var file", Inputs{Files: []string{filepath.Join(dir, "nope.hcl")}}, "no such file"},
 	} {

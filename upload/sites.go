@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/profile"
 )
@@ -133,9 +134,10 @@ const (
 	DefaultProfileTimeout   = 30 * time.Second
 )
 
-// LoadSites reads and parses a sites file.
+// LoadSites reads and parses a sites file, within the input limits of
+// every HCL file imagectl reads (recipes.ReadInput, recipes.ParseConfig).
 func LoadSites(path string) (*Sites, hcl.Diagnostics) {
-	src, err := os.ReadFile(path)
+	src, err := recipes.ReadInput(path)
 	if err != nil {
 		return &Sites{Files: map[string]*hcl.File{}}, hcl.Diagnostics{{Severity: hcl.DiagError,
 			Summary: "Cannot read sites file", Detail: fmt.Sprintf("Reading %s: %v.", path, err)}}
@@ -147,7 +149,7 @@ func LoadSites(path string) (*Sites, hcl.Diagnostics) {
 // and resolves relative api_key_file paths.
 func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 	out := &Sites{Files: map[string]*hcl.File{}}
-	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	f, diags := recipes.ParseConfig(src, filename)
 	if diags.HasErrors() {
 		out.Files[filename] = &hcl.File{Bytes: redactAll(src)}
 		return out, diags

@@ -122,6 +122,28 @@ func TestSitesSyntaxErrorHidesTokens(t *testing.T) {
 	}
 }
 
+// TestSitesInputLimits: sites.hcl passes the input limits of every HCL
+// file imagectl reads (package recipes): 60,000 nested brackets overflowed
+// the parser's stack, which no recover catches, and the file is not read
+// past 1 MiB. The refused file's snippet still hides keys.
+func TestSitesInputLimits(t *testing.T) {
+	src := "site \"a\" {\n  api_key = \"Aa1:Bb2:SecretSecret\"\n  maas_url = " + strings.Repeat("[", 60000) + strings.Repeat("]", 60000) + "\n}\n"
+	ss, diags := ParseSites([]byte(src), "s.hcl")
+	if len(diags) != 1 || diags[0].Summary != "Nested too deeply" || diags[0].Subject == nil || diags[0].Subject.Start.Line != 3 {
+		t.Errorf("diagnostics: %v", diags)
+	}
+	if bytes.Contains(ss.Files["s.hcl"].Bytes, []byte("Secret")) {
+		t.Error("snippet source shows the key")
+	}
+	path := filepath.Join(t.TempDir(), "sites.hcl")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("#"), 1<<20+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, diags := LoadSites(path); !strings.Contains(diags.Error(), "larger than 1048576 bytes") {
+		t.Errorf("diagnostics: %v", diags)
+	}
+}
+
 func TestProfileURLs(t *testing.T) {
 	for url, ok := range map[string]bool{
 		"https://admin.example":          true,

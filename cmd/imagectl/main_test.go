@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -28,7 +29,15 @@ func imagectl(t *testing.T, env []string, args ...string) (stdout, stderr string
 	return out.String(), errb.String(), code
 }
 
+// TestMain runs the tests from the repository root. With
+// IMAGECTL_TEST_MAIN=1 the test binary is imagectl itself (main, signals
+// and exit status included): the tests that need a real process start it
+// so (see startImagectl).
 func TestMain(m *testing.M) {
+	if os.Getenv("IMAGECTL_TEST_MAIN") == "1" {
+		main()
+		return
+	}
 	if err := os.Chdir("../.."); err != nil {
 		panic(err)
 	}
@@ -82,6 +91,68 @@ func TestBuildDryRunJSON(t *testing.T) {
 	}
 	if !found {
 		t.Error("IMAGECTL_VAR_enable_doca_repos=1 did not enable the doca layer with its repository")
+	}
+	// Every key is snake_case (validation checks had Name and Command),
+	// but those of maps that hold data (bootstrap_env).
+	var doc any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	snake := regexp.MustCompile(`^[a-z0-9_]+$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if !snake.MatchString(k) {
+					t.Errorf("key %s/%s is not snake_case", path, k)
+				}
+				if !strings.HasSuffix(k, "_env") {
+					walk(path+"/"+k, e)
+				}
+			}
+		case []any:
+			for _, e := range v {
+				walk(path+"[]", e)
+			}
+		}
+	}
+	walk("", doc)
+	if !strings.Contains(out, `"name": "docker-compose"`) {
+		t.Error("the plan lacks the docker-compose check")
+	}
+}
+
+// TestVariableValueMessages: values from -var and the environment that
+// are not what the variable takes say what it takes.
+func TestVariableValueMessages(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{nil, []string{"-var", "size=80"}, 1, `"80" has no unit, which would make it 80 bytes: write a unit, such as "80G"`},
+		{nil, []string{"-var", "size=80g"}, 0, "valid (image"},
+		{nil, []string{"-var", "size=80GiB"}, 0, "valid (image"},
+		{[]string{"IMAGECTL_VAR_netdata_retention_mb=abc"}, nil, 1,
+			`The value for "netdata_retention_mb" from env IMAGECTL_VAR_netdata_retention_mb is not a valid number: "abc" is not a number (such as 512 or 1.5).`},
+		{nil, []string{"-var", "enable_doca_repos=maybe"}, 1, `"maybe" is not true or false (accepted, in any case: true, false, 1, 0, yes, no, on, off)`},
+	} {
+		out, errs, code := imagectl(t, tc.env, h200(append([]string{"validate"}, tc.args...)...)...)
+		if code != tc.code || !strings.Contains(out+errs, tc.want) || strings.Contains(errs, "not allowed") {
+			t.Errorf("%v %v: exit %d, want %d and %q:\n%s%s", tc.env, tc.args, code, tc.code, tc.want, out, errs)
+		}
+	}
+}
+
+// TestValidateLayerFile: validating a layer file printed an error per
+// layer attribute; now it says what the file is.
+func TestValidateLayerFile(t *testing.T) {
+	_, errs, code := imagectl(t, nil, "validate", "layers/docker.hcl")
+	if code != 1 || !strings.Contains(errs, "layers/docker.hcl:3:1: error: This is a layer file") ||
+		!strings.Contains(errs, "Layer files are validated through the recipe that uses them") || !strings.HasSuffix(errs, "1 error, 0 warnings\n") {
+		t.Errorf("exit %d:\n%s", code, errs)
 	}
 }
 

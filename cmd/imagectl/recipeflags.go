@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,12 +37,18 @@ func (f *recipeFlags) check() error {
 // load reads a recipe and prints its diagnostics: every error and warning
 // at once, as text on stderr, or as JSON on stdout when the recipe fails and
 // --output json is set. It returns nil and an exitError when there are errors.
+// It stops as soon as the command's context is cancelled (Ctrl-C), whatever
+// the load is doing: every command that reads a recipe or var files reads
+// them here.
 func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*recipes.Recipe, error) {
 	p := recipes.NewParser()
-	r, diags := p.LoadFile(path, recipes.Options{
+	r, diags, err := p.Load(cmd.Context(), path, recipes.Options{
 		Inputs: recipes.Inputs{Env: env, Files: f.varFiles, Flags: f.vars},
 		Roots:  f.roots,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("loading recipe %s: %w", path, context.Cause(cmd.Context()))
+	}
 	if diags.HasErrors() && f.output == "json" {
 		if err := writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "recipe": path, "diagnostics": recipes.DiagnosticsJSON(diags)}); err != nil {
 			return nil, err

@@ -23,7 +23,9 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// run executes imagectl with args and returns the process exit status.
+// run executes imagectl with args and returns the process exit status:
+// exitInterrupted when ctx was cancelled (a signal, see interruptContext)
+// and the command stopped for it.
 func run(ctx context.Context, args []string, s streams, env []string) int {
 	root := newRootCmd(s, env)
 	root.SetArgs(normalizeArgs(args))
@@ -32,6 +34,17 @@ func run(ctx context.Context, args []string, s streams, env []string) int {
 	switch {
 	case err == nil:
 		return 0
+	case ctx.Err() != nil:
+		// Interrupted: whatever the command says, say why it stopped.
+		msg, cause := err.Error(), context.Cause(ctx).Error()
+		switch {
+		case errors.As(err, &ee) || msg == context.Canceled.Error():
+			msg = cause
+		case !strings.Contains(msg, cause):
+			msg += " (" + cause + ")"
+		}
+		fmt.Fprintf(s.err, "imagectl: %s\n", msg)
+		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
 	default:

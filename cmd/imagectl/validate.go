@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/recipes"
 )
 
 func newValidateCmd(env []string) *cobra.Command {
@@ -11,9 +13,23 @@ func newValidateCmd(env []string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate RECIPE",
 		Short: "Check a recipe and report every error in it",
-		Long: `Validate loads a recipe with its layer files, variables and sources and
+		Long: fmt.Sprintf(`Validate loads a recipe with its layer files, variables and sources and
 reports every problem at once, each with file:line:col and a snippet. It exits
-non-zero when there is any error.`,
+non-zero when there is any error. It prints the first %d diagnostics and
+counts the rest; control characters and invalid UTF-8 from the input are
+printed escaped (\x1b). Given a layer file, it says so: a layer file is
+validated through a recipe that uses it.
+
+Input limits: imagectl reads HCL input - recipes, layer files, var files,
+-var and IMAGECTL_VAR_* values written as HCL, templates, sites.hcl - of at
+most %d bytes (1 MiB), nested at most %d levels deep: each bracket, brace,
+parenthesis, quote, heredoc and template interpolation or directive is a
+level, and so is each operator within one expression. It refuses more with a
+diagnostic at the place. A recipe needs a few kilobytes and a dozen levels.
+
+Ctrl-C (or SIGTERM) stops it at any point with exit status 130, even while
+a file it reads blocks; a second one exits at once.`,
+			recipes.MaxDiagnostics, recipes.MaxInputSize, recipes.MaxNesting),
 		Example: `  imagectl validate examples/demo.hcl -var-file base.vars.hcl
   imagectl validate recipes/h200.hcl --root /srv/infra -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
       -var netdata_retention_mb=512 --output json`,
