@@ -101,8 +101,14 @@ $(COSIGN):
 	mv $(@D).tmp/cosign $@
 	rmdir $(@D).tmp
 
+# The tagged build's tests, all of them; the race detector over the tests
+# that need no appliance (-short skips the ones that build or boot an image);
+# the CGO-free build's own tests (without libguestfs: -short, as the image
+# tests need it and the others already ran above).
 test: lint base-image cosign
 	$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./...
+	$(GO) test -count=1 -race -short -tags $(TAGS) ./...
+	CGO_ENABLED=0 $(GO) test -count=1 -short ./...
 	$(MAKE) --no-print-directory fuzz
 	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --version 0.0.0-ci >/dev/null
 	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --output json --version 0.0.0-ci >/dev/null

@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +19,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -38,7 +38,7 @@ var bundleMTime = time.Unix(946684800, 0) // 2000-01-01
 // applier executes steps in a session and records what the manifest needs.
 type applier struct {
 	s       Session
-	rep     reporter
+	rep     event.Reporter
 	client  *http.Client
 	aptSync bool // apt lists are current for the configured repositories
 
@@ -134,7 +134,7 @@ func (a *applier) optionalPackages(ctx context.Context, pkgs []string, install s
 		case err == nil:
 		case isCommandError(err):
 			a.missing = append(a.missing, p)
-			a.rep.log(fmt.Sprintf("optional package %s not installed: %s", p, lastLine(err.(*CommandError).Output)))
+			a.rep.Log(fmt.Sprintf("optional package %s not installed: %s", p, lastLine(err.(*CommandError).Output)))
 		default:
 			return err
 		}
@@ -171,8 +171,7 @@ func (a *applier) aptRepository(ctx context.Context, s steps.AptRepository) erro
 	if err := a.s.WriteFile(ctx, s.SourcesPath, []byte(s.Sources), 0o644, "root:root"); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(keyring)
-	a.keys = append(a.keys, manifest.AptKey{Repository: s.Name, Source: source, SHA256: hex.EncodeToString(sum[:])})
+	a.keys = append(a.keys, manifest.AptKey{Repository: s.Name, Source: source, SHA256: digest.Bytes(keyring).Hex()})
 	a.aptSync = false
 	return nil
 }
@@ -252,7 +251,7 @@ func (a *applier) kernelArgs(ctx context.Context, s steps.KernelArgs) error {
 		if !isCommandError(err) {
 			return err
 		}
-		a.rep.log("update-grub failed (curtin runs it again at deploy): " + lastLine(err.(*CommandError).Output))
+		a.rep.Log("update-grub failed (curtin runs it again at deploy): " + lastLine(err.(*CommandError).Output))
 	}
 	return nil
 }
@@ -304,7 +303,7 @@ func (a *applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := writeBundleTar(s, pw)
+		err := writeBundleTar(ctx, s, pw)
 		pw.CloseWithError(err)
 		errc <- err
 	}()
@@ -319,7 +318,7 @@ func (a *applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 	return nil
 }
 
-func writeBundleTar(s steps.StageBundle, w io.Writer) error {
+func writeBundleTar(ctx context.Context, s steps.StageBundle, w io.Writer) error {
 	want := map[string]steps.BundleEntry{}
 	for _, e := range s.Entries {
 		want[e.Path] = e
@@ -338,12 +337,11 @@ func writeBundleTar(s steps.StageBundle, w io.Writer) error {
 		return h
 	}
 	copyChecked := func(e steps.BundleEntry, r io.Reader) error {
-		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(tw, h), io.LimitReader(r, e.Size+1))
+		d, err := digest.Copy(ctx, tw, io.LimitReader(r, e.Size+1), nil)
 		if err != nil {
-			return err
+			return fmt.Errorf("copying %s: %w", e.Path, err)
 		}
-		if n != e.Size || hex.EncodeToString(h.Sum(nil)) != e.SHA256 {
+		if d.Size != e.Size || !d.Matches(e.SHA256) {
 			return fmt.Errorf("%s changed since the plan was made", e.Path)
 		}
 		return nil

@@ -2,17 +2,14 @@ package builder
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // BaseCache holds downloaded base images by digest: <dir>/sha256-<hex>.
@@ -31,14 +28,18 @@ var ErrChecksum = errors.New("checksum mismatch")
 // (downloaded and hashed in one pass when missing). Nothing else happens
 // before this succeeds.
 func (c BaseCache) Resolve(ctx context.Context, b BaseRef, localPath string, progress func(done, total int64)) (string, error) {
-	want := strings.TrimPrefix(b.Checksum, "sha256:")
+	sum, err := digest.Parse(b.Checksum)
+	if err != nil {
+		return "", fmt.Errorf("base image %s: checksum: %w", b.Source, err)
+	}
+	want := digest.Digest{Sum: sum}
 	if localPath != "" {
 		if err := verifyFile(ctx, localPath, want, progress); err != nil {
 			return "", fmt.Errorf("base image %s: %w", b.Source, err)
 		}
 		return localPath, nil
 	}
-	cached := filepath.Join(c.Dir, "sha256-"+want)
+	cached := filepath.Join(c.Dir, "sha256-"+want.Hex())
 	if _, err := os.Stat(cached); err == nil {
 		return cached, nil
 	}
@@ -51,7 +52,9 @@ func (c BaseCache) Resolve(ctx context.Context, b BaseRef, localPath string, pro
 	return cached, nil
 }
 
-func (c BaseCache) download(ctx context.Context, url, dest, want string, progress func(done, total int64)) error {
+// download fetches url into dest, hashing it on the way, and keeps it only
+// when its sha256 is want's.
+func (c BaseCache) download(ctx context.Context, url, dest string, want digest.Digest, progress func(done, total int64)) error {
 	client := c.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -73,63 +76,36 @@ func (c BaseCache) download(ctx context.Context, url, dest, want string, progres
 		return err
 	}
 	defer f.Abort()
-	h := sha256.New()
-	if _, err := copyWithProgress(ctx, io.MultiWriter(f, h), resp.Body, resp.ContentLength, progress); err != nil {
+	var report func(int64)
+	if progress != nil {
+		report = func(done int64) { progress(done, resp.ContentLength) }
+	}
+	got, err := digest.Copy(ctx, f, resp.Body, report)
+	if err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("%w: got sha256:%s, the recipe expects sha256:%s", ErrChecksum, got, want)
+	if got.Sum != want.Sum {
+		return fmt.Errorf("%w: got %s, the recipe expects %s", ErrChecksum, got, want)
 	}
 	return f.Commit()
 }
 
-func verifyFile(ctx context.Context, path, want string, progress func(done, total int64)) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
+// verifyFile checks that the local base image at path is a regular file
+// whose sha256 is want's.
+func verifyFile(ctx context.Context, path string, want digest.Digest, progress func(done, total int64)) error {
+	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", path)
 	}
-	h := sha256.New()
-	if _, err := copyWithProgress(ctx, h, f, st.Size(), progress); err != nil {
+	got, err := digest.FileProgress(ctx, path, progress)
+	if err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("%w: %s has sha256:%s, the recipe expects sha256:%s", ErrChecksum, path, got, want)
+	if got.Sum != want.Sum {
+		return fmt.Errorf("%w: %s has %s, the recipe expects %s", ErrChecksum, path, got, want)
 	}
 	return nil
-}
-
-// copyWithProgress copies in 1 MiB pieces, checking ctx between them.
-func copyWithProgress(ctx context.Context, w io.Writer, r io.Reader, total int64, progress func(done, total int64)) (int64, error) {
-	buf := make([]byte, 1<<20)
-	var done, reported int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return done, err
-		}
-		n, err := r.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return done, werr
-			}
-			done += int64(n)
-			if progress != nil && (done-reported >= 64<<20 || done == total) {
-				progress(done, total)
-				reported = done
-			}
-		}
-		if err == io.EOF {
-			return done, nil
-		}
-		if err != nil {
-			return done, err
-		}
-	}
 }

@@ -2,8 +2,6 @@ package builder
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -11,12 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 func TestBaseCache(t *testing.T) {
 	content := []byte(strings.Repeat("base image bytes ", 100000))
-	sum := sha256.Sum256(content)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
+	sum := digest.Bytes(content).String()
 	hits := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits++
@@ -30,14 +29,14 @@ func TestBaseCache(t *testing.T) {
 	ctx := context.Background()
 	cache := BaseCache{Dir: t.TempDir()}
 
-	p, err := cache.Resolve(ctx, BaseRef{Source: srv.URL + "/img", Checksum: digest}, "", nil)
+	p, err := cache.Resolve(ctx, BaseRef{Source: srv.URL + "/img", Checksum: sum}, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != string(content) {
 		t.Fatal("cached content differs")
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: srv.URL + "/img", Checksum: digest}, "", nil); err != nil || hits != 1 {
+	if _, err := cache.Resolve(ctx, BaseRef{Source: srv.URL + "/img", Checksum: sum}, "", nil); err != nil || hits != 1 {
 		t.Errorf("second resolve: %v, %d downloads", err, hits)
 	}
 
@@ -56,18 +55,29 @@ func TestBaseCache(t *testing.T) {
 
 	local := filepath.Join(t.TempDir(), "base.qcow2")
 	os.WriteFile(local, content, 0o644)
-	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: digest}, local, nil); err != nil {
+	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: sum}, local, nil); err != nil {
 		t.Error(err)
 	}
 	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: wrong}, local, nil); !errors.Is(err, ErrChecksum) {
 		t.Errorf("local bad checksum: %v", err)
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: "nope", Checksum: digest}, filepath.Join(t.TempDir(), "nope"), nil); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := cache.Resolve(ctx, BaseRef{Source: "nope", Checksum: sum}, filepath.Join(t.TempDir(), "nope"), nil); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing local: %v", err)
+	}
+	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: "md5:" + strings.Repeat("0", 32)}, local, nil); err == nil || !strings.Contains(err.Error(), "is not a sha256") {
+		t.Errorf("malformed checksum: %v", err)
+	}
+	if _, err := cache.Resolve(ctx, BaseRef{Source: "dir", Checksum: sum}, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("directory: %v", err)
+	}
+	var calls [][2]int64
+	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: sum}, local, func(done, total int64) { calls = append(calls, [2]int64{done, total}) }); err != nil ||
+		len(calls) == 0 || calls[len(calls)-1] != [2]int64{int64(len(content)), int64(len(content))} {
+		t.Errorf("progress %v, %v", calls, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := cache.Resolve(cctx, BaseRef{Source: local, Checksum: digest}, local, nil); !errors.Is(err, context.Canceled) {
+	if _, err := cache.Resolve(cctx, BaseRef{Source: local, Checksum: sum}, local, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }

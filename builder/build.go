@@ -2,7 +2,6 @@ package builder
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
@@ -38,7 +39,7 @@ type BuildOptions struct {
 	// Accel is passed to the executor: auto, kvm or tcg.
 	Accel string
 	// Events receives progress; nil discards it.
-	Events func(Event)
+	Events func(event.Event)
 	// HTTPClient fetches base images and apt keys (default http.DefaultClient).
 	HTTPClient *http.Client
 	// ParentVersion is the version this build follows (the store's latest
@@ -86,7 +87,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	if opts.Executor == nil {
 		return nil, errors.New("no executor: this imagectl was built without libguestfs support (build it with -tags guestfs)")
 	}
-	rep := reporter{fn: opts.Events}
+	rep := event.Reporter(opts.Events)
 	started := time.Now().UTC()
 	img := plan.Source.Image
 
@@ -102,10 +103,10 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	}
 
 	// 1. The base image, verified before anything else happens.
-	end := rep.phase(PhaseVerifyBase, plan.Base.Source)
+	end := rep.Phase(PhaseVerifyBase, plan.Base.Source)
 	basePath, err := BaseCache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, plan.Base, img.Base.Path,
 		func(done, total int64) {
-			rep.emit(Event{Type: "progress", Phase: PhaseVerifyBase, Done: done, Total: total})
+			rep.Progress(PhaseVerifyBase, done, total)
 		})
 	end(err)
 	if err != nil {
@@ -121,7 +122,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	}
 	defer os.RemoveAll(work)
 	disk := filepath.Join(work, "disk.raw")
-	end = rep.phase(PhasePrepare, "raw working copy of the base image")
+	end = rep.Phase(PhasePrepare, "raw working copy of the base image")
 	err = prepareDisk(ctx, basePath, plan.Base.Format, disk, plan.Base.SizeBytes)
 	end(err)
 	if err != nil {
@@ -164,14 +165,14 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 			m.Packages, mounts = meta.Packages, meta.Mounts
 			m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
 		}
-		rep.emit(Event{Type: "step", Status: "cached", Layer: plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
+		rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusCached, Layer: plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
 	}
 
 	// 4. One appliance for the layers left, when any are.
-	sessOpts := SessionOptions{Accel: opts.Accel, Log: rep.log, Format: "raw"}
+	sessOpts := SessionOptions{Accel: opts.Accel, Log: rep.Log, Format: "raw"}
 	var sess Session
 	if len(restored) < len(plan.Layers) {
-		end = rep.phase(PhaseLaunch, "libguestfs appliance")
+		end = rep.Phase(PhaseLaunch, "libguestfs appliance")
 		sess, err = opts.Executor.Open(ctx, disk, sessOpts)
 		end(err)
 		if err != nil {
@@ -194,8 +195,8 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	// 5. Pack the root filesystem, streaming: compression and sha256 in one
 	// pass, no uncompressed tar on disk.
 	tgzPath := filepath.Join(outDir, plan.Artifacts.Tarball)
-	end = rep.phase(PhasePack, tgzPath)
-	pk := rootPacker{mode: opts.Packer, disk: disk, level: plan.Artifacts.CompressionLevel, log: rep.log,
+	end = rep.Phase(PhasePack, tgzPath)
+	pk := rootPacker{mode: opts.Packer, disk: disk, level: plan.Artifacts.CompressionLevel, log: rep.Log,
 		reopen: func() (Session, error) { return opts.Executor.Open(ctx, disk, sessOpts) }}
 	tgz, pack, packer, err := pk.pack(ctx, sess, mounts, tgzPath)
 	end(err)
@@ -209,29 +210,25 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 
 	// 6. The deployability check on the packed tgz: findings are reported
 	// and recorded in the manifest (upload refuses what has errors).
-	end = rep.phase(PhaseCheck, "deployability of the tgz")
+	end = rep.Phase(PhaseCheck, "deployability of the tgz")
 	findings, err := validate.CheckDeployable(ctx, tgz.Name(), validate.DeployOptions{KernelArgs: plan.KernelArgs, BareMetal: true})
 	end(err)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
-	waivers := map[string]string{}
-	for _, w := range plan.Waivers {
-		waivers[w.Check] = w.Reason
-	}
 	m.Deploy = []manifest.DeployFinding{}
-	for _, f := range validate.Waive(findings, waivers) {
+	for _, f := range validate.ApplyWaivers(findings, plan.Waivers) {
 		m.Deploy = append(m.Deploy, manifest.DeployFinding{Check: f.Check, Severity: f.Severity, Message: f.Message,
 			Waived: f.Waived, WaiverReason: f.WaiverReason})
 		if f.Waived {
-			rep.log(fmt.Sprintf("deployability %s (waived by the recipe: %s): %s: %s", f.Severity, f.WaiverReason, f.Check, f.Message))
+			rep.Log(fmt.Sprintf("deployability %s (waived by the recipe: %s): %s: %s", f.Severity, f.WaiverReason, f.Check, f.Message))
 			continue
 		}
-		rep.log(fmt.Sprintf("deployability %s: %s: %s (fix: %s)", f.Severity, f.Check, f.Message, f.Fix))
+		rep.Log(fmt.Sprintf("deployability %s: %s: %s (fix: %s)", f.Severity, f.Check, f.Message, f.Fix))
 	}
 
 	// 7. The manifest and the validation script, then publish all three.
-	end = rep.phase(PhaseManifest, plan.Artifacts.Manifest)
+	end = rep.Phase(PhaseManifest, plan.Artifacts.Manifest)
 	m.Build.Finished = time.Now().UTC()
 	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()
 	m.Artifact = &manifest.Artifact{File: plan.Artifacts.Tarball, SHA256: pack.SHA256, Size: pack.Size, Compression: "gzip",
@@ -243,7 +240,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 
 // applyLayers applies the plan's layers from index first on, with services
 // kept from starting, snapshotting each into the layer cache when lc is set.
-func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *applier, sess Session, first int, lc *layerCache, disk string, rep reporter) error {
+func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *applier, sess Session, first int, lc *layerCache, disk string, rep event.Reporter) error {
 	ap.s = sess
 	// The final layer's steps need the manifest as it stands then.
 	snapshot := func(ctx context.Context) error {
@@ -275,15 +272,15 @@ func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *appl
 		missing, keys := len(ap.missing), len(ap.keys)
 		for _, st := range l.Steps {
 			start := time.Now()
-			rep.emit(Event{Type: "step", Status: "start", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
+			rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusStart, Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
 			err := ap.apply(ctx, st)
 			secs := time.Since(start).Seconds()
 			if err != nil {
 				err = ctxErr(ctx, fmt.Errorf("layer %s, %s step: %w", l.Name, st.Kind(), err))
-				rep.emit(Event{Type: "step", Status: "failed", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs, Message: err.Error()})
+				rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusFailed, Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs, Message: err.Error()})
 				return err
 			}
-			rep.emit(Event{Type: "step", Status: "ok", Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
+			rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusOK, Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
 			ml.Steps = append(ml.Steps, manifest.Step{Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
 		}
 		if lc == nil || !l.Enabled {
@@ -293,7 +290,7 @@ func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *appl
 		if final {
 			meta.Packages, meta.Mounts = m.Packages, sess.Mounts()
 		}
-		end := rep.phase(PhaseSnapshot, "layer "+l.Name)
+		end := rep.Phase(PhaseSnapshot, "layer "+l.Name)
 		err := sess.Checkpoint(ctx, func() error { return lc.save(ctx, plan, i, disk, meta) })
 		end(err)
 		if err != nil {
@@ -321,34 +318,20 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	}
 	sigs := map[string][]byte{}
 	if sign != nil {
-		sum, err := hex.DecodeString(m.Artifact.SHA256)
+		sum, err := digest.Parse(m.Artifact.SHA256)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("signing the build: the manifest's artifact sha256: %w", err)
 		}
-		if sigs, err = sign(res.Tarball, sum, m.Artifact.Size, res.ManifestPath, mb); err != nil {
+		if sigs, err = sign(res.Tarball, sum[:], m.Artifact.Size, res.ManifestPath, mb); err != nil {
 			return nil, fmt.Errorf("signing the build: %w", err)
 		}
 	}
-	type output struct {
-		path string
-		f    *atomicfile.File
-	}
-	var outs []output
-	defer func() {
-		for _, o := range outs {
-			o.f.Abort()
-		}
-	}()
-	create := func(path string, data []byte, mode os.FileMode) error {
-		f, err := atomicfile.Create(path, mode)
-		if err != nil {
-			return err
-		}
-		outs = append(outs, output{path, f})
-		_, err = f.Write(data)
-		return err
-	}
-	if err := create(res.ValidationScript, script, 0o755); err != nil {
+	// The script, the signatures, the tgz, then the manifest, published in
+	// that order, all or none: a manifest under its final name always
+	// describes a complete, signed tgz beside it.
+	var set atomicfile.Set
+	defer set.Abort()
+	if err := set.WriteFile(res.ValidationScript, script, 0o755); err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(sigs))
@@ -357,13 +340,13 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	}
 	sort.Strings(names)
 	for _, p := range names {
-		if err := create(p, sigs[p], 0o644); err != nil {
+		if err := set.WriteFile(p, sigs[p], 0o644); err != nil {
 			return nil, err
 		}
 	}
 	res.Signatures = names
-	outs = append(outs, output{res.Tarball, tgz})
-	if err := create(res.ManifestPath, mb, 0o644); err != nil {
+	set.Add(tgz)
+	if err := set.WriteFile(res.ManifestPath, mb, 0o644); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -373,22 +356,13 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	for _, name := range []string{a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle} {
 		if p := filepath.Join(outDir, name); sigs[p] == nil {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, err
+				return nil, fmt.Errorf("removing the signature of an earlier build: %w", err)
 			}
 		}
 	}
-	// The script, the signatures, the tgz, then the manifest: a manifest
-	// under its final name always describes a complete, signed tgz beside
-	// it. A failure takes back what was published.
-	for i, o := range outs {
-		if err := o.f.Commit(); err != nil {
-			for _, done := range outs[:i] {
-				os.Remove(done.path)
-			}
-			return nil, err
-		}
+	if err := set.Commit(); err != nil {
+		return nil, err
 	}
-	outs = nil
 	return res, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -87,7 +88,7 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 // restored, one per leading plan layer (nil for disabled ones). A corrupted
 // snapshot is reported, removed and rebuilt; prepare makes a fresh base disk
 // when a restore has to start again.
-func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk string, rep reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
+func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk string, rep event.Reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
 	lc := &layerCache{c: layercache.Cache{Dir: opts.LayerCache}}
 	var err error
 	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Source.Dir), opts.ParentVersion); err != nil {
@@ -118,12 +119,12 @@ func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk str
 				e, err := lc.c.Get(key, state)
 				switch {
 				case err != nil:
-					rep.log(fmt.Sprintf("layer cache: reading layer %s: %v; rebuilding it", plan.Layers[i].Name, err))
+					rep.Log(fmt.Sprintf("layer cache: reading layer %s: %v; rebuilding it", plan.Layers[i].Name, err))
 					break lookup
 				case e == nil:
 					break lookup
 				case lc.volatile[i] && time.Since(e.Created) > maxAge:
-					rep.log(fmt.Sprintf("layer cache: layer %s was cached %s ago, more than the maximum age %s for a layer that installs packages or runs commands; rebuilding it",
+					rep.Log(fmt.Sprintf("layer cache: layer %s was cached %s ago, more than the maximum age %s for a layer that installs packages or runs commands; rebuilding it",
 						plan.Layers[i].Name, time.Since(e.Created).Round(time.Minute), maxAge))
 					break lookup
 				}
@@ -141,12 +142,12 @@ func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk str
 			lc.table = base
 			return lc, nil, nil
 		}
-		end := rep.phase(PhaseRestore, fmt.Sprintf("%d cached layers up to %s", len(chain), chain[len(chain)-1].Layer))
+		end := rep.Phase(PhaseRestore, fmt.Sprintf("%d cached layers up to %s", len(chain), chain[len(chain)-1].Layer))
 		t, err := lc.c.Restore(ctx, chain, base, disk)
 		end(err)
 		var ce *layercache.CorruptError
 		if errors.As(err, &ce) {
-			rep.log(fmt.Sprintf("layer cache: %v; removing it and rebuilding from there", err))
+			rep.Log(fmt.Sprintf("layer cache: %v; removing it and rebuilding from there", err))
 			lc.c.Remove(ce.Entry)
 			if err := prepare(); err != nil {
 				lc.unlock()

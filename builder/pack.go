@@ -3,8 +3,6 @@ package builder
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"github.com/klauspost/pgzip"
 
 	"github.com/gpuaas/imagectl/builder/ext4tar"
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // PackResult describes a packed root filesystem.
@@ -93,14 +92,14 @@ func PackDisk(ctx context.Context, path string, part int, out io.Writer, level i
 // tgzWriter writes root filesystem entries as the artifact's tgz.
 type tgzWriter struct {
 	closed bool
-	hw     *hashingWriter
+	hw     *digest.Writer
 	zw     *pgzip.Writer
 	tw     *tar.Writer
 	res    PackResult
 }
 
 func newTGZWriter(out io.Writer, level int) (*tgzWriter, error) {
-	hw := &hashingWriter{w: out, h: sha256.New()}
+	hw := digest.NewWriter(out)
 	zw, err := pgzip.NewWriterLevel(hw, level)
 	if err != nil {
 		return nil, err
@@ -157,7 +156,8 @@ func (t *tgzWriter) close() (PackResult, error) {
 	if err := t.zw.Close(); err != nil {
 		return t.res, err
 	}
-	t.res.SHA256, t.res.Size = hex.EncodeToString(t.hw.h.Sum(nil)), t.hw.n
+	d := t.hw.Digest()
+	t.res.SHA256, t.res.Size = d.Hex(), d.Size
 	return t.res, nil
 }
 
@@ -200,20 +200,4 @@ func normalizeHeader(h *tar.Header) (*tar.Header, error) {
 		}
 	}
 	return nh, nil
-}
-
-type hashingWriter struct {
-	w io.Writer
-	h interface {
-		io.Writer
-		Sum([]byte) []byte
-	}
-	n int64
-}
-
-func (hw *hashingWriter) Write(p []byte) (int, error) {
-	n, err := hw.w.Write(p)
-	hw.h.Write(p[:n])
-	hw.n += int64(n)
-	return n, err
 }

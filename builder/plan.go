@@ -1,8 +1,6 @@
 package builder
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -11,10 +9,10 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
-	"github.com/gpuaas/imagectl/upload"
 )
 
 // SchemaVersion is the version of the plan's JSON form.
@@ -155,7 +153,7 @@ type ValidationRef struct {
 	Profiles             []manifest.Profile `json:"profiles"`
 }
 
-// Artifacts are the files a build writes.
+// Artifacts are the files a build writes, named by manifest.FilesFor.
 type Artifacts struct {
 	Directory      string `json:"directory"`
 	Tarball        string `json:"tarball"`
@@ -279,16 +277,16 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		p.Bundles = append(p.Bundles, br)
 	}
 
-	stem := img.Name + "-" + p.Image.Version
+	files := manifest.FilesFor(img.Name, p.Image.Version)
 	p.Artifacts = Artifacts{
 		Directory:              img.Artifact.Directory,
-		Tarball:                stem + ".tgz",
-		Manifest:               stem + ".manifest.json",
-		Signature:              stem + ".tgz.sig",
-		SigstoreBundle:         stem + ".tgz.sigstore.json",
-		ManifestSignature:      stem + ".manifest.json.sig",
-		ManifestSigstoreBundle: stem + ".manifest.json.sigstore.json",
-		ValidationScript:       stem + "-validate.sh",
+		Tarball:                files.Tarball,
+		Manifest:               files.Manifest,
+		Signature:              files.TarballSignature,
+		SigstoreBundle:         files.TarballBundle,
+		ManifestSignature:      files.ManifestSignature,
+		ManifestSigstoreBundle: files.ManifestBundle,
+		ValidationScript:       files.ValidationScript,
 		CompressionLevel:       img.Artifact.CompressionLevel,
 		SignKey:                img.Artifact.SignKey,
 	}
@@ -296,16 +294,15 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		p.Artifacts.SignKey = opts.SignKey
 	}
 	if m := img.MAAS; m != nil {
-		vn := upload.VersionedName(m.Name, p.Image.Version)
-		p.MAAS = &MAASTarget{Name: m.Name, VersionedName: vn, DistroSeries: upload.DistroSeries(vn), Title: m.Title + " " + p.Image.Version,
+		vn := manifest.VersionedName(m.Name, p.Image.Version)
+		p.MAAS = &MAASTarget{Name: m.Name, VersionedName: vn, DistroSeries: manifest.DistroSeries(vn), Title: m.Title + " " + p.Image.Version,
 			Architecture: img.Architecture, Filetype: m.Filetype, BaseImage: m.BaseImage, Site: m.Site}
 	}
 	return p, nil
 }
 
-func chainKey(parent, digest string) string {
-	sum := sha256.Sum256([]byte(parent + "\n" + digest))
-	return "sha256:" + hex.EncodeToString(sum[:])
+func chainKey(parent, layer string) string {
+	return digest.Bytes([]byte(parent + "\n" + layer)).String()
 }
 
 func nonNil(s []string) []string {

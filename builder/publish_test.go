@@ -2,8 +2,6 @@ package builder
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,13 +9,15 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 )
 
 // TestPublishSigned: the outputs are signed before they appear, published
 // with their signatures (which the verifier accepts), or not at all when
-// signing fails; a build without a key removes stale signatures.
+// signing or publishing one of them fails; a build without a key removes
+// stale signatures.
 func TestPublishSigned(t *testing.T) {
 	priv, pub, err := signing.GenerateKeyPair([]byte("pw"))
 	if err != nil {
@@ -47,9 +47,8 @@ func TestPublishSigned(t *testing.T) {
 		defer tgz.Abort()
 		content := []byte("not really a tgz, but bytes with a digest")
 		tgz.Write(content)
-		sum := sha256.Sum256(content)
 		m := &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: manifest.Image{Name: "demo", Version: "1"},
-			Artifact: &manifest.Artifact{File: arts.Tarball, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(content))}}
+			Artifact: &manifest.Artifact{File: arts.Tarball, SHA256: digest.Bytes(content).Hex(), Size: int64(len(content))}}
 		return publish(context.Background(), m, tgz, dir, arts, sign)
 	}
 	files := func(dir string) []string {
@@ -91,5 +90,17 @@ func TestPublishSigned(t *testing.T) {
 	})
 	if err == nil || len(files(empty)) != 0 {
 		t.Errorf("failed signing: %v, left %v", err, files(empty))
+	}
+
+	// The manifest, published last, cannot take its name (a directory
+	// holds it): the script, the signatures and the tgz, published by
+	// then, are taken back.
+	blocked := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(blocked, arts.Manifest, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = publishOnce(t, blocked, hook)
+	if got := files(blocked); err == nil || len(got) != 1 || got[0] != arts.Manifest {
+		t.Errorf("failed publish: %v, left %v", err, got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -103,7 +104,7 @@ func layerSteps(rl *recipes.Layer) []steps.Step {
 }
 
 func writeFile(p string, mode fs.FileMode, owner, origin string, content []byte) steps.WriteFile {
-	return steps.WriteFile{Path: p, Mode: mode, Owner: owner, Origin: origin, SHA256: steps.SHA256Hex(content), Size: len(content), Content: content}
+	return steps.WriteFile{Path: p, Mode: mode, Owner: owner, Origin: origin, SHA256: digest.Bytes(content).Hex(), Size: len(content), Content: content}
 }
 
 // aptRepository compiles a repository to its keyring and deb822 file.
@@ -118,7 +119,7 @@ func aptRepository(r *recipes.AptRepository) steps.AptRepository {
 		SourcesPath: "/etc/apt/sources.list.d/imagectl-" + r.Name + ".sources",
 	}
 	if r.Key.Content != nil {
-		s.KeyFile, s.KeySHA256, s.KeyContent = r.Key.Display, steps.SHA256Hex(r.Key.Content), r.Key.Content
+		s.KeyFile, s.KeySHA256, s.KeyContent = r.Key.Display, digest.Bytes(r.Key.Content).Hex(), r.Key.Content
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Written by imagectl: apt repository %q.\n", r.Name)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -16,14 +17,7 @@ import (
 // it is missing (make test installs it; CI must have it).
 func requireShellcheck(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("shellcheck")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("shellcheck is not installed (make deps installs it)")
-		}
-		t.Skip("shellcheck is not installed (make deps installs it)")
-	}
-	return p
+	return testenv.Tool(t, "shellcheck", "make deps installs it")
 }
 
 // TestGrubDropIn sources the generated drop-in the way grub-mkconfig does,

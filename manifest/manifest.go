@@ -4,6 +4,9 @@
 // timings, lineage). The builder writes it beside the tgz and, without the
 // artifact section, into the image as its build marker; diff, sign and
 // upload read it.
+//
+// The package also names the files of a build beside its tgz (files.go)
+// and an image's MAAS names (maasname.go).
 package manifest
 
 import (

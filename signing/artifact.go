@@ -2,20 +2,14 @@ package signing
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 )
-
-// ManifestPath is the manifest a build writes beside a tgz:
-// <name>-<version>.tgz -> <name>-<version>.manifest.json.
-func ManifestPath(tarball string) string {
-	return strings.TrimSuffix(tarball, ".tgz") + ".manifest.json"
-}
 
 // SignedArtifact is a signed tgz and manifest.
 type SignedArtifact struct {
@@ -37,14 +31,14 @@ func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string) 
 	if err != nil {
 		return nil, fmt.Errorf("signing %s: %w", tarball, err)
 	}
-	td, err := DigestFile(ctx, tarball)
+	td, err := digest.File(ctx, tarball)
 	if err != nil {
 		return nil, err
 	}
 	if err := matches(m, manifestPath, tarball, td); err != nil {
 		return nil, fmt.Errorf("refusing to sign: %w", err)
 	}
-	md, err := DigestFile(ctx, manifestPath)
+	md, err := digest.File(ctx, manifestPath)
 	if err != nil {
 		return nil, err
 	}
@@ -74,16 +68,19 @@ func (s *Signer) SignBuilt(tarball string, tgzSHA256 []byte, tgzSize int64, mani
 	if err != nil {
 		return nil, nil, fmt.Errorf("signing %s: %w", manifestPath, err)
 	}
-	td := Digest{SHA256: tgzSHA256, Size: tgzSize}
+	td := digest.Digest{Size: tgzSize}
+	if len(tgzSHA256) != len(td.Sum) {
+		return nil, nil, fmt.Errorf("signing %s: digest is %d bytes, not a SHA-256", tarball, len(tgzSHA256))
+	}
+	copy(td.Sum[:], tgzSHA256)
 	if err := matches(m, manifestPath, tarball, td); err != nil {
 		return nil, nil, fmt.Errorf("refusing to sign: %w", err)
 	}
-	sum := sha256.Sum256(manifestBytes)
 	a := &SignedArtifact{}
 	if a.Tarball, err = s.SignDigest(tarball, td); err != nil {
 		return nil, nil, err
 	}
-	if a.Manifest, err = s.SignDigest(manifestPath, Digest{SHA256: sum[:], Size: int64(len(manifestBytes))}); err != nil {
+	if a.Manifest, err = s.SignDigest(manifestPath, digest.Bytes(manifestBytes)); err != nil {
 		return nil, nil, err
 	}
 	files := map[string][]byte{}
@@ -94,11 +91,11 @@ func (s *Signer) SignBuilt(tarball string, tgzSHA256 []byte, tgzSize int64, mani
 }
 
 // matches says whether the manifest's artifact section describes the tgz.
-func matches(m *manifest.Manifest, manifestPath, tarball string, d Digest) error {
+func matches(m *manifest.Manifest, manifestPath, tarball string, d digest.Digest) error {
 	switch a := m.Artifact; {
 	case a == nil:
 		return fmt.Errorf("%s has no artifact section: it is a build marker, not the manifest of a tgz", manifestPath)
-	case !strings.EqualFold(strings.TrimPrefix(a.SHA256, "sha256:"), d.Hex()):
+	case !d.Matches(a.SHA256):
 		return fmt.Errorf("%s records sha256 %s for the artifact, but %s has sha256 %s", manifestPath, a.SHA256, tarball, d.Hex())
 	case a.Size != d.Size:
 		return fmt.Errorf("%s records %d bytes for the artifact, but %s has %d", manifestPath, a.Size, tarball, d.Size)
@@ -137,14 +134,14 @@ func (r *Report) Err() error {
 // in the report (see Report.Err); the error is for what stopped it from
 // checking at all, such as an unreadable tgz.
 func VerifyArtifact(ctx context.Context, v *Verifier, tarball, manifestPath string) (*Report, error) {
-	td, err := DigestFile(ctx, tarball)
+	td, err := digest.File(ctx, tarball)
 	if err != nil {
 		return nil, fmt.Errorf("verifying: %w", err)
 	}
 	r := &Report{Tarball: tarball, Manifest: manifestPath, SHA256: td.Hex(), Size: td.Size}
 	r.Checks = append(r.Checks, v.verifyFile("tarball", tarball, td)...)
 
-	md, err := DigestFile(ctx, manifestPath)
+	md, err := digest.File(ctx, manifestPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		r.Checks = append(r.Checks, Check{Name: "manifest", File: manifestPath, Error: fmt.Sprintf("%s: missing: the tgz cannot be checked against its manifest", manifestPath)})

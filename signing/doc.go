@@ -7,6 +7,12 @@
 // verifies a built artifact as a unit: the tgz, its manifest, and that the
 // manifest's sha256 and size describe the tgz.
 //
-// Files are hashed as streams, so memory stays flat on multi-GB tarballs.
-// Verification is by key only: no transparency log, no certificates.
+// It also says which key a build signs with (BuildKeyPath: the build's
+// own, else the recipe's sign_key) and decrypts it with the password in
+// $COSIGN_PASSWORD, as cosign does. The names of the signature files are
+// package manifest's, with the other files beside a tgz.
+//
+// Files are hashed as streams (internal/digest), so memory stays flat on
+// multi-GB tarballs. Verification is by key only: no transparency log, no
+// certificates.
 package signing

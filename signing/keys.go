@@ -12,10 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/gpuaas/imagectl/internal/atomicfile"
 )
 
 // PEM block types of an encrypted cosign private key: cosign writes
@@ -52,6 +55,25 @@ func GenerateKeyPair(password []byte) (privatePEM, publicPEM []byte, err error) 
 		return nil, nil, fmt.Errorf("encoding the public key: %w", err)
 	}
 	return privatePEM, publicPEM, nil
+}
+
+// WriteKeyPair makes a key pair as GenerateKeyPair does and writes the
+// private key to keyPath (mode 0600) and the public key to pubPath, both
+// or neither. Existing files are replaced.
+func WriteKeyPair(keyPath, pubPath string, password []byte) error {
+	priv, pub, err := GenerateKeyPair(password)
+	if err != nil {
+		return err
+	}
+	var set atomicfile.Set
+	defer set.Abort()
+	if err := set.WriteFile(keyPath, priv, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", keyPath, err)
+	}
+	if err := set.WriteFile(pubPath, pub, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", pubPath, err)
+	}
+	return set.Commit()
 }
 
 // Signer signs with a private key.
@@ -103,6 +125,36 @@ func LoadPrivateKeyFile(path string, password []byte) (*Signer, error) {
 		return nil, fmt.Errorf("signing key %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// LoadPrivateKeyFileEnv reads and decrypts a cosign private key file with
+// the password in $COSIGN_PASSWORD, as cosign does, looked up with
+// lookupEnv (os.LookupEnv when nil). Unset, the password is empty, and a
+// failure says that it is unset.
+func LoadPrivateKeyFileEnv(path string, lookupEnv func(string) (string, bool)) (*Signer, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	password, set := lookupEnv(PasswordEnv)
+	s, err := LoadPrivateKeyFile(path, []byte(password))
+	if err != nil && !set {
+		return nil, fmt.Errorf("%w (%s is not set)", err, PasswordEnv)
+	}
+	return s, err
+}
+
+// BuildKeyPath is the private key a build signs with: flagKey (given for
+// this build) as it is, else the recipe's sign_key, which is relative to
+// the directory of the recipe file at recipePath; "" for none.
+func BuildKeyPath(flagKey, recipeKey, recipePath string) string {
+	switch {
+	case flagKey != "":
+		return flagKey
+	case recipeKey == "" || filepath.IsAbs(recipeKey):
+		return recipeKey
+	default:
+		return filepath.Join(filepath.Dir(recipePath), recipeKey)
+	}
 }
 
 // PublicKeyPEM is the signer's public key as cosign writes it (cosign.pub).

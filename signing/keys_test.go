@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,6 +93,80 @@ func TestLoadKeyFileNamesTheFile(t *testing.T) {
 	_, err = LoadPublicKeyFile("/nonexistent/cosign.pub")
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/cosign.pub") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// WriteKeyPair writes a pair that loads, the private key readable by its
+// owner only.
+func TestWriteKeyPair(t *testing.T) {
+	dir := t.TempDir()
+	key, pub := filepath.Join(dir, "k.key"), filepath.Join(dir, "k.pub")
+	if err := WriteKeyPair(key, pub, []byte("pw")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("private key: %v %v", st, err)
+	}
+	if _, err := LoadPrivateKeyFile(key, []byte("pw")); err != nil {
+		t.Error(err)
+	}
+	if _, err := LoadPublicKeyFile(pub); err != nil {
+		t.Error(err)
+	}
+	// Neither file appears when one cannot be written.
+	if err := WriteKeyPair(filepath.Join(dir, "n.key"), filepath.Join(dir, "none", "n.pub"), nil); err == nil {
+		t.Fatal("wrote a pair into a missing directory")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("a failed WriteKeyPair left %v", entries)
+	}
+}
+
+// The password comes from $COSIGN_PASSWORD; unset, it is empty, and the
+// error says so.
+func TestLoadPrivateKeyFileEnv(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k.key")
+	if err := WriteKeyPair(key, filepath.Join(dir, "k.pub"), []byte("pw")); err != nil {
+		t.Fatal(err)
+	}
+	env := func(kv ...string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			if len(kv) == 2 && kv[0] == k {
+				return kv[1], true
+			}
+			return "", false
+		}
+	}
+	if _, err := LoadPrivateKeyFileEnv(key, env(PasswordEnv, "pw")); err != nil {
+		t.Error(err)
+	}
+	if _, err := LoadPrivateKeyFileEnv(key, env(PasswordEnv, "wrong")); err == nil || strings.Contains(err.Error(), "is not set") {
+		t.Errorf("wrong password: %v", err)
+	}
+	if _, err := LoadPrivateKeyFileEnv(key, env()); err == nil || !strings.HasSuffix(err.Error(), "(COSIGN_PASSWORD is not set)") {
+		t.Errorf("no password: %v", err)
+	}
+	empty := filepath.Join(dir, "e.key")
+	if err := WriteKeyPair(empty, filepath.Join(dir, "e.pub"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPrivateKeyFileEnv(empty, env()); err != nil {
+		t.Errorf("a key without a password, COSIGN_PASSWORD unset: %v", err)
+	}
+}
+
+func TestBuildKeyPath(t *testing.T) {
+	for _, tc := range []struct{ flag, recipeKey, recipe, want string }{
+		{"", "", "recipes/h200.hcl", ""},
+		{"other.key", "keys/cosign.key", "recipes/h200.hcl", "other.key"},
+		{"", "keys/cosign.key", "recipes/h200.hcl", "recipes/keys/cosign.key"},
+		{"", "/etc/imagectl/cosign.key", "recipes/h200.hcl", "/etc/imagectl/cosign.key"},
+		{"", "cosign.key", "h200.hcl", "cosign.key"},
+	} {
+		if got := BuildKeyPath(tc.flag, tc.recipeKey, tc.recipe); got != tc.want {
+			t.Errorf("BuildKeyPath(%q, %q, %q) = %q, want %q", tc.flag, tc.recipeKey, tc.recipe, got, tc.want)
+		}
 	}
 }
 

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/sigstore/sigstore/pkg/signature/options"
+
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Check is one verification and its outcome.
@@ -29,9 +32,10 @@ const maxSignatureFile = 1 << 20
 // verifyFile checks the .sig and .sigstore.json beside path against the
 // file's digest. Each one present must verify and at least one must be
 // present.
-func (v *Verifier) verifyFile(what, path string, d Digest) []Check {
-	sigCheck := Check{Name: what + " signature", File: path + SignatureSuffix}
-	bundleCheck := Check{Name: what + " bundle", File: path + BundleSuffix}
+func (v *Verifier) verifyFile(what, path string, d digest.Digest) []Check {
+	sigPath, bundlePath := manifest.Signatures(path)
+	sigCheck := Check{Name: what + " signature", File: sigPath}
+	bundleCheck := Check{Name: what + " bundle", File: bundlePath}
 	sigData, sigErr := readSmall(sigCheck.File)
 	bundleData, bundleErr := readSmall(bundleCheck.File)
 	if errors.Is(sigErr, fs.ErrNotExist) && errors.Is(bundleErr, fs.ErrNotExist) {
@@ -65,26 +69,26 @@ func done(c Check, err error) Check {
 	return c
 }
 
-func (v *Verifier) verifyRaw(path string, d Digest, data []byte) error {
+func (v *Verifier) verifyRaw(path string, d digest.Digest, data []byte) error {
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
 	if err != nil {
 		return fmt.Errorf("not a base64 signature: %w", err)
 	}
-	if err := v.v.VerifySignature(bytes.NewReader(raw), nil, options.WithDigest(d.SHA256)); err != nil {
+	if err := v.v.VerifySignature(bytes.NewReader(raw), nil, options.WithDigest(d.Sum[:])); err != nil {
 		return fmt.Errorf("the signature does not match %s under this key (signed with another key, or the file changed since)", path)
 	}
 	return nil
 }
 
-func (v *Verifier) verifyBundle(path string, d Digest, data []byte) error {
+func (v *Verifier) verifyBundle(path string, d digest.Digest, data []byte) error {
 	ms, hint, err := parseBundle(data)
 	if err != nil {
 		return err
 	}
-	if digest := ms.GetMessageDigest().GetDigest(); !bytes.Equal(digest, d.SHA256) {
-		return fmt.Errorf("the bundle signs sha256 %x, but %s has sha256 %s: the file changed since it was signed", digest, path, d.Hex())
+	if signed := ms.GetMessageDigest().GetDigest(); !bytes.Equal(signed, d.Sum[:]) {
+		return fmt.Errorf("the bundle signs sha256 %x, but %s has sha256 %s: the file changed since it was signed", signed, path, d.Hex())
 	}
-	if err := v.v.VerifySignature(bytes.NewReader(ms.GetSignature()), nil, options.WithDigest(d.SHA256)); err != nil {
+	if err := v.v.VerifySignature(bytes.NewReader(ms.GetSignature()), nil, options.WithDigest(d.Sum[:])); err != nil {
 		if h := hint; h != "" && h != v.hint {
 			return fmt.Errorf("the signature does not verify under this key: the bundle was signed with another key (hint %s, this key's %s)", h, v.hint)
 		}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/event"
 )
 
 // firmware is a UEFI code image and the variable store template that goes
@@ -53,7 +55,7 @@ type bootConfig struct {
 	memoryMB   int
 	timeout    time.Duration
 	console    io.Writer
-	reporter   reporter
+	reporter   event.Reporter
 	// stopAfterDone is how long the VM gets to power off once the smoke
 	// script is done before it is killed (default 2 minutes).
 	stopAfterDone time.Duration
@@ -112,7 +114,7 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 	cmd.Stderr = &limitedWriter{w: &stderr, n: 8 << 10}
 
 	bootStart := time.Now()
-	bootDone := r.phase(PhaseBoot, "UEFI boot of the scratch disk under "+strings.ToUpper(c.accel)+" to multi-user.target")
+	bootDone := r.Phase(PhaseBoot, "UEFI boot of the scratch disk under "+strings.ToUpper(c.accel)+" to multi-user.target")
 	var valDone func(error)
 	phaseErr := func(err error) {
 		if valDone != nil {
@@ -170,13 +172,13 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 	w := newWatcher(res, func(stage string) {
 		switch stage {
 		case stageKernel:
-			r.log("the kernel started")
+			r.Log("the kernel started")
 		case stageMultiUser:
 			bootDone(nil)
 			res.Seconds[PhaseBoot] = time.Since(bootStart).Seconds()
-			valDone = r.phase(PhaseValidate, "wait for the boot to settle, run the image's validation script")
+			valDone = r.Phase(PhaseValidate, "wait for the boot to settle, run the image's validation script")
 		case stageSettled:
-			r.log("boot settled: system " + res.SystemState)
+			r.Log("boot settled: system " + res.SystemState)
 		}
 	})
 	var powerOff, expired <-chan time.Time
@@ -210,7 +212,7 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 			phaseErr(err)
 			return err
 		case <-powerOff:
-			r.log("the VM did not power off after the validation: stopped it")
+			r.Log("the VM did not power off after the validation: stopped it")
 			kill()
 			powerOff = nil
 		case line, ok := <-recv:

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // These tests boot real QEMU with Debian's OVMF on a disk with no
@@ -23,20 +24,15 @@ func needQEMU(t *testing.T) firmware {
 	if testing.Short() {
 		t.Skip("boots QEMU: skipped with -short")
 	}
+	testenv.Tool(t, "qemu-system-x86_64", "make deps installs qemu-system-x86")
 	fw, err := findFirmware()
-	if err == nil {
-		_, err = exec.LookPath("qemu-system-x86_64")
-	}
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		testenv.Missing(t, err.Error())
 	}
 	return fw
 }
 
-func blankBoot(t *testing.T, fw firmware, timeout time.Duration) (bootConfig, *Result, *[]builder.Event) {
+func blankBoot(t *testing.T, fw firmware, timeout time.Duration) (bootConfig, *Result, *[]event.Event) {
 	work := t.TempDir()
 	disk := filepath.Join(work, "disk.raw")
 	if out, err := exec.Command("truncate", "-s", "64M", disk).CombinedOutput(); err != nil {
@@ -47,10 +43,10 @@ func blankBoot(t *testing.T, fw firmware, timeout time.Duration) (bootConfig, *R
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	var events []builder.Event
+	var events []event.Event
 	res := &Result{ConsoleLog: log.Name(), Seconds: map[string]float64{}}
 	return bootConfig{disk: disk, work: work, firmware: fw, accel: "tcg", memoryMB: 256, timeout: timeout,
-		console: log, reporter: reporter{func(e builder.Event) { events = append(events, e) }}}, res, &events
+		console: log, reporter: func(e event.Event) { events = append(events, e) }}, res, &events
 }
 
 func TestBootWithoutKernelTimesOut(t *testing.T) {

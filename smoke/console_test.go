@@ -195,12 +195,6 @@ func checkShell(t *testing.T, script string) {
 	}
 }
 
-func TestSiblingPath(t *testing.T) {
-	if got := SiblingPath("a/x-1.0.tgz", ".manifest.json"); got != "a/x-1.0.manifest.json" {
-		t.Error(got)
-	}
-}
-
 // TestScriptThatDiesFails: PASS lines followed by the script dying (no
 // summary, a non-zero exit) is not a pass, and neither is a script that
 // never reports its exit.

@@ -6,21 +6,19 @@ import (
 	"archive/tar"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 
 	"github.com/klauspost/pgzip"
 	"libguestfs.org/guestfs"
 
-	"github.com/gpuaas/imagectl/internal/qemuproc"
+	"github.com/gpuaas/imagectl/internal/appliance"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/fsmode"
 )
 
 // GPT partition types of MAAS's flat layout on UEFI.
@@ -31,15 +29,9 @@ const (
 	espSectors = 512 << 20 / 512
 )
 
-// appliance is a launched libguestfs handle with the scratch disk. mu
-// serializes calls; a cancelled context kills the appliance's QEMU, which
-// ends the running call.
-type appliance struct {
-	mu     sync.Mutex
-	g      *guestfs.Guestfs
-	pid    int
-	killed bool
-}
+// target is the scratch disk in a libguestfs appliance, as curtin's
+// target directory: the new root, mounted, with the ESP at /boot/efi.
+type target struct{ *appliance.Handle }
 
 func canDeploy() error { return nil }
 
@@ -62,23 +54,21 @@ func deploy(ctx context.Context, tgz, disk string, c deployConfig) (*deployed, e
 	if err != nil {
 		return nil, fmt.Errorf("creating the scratch disk: %w", err)
 	}
-	a, err := launch(ctx, disk, c.accel)
+	h, err := appliance.Launch(ctx, disk, appliance.Options{
+		Identifier: "imagectl-smoke", Accel: c.accel,
+		// The scratch disk is thrown away after the boot.
+		Format: "raw",
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer a.close()
-	stop := context.AfterFunc(ctx, a.kill)
-	defer stop()
+	// Close on every path; the first one, on success, reports the write
+	// errors of the unmount and shutdown.
+	defer h.Close()
+	a := target{h}
 	dep, err := a.deploy(ctx, tgz, c, log)
 	if err == nil {
-		// Umount and Shutdown report write errors that Close would swallow.
-		err = a.call(ctx, func(g *guestfs.Guestfs) error {
-			if err := g.Umount_all(); err != nil {
-				return err
-			}
-			return g.Shutdown()
-		})
-		if err != nil {
+		if err = h.Close(); err != nil {
 			err = fmt.Errorf("closing the scratch disk: %w", err)
 		}
 	}
@@ -88,137 +78,26 @@ func deploy(ctx context.Context, tgz, disk string, c deployConfig) (*deployed, e
 	return dep, err
 }
 
-func launch(ctx context.Context, disk, accel string) (*appliance, error) {
-	g, gerr := guestfs.Create()
-	if gerr != nil {
-		return nil, fmt.Errorf("creating the libguestfs handle: %v", gerr)
-	}
-	g.Quiet()
-	a := &appliance{g: g}
-	setup := []func() error{
-		func() error { return g.Set_identifier("imagectl-smoke") },
-		// initramfs builds want room.
-		func() error { return g.Set_memsize(2048) },
-		func() error { return g.Set_smp(min(2, max(1, numCPU()))) },
-		func() error { return g.Set_pgroup(true) },
-		func() error {
-			return g.Add_drive(disk, &guestfs.OptargsAdd_drive{
-				Format_is_set: true, Format: "raw",
-				// The scratch disk is thrown away after the boot.
-				Cachemode_is_set: true, Cachemode: "unsafe",
-			})
-		},
-	}
-	if accel == "tcg" {
-		setup = append(setup, func() error { return g.Set_backend_settings([]string{"force_tcg"}) })
-	}
-	for _, f := range setup {
-		if err := f(); err != nil {
-			g.Close()
-			return nil, fmt.Errorf("configuring the appliance: %w", err)
-		}
-	}
-	stop := context.AfterFunc(ctx, qemuproc.KillChildren)
-	err := g.Launch()
-	stop()
-	if err != nil {
-		g.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("launching the libguestfs appliance (%s): %w; run libguestfs-test-tool for details", accel, err)
-	}
-	if pid, err := g.Get_pid(); err == nil {
-		a.pid = pid
-	}
-	return a, nil
-}
-
-func (a *appliance) call(ctx context.Context, f func(g *guestfs.Guestfs) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.killed {
-		return errors.New("the appliance was stopped")
-	}
-	err := f(a.g)
-	if err != nil && a.killed {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return errors.New("the appliance was stopped")
-	}
-	return err
-}
-
-// kill stops the appliance from another goroutine, ending a running call.
-func (a *appliance) kill() {
-	if a.pid > 0 {
-		a.killed = true
-		syscall.Kill(a.pid, syscall.SIGKILL)
-	}
-}
-
-func (a *appliance) close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.g.Close()
-}
-
-const exitMarker = "imagectl-exit="
-
 // run runs a shell script in the target (libguestfs chroots into it with
 // /dev, /proc and /sys bound, as curtin's ChrootableTarget does) and
 // returns its output; a non-zero exit is an error with the output's tail.
-func (a *appliance) run(ctx context.Context, what, script string) (string, error) {
-	var out string
-	err := a.call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		out, err = g.Sh("exec 2>&1\nexport DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin\n(\n" + script + "\n)\necho \"" + exitMarker + "$?\"")
-		return err
-	})
+func (a target) run(ctx context.Context, what, script string) (string, error) {
+	out, code, err := a.Run(ctx, "export DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin\n"+script)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
+		return out, fmt.Errorf("%s: %w", what, err)
 	}
-	out = strings.TrimRight(out, "\n")
-	i := strings.LastIndex(out, exitMarker)
-	if i < 0 {
-		return out, fmt.Errorf("%s: no exit status in its output", what)
-	}
-	code, _ := strconv.Atoi(strings.TrimSpace(out[i+len(exitMarker):]))
-	out = strings.TrimRight(out[:i], "\n")
 	if code != 0 {
 		return out, fmt.Errorf("%s: exit status %d:\n%s", what, code, lastLines(out, 20))
 	}
 	return out, nil
 }
 
-func (a *appliance) write(ctx context.Context, p, content string, mode int) error {
-	err := a.call(ctx, func(g *guestfs.Guestfs) error {
-		if i := strings.LastIndexByte(p, '/'); i > 0 {
-			if err := g.Mkdir_p(p[:i]); err != nil {
-				return err
-			}
-		}
-		if err := g.Write(p, []byte(content)); err != nil {
-			return err
-		}
-		return g.Chmod(mode, p)
-	})
-	if err != nil {
-		return fmt.Errorf("writing %s into the target: %w", p, err)
-	}
-	return nil
-}
-
-func (a *appliance) deploy(ctx context.Context, tgz string, c deployConfig, log func(string)) (*deployed, error) {
+func (a target) deploy(ctx context.Context, tgz string, c deployConfig, log func(string)) (*deployed, error) {
 	const dev = "/dev/sda"
 	// Storage: MAAS's flat layout on UEFI, as curtin's block_meta builds it:
 	// GPT, partition 1 a 512 MiB FAT32 ESP mounted at /boot/efi, partition 2
 	// ext4 on the rest mounted at /. curtin mounts both before extracting.
-	err := a.call(ctx, func(g *guestfs.Guestfs) error {
+	err := a.Call(ctx, func(g *guestfs.Guestfs) error {
 		steps := []func() error{
 			func() error { return g.Part_init(dev, "gpt") },
 			func() error { return g.Part_add(dev, "p", 2048, 2048+espSectors-1) },
@@ -254,7 +133,7 @@ func (a *appliance) deploy(ctx context.Context, tgz string, c deployConfig, log 
 	if err != nil {
 		return nil, err
 	}
-	dep := &deployed{sha256: sum}
+	dep := &deployed{tgz: sum}
 
 	// A kernel and its initrd: curtin installs linux-generic on Ubuntu
 	// when the image has none; the smoke test has no archive to install
@@ -274,7 +153,7 @@ func (a *appliance) deploy(ctx context.Context, tgz string, c deployConfig, log 
 
 	// fstab: curtin overwrites it with by-uuid lines (block_meta).
 	var rootUUID, espUUID string
-	err = a.call(ctx, func(g *guestfs.Guestfs) error {
+	err = a.Call(ctx, func(g *guestfs.Guestfs) error {
 		var err error
 		if rootUUID, err = g.Vfs_uuid(dev + "2"); err != nil {
 			return err
@@ -301,7 +180,7 @@ func (a *appliance) deploy(ctx context.Context, tgz string, c deployConfig, log 
 			return nil, err
 		}
 	}
-	if err := a.call(ctx, func(g *guestfs.Guestfs) error {
+	if err := a.Call(ctx, func(g *guestfs.Guestfs) error {
 		if err := g.Mkdir_p("/etc/systemd/system/multi-user.target.wants"); err != nil {
 			return err
 		}
@@ -347,7 +226,7 @@ done`); err != nil {
 	// installs the loader at EFI/BOOT/BOOTX64.EFI, the path firmware with
 	// empty NVRAM boots; and Ubuntu's grub-multi-install, which curtin
 	// prefers when present, runs this same grub-install per ESP.
-	grub, err := a.readFile(ctx, "/etc/default/grub")
+	grub, err := a.ReadFile(ctx, "/etc/default/grub")
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +245,7 @@ update-grub
 grub-install --target=x86_64-efi --efi-directory=/boot/efi --bootloader-id="${ID:-debian}" --recheck --no-nvram --force-extra-removable`); err != nil {
 		return nil, err
 	}
-	cfg, err := a.readFile(ctx, "/boot/grub/grub.cfg")
+	cfg, err := a.ReadFile(ctx, "/boot/grub/grub.cfg")
 	if err != nil {
 		return nil, err
 	}
@@ -379,81 +258,57 @@ grub-install --target=x86_64-efi --efi-directory=/boot/efi --bootloader-id="${ID
 		return nil, errors.New("update-grub wrote a /boot/grub/grub.cfg with no kernel entry")
 	}
 	log("GRUB boots: " + dep.kernelLines[0])
-	if ok, _ := a.exists(ctx, "/boot/efi/EFI/BOOT/BOOTX64.EFI"); !ok {
+	if ok, _ := a.Exists(ctx, "/boot/efi/EFI/BOOT/BOOTX64.EFI"); !ok {
 		return nil, errors.New("grub-install left no /boot/efi/EFI/BOOT/BOOTX64.EFI")
 	}
 	return dep, nil
 }
 
-func (a *appliance) readFile(ctx context.Context, p string) ([]byte, error) {
-	var b []byte
-	err := a.call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		b, err = g.Read_file(p)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading %s in the target: %w", p, err)
-	}
-	return b, nil
-}
-
-func (a *appliance) exists(ctx context.Context, p string) (bool, error) {
-	var ok bool
-	err := a.call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		ok, err = g.Exists(p)
-		return err
-	})
-	return ok, err
+// write writes a file into the target with Unix permission bits.
+func (a target) write(ctx context.Context, p, content string, mode int) error {
+	return a.WriteFile(ctx, p, []byte(content), fsmode.FromUnix(uint32(mode)))
 }
 
 // tarIn streams the tgz into the target's / through tar-in with xattrs,
-// hashing the file as it goes, and returns its sha256. libguestfs reads
-// the tar stream from a pipe given as /dev/fd/N; nothing touches the disk.
-func (a *appliance) tarIn(ctx context.Context, tgz string) (string, error) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return "", err
-	}
-	defer pr.Close()
+// hashing the file as it goes, and returns its digest. Nothing touches the
+// disk: the tar stream goes through a pipe.
+func (a target) tarIn(ctx context.Context, tgz string) (digest.Digest, error) {
+	pr, pw := io.Pipe()
 	type result struct {
-		sum string
+		sum digest.Digest
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
 		sum, err := numericTar(tgz, pw)
-		pw.Close()
+		pw.CloseWithError(err)
 		done <- result{sum, err}
 	}()
-	err = a.call(ctx, func(g *guestfs.Guestfs) error {
-		return g.Tar_in("/dev/fd/"+strconv.Itoa(int(pr.Fd())), "/", &guestfs.OptargsTar_in{Xattrs_is_set: true, Xattrs: true})
-	})
-	pr.Close() // unblocks the writer if tar stopped reading
+	err := a.TarIn(ctx, pr, "/")
+	pr.Close() // stops the writer if tar stopped reading
 	res := <-done
-	if res.err != nil && !errors.Is(res.err, syscall.EPIPE) {
-		return "", fmt.Errorf("reading %s: %w", tgz, res.err)
+	if res.err != nil && !errors.Is(res.err, io.ErrClosedPipe) {
+		return digest.Digest{}, fmt.Errorf("reading %s: %w", tgz, res.err)
 	}
 	if err != nil {
-		return "", fmt.Errorf("extracting %s into the target: %w", tgz, err)
+		return digest.Digest{}, fmt.Errorf("extracting %s: %w", tgz, err)
 	}
 	return res.sum, nil
 }
 
 // numericTar writes the tgz's tar stream to w with user and group names
-// dropped, and returns the tgz's sha256.
-func numericTar(tgz string, w io.Writer) (string, error) {
+// dropped, and returns the tgz's digest.
+func numericTar(tgz string, w io.Writer) (digest.Digest, error) {
 	f, err := os.Open(tgz)
 	if err != nil {
-		return "", err
+		return digest.Digest{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
+	h := digest.NewWriter(nil)
 	src := io.TeeReader(f, h)
 	zr, err := pgzip.NewReader(src)
 	if err != nil {
-		return "", fmt.Errorf("not a gzip stream (curtin reads gzip, bzip2, xz): %w", err)
+		return digest.Digest{}, fmt.Errorf("not a gzip stream (curtin reads gzip, bzip2, xz): %w", err)
 	}
 	defer zr.Close()
 	tr := tar.NewReader(zr)
@@ -464,7 +319,7 @@ func numericTar(tgz string, w io.Writer) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", err
+			return digest.Digest{}, err
 		}
 		hdr.Uname, hdr.Gname = "", ""
 		if hdr.Typeflag == tar.TypeGNUSparse {
@@ -472,23 +327,23 @@ func numericTar(tgz string, w io.Writer) (string, error) {
 		}
 		hdr.Format = tar.FormatUnknown
 		if err := tw.WriteHeader(hdr); err != nil {
-			return "", fmt.Errorf("entry %s: %w", hdr.Name, err)
+			return digest.Digest{}, fmt.Errorf("entry %s: %w", hdr.Name, err)
 		}
 		if _, err := io.Copy(tw, tr); err != nil {
-			return "", fmt.Errorf("entry %s: %w", hdr.Name, err)
+			return digest.Digest{}, fmt.Errorf("entry %s: %w", hdr.Name, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return digest.Digest{}, err
 	}
 	// The rest of the gzip stream (its checksum) and of the file.
 	if _, err := io.Copy(io.Discard, zr); err != nil {
-		return "", err
+		return digest.Digest{}, err
 	}
 	if _, err := io.Copy(io.Discard, src); err != nil {
-		return "", err
+		return digest.Digest{}, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return h.Digest(), nil
 }
 
 func lastLines(s string, n int) string {

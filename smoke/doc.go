@@ -6,6 +6,8 @@
 // with UEFI firmware, and reads the image's own validation script's
 // results for one profile and stage from the serial console, with the
 // first boot's timeline (written beside the console log, comparable
-// between runs). The deploy needs libguestfs, so it is built only with the
-// guestfs tag; without it Run says so. The boot needs QEMU and OVMF.
+// between runs). The deploy runs in a libguestfs appliance
+// (internal/appliance, as builds do), so it is built only with the guestfs
+// tag; without it Run says so. The boot needs QEMU and OVMF. Progress is
+// reported as internal/event events, as builds and uploads report theirs.
 package smoke

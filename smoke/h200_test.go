@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/guestfs"
 	"github.com/gpuaas/imagectl/internal/testbase"
+	"github.com/gpuaas/imagectl/layers"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -23,9 +26,12 @@ import (
 // the VM (node agent, slice units, the OVS bridge with its address, dnsmasq
 // with its subnet file, libvirtd, the done-markers) and every check PASSes,
 // but those of hardware the VM lacks (GPUs, InfiniBand, nested KVM, an
-// IOMMU), which WARN. Then a variant whose slice bundle leaves the bridge
-// without its address (rebuilt from the layer cache: only its bundle
-// changed) boots and fails naming bridge:ovsbr0.
+// IOMMU), which WARN. Then one broken variant boots once (a second boot
+// would cost minutes under TCG) with two breakages smoke must catch: its
+// slice bundle leaves the bridge without its address (rebuilt from the
+// layer cache: only its bundle changed), and its tgz is repacked with
+// iommu=pt taken out of GRUB's files, which is the proof that smoke catches
+// a GRUB missing a kernel arg, the bug imagectl exists to prevent.
 func TestSmokeH200StandIn(t *testing.T) {
 	good := standInArtifact(t)
 	dir := t.TempDir()
@@ -69,7 +75,7 @@ func TestSmokeH200StandIn(t *testing.T) {
 		if b := res.Bootstrap; b == nil || b.Bundle != "h200-slice-vm" || b.Exit == nil || *b.Exit != 0 {
 			t.Errorf("bootstrap %+v", b)
 		}
-		b, err := os.ReadFile(SiblingPath(good, ".smoke.log"))
+		b, err := os.ReadFile(manifest.FilesBeside(good).SmokeLog)
 		if err != nil || !strings.Contains(string(b), "Linux version") || !strings.Contains(string(b), "IMAGECTL_SMOKE done") {
 			t.Errorf("console log: %v (%d bytes)", err, len(b))
 		}
@@ -79,7 +85,9 @@ func TestSmokeH200StandIn(t *testing.T) {
 		}
 	})
 
-	t.Run("bridge-not-converged", func(t *testing.T) {
+	// The broken variant, booted once for both breakages: the bridge
+	// without its address, and GRUB without iommu=pt.
+	t.Run("broken-bridge-and-grub-without-iommu=pt", func(t *testing.T) {
 		bundles := filepath.Join(dir, "broken-bundles")
 		for _, b := range []string{"h200-ib", "h200-slice-vm"} {
 			if err := os.CopyFS(filepath.Join(bundles, b), os.DirFS("../testdata/bundles/"+b)); err != nil {
@@ -98,16 +106,16 @@ func TestSmokeH200StandIn(t *testing.T) {
 		if err := os.WriteFile(conf, []byte(broken), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tgz := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
+		built := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
+		tgz := withoutKernelArg(t, built, "iommu=pt")
 		res, err, _ := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
 		if !errors.Is(err, ErrFailed) {
 			t.Fatalf("got %v, want a failed smoke test", err)
 		}
-		if !strings.Contains(err.Error(), "bridge:ovsbr0") {
-			t.Errorf("the error does not name the bridge check: %v", err)
-		}
+		status := map[string]string{}
 		var failed []string
 		for _, l := range res.Lines {
+			status[l.Check] = l.Status
 			if l.Status == "FAIL" {
 				failed = append(failed, l.Check)
 				if l.Remediation == "" {
@@ -115,9 +123,50 @@ func TestSmokeH200StandIn(t *testing.T) {
 				}
 			}
 		}
-		if strings.Join(failed, " ") != "bridge:ovsbr0" {
-			t.Errorf("failed checks %v, want only bridge:ovsbr0", failed)
+		// Besides the bridge, GRUB's files without iommu=pt fail the
+		// kernel arg's three checks (the validation script reads
+		// /etc/default/grub and the grub.d drop-ins as grub-mkconfig does,
+		// and /proc/cmdline) and the imagectl drop-in's file check (it is
+		// not the file the build wrote). Nothing else fails.
+		want := []string{"bridge:ovsbr0", "file:" + layers.GrubDropIn,
+			"kernel-arg:iommu=pt:default-grub", "kernel-arg:iommu=pt:grub-d", "kernel-arg:iommu=pt:cmdline"}
+		slices.Sort(failed)
+		slices.Sort(want)
+		if !slices.Equal(failed, want) {
+			t.Errorf("failed checks %v, want %v", failed, want)
 		}
+		if res.SystemState != "running" {
+			t.Errorf("system state %q", res.SystemState)
+		}
+		if res.ManifestMatches {
+			t.Error("the repacked tgz matches the manifest")
+		}
+
+		t.Run("bridge-not-converged", func(t *testing.T) {
+			if status["bridge:ovsbr0"] != "FAIL" || !strings.Contains(err.Error(), "bridge:ovsbr0") {
+				t.Errorf("bridge:ovsbr0 %q; the error does not name it: %v", status["bridge:ovsbr0"], err)
+			}
+		})
+
+		// The proof that smoke catches a GRUB missing a kernel arg: the
+		// booted kernel's command line lacks iommu=pt and the run fails
+		// naming it, while intel_iommu=on, still in GRUB's files, passes.
+		t.Run("smoke-catches-grub-missing-kernel-arg", func(t *testing.T) {
+			if !strings.Contains(err.Error(), "kernel-arg:iommu=pt:cmdline (not in /proc/cmdline)") {
+				t.Errorf("the error does not name the missing kernel arg: %v", err)
+			}
+			if status["kernel-arg:iommu=pt:cmdline"] != "FAIL" {
+				t.Errorf("kernel-arg:iommu=pt:cmdline %q, want FAIL", status["kernel-arg:iommu=pt:cmdline"])
+			}
+			for _, c := range []string{"kernel-arg:intel_iommu=on:default-grub", "kernel-arg:intel_iommu=on:grub-d", "kernel-arg:intel_iommu=on:cmdline"} {
+				if status[c] != "PASS" {
+					t.Errorf("%s %q, want PASS", c, status[c])
+				}
+			}
+			if args := strings.Fields(res.KernelCmdline); slices.Contains(args, "iommu=pt") || !slices.Contains(args, "intel_iommu=on") {
+				t.Errorf("kernel command line %q", res.KernelCmdline)
+			}
+		})
 	})
 }
 

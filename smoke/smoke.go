@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-// Phases of a smoke run, in order, as builder.Event phases.
+// Phases of a smoke run, in order, as its events name them.
 const (
 	PhaseDeploy   = "deploy"
 	PhaseBoot     = "boot"
@@ -31,8 +32,9 @@ type Options struct {
 	// tgz, <name>-<version>.smoke.log).
 	ConsoleLog string
 	// Timeline is where the boot timeline is written as JSON, on every run
-	// that booted, passed or not (default: beside the console log,
-	// <name>-<version>.smoke-timeline.json).
+	// that booted, passed or not (default: beside the tgz,
+	// <name>-<version>.smoke-timeline.json; with a ConsoleLog given, beside
+	// it, its name with -timeline.json for .log).
 	Timeline string
 	// Profile is the deploy profile the validation checks, bare-metal or
 	// slice (default: the manifest's default profile, else bare-metal).
@@ -61,7 +63,7 @@ type Options struct {
 	// missing initramfs is created (curtin's -c case).
 	UpdateInitramfs bool
 	// Events receives progress; nil discards it.
-	Events func(builder.Event)
+	Events func(event.Event)
 }
 
 // Line is one result line of the validation script.
@@ -228,14 +230,18 @@ var ErrFailed = errors.New("smoke test failed")
 // failed or timed out. The scratch disk and QEMU are gone when it returns,
 // cancelled or not; the console log stays.
 func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
+	files := manifest.FilesBeside(tgz)
 	if opts.Manifest == "" {
-		opts.Manifest = SiblingPath(tgz, ".manifest.json")
-	}
-	if opts.ConsoleLog == "" {
-		opts.ConsoleLog = SiblingPath(tgz, ".smoke.log")
+		opts.Manifest = files.Manifest
 	}
 	if opts.Timeline == "" {
-		opts.Timeline = strings.TrimSuffix(opts.ConsoleLog, ".log") + "-timeline.json"
+		opts.Timeline = files.SmokeTimeline
+		if opts.ConsoleLog != "" {
+			opts.Timeline = strings.TrimSuffix(opts.ConsoleLog, ".log") + "-timeline.json"
+		}
+	}
+	if opts.ConsoleLog == "" {
+		opts.ConsoleLog = files.SmokeLog
 	}
 	if opts.MemoryMB == 0 {
 		opts.MemoryMB = 2048
@@ -243,7 +249,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if opts.DiskSize == 0 {
 		opts.DiskSize = 8 << 30
 	}
-	r := reporter{opts.Events}
+	r := event.Reporter(opts.Events)
 	if st, err := os.Stat(tgz); err != nil {
 		return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
 	} else if !st.Mode().IsRegular() {
@@ -267,7 +273,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	accel, err := guestfs.Accelerator(ctx, opts.Accel, r.log)
+	accel, err := appliance.Accelerator(ctx, opts.Accel, r.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -281,9 +287,9 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}}
 	if b := plan.bootstrap; b != nil {
 		res.Bootstrap = &Bootstrap{Bundle: b.bundle, Entrypoint: b.entrypoint, Log: defaultGuestPaths.log}
-		r.log(fmt.Sprintf("stage %s: the first boot runs the site bootstrap %s from user-data before the validation", plan.stage, b.entrypoint))
+		r.Log(fmt.Sprintf("stage %s: the first boot runs the site bootstrap %s from user-data before the validation", plan.stage, b.entrypoint))
 	} else if plan.stage == manifest.StageConverged {
-		r.log("stage converged: profile " + plan.profile + " names no bootstrap bundle, so the converged checks run on the host as deployed")
+		r.Log("stage converged: profile " + plan.profile + " names no bootstrap bundle, so the converged checks run on the host as deployed")
 	}
 
 	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-")
@@ -293,10 +299,10 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	defer os.RemoveAll(work)
 	disk := filepath.Join(work, "disk.raw")
 
-	done := r.phase(PhaseDeploy, "lay "+filepath.Base(tgz)+" onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)")
+	done := r.Phase(PhaseDeploy, "lay "+filepath.Base(tgz)+" onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)")
 	start := time.Now()
 	dep, err := deploy(ctx, tgz, disk, deployConfig{
-		accel: accel, size: opts.DiskSize, guest: plan, initramfs: opts.UpdateInitramfs, log: r.log,
+		accel: accel, size: opts.DiskSize, guest: plan, initramfs: opts.UpdateInitramfs, log: r.Log,
 	})
 	res.Seconds[PhaseDeploy] = time.Since(start).Seconds()
 	done(err)
@@ -304,9 +310,9 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		return res, fmt.Errorf("deploying %s: %w", tgz, err)
 	}
 	if m.Artifact != nil {
-		res.ManifestMatches, res.manifestChecked = m.Artifact.SHA256 == dep.sha256, true
+		res.ManifestMatches, res.manifestChecked = dep.tgz.Matches(m.Artifact.SHA256), true
 		if !res.ManifestMatches {
-			r.log(fmt.Sprintf("the tgz's sha256 %s is not the %s its manifest records: smoking it anyway", dep.sha256, m.Artifact.SHA256))
+			r.Log(fmt.Sprintf("the tgz's sha256 %s is not the %s its manifest records: smoking it anyway", dep.tgz.Hex(), m.Artifact.SHA256))
 		}
 	}
 
@@ -317,7 +323,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	defer func() {
 		// The log is kept on every path: it is what explains a failure.
 		if cerr := logFile.Commit(); cerr != nil {
-			r.log("keeping the console log: " + cerr.Error())
+			r.Log("keeping the console log: " + cerr.Error())
 		}
 	}()
 	err = boot(ctx, bootConfig{
@@ -327,7 +333,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if !res.observed.qemuStarted.IsZero() {
 		res.Timeline = newTimeline(res, err == nil && res.Passed())
 		if werr := writeTimeline(opts.Timeline, res.Timeline); werr != nil {
-			r.log("keeping the boot timeline: " + werr.Error())
+			r.Log("keeping the boot timeline: " + werr.Error())
 		} else {
 			res.TimelineFile = opts.Timeline
 		}
@@ -339,40 +345,6 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		return res, fmt.Errorf("%w: %s: %s", ErrFailed, tgz, why)
 	}
 	return res, nil
-}
-
-// SiblingPath is the file beside a tgz with suffix instead of .tgz
-// (x-1.0.tgz -> x-1.0.manifest.json), as builds name their outputs.
-func SiblingPath(tgz, suffix string) string {
-	base := strings.TrimSuffix(tgz, ".tgz")
-	base = strings.TrimSuffix(base, ".tar.gz")
-	return base + suffix
-}
-
-type reporter struct{ fn func(builder.Event) }
-
-func (r reporter) emit(e builder.Event) {
-	if r.fn == nil {
-		return
-	}
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	r.fn(e)
-}
-
-func (r reporter) log(msg string) { r.emit(builder.Event{Type: "log", Message: msg}) }
-
-func (r reporter) phase(name, summary string) func(error) {
-	start := time.Now()
-	r.emit(builder.Event{Type: "phase", Status: "start", Phase: name, Summary: summary})
-	return func(err error) {
-		e := builder.Event{Type: "phase", Status: "ok", Phase: name, Summary: summary, Seconds: time.Since(start).Seconds()}
-		if err != nil {
-			e.Status, e.Message = "failed", err.Error()
-		}
-		r.emit(e)
-	}
 }
 
 // deployConfig is what the deploy needs besides the tgz and the disk.
@@ -387,6 +359,6 @@ type deployConfig struct {
 
 // deployed is what the deploy learned.
 type deployed struct {
-	sha256      string
-	kernelLines []string // the linux lines of the generated grub.cfg
+	tgz         digest.Digest // of the tgz, hashed as it was extracted
+	kernelLines []string      // the linux lines of the generated grub.cfg
 }

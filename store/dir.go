@@ -3,22 +3,20 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -66,21 +64,23 @@ type source struct {
 
 // sources lists an artifact's files under their names in the store.
 func (a Artifact) sources(image, version string) ([]source, error) {
-	stem := image + "-" + version
-	out := []source{{a.Tarball, stem + ".tgz", RoleTarball}, {a.Manifest, stem + ".manifest.json", RoleManifest}}
+	names := manifest.FilesFor(image, version)
+	out := []source{{a.Tarball, names.Tarball, RoleTarball}, {a.Manifest, names.Manifest, RoleManifest}}
 	script := a.ValidationScript
 	if script == "" {
-		if p := strings.TrimSuffix(a.Tarball, ".tgz") + "-validate.sh"; exists(p) {
+		if p := manifest.FilesBeside(a.Tarball).ValidationScript; exists(p) {
 			script = p
 		}
 	}
 	if script != "" {
-		out = append(out, source{script, stem + "-validate.sh", RoleValidationScript})
+		out = append(out, source{script, names.ValidationScript, RoleValidationScript})
 	}
 	for _, s := range out[:2] {
-		for _, suffix := range []string{".sig", ".sigstore.json"} {
-			if exists(s.path + suffix) {
-				out = append(out, source{s.path + suffix, s.name + suffix, RoleSignature})
+		sig, bundle := manifest.Signatures(s.path)
+		sigName, bundleName := manifest.Signatures(s.name)
+		for _, f := range []source{{sig, sigName, RoleSignature}, {bundle, bundleName, RoleSignature}} {
+			if exists(f.path) {
+				out = append(out, f)
 			}
 		}
 	}
@@ -156,7 +156,7 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 		}
 		files = append(files, f)
 	}
-	if tgz := files[0]; !strings.EqualFold(tgz.SHA256, strings.TrimPrefix(m.Artifact.SHA256, "sha256:")) || tgz.Size != m.Artifact.Size {
+	if tgz := files[0]; !digest.Equal(tgz.SHA256, m.Artifact.SHA256) || tgz.Size != m.Artifact.Size {
 		return nil, fmt.Errorf("%s: %s (sha256 %s, %d bytes) is not the tgz its manifest describes (sha256 %s, %d bytes)",
 			what, a.Tarball, tgz.SHA256, tgz.Size, m.Artifact.SHA256, m.Artifact.Size)
 	}
@@ -165,10 +165,12 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 		now = opts.Now
 	}
 	idx := index{SchemaVersion: indexVersion, Image: image, Version: version, Published: now().UTC(), Files: files}
-	if err := writeSynced(filepath.Join(stage, indexFile), idx); err != nil {
+	b, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := syncDir(stage); err != nil {
+	// Written last, and the staging directory fsynced with it.
+	if err := atomicfile.WriteFile(filepath.Join(stage, indexFile), append(b, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 
@@ -191,7 +193,7 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 	if err := os.Rename(stage, final); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := errors.Join(syncDir(filepath.Dir(final)), syncDir(d.Root)); err != nil {
+	if err := errors.Join(atomicfile.SyncDir(filepath.Dir(final)), atomicfile.SyncDir(d.Root)); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return d.version(&idx), nil
@@ -253,9 +255,7 @@ func place(ctx context.Context, s source, dst string, move bool) (File, error) {
 	if move {
 		err := os.Rename(s.path, dst)
 		if err == nil {
-			f, err := hashFile(ctx, dst)
-			f.Name, f.Role = s.name, s.role
-			return f, err
+			return hashFile(ctx, s, dst)
 		}
 		if !errors.Is(err, syscall.EXDEV) {
 			return File{}, fmt.Errorf("moving %s into the store: %w", s.path, err)
@@ -276,8 +276,7 @@ func place(ctx context.Context, s source, dst string, move bool) (File, error) {
 			return File{}, err
 		}
 	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), ctxReader{ctx, in})
+	d, err := digest.Copy(ctx, out, in, nil)
 	if err != nil {
 		return File{}, fmt.Errorf("copying %s into the store: %w", s.path, err)
 	}
@@ -290,73 +289,28 @@ func place(ctx context.Context, s source, dst string, move bool) (File, error) {
 			return File{}, err
 		}
 	}
-	return File{Name: s.name, Role: s.role, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+	return File{Name: s.name, Role: s.role, SHA256: d.Hex(), Size: d.Size}, nil
 }
 
 func hashSources(ctx context.Context, srcs []source) ([]File, error) {
 	var out []File
 	for _, s := range srcs {
-		f, err := hashFile(ctx, s.path)
+		f, err := hashFile(ctx, s, s.path)
 		if err != nil {
 			return nil, err
 		}
-		f.Name, f.Role = s.name, s.role
 		out = append(out, f)
 	}
 	return out, nil
 }
 
-// hashFile streams a file through sha256.
-func hashFile(ctx context.Context, path string) (File, error) {
-	in, err := os.Open(path)
+// hashFile is the store's record of source s, read at path.
+func hashFile(ctx context.Context, s source, path string) (File, error) {
+	d, err := digest.File(ctx, path)
 	if err != nil {
 		return File{}, err
 	}
-	defer in.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, ctxReader{ctx, in})
-	if err != nil {
-		return File{}, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return File{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
-// writeSynced writes v as indented JSON to a new file and fsyncs it.
-func writeSynced(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return File{Name: s.name, Role: s.role, SHA256: d.Hex(), Size: d.Size}, nil
 }
 
 // sweepStaging removes staging directories left by crashed processes.

@@ -200,6 +200,65 @@ func TestNextVersion(t *testing.T) {
 	}
 }
 
+// StartBuild: a generated version, the parent, staging inside the store,
+// publishing by rename, and a published version refused before building.
+func TestStartBuild(t *testing.T) {
+	s := store.NewDir(filepath.Join(t.TempDir(), "store"))
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	first, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", DryRun: true, Stage: true, Now: now})
+	if err != nil || first.Version != "20261123.1" || !first.Generated || first.Parent != "" || first.OutputDir != "" {
+		t.Fatalf("dry run on an empty store: %+v %v", first, err)
+	}
+	if _, err := os.Stat(s.Root); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a dry run created the store: %v", err)
+	}
+	if _, err := publish(t, s, "demo", "20261123.1", storetest.Options{}); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Stage: true, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Version != "20261123.2" || !b.Generated || b.Parent != "20261123.1" || !strings.HasPrefix(b.OutputDir, filepath.Join(s.Root, ".staging")+"/") {
+		t.Fatalf("build %+v", b)
+	}
+	signer, _ := storetest.Keys(t, t.TempDir())
+	tgz, man := storetest.Artifact(t, b.OutputDir, "demo", b.Version, storetest.Options{Signer: signer})
+	v, err := b.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Version != "20261123.2" || !v.Signed() || v.ValidationScript == "" || v.Path(tgz+".sig") != v.Tarball+".sig" {
+		t.Errorf("published %+v", v)
+	}
+	if e := entries(t, b.OutputDir); len(e) != 0 {
+		t.Errorf("publishing copied rather than moved: %v left", e)
+	}
+	b.Close()
+	if _, err := os.Stat(b.OutputDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Close left the staging directory: %v", err)
+	}
+
+	// A given version: kept, refused when published, planned anyway.
+	if _, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Version: "20261123.2"}); err == nil ||
+		!strings.Contains(err.Error(), "demo 20261123.2 is already in the store") {
+		t.Errorf("building a published version: %v", err)
+	}
+	dry, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Version: "20261123.2", DryRun: true})
+	if err != nil || dry.Generated || dry.Parent != "" {
+		t.Errorf("dry run of the latest version: %+v %v", dry, err)
+	}
+	given, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Version: "2.0.0"})
+	if err != nil || given.Version != "2.0.0" || given.Generated || given.Parent != "20261123.2" || given.OutputDir != "" {
+		t.Errorf("a given version, written elsewhere: %+v %v", given, err)
+	}
+	if _, err := s.StartBuild(ctx, store.BuildOptions{Image: "Not/An/Image"}); err == nil {
+		t.Error("a bad image name was accepted")
+	}
+}
+
 func TestStoreConcurrentGoroutines(t *testing.T) {
 	s := store.NewDir(t.TempDir())
 	const n = 8

@@ -2,14 +2,12 @@ package upload
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"time"
 
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/upload/maas"
 )
@@ -32,7 +30,7 @@ type Options struct {
 	// is contacted: the signature check. Its error stops the upload.
 	Verify func(ctx context.Context, tgz, manifest string) error
 	// Events receives progress; may be nil.
-	Events func(maas.Event)
+	Events func(event.Event)
 	// Configure adjusts the client configuration made from the site (tests
 	// shorten waits and chunks with it).
 	Configure func(*maas.Config)
@@ -51,11 +49,6 @@ type Result struct {
 	Site         string `json:"site"`
 }
 
-// ManifestPath is where the build puts a tgz's manifest.
-func ManifestPath(tgz string) string {
-	return strings.TrimSuffix(tgz, ".tgz") + ".manifest.json"
-}
-
 // Artifact uploads a built tgz to a site under its immutable versioned
 // name. Before sending a byte it checks the tgz's size and sha256 against
 // its manifest and runs opts.Verify; env supplies the site's API key when
@@ -63,7 +56,7 @@ func ManifestPath(tgz string) string {
 func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Options) (*Result, error) {
 	mpath := opts.Manifest
 	if mpath == "" {
-		mpath = ManifestPath(tgz)
+		mpath = manifest.FilesBeside(tgz).Manifest
 	}
 	m, err := manifest.Read(mpath)
 	if err != nil {
@@ -83,24 +76,13 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 	if cpu := func(a string) string { return strings.SplitN(a, "/", 2)[0] }; m.Image.Architecture != "" && cpu(arch) != cpu(m.Image.Architecture) {
 		return nil, fmt.Errorf("uploading %s: the image is %s but site %q takes %s", tgz, m.Image.Architecture, site.Name, arch)
 	}
-	emit := func(e maas.Event) {
-		if opts.Events != nil {
-			e.Time = time.Now()
-			opts.Events(e)
-		}
-	}
-	start := time.Now()
-	summary := fmt.Sprintf("check %s against %s", tgz, mpath)
-	emit(maas.Event{Type: "phase", Status: "start", Phase: PhaseVerify, Summary: summary})
-	err = verify(ctx, tgz, m.Artifact, emit)
+	rep := event.Reporter(opts.Events)
+	end := rep.Phase(PhaseVerify, fmt.Sprintf("check %s against %s", tgz, mpath))
+	err = verify(ctx, tgz, m.Artifact, rep)
 	if err == nil && opts.Verify != nil {
 		err = opts.Verify(ctx, tgz, mpath)
 	}
-	end := maas.Event{Type: "phase", Status: "ok", Phase: PhaseVerify, Summary: summary, Seconds: time.Since(start).Seconds()}
-	if err != nil {
-		end.Status, end.Message = "failed", err.Error()
-	}
-	emit(end)
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("uploading %s: %w", tgz, err)
 	}
@@ -117,21 +99,17 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 	}
 	name := opts.Name
 	title := strings.TrimSpace(m.Image.Title + " " + m.Image.Version)
-	switch {
-	case name != "":
-	case m.MAAS != nil && m.MAAS.Name != "":
-		name = m.MAAS.Name
-		if m.MAAS.Title != "" {
+	if name == "" {
+		name = m.MAASName()
+		if m.MAAS != nil && m.MAAS.Title != "" {
 			title = m.MAAS.Title
 		}
-	default:
-		name = "custom/" + m.Image.Name
 	}
-	vn := VersionedName(name, m.Image.Version)
+	vn := manifest.VersionedName(name, m.Image.Version)
 	sum := strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, "sha256:"))
 	res, err := c.Upload(ctx, maas.Image{Path: tgz, SHA256: sum, Size: m.Artifact.Size, Name: vn, Title: title,
 		Architecture: arch, BaseImage: baseImage, Filetype: "tgz"}, opts.Events)
-	out := &Result{Name: vn, DistroSeries: DistroSeries(vn), Title: title, SHA256: sum, Size: m.Artifact.Size, Site: site.Name}
+	out := &Result{Name: vn, DistroSeries: manifest.DistroSeries(vn), Title: title, SHA256: sum, Size: m.Artifact.Size, Site: site.Name}
 	if res != nil {
 		out.Result = *res
 	}
@@ -142,41 +120,20 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 }
 
 // verify streams the tgz through sha256 and compares it with the manifest.
-func verify(ctx context.Context, tgz string, a *manifest.Artifact, emit func(maas.Event)) error {
-	f, err := os.Open(tgz)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
+func verify(ctx context.Context, tgz string, a *manifest.Artifact, rep event.Reporter) error {
+	st, err := os.Stat(tgz)
 	if err != nil {
 		return err
 	}
 	if st.Size() != a.Size {
 		return fmt.Errorf("%s has %d bytes, its manifest says %d: refusing to upload it", tgz, st.Size(), a.Size)
 	}
-	h := sha256.New()
-	buf := make([]byte, 1<<20)
-	var done int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n, rerr := f.Read(buf)
-		h.Write(buf[:n])
-		done += int64(n)
-		if done%(64<<20) < int64(n) || rerr == io.EOF {
-			emit(maas.Event{Type: "progress", Phase: PhaseVerify, Done: done, Total: a.Size})
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return fmt.Errorf("reading %s: %w", tgz, rerr)
-		}
+	d, err := digest.FileProgress(ctx, tgz, func(done, total int64) { rep.Progress(PhaseVerify, done, total) })
+	if err != nil {
+		return err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(got, strings.TrimPrefix(a.SHA256, "sha256:")) {
-		return fmt.Errorf("%s has sha256 %s, its manifest says %s: refusing to upload it", tgz, got, a.SHA256)
+	if !d.Matches(a.SHA256) {
+		return fmt.Errorf("%s has sha256 %s, its manifest says %s: refusing to upload it", tgz, d.Hex(), a.SHA256)
 	}
 	return nil
 }

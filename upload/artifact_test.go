@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
@@ -36,7 +37,7 @@ func built(t *testing.T, size int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(upload.ManifestPath(tgz), mb, 0o644); err != nil {
+	if err := os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return tgz
@@ -64,7 +65,7 @@ func TestArtifact(t *testing.T) {
 			verified = append(verified, tgz, m)
 			return nil
 		},
-		Events: func(e maas.Event) {
+		Events: func(e event.Event) {
 			if e.Type == "phase" && e.Status == "ok" {
 				phases = append(phases, e.Phase)
 			}
@@ -105,7 +106,7 @@ func TestArtifactRefusedBeforeSending(t *testing.T) {
 			f.Close()
 		}, want: "its manifest says"},
 		{name: "truncated", break_: func(tgz string) { os.Truncate(tgz, 1000) }, want: "has 1000 bytes, its manifest says"},
-		{name: "no manifest", break_: func(tgz string) { os.Remove(upload.ManifestPath(tgz)) }, want: "manifest.json"},
+		{name: "no manifest", break_: func(tgz string) { os.Remove(manifest.FilesBeside(tgz).Manifest) }, want: "manifest.json"},
 		{name: "signature", opts: upload.Options{Verify: func(context.Context, string, string) error { return errSig }}, want: errSig.Error()},
 		{name: "no base image", opts: upload.Options{BaseImage: "-"}, want: "no base image"},
 		{name: "other architecture", opts: upload.Options{Name: "arm"}, want: "site \"sim\" takes arm64/generic"},
@@ -148,13 +149,13 @@ func TestArtifactFromManifestMAAS(t *testing.T) {
 	sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
 	defer sim.Close()
 	tgz := built(t, 10<<10)
-	m, err := manifest.Read(upload.ManifestPath(tgz))
+	m, err := manifest.Read(manifest.FilesBeside(tgz).Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.MAAS = &manifest.MAAS{Name: "custom/h200-host", Title: "H200 host 1.2.0", BaseImage: "ubuntu/jammy", Filetype: "tgz"}
 	mb, _ := m.Marshal()
-	os.WriteFile(upload.ManifestPath(tgz), mb, 0o644)
+	os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644)
 	res, err := upload.Artifact(context.Background(), simSite(sim), []string{"SIM_KEY=" + sim.AdminKey}, tgz, upload.Options{Configure: quick})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestArtifactFromManifestMAAS(t *testing.T) {
 	}
 	// --base-image still overrides it.
 	tgz2 := built(t, 10<<10)
-	os.WriteFile(upload.ManifestPath(tgz2), mb, 0o644)
+	os.WriteFile(manifest.FilesBeside(tgz2).Manifest, mb, 0o644)
 	os.Remove(tgz2)
 	os.Rename(tgz, tgz2)
 	sim2 := maassim.New(maassim.Options{CompleteAfterGets: -1})

@@ -1,9 +1,9 @@
-// Package upload owns how images reach MAAS: the immutable names boot
-// resources get (VersionedName, DistroSeries), the sites file (sites.hcl:
+// Package upload owns how images reach MAAS: the sites file (sites.hcl:
 // which MAAS, where its API key is, timeouts, the site's GPUaaS deploy
 // profiles), and Artifact, which checks a
 // built artifact against its manifest (and, through a hook, its signature)
-// before sending a byte and uploads it through upload/maas.
+// before sending a byte and uploads it through upload/maas under its
+// immutable versioned name (manifest.VersionedName).
 //
 // upload/maas is the MAAS API client; upload/maassim the simulated MAAS
 // the tests and benchmarks run against; upload/profile the GPUaaS admin API

@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Finding is one way a tgz would fail or degrade a MAAS deploy, with the
@@ -28,10 +30,15 @@ type Finding struct {
 	WaiverReason string `json:"waiver_reason,omitempty"`
 }
 
-// Waive marks the findings of waived checks (check name -> reason).
-func Waive(findings []Finding, waivers map[string]string) []Finding {
+// ApplyWaivers marks the findings of the checks a recipe waives (its
+// waive blocks, as the plan and the manifest record them).
+func ApplyWaivers(findings []Finding, waivers []manifest.Waiver) []Finding {
+	byCheck := map[string]string{}
+	for _, w := range waivers {
+		byCheck[w.Check] = w.Reason
+	}
 	for i := range findings {
-		if reason, ok := waivers[findings[i].Check]; ok {
+		if reason, ok := byCheck[findings[i].Check]; ok {
 			findings[i].Waived, findings[i].WaiverReason = true, reason
 		}
 	}
@@ -46,6 +53,59 @@ func Blocking(findings []Finding) bool {
 		}
 	}
 	return false
+}
+
+// Report is the deployability of a built artifact: its findings, with the
+// manifest's waivers applied.
+type Report struct {
+	Artifact string `json:"artifact"`
+	// Deployable is false when a finding is an error not waived.
+	Deployable bool      `json:"deployable"`
+	Findings   []Finding `json:"findings"`
+}
+
+// ArtifactOptions adjust CheckArtifact.
+type ArtifactOptions struct {
+	// Manifest is the build manifest whose kernel args are expected and
+	// whose waivers apply; default the .manifest.json beside the tgz when
+	// there is one (without one, nothing is waived).
+	Manifest string
+	// BareMetal is DeployOptions.BareMetal.
+	BareMetal bool
+}
+
+// CheckArtifact checks a built tgz as CheckDeployable does, against its
+// manifest's kernel args, and applies the manifest's waivers.
+func CheckArtifact(ctx context.Context, tgz string, opts ArtifactOptions) (*Report, error) {
+	mpath := opts.Manifest
+	if mpath == "" {
+		if p := manifest.FilesBeside(tgz).Manifest; fileExists(p) {
+			mpath = p
+		}
+	}
+	dopts := DeployOptions{BareMetal: opts.BareMetal}
+	var waivers []manifest.Waiver
+	if mpath != "" {
+		m, err := manifest.Read(mpath)
+		if err != nil {
+			return nil, err
+		}
+		dopts.KernelArgs, waivers = m.KernelArgs, m.DeployWaivers
+	}
+	findings, err := CheckDeployable(ctx, tgz, dopts)
+	if err != nil {
+		return nil, err
+	}
+	findings = ApplyWaivers(findings, waivers)
+	if findings == nil {
+		findings = []Finding{}
+	}
+	return &Report{Artifact: tgz, Deployable: !Blocking(findings), Findings: findings}, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // DeployOptions are what the check knows beyond the tgz.
@@ -66,9 +126,28 @@ type tgzFacts struct {
 // wanted are the files whose content the checks read.
 var wanted = regexp.MustCompile(`^(etc/os-release|usr/lib/os-release|etc/machine-id|var/lib/dpkg/status|etc/default/grub|etc/default/grub\.d/[^/]+\.cfg)$`)
 
-// CheckDeployable reads a tgz the way curtin will use it (see
-// shared/reference/curtin-tgz-deploy.md) and returns what would break or
-// slow its deploy. It streams the archive once; nothing is extracted.
+// CheckDeployable reads a tgz the way curtin will use it and returns what
+// would break or slow its deploy. It streams the archive once; nothing is
+// extracted.
+//
+// What curtin does with a custom tgz (https://curtin.readthedocs.io and
+// https://github.com/canonical/curtin, with MAAS's preseeds), which the
+// checks follow: MAAS deploys it through its Ubuntu path (ID=ubuntu in
+// os-release); curtin streams
+// the archive into the target with tar --xattrs --numeric-owner, telling
+// the compression by MIME type (gzip, bzip2, xz or compress: not zstd),
+// after mounting the vfat ESP on /boot/efi (so nothing may be shipped
+// there); an image's /curtin/curtin-hooks replaces all its built-in hooks;
+// MAAS sends no kernel for custom images, so curtin installs linux-generic
+// and needs a kernel and initrd under /boot; it installs the UEFI boot
+// packages that are missing (from the archive: slow, and a failure
+// offline); MAAS's late commands run cloud-init and netplan in the target
+// and curtin identifies it with lsb_release; it rewrites
+// GRUB_CMDLINE_LINUX_DEFAULT (console and the node's kernel_opts) with an
+// unanchored edit and never touches GRUB_CMDLINE_LINUX, where the recipe's
+// kernel args belong; and it leaves /usr/sbin/policy-rc.d, machine-id, SSH
+// host keys and cloud-init state as it finds them, to be shared by every
+// host deployed.
 func CheckDeployable(ctx context.Context, tgzPath string, opts DeployOptions) ([]Finding, error) {
 	f, err := os.Open(tgzPath)
 	if err != nil {

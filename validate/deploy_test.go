@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -190,20 +191,71 @@ func TestDeployChecksListsEveryCheck(t *testing.T) {
 	}
 }
 
-func TestWaive(t *testing.T) {
+// Errors block until every one is waived.
+func TestBlocking(t *testing.T) {
 	fs := []Finding{{Check: "os-release", Severity: "error"}, {Check: "machine-id", Severity: "error"}, {Check: "stale-netplan", Severity: "warning"}}
 	if !Blocking(fs) {
 		t.Fatal("errors are not blocking")
 	}
-	fs = Waive(fs, map[string]string{"os-release": "Debian lab image"})
+	fs = ApplyWaivers(fs, []manifest.Waiver{{Check: "os-release", Reason: "Debian lab image"}})
 	if !fs[0].Waived || fs[0].WaiverReason != "Debian lab image" || fs[1].Waived {
 		t.Fatalf("waived %+v", fs)
 	}
 	if !Blocking(fs) {
 		t.Fatal("machine-id is still an error")
 	}
-	fs = Waive(fs, map[string]string{"machine-id": "x"})
+	fs = ApplyWaivers(fs, []manifest.Waiver{{Check: "machine-id", Reason: "x"}})
 	if Blocking(fs) {
 		t.Fatal("all errors are waived, yet blocking")
+	}
+}
+
+func TestApplyWaivers(t *testing.T) {
+	fs := []Finding{{Check: "os-release", Severity: "error"}, {Check: "machine-id", Severity: "warning"}}
+	fs = ApplyWaivers(fs, []manifest.Waiver{{Check: "os-release", Reason: "Debian lab image"}, {Check: "kernel", Reason: "unused"}})
+	if !fs[0].Waived || fs[0].WaiverReason != "Debian lab image" || fs[1].Waived || Blocking(fs) {
+		t.Errorf("waived %+v", fs)
+	}
+}
+
+// CheckArtifact reads the manifest beside the tgz (or the one given): its
+// kernel args are expected, its waivers applied.
+func TestCheckArtifact(t *testing.T) {
+	ctx := context.Background()
+	root := goodRoot()
+	root["./etc/os-release"] = "ID=debian\n"
+	tgz := writeTgz(t, root)
+	r, err := CheckArtifact(ctx, tgz, ArtifactOptions{BareMetal: true})
+	if err != nil || r.Deployable || r.Artifact != tgz || checks(r.Findings) != "os-release" {
+		t.Fatalf("no manifest: %+v %v", r, err)
+	}
+	writeManifest := func(path string, m manifest.Manifest) {
+		b, err := m.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beside := manifest.FilesBeside(tgz).Manifest
+	writeManifest(beside, manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"intel_iommu=on"},
+		DeployWaivers: []manifest.Waiver{{Check: "os-release", Reason: "lab"}}})
+	r, err = CheckArtifact(ctx, tgz, ArtifactOptions{BareMetal: true})
+	if err != nil || !r.Deployable || len(r.Findings) != 1 || !r.Findings[0].Waived || r.Findings[0].WaiverReason != "lab" {
+		t.Fatalf("the manifest beside: %+v %v", r, err)
+	}
+	other := filepath.Join(t.TempDir(), "other.json")
+	writeManifest(other, manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"hugepages=8"}})
+	r, err = CheckArtifact(ctx, tgz, ArtifactOptions{Manifest: other, BareMetal: true})
+	if err != nil || r.Deployable || checks(r.Findings) != "kernel-args os-release" {
+		t.Fatalf("--manifest: %+v %v", r, err)
+	}
+	if _, err := CheckArtifact(ctx, tgz, ArtifactOptions{Manifest: filepath.Join(t.TempDir(), "none.json")}); err == nil {
+		t.Error("a missing manifest was ignored")
+	}
+	good, err := CheckArtifact(ctx, writeTgz(t, goodRoot()), ArtifactOptions{BareMetal: true})
+	if err != nil || !good.Deployable || good.Findings == nil || len(good.Findings) != 0 {
+		t.Errorf("a good tgz: %+v %v", good, err)
 	}
 }

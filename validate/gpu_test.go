@@ -14,9 +14,9 @@ import (
 )
 
 // The GPU checks run against every captured nvidia-smi fixture in
-// testdata/nvidia-smi (copies of shared/fixtures/nvidia-smi, see its
-// README), replayed by testdata/nvidia-smi/replay.sh as nvidia-smi, and
-// against edited replays of them.
+// testdata/nvidia-smi (real output of H100 and H200 hosts, see its README),
+// replayed by testdata/nvidia-smi/replay.sh as nvidia-smi, and against
+// edited replays of them.
 
 const marker = "/etc/imagectl/build.json"
 

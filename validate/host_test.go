@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -296,8 +297,9 @@ func shellcheck(t *testing.T, p string, script []byte) {
 	t.Helper()
 	sc := shellcheckPath()
 	if sc == "" {
-		if os.Getenv("CI") != "" {
-			t.Error("shellcheck is not installed")
+		// Outside CI the script's own tests still run, unlinted.
+		if testenv.CI() {
+			t.Error("shellcheck is not installed (make deps installs it; CI must lint the generated script)")
 		}
 		return
 	}

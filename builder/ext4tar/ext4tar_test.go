@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // These tests make real ext4 images with mke2fs -d from a directory the test
@@ -31,12 +33,7 @@ import (
 func need(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed (make deps installs e2fsprogs)", tool)
-			}
-			t.Skipf("%s is not installed (make deps installs e2fsprogs)", tool)
-		}
+		testenv.Tool(t, tool, "make deps installs e2fsprogs")
 	}
 }
 
@@ -244,7 +241,7 @@ func write(t *testing.T, p string, data []byte, mode fs.FileMode) {
 func setxattr(t *testing.T, p, name string, v []byte) {
 	t.Helper()
 	if err := unix.Lsetxattr(p, name, v, 0); err != nil {
-		t.Skipf("this filesystem cannot hold the test's xattrs (%s on %s: %v)", name, p, err)
+		testenv.Missing(t, fmt.Sprintf("the test's scratch filesystem cannot hold its xattrs (%s on %s: %v); set TMPDIR to an ext4 or xfs directory", name, p, err))
 	}
 }
 
@@ -255,9 +252,7 @@ func setxattr(t *testing.T, p, name string, v []byte) {
 // for an htree, odd owners and setuid bits.
 func TestWalkMatchesSourceTree(t *testing.T) {
 	need(t, "mke2fs")
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to set owners, devices and security xattrs")
-	}
+	testenv.Root(t, "set owners, devices and security xattrs")
 	src := t.TempDir()
 	write(t, src+"/usr/bin/ping", bytes.Repeat([]byte("ELF"), 5000), 0o755)
 	setxattr(t, src+"/usr/bin/ping", "security.capability", []byte{1, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})

@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/appliance"
+	"github.com/gpuaas/imagectl/internal/testbase"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -88,9 +91,7 @@ func BenchmarkPack(b *testing.B) {
 		}
 	})
 	b.Run("host-tar-pigz", func(b *testing.B) {
-		if _, err := exec.LookPath("pigz"); err != nil {
-			b.Skip("pigz is not installed")
-		}
+		testenv.Tool(b, "pigz", "make deps installs pigz")
 		tree := b.TempDir()
 		shell(b, "guestfish --ro -a "+base+" -i tar-out / - xattrs:true numericowner:true | tar -C "+tree+" --xattrs --xattrs-include='*' --numeric-owner -xpf -")
 		b.ResetTimer()
@@ -159,12 +160,9 @@ func BenchmarkDemoBuild(b *testing.B) {
 // benchSetup finds the test base image and decides the accelerator once, so
 // that imagectl and the command-line tools it is compared with run alike.
 func benchSetup(b *testing.B) (vars, base, accel string, env []string) {
-	vars = os.Getenv("IMAGECTL_TEST_BASE_VARS")
-	if vars == "" {
-		b.Skip("IMAGECTL_TEST_BASE_VARS is not set (make bench sets it)")
-	}
+	vars = testbase.Vars(b)
 	base, _ = baseImageFrom(b, vars)
-	accel, err := Accelerator(context.Background(), "auto", nil)
+	accel, err := appliance.Accelerator(context.Background(), "auto", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

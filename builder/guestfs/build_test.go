@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
 	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/recipes"
@@ -106,13 +107,13 @@ func planFor(t *testing.T, recipe string, flags ...string) *builder.Plan {
 	return plan
 }
 
-func buildOptions(t *testing.T, out string, events *[]builder.Event) builder.BuildOptions {
+func buildOptions(t *testing.T, out string, events *[]event.Event) builder.BuildOptions {
 	return builder.BuildOptions{
 		Executor:  Executor{},
 		CacheDir:  t.TempDir(),
 		WorkDir:   t.TempDir(),
 		OutputDir: out,
-		Events: func(e builder.Event) {
+		Events: func(e event.Event) {
 			if events != nil {
 				*events = append(*events, e)
 			}
@@ -127,7 +128,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 	dir := recipeTree(t)
 	plan := planFor(t, filepath.Join(dir, "every-step.hcl"), "mirror_uri="+hostMirror(t))
 	out := t.TempDir()
-	var events []builder.Event
+	var events []event.Event
 	res, err := builder.Build(context.Background(), plan, buildOptions(t, out, &events))
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +355,7 @@ func TestBuildFailures(t *testing.T) {
 		opts := buildOptions(t, t.TempDir(), nil)
 		var cancelledAt time.Time
 		inner := opts.Events
-		opts.Events = func(e builder.Event) {
+		opts.Events = func(e event.Event) {
 			inner(e)
 			if e.Type == "step" && e.Status == "start" && e.Kind == "run" {
 				go func() { time.Sleep(2 * time.Second); cancelledAt = time.Now(); cancel() }()
@@ -694,7 +695,7 @@ rm %[3]s`, base, raw, part))
 		}
 	})
 	t.Run("auto", func(t *testing.T) {
-		var events []builder.Event
+		var events []event.Event
 		opts := buildOptions(t, t.TempDir(), &events)
 		res, err := builder.Build(context.Background(), plan, opts)
 		if err != nil {

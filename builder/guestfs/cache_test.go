@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -68,11 +69,11 @@ func TestLayerCache(t *testing.T) {
 	}
 	type result struct {
 		res    *builder.Result
-		events []builder.Event
+		events []event.Event
 	}
 	build := func(plan *builder.Plan) result {
 		t.Helper()
-		var events []builder.Event
+		var events []event.Event
 		opts := buildOptions(t, t.TempDir(), &events)
 		opts.LayerCache = cacheDir
 		res, err := builder.Build(context.Background(), plan, opts)

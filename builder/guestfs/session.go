@@ -4,24 +4,15 @@ package guestfs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"path"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 
 	"libguestfs.org/guestfs"
 
 	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/internal/fsmode"
-	"github.com/gpuaas/imagectl/internal/qemuproc"
+	"github.com/gpuaas/imagectl/internal/appliance"
 )
 
 // Executor opens libguestfs sessions.
@@ -33,103 +24,54 @@ type Executor struct {
 
 var _ builder.Executor = Executor{}
 
-// session is one launched appliance. mu is held for the duration of every
-// libguestfs call, which the library requires to come from one thread at a
-// time; Close from another goroutine during a call kills the appliance's
-// QEMU instead, so that call returns at once.
+// session is builder.Session on an appliance handle, with the guest's
+// filesystems mounted. The handle serializes calls and lets Close from
+// another goroutine end a running one (builds cancel that way).
 type session struct {
-	mu     sync.Mutex
-	g      *guestfs.Guestfs
-	accel  string
-	pid    int
-	killed atomic.Bool // set by Close from another goroutine during a call
-	closed bool
+	*appliance.Handle
 	mounts []builder.Mount
 }
 
 // Open launches the appliance on disk, grows the root filesystem to the
 // disk's size and mounts the guest.
 func (e Executor) Open(ctx context.Context, disk string, opts builder.SessionOptions) (builder.Session, error) {
-	accel, err := Accelerator(ctx, opts.Accel, opts.Log)
+	accel, err := appliance.Accelerator(ctx, opts.Accel, opts.Log)
 	if err != nil {
 		return nil, err
 	}
-	g, gerr := guestfs.Create()
-	if gerr != nil {
-		return nil, fmt.Errorf("creating the libguestfs handle: %v", gerr)
-	}
-	g.Quiet()
-	s := &session{g: g, accel: accel}
-	ok := false
-	defer func() {
-		if !ok {
-			s.shutdown()
-		}
-	}()
 	format := opts.Format
 	if format == "" {
 		format = "qcow2"
 	}
-	mem := e.MemoryMB
-	if mem == 0 {
-		mem = 2048
-	}
-	setup := []func() error{
-		func() error { return g.Set_identifier("imagectl") },
-		func() error { return g.Set_network(true) },
-		func() error { return g.Set_memsize(mem) },
-		func() error { return g.Set_smp(min(2, max(1, numCPU()))) },
-		// The appliance must not get the terminal's Ctrl-C: imagectl stops
-		// it itself, after saying why.
-		func() error { return g.Set_pgroup(true) },
-		func() error {
-			return g.Add_drive(disk, &guestfs.OptargsAdd_drive{
-				Format_is_set: true, Format: format,
-				Discard_is_set: true, Discard: "besteffort",
-				// The overlay is thrown away if the build fails.
-				Cachemode_is_set: true, Cachemode: "unsafe",
-			})
-		},
-	}
-	if accel == "tcg" {
-		setup = append(setup, func() error { return g.Set_backend_settings([]string{"force_tcg"}) })
-	}
-	for _, f := range setup {
-		if err := f(); err != nil {
-			return nil, fmt.Errorf("configuring the appliance: %w", err)
-		}
-	}
-
-	// Launch is the slow part (seconds under KVM, ~15 s under TCG);
-	// cancellation kills the QEMU it started so it returns early.
-	stop := context.AfterFunc(ctx, qemuproc.KillChildren)
-	err = g.Launch()
-	stop()
+	h, err := appliance.Launch(ctx, disk, appliance.Options{
+		Identifier: "imagectl", Accel: accel, MemoryMB: e.MemoryMB, Network: true,
+		// The overlay is thrown away if the build fails.
+		Format: format, Discard: true,
+	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("launching the libguestfs appliance (%s): %w; run libguestfs-test-tool for details", accel, err)
+		return nil, err
 	}
-	if pid, err := g.Get_pid(); err == nil {
-		s.pid = pid
-	}
-	root, err := s.growAndMount(opts.Log)
+	s := &session{Handle: h}
+	var root string
+	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		root, err = s.growAndMount(g, opts.Log)
+		return err
+	})
 	if err != nil {
+		h.Close()
 		return nil, err
 	}
 	if opts.Log != nil {
 		opts.Log(fmt.Sprintf("appliance up (%s), guest root %s", accel, root))
 	}
-	ok = true
 	return s, nil
 }
 
 // growAndMount finds the guest's root, grows its partition and ext
 // filesystem to the end of the disk when it is the last partition, and
 // mounts the guest's filesystems as its fstab says.
-func (s *session) growAndMount(log func(string)) (string, error) {
-	g := s.g
+func (s *session) growAndMount(g *guestfs.Guestfs, log func(string)) (string, error) {
 	roots, err := g.Inspect_os()
 	if err != nil {
 		return "", fmt.Errorf("inspecting the base image: %w", err)
@@ -138,7 +80,7 @@ func (s *session) growAndMount(log func(string)) (string, error) {
 		return "", fmt.Errorf("inspecting the base image: found %d operating systems, want 1", len(roots))
 	}
 	root := roots[0]
-	if err := s.grow(root, log); err != nil {
+	if err := grow(g, root, log); err != nil {
 		return "", fmt.Errorf("growing the root filesystem: %w", err)
 	}
 	mps, err := g.Inspect_get_mountpoints(root)
@@ -170,8 +112,7 @@ func (s *session) growAndMount(log func(string)) (string, error) {
 	return root, nil
 }
 
-func (s *session) grow(root string, log func(string)) error {
-	g := s.g
+func grow(g *guestfs.Guestfs, root string, log func(string)) error {
 	dev, err := g.Part_to_dev(root)
 	if err != nil {
 		return nil // not on a partition: nothing to grow
@@ -233,8 +174,6 @@ func (s *session) grow(root string, log func(string)) error {
 	return g.Resize2fs(root)
 }
 
-func (s *session) Accelerator() string { return s.accel }
-
 func (s *session) Mounts() []builder.Mount { return s.mounts }
 
 // Checkpoint unmounts the guest (which leaves its filesystems clean on the
@@ -243,7 +182,7 @@ func (s *session) Mounts() []builder.Mount { return s.mounts }
 // flushes, but its raw writes are already in the image file (the host's
 // page cache) when the guest's I/O completes, which is what fn reads.
 func (s *session) Checkpoint(ctx context.Context, fn func() error) error {
-	if err := s.call(ctx, func(g *guestfs.Guestfs) error {
+	if err := s.Call(ctx, func(g *guestfs.Guestfs) error {
 		if err := g.Umount_all(); err != nil {
 			return err
 		}
@@ -252,7 +191,7 @@ func (s *session) Checkpoint(ctx context.Context, fn func() error) error {
 		return fmt.Errorf("unmounting the guest: %w", err)
 	}
 	ferr := fn()
-	if err := s.call(context.WithoutCancel(ctx), func(g *guestfs.Guestfs) error {
+	if err := s.Call(context.WithoutCancel(ctx), func(g *guestfs.Guestfs) error {
 		for _, m := range s.mounts {
 			if err := g.Mount(m.Device, m.Point); err != nil {
 				return fmt.Errorf("mounting %s on %s: %w", m.Device, m.Point, err)
@@ -265,44 +204,11 @@ func (s *session) Checkpoint(ctx context.Context, fn func() error) error {
 	return ferr
 }
 
-// call runs f under the session lock, refusing when the session is gone.
-func (s *session) call(ctx context.Context, f func(g *guestfs.Guestfs) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.killed.Load() {
-		return errors.New("the appliance was stopped")
-	}
-	err := f(s.g)
-	if err != nil && s.killed.Load() {
-		return errors.New("the appliance was stopped")
-	}
-	return err
-}
-
-const exitMarker = "imagectl-exit="
-
 func (s *session) Run(ctx context.Context, cmd string) (string, error) {
-	var out string
-	err := s.call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		// The wrapper always succeeds so the output comes back even when
-		// the command fails; its exit status is the last line.
-		out, err = g.Sh("exec 2>&1\n(\n" + cmd + "\n)\necho \"" + exitMarker + "$?\"")
-		return err
-	})
+	out, code, err := s.Handle.Run(ctx, cmd)
 	if err != nil {
-		return "", fmt.Errorf("running %s: %w", firstLine(cmd), err)
+		return out, fmt.Errorf("running %s: %w", firstLine(cmd), err)
 	}
-	out = strings.TrimRight(out, "\n")
-	i := strings.LastIndex(out, exitMarker)
-	if i < 0 {
-		return out, fmt.Errorf("running %s: no exit status in its output", firstLine(cmd))
-	}
-	code, _ := strconv.Atoi(strings.TrimSpace(out[i+len(exitMarker):]))
-	out = strings.TrimRight(out[:i], "\n")
 	if code != 0 {
 		return out, &builder.CommandError{Command: cmd, ExitCode: code, Output: lastLines(out, 25)}
 	}
@@ -310,154 +216,21 @@ func (s *session) Run(ctx context.Context, cmd string) (string, error) {
 }
 
 func (s *session) WriteFile(ctx context.Context, p string, content []byte, mode fs.FileMode, owner string) error {
-	err := s.call(ctx, func(g *guestfs.Guestfs) error {
-		if err := g.Mkdir_p(path.Dir(p)); err != nil {
-			return err
-		}
-		if err := g.Write(p, content); err != nil {
-			return err
-		}
-		if err := g.Chmod(int(fsmode.ToUnix(mode)), p); err != nil {
-			return err
-		}
-		if isRoot(owner) {
-			return g.Chown(0, 0, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", p, err)
+	if err := s.Handle.WriteFile(ctx, p, content, mode); err != nil {
+		return err
 	}
-	if !isRoot(owner) {
-		// Names resolve against the guest's own passwd and group.
-		if _, err := s.Run(ctx, "chown "+quote(owner)+" "+quote(p)); err != nil {
+	if isRoot(owner) {
+		// A file that was there keeps its owner through the write.
+		if err := s.Call(ctx, func(g *guestfs.Guestfs) error { return g.Chown(0, 0, p) }); err != nil {
 			return fmt.Errorf("setting the owner of %s: %w", p, err)
 		}
-	}
-	return nil
-}
-
-func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	var b []byte
-	err := s.call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		b, err = g.Read_file(p)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
-	}
-	return b, nil
-}
-
-func (s *session) Exists(ctx context.Context, p string) (bool, error) {
-	var ok bool
-	err := s.call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		ok, err = g.Exists(p)
-		return err
-	})
-	return ok, err
-}
-
-// TarIn and TarOut hand libguestfs one end of a pipe as /dev/fd/N: the
-// library opens that path in this process and streams through it, so no
-// tar file touches the disk.
-func (s *session) TarIn(ctx context.Context, r io.Reader, dir string) error {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer pr.Close()
-	copyErr := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(pw, r)
-		pw.Close()
-		copyErr <- err
-	}()
-	err = s.call(ctx, func(g *guestfs.Guestfs) error {
-		return g.Tar_in(fdPath(pr), dir, &guestfs.OptargsTar_in{Xattrs_is_set: true, Xattrs: true})
-	})
-	pr.Close()
-	if cerr := <-copyErr; err == nil && cerr != nil && !errors.Is(cerr, syscall.EPIPE) {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("unpacking into %s: %w", dir, err)
-	}
-	return nil
-}
-
-func (s *session) TarOut(ctx context.Context, w io.Writer) error {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	copyErr := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(w, pr)
-		pr.Close()
-		copyErr <- err
-	}()
-	err = s.call(ctx, func(g *guestfs.Guestfs) error {
-		return g.Tar_out("/", fdPath(pw), &guestfs.OptargsTar_out{
-			Xattrs_is_set: true, Xattrs: true,
-			Numericowner_is_set: true, Numericowner: true,
-		})
-	})
-	pw.Close()
-	cerr := <-copyErr
-	if err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("tar-out of the guest: %w", err)
-	}
-	return nil
-}
-
-// Close shuts the appliance down. From another goroutine while a call is
-// running it kills QEMU, which ends that call; the owner's later Close
-// then releases the handle.
-func (s *session) Close() error {
-	if !s.mu.TryLock() {
-		s.kill()
 		return nil
 	}
-	defer s.mu.Unlock()
-	return s.shutdownLocked()
-}
-
-func (s *session) shutdown() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.shutdownLocked()
-}
-
-func (s *session) shutdownLocked() error {
-	if s.closed {
-		return nil
+	// Names resolve against the guest's own passwd and group.
+	if _, err := s.Run(ctx, "chown "+quote(owner)+" "+quote(p)); err != nil {
+		return fmt.Errorf("setting the owner of %s: %w", p, err)
 	}
-	s.closed = true
-	var err error
-	if !s.killed.Load() {
-		// Umount and Shutdown report write errors that Close would swallow.
-		if uerr := s.g.Umount_all(); uerr != nil {
-			err = uerr
-		}
-		if serr := s.g.Shutdown(); serr != nil && err == nil {
-			err = serr
-		}
-	}
-	s.g.Close()
-	return err
-}
-
-func (s *session) kill() {
-	if s.pid > 0 {
-		s.killed.Store(true)
-		syscall.Kill(s.pid, syscall.SIGKILL)
-	}
+	return nil
 }
 
 // isRoot reports whether an owner names root, which needs no lookup in the

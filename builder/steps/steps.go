@@ -10,13 +10,12 @@
 package steps
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"strings"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 )
 
@@ -223,12 +222,6 @@ func short(hex string) string {
 // ModeString prints a mode as four octal digits, "0644".
 func ModeString(m fs.FileMode) string { return fsmode.String(m) }
 
-// SHA256Hex is the hex sha256 of b.
-func SHA256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // MarshalJSON-friendly forms: modes are printed as octal strings.
 func (s WriteFile) MarshalJSON() ([]byte, error) {
 	type alias WriteFile
@@ -267,7 +260,7 @@ func Encode(s Step) (json.RawMessage, error) {
 // file contents appear as their sha256. It is what a layer's digest, its
 // cache key and the manifest's lineage are built from.
 func Digest(list []Step) (string, error) {
-	h := sha256.New()
+	h := digest.NewWriter(nil)
 	for _, s := range list {
 		b, err := Encode(s)
 		if err != nil {
@@ -276,5 +269,5 @@ func Digest(list []Step) (string, error) {
 		h.Write(b)
 		h.Write([]byte{'\n'})
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return h.Digest().String(), nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -18,16 +19,7 @@ import (
 // checks that imagectl diff shows exactly that package, and that the
 // signatures of one build do not verify the other's tgz.
 func TestDemoRebuildSignedAndDiffed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds two images: skipped with -short")
-	}
-	vars := os.Getenv("IMAGECTL_TEST_BASE_VARS")
-	if vars == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("IMAGECTL_TEST_BASE_VARS is not set: run the tests through make test")
-		}
-		t.Skip("IMAGECTL_TEST_BASE_VARS is not set (make base-image, then run through make)")
-	}
+	vars := testbase.Vars(t)
 	env := []string{"COSIGN_PASSWORD=test", "HOME=" + t.TempDir()}
 	key := "testdata/recipes/valid/keys/cosign-test.key"
 	pub := "testdata/recipes/valid/keys/cosign-test.pub"

@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/validate"
 )
 
@@ -35,51 +32,27 @@ It exits 1 when any finding is an error that is not waived.`,
   imagectl check image.tgz --manifest image.manifest.json --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := validate.DeployOptions{BareMetal: bareMetal}
-			if manifestPath == "" {
-				if guess := strings.TrimSuffix(args[0], ".tgz") + ".manifest.json"; guess != args[0] {
-					if _, err := os.Stat(guess); err == nil {
-						manifestPath = guess
-					}
-				}
-			}
-			waivers := map[string]string{}
-			if manifestPath != "" {
-				m, err := manifest.Read(manifestPath)
-				if err != nil {
-					return err
-				}
-				opts.KernelArgs = m.KernelArgs
-				for _, w := range m.DeployWaivers {
-					waivers[w.Check] = w.Reason
-				}
-			}
-			findings, err := validate.CheckDeployable(cmd.Context(), args[0], opts)
+			r, err := validate.CheckArtifact(cmd.Context(), args[0], validate.ArtifactOptions{Manifest: manifestPath, BareMetal: bareMetal})
 			if err != nil {
 				return err
 			}
-			findings = validate.Waive(findings, waivers)
-			errorsFound := validate.Blocking(findings)
 			if output == "json" {
-				if findings == nil {
-					findings = []validate.Finding{}
-				}
-				if err := writeJSON(cmd.OutOrStdout(), map[string]any{"artifact": args[0], "deployable": !errorsFound, "findings": findings}); err != nil {
+				if err := writeJSON(cmd.OutOrStdout(), r); err != nil {
 					return err
 				}
 			} else {
-				for _, f := range findings {
+				for _, f := range r.Findings {
 					if f.Waived {
 						fmt.Fprintf(cmd.OutOrStdout(), "%s (waived: %s): %s: %s\n", f.Severity, f.WaiverReason, f.Check, f.Message)
 						continue
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
 				}
-				if len(findings) == 0 {
+				if len(r.Findings) == 0 {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: deployable, no findings\n", args[0])
 				}
 			}
-			if errorsFound {
+			if !r.Deployable {
 				return exitError{1}
 			}
 			return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -64,8 +65,8 @@ that need formatting are listed and the exit status is 1 if there are any.`,
 					fmt.Fprintln(cmd.OutOrStdout(), f)
 					continue
 				}
-				if err := writeFileAtomic(f, out); err != nil {
-					return err
+				if err := atomicfile.Replace(f, out); err != nil {
+					return fmt.Errorf("rewriting %s: %w", f, err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), f)
 			}
@@ -119,29 +120,4 @@ func hclFiles(p string) ([]string, error) {
 		return nil
 	})
 	return out, err
-}
-
-// writeFileAtomic replaces a file's content through a rename, keeping its mode.
-func writeFileAtomic(path string, data []byte) error {
-	st, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(st.Mode().Perm()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -7,16 +7,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/event"
 )
 
-// progress renders build events: JSON lines for --output json, and for
-// text one line per phase and step with its duration (a terminal also sees
-// what is running now).
-func progress(w io.Writer, jsonOut, terminal bool) func(builder.Event) {
+// progress renders the events of a build, a smoke test or an upload: JSON
+// lines for --output json, and for text one line per phase and step with
+// its duration (a terminal also sees what is running now).
+func progress(w io.Writer, jsonOut, terminal bool) func(event.Event) {
 	var mu sync.Mutex
 	enc := json.NewEncoder(w)
-	return func(e builder.Event) {
+	return func(e event.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if jsonOut {

@@ -3,13 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 )
 
@@ -42,11 +41,7 @@ existing pair unless --force.`,
 					}
 				}
 			}
-			priv, pub, err := signing.GenerateKeyPair([]byte(password))
-			if err != nil {
-				return err
-			}
-			if err := writePair(keyPath, priv, pubPath, pub); err != nil {
+			if err := signing.WriteKeyPair(keyPath, pubPath, []byte(password)); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Private key written to %s\nPublic key written to %s\n", keyPath, pubPath)
@@ -56,26 +51,6 @@ existing pair unless --force.`,
 	cmd.Flags().StringVar(&prefix, "output-key-prefix", "cosign", "write <prefix>.key and <prefix>.pub")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing key pair")
 	return cmd
-}
-
-// writePair writes both key files or neither.
-func writePair(keyPath string, priv []byte, pubPath string, pub []byte) error {
-	kf, err := atomicfile.Create(keyPath, 0o600)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", keyPath, err)
-	}
-	defer kf.Abort()
-	if _, err := kf.Write(priv); err != nil {
-		return fmt.Errorf("writing %s: %w", keyPath, err)
-	}
-	if err := atomicfile.WriteFile(pubPath, pub, 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", pubPath, err)
-	}
-	if err := kf.Commit(); err != nil {
-		os.Remove(pubPath)
-		return err
-	}
-	return nil
 }
 
 func newSignCmd(env []string) *cobra.Command {
@@ -103,7 +78,7 @@ tgz's. cosign verifies the result offline:
 				return err
 			}
 			if manifestPath == "" {
-				manifestPath = signing.ManifestPath(args[0])
+				manifestPath = manifest.FilesBeside(args[0]).Manifest
 			}
 			a, err := signing.SignArtifact(cmd.Context(), signer, args[0], manifestPath)
 			if err != nil {
@@ -146,7 +121,7 @@ signature or manifest. No transparency log is consulted.`,
 				return err
 			}
 			if manifestPath == "" {
-				manifestPath = signing.ManifestPath(args[0])
+				manifestPath = manifest.FilesBeside(args[0]).Manifest
 			}
 			r, err := signing.VerifyArtifact(cmd.Context(), v, args[0], manifestPath)
 			if err != nil {
@@ -184,25 +159,13 @@ signature or manifest. No transparency log is consulted.`,
 
 // loadSigner decrypts a private key with $COSIGN_PASSWORD (unset: none).
 func loadSigner(keyPath string, env []string) (*signing.Signer, error) {
-	password, set := envValue(env, signing.PasswordEnv)
-	s, err := signing.LoadPrivateKeyFile(keyPath, []byte(password))
-	if err != nil && !set {
-		return nil, fmt.Errorf("%w (%s is not set)", err, signing.PasswordEnv)
-	}
-	return s, err
+	return signing.LoadPrivateKeyFileEnv(keyPath, func(k string) (string, bool) { return envValue(env, k) })
 }
 
-// buildSignKey is the key a build signs with: --sign-key as given, else
-// the recipe's sign_key, relative to the recipe's directory; "" for none.
+// buildSignKey is the key a build signs with: --sign-key, else the
+// recipe's sign_key; "" for none.
 func buildSignKey(flag string, plan *builder.Plan, recipePath string) string {
-	switch {
-	case flag != "":
-		return flag
-	case plan.Artifacts.SignKey == "" || filepath.IsAbs(plan.Artifacts.SignKey):
-		return plan.Artifacts.SignKey
-	default:
-		return filepath.Join(filepath.Dir(recipePath), plan.Artifacts.SignKey)
-	}
+	return signing.BuildKeyPath(flag, plan.Artifacts.SignKey, recipePath)
 }
 
 // buildSigner is the build's signing hook: the outputs are signed before

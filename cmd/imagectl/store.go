@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -136,85 +134,62 @@ func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
 	return tw.Flush()
 }
 
-// storeBuild publishes a build into the store: with no --output-dir the
-// build writes into a staging directory inside the store and publishing
-// renames its files; with one, they are copied.
+// storeBuild is build's side of the store: a store.Build, adjusted to
+// the build command's flags and result.
 type storeBuild struct {
-	st        *store.Dir
-	generated bool
-	parent    string
-	staging   string
-	remove    func()
+	b    *store.Build
+	root string
 }
 
 // newStoreBuild returns nil when neither --store nor $IMAGECTL_STORE is
 // set. When neither the recipe nor --version gives a version, it sets
 // *version to the store's next one for the image (date and sequence).
+// Without --output-dir the build writes into a staging directory inside
+// the store, and publishing renames its files.
 func newStoreBuild(ctx context.Context, flag, outputDir string, dryRun bool, env []string, r *recipes.Recipe, version *string) (*storeBuild, error) {
 	if v, _ := envValue(env, "IMAGECTL_STORE"); flag == "" && v == "" {
 		return nil, nil
 	}
-	sb := &storeBuild{st: store.NewDir(storeDir(flag, env))}
-	if *version == "" && r.Image.Version == "" {
-		v, err := sb.st.NextVersion(ctx, r.Image.Name, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		*version, sb.generated = v, true
-	}
-	latest, err := sb.st.Latest(ctx, r.Image.Name)
-	if err != nil {
-		return nil, err
-	}
+	st := store.NewDir(storeDir(flag, env))
 	ver := *version
 	if ver == "" {
 		ver = r.Image.Version
 	}
-	// Versions are immutable: say so now, not after an hour of building.
-	if !dryRun {
-		if v, err := sb.st.Version(ctx, r.Image.Name, ver); err == nil {
-			return nil, fmt.Errorf("%s %s is already in the store %s (published %s): versions are immutable; give another with --version, or none for a generated one",
-				r.Image.Name, ver, sb.st.Root, v.Published.Format(time.RFC3339))
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
+	b, err := st.StartBuild(ctx, store.BuildOptions{Image: r.Image.Name, Version: ver, DryRun: dryRun, Stage: outputDir == ""})
+	if err != nil {
+		return nil, err
 	}
-	if latest != nil && latest.Version != ver {
-		sb.parent = latest.Version
+	if b.Generated {
+		*version = b.Version
 	}
-	if !dryRun && outputDir == "" {
-		if sb.staging, sb.remove, err = sb.st.Staging(); err != nil {
-			return nil, err
-		}
-	}
-	return sb, nil
+	return &storeBuild{b: b, root: st.Root}, nil
 }
 
 func (sb *storeBuild) close() {
-	if sb != nil && sb.remove != nil {
-		sb.remove()
+	if sb != nil {
+		sb.b.Close()
 	}
 }
 
 // adjust says in the plan where a store-generated version came from.
 func (sb *storeBuild) adjust(p *builder.Plan) {
-	if sb != nil && sb.generated {
+	if sb != nil && sb.b.Generated {
 		p.Image.VersionFrom = "generated"
 	}
 }
 
 func (sb *storeBuild) outputDir(flag string) string {
-	if sb == nil || sb.staging == "" {
+	if sb == nil || sb.b.OutputDir == "" {
 		return flag
 	}
-	return sb.staging
+	return sb.b.OutputDir
 }
 
 func (sb *storeBuild) parentVersion() string {
 	if sb == nil {
 		return ""
 	}
-	return sb.parent
+	return sb.b.Parent
 }
 
 // publish puts the build's outputs into the store and points res and sigs
@@ -223,16 +198,15 @@ func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []s
 	if sb == nil {
 		return sigs, nil
 	}
-	v, err := sb.st.Publish(ctx, store.Artifact{Tarball: res.Tarball, Manifest: res.ManifestPath, ValidationScript: res.ValidationScript},
-		store.PublishOptions{Move: sb.staging != ""})
+	v, err := sb.b.Publish(ctx, store.Artifact{Tarball: res.Tarball, Manifest: res.ManifestPath, ValidationScript: res.ValidationScript})
 	if err != nil {
 		return nil, err
 	}
 	res.Tarball, res.ManifestPath, res.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
 	out := make([]string, len(sigs))
 	for i, s := range sigs {
-		out[i] = filepath.Join(v.Dir, filepath.Base(s))
+		out[i] = v.Path(s)
 	}
-	fmt.Fprintf(log, "published %s %s in the store %s\n", v.Image, v.Version, sb.st.Root)
+	fmt.Fprintf(log, "published %s %s in the store %s\n", v.Image, v.Version, sb.root)
 	return out, nil
 }

@@ -10,13 +10,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload"
-	"github.com/gpuaas/imagectl/upload/maas"
 )
 
 func newUploadCmd(env []string) *cobra.Command {
@@ -205,18 +204,14 @@ func (f *verifyFlags) verifier(env []string, s *upload.Site) (*signing.Verifier,
 
 // uploadEvents draws upload events as build's are drawn; as JSON, progress
 // is kept to every tenth of a phase so CI logs stay short.
-func uploadEvents(w io.Writer, jsonOut, terminal bool) func(maas.Event) {
+func uploadEvents(w io.Writer, jsonOut, terminal bool) func(event.Event) {
 	if !jsonOut {
-		draw := progress(w, false, terminal)
-		return func(e maas.Event) {
-			draw(builder.Event{Time: e.Time, Type: e.Type, Status: e.Status, Phase: e.Phase, Summary: e.Summary,
-				Seconds: e.Seconds, Message: e.Message, Done: e.Done, Total: e.Total})
-		}
+		return progress(w, false, terminal)
 	}
 	var mu sync.Mutex
 	enc := json.NewEncoder(w)
 	last := map[string]int64{}
-	return func(e maas.Event) {
+	return func(e event.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if e.Type == "progress" && e.Total > 0 {

@@ -1,7 +1,9 @@
 // Package atomicfile writes files that appear under their final name only
 // when complete: content goes to a temporary file beside the target, is
 // fsynced, and is renamed into place (then the directory is fsynced). An
-// aborted or crashed write leaves no file under the final name.
+// aborted or crashed write leaves no file under the final name. A Set
+// publishes several files all or none (a build's outputs, a signature
+// pair, a key pair).
 package atomicfile
 
 import (
@@ -14,8 +16,9 @@ import (
 // Abort after Commit does nothing, so `defer f.Abort()` is always safe.
 type File struct {
 	*os.File
-	final string
-	done  bool
+	final   string
+	done    bool
+	renamed bool // under its final name (even if the directory sync then failed)
 }
 
 // Create starts writing the file that will be published at path with the
@@ -53,7 +56,11 @@ func (f *File) Commit() error {
 		os.Remove(f.Name())
 		return fmt.Errorf("publishing %s: %w", f.final, err)
 	}
-	return syncDir(filepath.Dir(f.final))
+	f.renamed = true
+	if err := SyncDir(filepath.Dir(f.final)); err != nil {
+		return fmt.Errorf("publishing %s: %w", f.final, err)
+	}
+	return nil
 }
 
 // Abort discards the temporary file.
@@ -79,7 +86,79 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	return f.Commit()
 }
 
-func syncDir(dir string) error {
+// Replace writes data to an existing file atomically, keeping its
+// permissions.
+func Replace(path string, data []byte) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return WriteFile(path, data, st.Mode().Perm())
+}
+
+// Set is files published together: Commit publishes them in the order
+// they were added, and a failure takes back those already published, so
+// either all appear under their final names or none does. Abort after
+// Commit does nothing, so `defer s.Abort()` is always safe.
+type Set struct {
+	files []*File
+}
+
+// Create starts writing a file of the set.
+func (s *Set) Create(path string, perm os.FileMode) (*File, error) {
+	f, err := Create(path, perm)
+	if err != nil {
+		return nil, err
+	}
+	s.files = append(s.files, f)
+	return f, nil
+}
+
+// Add makes a file started elsewhere part of the set.
+func (s *Set) Add(f *File) { s.files = append(s.files, f) }
+
+// WriteFile adds a file with the given content to the set.
+func (s *Set) WriteFile(path string, data []byte, perm os.FileMode) error {
+	f, err := s.Create(path, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Commit publishes every file of the set, or none: when one fails, those
+// already renamed into place (the failing one too, if only its directory
+// sync failed) are removed.
+func (s *Set) Commit() error {
+	for i, f := range s.files {
+		if err := f.Commit(); err != nil {
+			for _, done := range s.files[:i+1] {
+				if done.renamed {
+					os.Remove(done.final)
+				}
+			}
+			s.Abort()
+			return err
+		}
+	}
+	s.files = nil
+	return nil
+}
+
+// Abort discards the files not yet published.
+func (s *Set) Abort() {
+	for _, f := range s.files {
+		f.Abort()
+	}
+	s.files = nil
+}
+
+// SyncDir fsyncs a directory, so that the renames and creations in it
+// survive a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

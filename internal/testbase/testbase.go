@@ -7,14 +7,16 @@ package testbase
 import (
 	"os"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // Env is the environment variable that names the base image's var file.
 const Env = "IMAGECTL_TEST_BASE_VARS"
 
 // Vars returns the base image's var file. It skips the test under -short
-// and, outside CI, when the variable is not set; under CI (CI set) a
-// missing variable or file fails the test, so CI never skips silently.
+// and, when the variable is not set, skips outside CI and fails under CI
+// (the testenv rule); a variable naming a missing file fails the test.
 func Vars(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
@@ -22,10 +24,7 @@ func Vars(t testing.TB) string {
 	}
 	p := os.Getenv(Env)
 	if p == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal(Env + " is not set: run the tests through make test")
-		}
-		t.Skip(Env + " is not set (make base-image, then run through make)")
+		testenv.Missing(t, Env+" is not set (make base-image, then run the tests through make)")
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("base image vars: %v", err)

@@ -7,14 +7,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -43,7 +43,8 @@ func Artifact(t testing.TB, dir, stem string) (tarball, manifestPath string) {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tarball = filepath.Join(dir, stem+".tgz")
+	files := manifest.FilesBeside(filepath.Join(dir, stem+manifest.TarballExt))
+	tarball = files.Tarball
 	if err := os.WriteFile(tarball, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -51,16 +52,15 @@ func Artifact(t testing.TB, dir, stem string) (tarball, manifestPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	m.Artifact.File = stem + ".tgz"
-	m.Artifact.SHA256 = hex.EncodeToString(sum[:])
-	m.Artifact.Size = int64(buf.Len())
+	d := digest.Bytes(buf.Bytes())
+	m.Artifact.File = filepath.Base(tarball)
+	m.Artifact.SHA256, m.Artifact.Size = d.Hex(), d.Size
 	m.Artifact.Entries = 2
 	b, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifestPath = filepath.Join(dir, stem+".manifest.json")
+	manifestPath = files.Manifest
 	if err := os.WriteFile(manifestPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -68,16 +68,13 @@ func Artifact(t testing.TB, dir, stem string) (tarball, manifestPath string) {
 }
 
 // Cosign returns the real cosign CLI the Makefile builds ($IMAGECTL_COSIGN).
-// Without it the test is skipped, except under CI=true, where it fails:
-// CI must run the interoperability tests.
+// Without it the test skips, or fails under CI (testenv.Missing): CI must
+// run the interoperability tests.
 func Cosign(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("IMAGECTL_COSIGN")
 	if p == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("IMAGECTL_COSIGN is not set, and CI must run the cosign interoperability test: run it through make (make test builds cosign)")
-		}
-		t.Skip("IMAGECTL_COSIGN is not set: skipping the test against the real cosign CLI (make test builds it and sets it)")
+		testenv.Missing(t, "IMAGECTL_COSIGN is not set: the test runs the real cosign CLI (make test builds it and sets it)")
 	}
 	if _, err := exec.LookPath(p); err != nil {
 		t.Fatalf("IMAGECTL_COSIGN=%s: %v", p, err)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -48,7 +48,7 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 	// the catalog says.
 	selected := map[string]string{}
 	for _, p := range sv.profiles {
-		n := strings.TrimPrefix(p.DistroSeries, "custom/")
+		n := manifest.BareName(p.DistroSeries)
 		if selected[n] == "" {
 			selected[n] = fmt.Sprintf("selected by deploy profile %s of admin site %s", p.ProfileID, p.SiteID)
 		}

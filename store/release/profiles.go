@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/profile"
@@ -146,7 +147,7 @@ func readProfiles(ctx context.Context, o Options, k *known, cat map[string][]sto
 			return nil, err
 		}
 		st := ProfileStatus{SiteID: p.SiteID, ProfileID: p.ProfileID, URL: p.c.URL(), Follows: p.Image, DistroSeries: got.DistroSeries}
-		if img, v := k.attribute(strings.TrimPrefix(got.DistroSeries, "custom/")); v != nil {
+		if img, v := k.attribute(manifest.BareName(got.DistroSeries)); v != nil {
 			st.Image, st.Version = img, v.Version
 		}
 		st.WantImage = p.Image
@@ -155,7 +156,7 @@ func readProfiles(ctx context.Context, o Options, k *known, cat map[string][]sto
 			if st.Want == "" {
 				st.Want = resourceName(st.WantImage, cur, nil)
 			}
-			st.Drift = !profile.Same(st.DistroSeries, st.Want)
+			st.Drift = !manifest.SameName(st.DistroSeries, st.Want)
 		}
 		out = append(out, st)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
@@ -36,7 +37,7 @@ type Options struct {
 	// Now is the clock for promotions; time.Now when nil.
 	Now func() time.Time
 	// Events receives upload progress; may be nil.
-	Events func(maas.Event)
+	Events func(event.Event)
 	// Configure adjusts the MAAS client configuration (tests shorten waits).
 	Configure func(*maas.Config)
 	// ConfigureProfile adjusts each admin API client configuration (tests

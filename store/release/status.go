@@ -9,7 +9,6 @@ import (
 
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 )
 
@@ -84,11 +83,11 @@ func resourceName(image, version string, m *manifest.Manifest) string {
 	if m != nil && m.MAAS != nil && m.MAAS.VersionedName != "" {
 		return m.MAAS.VersionedName
 	}
-	name := "custom/" + image
-	if m != nil && m.MAAS != nil && m.MAAS.Name != "" {
-		name = m.MAAS.Name
+	name := manifest.DistroSeries(image)
+	if m != nil {
+		name = m.MAASName()
 	}
-	return upload.VersionedName(name, version)
+	return manifest.VersionedName(name, version)
 }
 
 func index(ctx context.Context, s store.Store) (*known, error) {
@@ -107,11 +106,7 @@ func index(ctx context.Context, s store.Store) (*known, error) {
 			n := resourceName(img.Name, v.Version, m)
 			k.byName[n], k.image[n], k.sha[n] = v, img.Name, v.SHA256
 			k.names[img.Name+"\x00"+v.Version] = n
-			base := "custom/" + img.Name
-			if m.MAAS != nil && m.MAAS.Name != "" {
-				base = m.MAAS.Name
-			}
-			k.prefixes[img.Name] = upload.VersionedName(base, "")
+			k.prefixes[img.Name] = manifest.VersionedName(m.MAASName(), "")
 		}
 	}
 	return k, nil
@@ -141,7 +136,7 @@ func held(ctx context.Context, c *maas.Client, k *known) ([]Held, error) {
 	}
 	var out []Held
 	for _, r := range list {
-		name := strings.TrimPrefix(r.Name, "custom/")
+		name := manifest.BareName(r.Name)
 		image, v := k.attribute(name)
 		if image == "" {
 			continue
@@ -239,7 +234,7 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 			return nil, err
 		}
 		st.SHA256, st.Name = v.SHA256, resourceName(image, cur, m)
-		st.DistroSeries = upload.DistroSeries(st.Name)
+		st.DistroSeries = manifest.DistroSeries(st.Name)
 	}
 	for _, h := range hs {
 		st := get(h.Image)

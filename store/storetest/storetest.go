@@ -12,7 +12,6 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
-	"github.com/gpuaas/imagectl/upload"
 )
 
 // Options adjust an artifact.
@@ -45,8 +44,8 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 		if base == "" {
 			base = "ubuntu/noble"
 		}
-		vn := upload.VersionedName("custom/"+image, version)
-		m.MAAS = &manifest.MAAS{Name: "custom/" + image, VersionedName: vn, DistroSeries: upload.DistroSeries(vn),
+		vn := manifest.VersionedName("custom/"+image, version)
+		m.MAAS = &manifest.MAAS{Name: "custom/" + image, VersionedName: vn, DistroSeries: manifest.DistroSeries(vn),
 			Title: m.Image.Title + " " + version, Filetype: "tgz", BaseImage: base}
 	}
 	b, err := m.Marshal()
@@ -56,7 +55,7 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 	if err := os.WriteFile(manifestPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(dir, stem+"-validate.sh")
+	script := manifest.FilesBeside(tgz).ValidationScript
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho "+stem+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}

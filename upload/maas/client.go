@@ -15,6 +15,9 @@ import (
 
 	"github.com/canonical/gomaasclient/client"
 	gomaasapi "github.com/juju/gomaasapi/v2"
+
+	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Config says how to reach one MAAS.
@@ -102,21 +105,13 @@ func New(cfg Config) (*Client, error) {
 		cfg.Restarts = 3
 	}
 	if cfg.Backoff == nil {
-		cfg.Backoff = DefaultBackoff
+		cfg.Backoff = backoff.Default
 	}
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	api, _ := url.Parse(versioned)
 	return &Client{cfg: cfg, api: api, signer: auth.Signer, http: &http.Client{Transport: cfg.Transport}}, nil
-}
-
-// DefaultBackoff waits 1 s, 2 s, 4 s, … up to 30 s.
-func DefaultBackoff(n int) time.Duration {
-	if n > 5 {
-		return 30 * time.Second
-	}
-	return min(time.Second<<max(n-1, 0), 30*time.Second)
 }
 
 // APIError is a response MAAS gave with a failure status.
@@ -168,14 +163,7 @@ func retryable(ctx context.Context, err error) bool {
 
 // sleep waits for retry n, or until ctx ends.
 func (c *Client) sleep(ctx context.Context, n int) error {
-	t := time.NewTimer(c.cfg.Backoff(n))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return backoff.Sleep(ctx, c.cfg.Backoff(n))
 }
 
 // withRetries runs f until it succeeds, fails for good, or runs out of
@@ -299,7 +287,7 @@ func (c *Client) Find(ctx context.Context, name, arch string) (*Resource, error)
 		return nil, err
 	}
 	for _, r := range list {
-		if sameName(r.Name, name) && r.Architecture == arch {
+		if manifest.SameName(r.Name, name) && r.Architecture == arch {
 			res, err := c.Get(ctx, r.ID)
 			if IsNotFound(err) {
 				return nil, nil
@@ -332,10 +320,6 @@ func (c *Client) FindSHA256(ctx context.Context, sha256 string) ([]Resource, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
-}
-
-func sameName(a, b string) bool {
-	return strings.TrimPrefix(a, "custom/") == strings.TrimPrefix(b, "custom/")
 }
 
 // countingReader counts what the transport read of a body.

@@ -1,8 +1,23 @@
-// Package maas is imagectl's client of the MAAS 2.0 boot-resources API:
-// list, get, find and delete boot resources, and upload a custom image the
-// way MAAS requires (shared/reference/maas-upload-api.md): create the
-// resource with sha256 and size, then append 4 MiB chunks read from disk,
+// Package maas is imagectl's client of the MAAS 2.0 boot-resources API
+// (https://canonical.com/maas/docs/api): list, get, find and delete boot
+// resources, and upload a custom image the way MAAS's own CLI does: create
+// the resource (POST boot-resources/ with name, architecture, base_image,
+// filetype, sha256 and size, which makes an empty file record), then append
+// the file in 4 MiB chunks read from disk (PUT to the file's upload_uri),
 // each signed at send time with an explicit Content-Length.
+//
+// The MAAS behaviour it relies on, as MAAS 2.9 to 3.8 implement it
+// (src/maasserver/api/boot_resources.py in https://github.com/canonical/maas):
+// OAuth PLAINTEXT signatures whose timestamp must be within 300 s and whose
+// nonce may not repeat, so every request and chunk is signed just before it
+// is sent; a chunk without Content-Length is refused, and chunks are
+// appended at the server's own offset, so they go strictly in order; the
+// last chunk makes MAAS hash the whole file within that request (hence a
+// long timeout), and a mismatch leaves the file stuck until the resource is
+// deleted; from 3.5 "complete" means synced to every region, so it lags the
+// last chunk; MAAS's list ignores gomaasclient's "Type" filter, so the
+// lowercase type parameter is sent here; and a name's "custom/" prefix is
+// stripped up to 3.7.
 //
 // Upload is safe under faults: it skips what MAAS already holds, treats a
 // timeout on create or on the last chunk as an unknown outcome and decides
@@ -12,5 +27,6 @@
 // through an Events callback and never prints.
 //
 // gomaasclient provides the OAuth signer and the GET/DELETE calls; the
-// create and chunk requests, which it cannot make, are this package's own.
+// create and chunk requests, which it cannot make (its create is a stub and
+// its file upload buffers the whole file), are this package's own.
 package maas

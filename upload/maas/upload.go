@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/event"
 )
 
 // Image is what Upload sends: a file with its known sha256 and size, and
@@ -29,22 +31,6 @@ type Image struct {
 	BaseImage string
 	// Filetype defaults to "tgz".
 	Filetype string
-}
-
-// Event is one thing an upload reports, in the shape of builder.Event so
-// the CLI draws both the same way.
-type Event struct {
-	Time time.Time `json:"time"`
-	// Type is "phase", "progress" or "log".
-	Type string `json:"type"`
-	// Status is "start", "ok" or "failed" for phases.
-	Status  string  `json:"status,omitempty"`
-	Phase   string  `json:"phase,omitempty"`
-	Summary string  `json:"summary,omitempty"`
-	Seconds float64 `json:"seconds,omitempty"`
-	Message string  `json:"message,omitempty"`
-	Done    int64   `json:"done,omitempty"`
-	Total   int64   `json:"total,omitempty"`
 }
 
 // Upload phases.
@@ -75,40 +61,16 @@ type restart struct{ why string }
 func (r *restart) Error() string { return r.why }
 
 type upload struct {
-	c      *Client
-	img    Image
-	events func(Event)
-	res    Result
-}
-
-func (u *upload) emit(e Event) {
-	if u.events == nil {
-		return
-	}
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	u.events(e)
-}
-
-func (u *upload) log(msg string) { u.emit(Event{Type: "log", Message: msg}) }
-
-func (u *upload) phase(name, summary string) func(error) {
-	start := time.Now()
-	u.emit(Event{Type: "phase", Status: "start", Phase: name, Summary: summary})
-	return func(err error) {
-		e := Event{Type: "phase", Status: "ok", Phase: name, Summary: summary, Seconds: time.Since(start).Seconds()}
-		if err != nil {
-			e.Status, e.Message = "failed", err.Error()
-		}
-		u.emit(e)
-	}
+	c   *Client
+	img Image
+	rep event.Reporter
+	res Result
 }
 
 // Upload makes MAAS hold img as a complete boot resource, or fails saying
 // why; it never leaves MAAS holding other bytes under img.Name as if they
 // were img. events may be nil.
-func (c *Client) Upload(ctx context.Context, img Image, events func(Event)) (*Result, error) {
+func (c *Client) Upload(ctx context.Context, img Image, events func(event.Event)) (*Result, error) {
 	if img.Filetype == "" {
 		img.Filetype = "tgz"
 	}
@@ -126,19 +88,19 @@ func (c *Client) Upload(ctx context.Context, img Image, events func(Event)) (*Re
 	} else if st.Size() != img.Size {
 		return nil, fmt.Errorf("uploading %s: the file has %d bytes, expected %d", img.Path, st.Size(), img.Size)
 	}
-	u := &upload{c: c, img: img, events: events}
-	done := u.phase(PhaseLookup, fmt.Sprintf("look for %s (%s) on %s", img.Name, img.Architecture, c.cfg.URL))
+	u := &upload{c: c, img: img, rep: events}
+	done := u.rep.Phase(PhaseLookup, fmt.Sprintf("look for %s (%s) on %s", img.Name, img.Architecture, c.cfg.URL))
 	skip, err := u.lookup(ctx)
 	done(err)
 	if err != nil || skip != nil {
 		if skip != nil {
 			u.res.Resource, u.res.Skipped = skip, true
-			u.log(fmt.Sprintf("MAAS already holds %s with sha256 %s: nothing to send", img.Name, img.SHA256))
+			u.rep.Log(fmt.Sprintf("MAAS already holds %s with sha256 %s: nothing to send", img.Name, img.SHA256))
 		}
 		return &u.res, err
 	}
 	for {
-		done := u.phase(PhaseCreate, fmt.Sprintf("create boot resource %s (sha256 %s, %d bytes)", img.Name, img.SHA256[:12], img.Size))
+		done := u.rep.Phase(PhaseCreate, fmt.Sprintf("create boot resource %s (sha256 %s, %d bytes)", img.Name, img.SHA256[:12], img.Size))
 		res, file, err := u.create(ctx)
 		done(err)
 		if err != nil {
@@ -147,14 +109,14 @@ func (c *Client) Upload(ctx context.Context, img Image, events func(Event)) (*Re
 		if file.Complete {
 			// MAAS stores files by sha256: it already had these bytes.
 			u.res.Resource, u.res.Skipped = res, true
-			u.log(fmt.Sprintf("MAAS already holds sha256 %s: nothing to send", img.SHA256))
+			u.rep.Log(fmt.Sprintf("MAAS already holds sha256 %s: nothing to send", img.SHA256))
 			return &u.res, nil
 		}
-		done = u.phase(PhaseUpload, fmt.Sprintf("upload %d bytes in %d-byte chunks", img.Size, c.cfg.ChunkSize))
+		done = u.rep.Phase(PhaseUpload, fmt.Sprintf("upload %d bytes in %d-byte chunks", img.Size, c.cfg.ChunkSize))
 		err = u.chunks(ctx, f, file.UploadURI)
 		done(err)
 		if err == nil {
-			done = u.phase(PhaseComplete, "wait for MAAS to report the file complete")
+			done = u.rep.Phase(PhaseComplete, "wait for MAAS to report the file complete")
 			final, err := u.waitComplete(ctx, res.ID, u.c.cfg.CompleteTimeout)
 			done(err)
 			u.res.Resource = final
@@ -170,7 +132,7 @@ func (c *Client) Upload(ctx context.Context, img Image, events func(Event)) (*Re
 			return &u.res, fmt.Errorf("uploading %s to %s: gave up after %d fresh starts: %w", img.Name, c.cfg.URL, u.res.Restarts, err)
 		}
 		u.res.Restarts++
-		u.log(fmt.Sprintf("%v: deleting boot resource %d and starting again (%d/%d)", err, res.ID, u.res.Restarts, c.cfg.Restarts))
+		u.rep.Log(fmt.Sprintf("%v: deleting boot resource %d and starting again (%d/%d)", err, res.ID, u.res.Restarts, c.cfg.Restarts))
 		if err := c.Delete(ctx, res.ID); err != nil {
 			return &u.res, err
 		}
@@ -200,7 +162,7 @@ func (u *upload) lookup(ctx context.Context) (*Resource, error) {
 			return nil, ctx.Err()
 		}
 	}
-	u.log(fmt.Sprintf("boot resource %d (%s) is incomplete or empty: deleting it", res.ID, res.Name))
+	u.rep.Log(fmt.Sprintf("boot resource %d (%s) is incomplete or empty: deleting it", res.ID, res.Name))
 	return nil, u.c.Delete(ctx, res.ID)
 }
 
@@ -237,7 +199,7 @@ func (u *upload) create(ctx context.Context) (*Resource, *File, error) {
 		case err == nil && resp.status != http.StatusServiceUnavailable:
 			return nil, nil, &APIError{Doing: doing, Status: resp.status, Message: resp.body}
 		case err != nil && resp.sent:
-			u.log(fmt.Sprintf("no answer to the create (%v): looking the resource up", err))
+			u.rep.Log(fmt.Sprintf("no answer to the create (%v): looking the resource up", err))
 			res, lerr := u.c.Find(ctx, img.Name, img.Architecture)
 			if lerr != nil {
 				return nil, nil, lerr
@@ -246,7 +208,7 @@ func (u *upload) create(ctx context.Context) (*Resource, *File, error) {
 				if f := res.File(); f != nil && f.SHA256 == img.SHA256 && (f.Complete || f.UploadURI != "" && f.Progress == 0) {
 					return res, f, nil
 				}
-				u.log(fmt.Sprintf("boot resource %d is not a fresh upload of this image: deleting it", res.ID))
+				u.rep.Log(fmt.Sprintf("boot resource %d is not a fresh upload of this image: deleting it", res.ID))
 				if err := u.c.Delete(ctx, res.ID); err != nil {
 					return nil, nil, err
 				}
@@ -262,7 +224,7 @@ func (u *upload) create(ctx context.Context) (*Resource, *File, error) {
 		if err == nil {
 			why = "503 Service Unavailable"
 		}
-		u.log(fmt.Sprintf("create: retry %d/%d after %s", n, u.c.cfg.Retries, why))
+		u.rep.Log(fmt.Sprintf("create: retry %d/%d after %s", n, u.c.cfg.Retries, why))
 		if err := u.c.sleep(ctx, n); err != nil {
 			return nil, nil, err
 		}
@@ -291,7 +253,7 @@ func (u *upload) chunks(ctx context.Context, f *os.File, uploadURI string) error
 		case err == nil && resp.status == http.StatusOK:
 			off += n
 			retries = 0
-			u.emit(Event{Type: "progress", Phase: PhaseUpload, Done: off, Total: size})
+			u.rep.Progress(PhaseUpload, off, size)
 			continue
 		case err == nil && resp.status == http.StatusBadRequest && strings.Contains(resp.body, "does not match given SHA256"):
 			return &restart{fmt.Sprintf("MAAS computed another sha256 than %s for the uploaded file (corrupted in transit?)", u.img.SHA256)}
@@ -310,7 +272,7 @@ func (u *upload) chunks(ctx context.Context, f *os.File, uploadURI string) error
 			return &restart{fmt.Sprintf("no answer after sending bytes %d-%d (%v): MAAS's offset is unknown", off, off+n, err)}
 		case err != nil && resp.sent && last:
 			// The last chunk may have been applied (and hashed): look.
-			u.log(fmt.Sprintf("no answer to the last chunk (%v): looking the file up", err))
+			u.rep.Log(fmt.Sprintf("no answer to the last chunk (%v): looking the file up", err))
 			if ok, lerr := u.holds(ctx, uploadURI); lerr != nil {
 				return lerr
 			} else if ok {
@@ -330,7 +292,7 @@ func (u *upload) chunks(ctx context.Context, f *os.File, uploadURI string) error
 		if err == nil {
 			why = "503 Service Unavailable"
 		}
-		u.log(fmt.Sprintf("chunk at %d: retry %d/%d after %s", off, retries, u.c.cfg.Retries, why))
+		u.rep.Log(fmt.Sprintf("chunk at %d: retry %d/%d after %s", off, retries, u.c.cfg.Retries, why))
 		if err := u.c.sleep(ctx, retries); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -51,10 +52,10 @@ func newClient(t testing.TB, sim *maassim.Server, key string, tweak ...func(*maa
 
 type recorder struct {
 	mu     sync.Mutex
-	events []maas.Event
+	events []event.Event
 }
 
-func (r *recorder) add(e maas.Event) {
+func (r *recorder) add(e event.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -134,7 +135,7 @@ func TestUploadPlain(t *testing.T) {
 			if got := sim.Count(maassim.OpChunk) + sim.Count(maassim.OpLastChunk); got != 6 {
 				t.Errorf("%d chunks, want 6", got)
 			}
-			var last maas.Event
+			var last event.Event
 			for _, e := range rec.events {
 				if e.Type == "progress" {
 					last = e

@@ -2,13 +2,14 @@ package maassim
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // filetypes maps a create filetype to the file's filetype and, from 3.5,
@@ -107,8 +108,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, body io.Reader) 
 	var sum string
 	var size int64
 	if content != nil {
-		h := sha256.Sum256(content)
-		sum, size = hex.EncodeToString(h[:]), int64(len(content))
+		d := digest.Bytes(content)
+		sum, size = d.Hex(), d.Size
 	} else {
 		sum = form.Get("sha256")
 		switch {

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/simfault"
 )
 
 // APIPrefix is the path of the MAAS 2.0 API under a server's URL.
@@ -88,11 +90,6 @@ type Fault struct {
 	RetryAfter int
 }
 
-type faultState struct {
-	Fault
-	seen, hit int
-}
-
 // Server is a running simulated MAAS.
 type Server struct {
 	// URL is the MAAS root (…/MAAS), as a site's maas_url.
@@ -106,14 +103,14 @@ type Server struct {
 	hs      *httptest.Server
 	closing chan struct{}
 
+	faults *simfault.Faults[Op, Fault]
+
 	mu         sync.Mutex
 	tokens     map[string]token // by consumer key + token key
 	nonces     map[string]time.Time
 	resources  map[int]*resource
 	nextID     int
 	nextFileID int
-	faults     []*faultState
-	counts     map[Op]int
 }
 
 type token struct {
@@ -177,7 +174,7 @@ func New(opts Options) *Server {
 		tokens:    map[string]token{},
 		nonces:    map[string]time.Time{},
 		resources: map[int]*resource{},
-		counts:    map[Op]int{},
+		faults:    simfault.New(func(f Fault) simfault.Match[Op] { return simfault.Match[Op]{On: f.On, After: f.After, Times: f.Times} }),
 	}
 	maj, min, _ := strings.Cut(opts.Version, ".")
 	s.major, _ = strconv.Atoi(maj)
@@ -198,30 +195,13 @@ func (s *Server) Close() {
 }
 
 // Inject adds faults; each hits requests of its kind in order.
-func (s *Server) Inject(faults ...Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range faults {
-		if f.Times == 0 {
-			f.Times = 1
-		}
-		s.faults = append(s.faults, &faultState{Fault: f})
-	}
-}
+func (s *Server) Inject(faults ...Fault) { s.faults.Inject(faults...) }
 
 // ClearFaults removes every injected fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
+func (s *Server) ClearFaults() { s.faults.Clear() }
 
 // Count is how many authenticated requests of a kind the server received.
-func (s *Server) Count(op Op) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.counts[op]
-}
+func (s *Server) Count(op Op) int { return s.faults.Count(op) }
 
 // Resource is a snapshot of a boot resource as the server holds it.
 type Resource struct {
@@ -387,9 +367,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		textError(w, http.StatusForbidden, "This method is reserved for admin users.")
 		return
 	}
-	fault := s.takeFault(op)
+	fault, hit := s.faults.Take(op)
 	var body io.Reader = r.Body
-	if fault != nil {
+	if hit {
 		switch fault.Kind {
 		case Unavailable:
 			if fault.RetryAfter > 0 {
@@ -409,36 +389,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if isChunkRoute {
 		handle = func(w http.ResponseWriter, r *http.Request, body io.Reader) { s.upload(w, r, body, resID, fID) }
 	}
-	if fault != nil && fault.Kind == Timeout {
-		rec := httptest.NewRecorder()
-		handle(rec, r, body)
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		case <-time.After(s.opts.Hold):
-		}
-		panic(http.ErrAbortHandler)
+	if hit && fault.Kind == Timeout {
+		handle(httptest.NewRecorder(), r, body)
+		simfault.Hold(r, s.closing, s.opts.Hold)
 	}
 	handle(w, r, body)
-}
-
-// takeFault counts the request and returns the fault that hits it.
-func (s *Server) takeFault(op Op) *faultState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.counts[op]++
-	for _, f := range s.faults {
-		if f.On != op {
-			continue
-		}
-		f.seen++
-		if f.seen <= f.After || (f.Times >= 0 && f.hit >= f.Times) {
-			continue
-		}
-		f.hit++
-		return f
-	}
-	return nil
 }
 
 type flipFirst struct {

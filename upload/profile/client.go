@@ -3,8 +3,6 @@ package profile
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // PathPrefix is where the admin API keeps MAAS sites, under its base URL.
@@ -121,7 +123,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Retries = 3
 	}
 	if cfg.Backoff == nil {
-		cfg.Backoff = DefaultBackoff
+		cfg.Backoff = backoff.Default
 	}
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
@@ -131,35 +133,18 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg, url: strings.TrimSuffix(cfg.URL, "/") + Path(cfg.SiteID, cfg.ProfileID), http: hc}, nil
 }
 
-// DefaultBackoff waits 1 s, 2 s, 4 s, … up to 30 s.
-func DefaultBackoff(n int) time.Duration {
-	if n > 5 {
-		return 30 * time.Second
-	}
-	return min(time.Second<<max(n-1, 0), 30*time.Second)
-}
-
 // URL is the profile's URL.
 func (c *Client) URL() string { return c.url }
-
-// Same reports whether two distro_series values select the same image:
-// the execution client puts a bare name into MAAS's custom/ namespace, so
-// "x" and "custom/x" are one image.
-func Same(a, b string) bool {
-	return strings.TrimPrefix(a, "custom/") == strings.TrimPrefix(b, "custom/")
-}
 
 // Key is an X-Idempotency-Key: "imagectl-" and 32 hex digits of a sha256
 // over parts. The same parts always give the same key, so a request sent
 // again for the same operation is one the server can recognise.
 func Key(parts ...string) string {
-	h := sha256.New()
+	h := digest.NewWriter(nil)
 	for _, p := range parts {
-		io.WriteString(h, strconv.Itoa(len(p)))
-		io.WriteString(h, ":")
-		io.WriteString(h, p)
+		fmt.Fprintf(h, "%d:%s", len(p), p)
 	}
-	return "imagectl-" + hex.EncodeToString(h.Sum(nil))[:32]
+	return "imagectl-" + h.Digest().Hex()[:32]
 }
 
 // APIError is an answer the admin API gave with a failure status.
@@ -304,14 +289,7 @@ func (c *Client) message(b []byte) string {
 
 // sleep waits for retry n (at least after), or until ctx ends.
 func (c *Client) sleep(ctx context.Context, n int, after time.Duration) error {
-	t := time.NewTimer(max(c.cfg.Backoff(n), after))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return backoff.Sleep(ctx, max(c.cfg.Backoff(n), after))
 }
 
 func (c *Client) what() string {
@@ -394,7 +372,7 @@ func (c *Client) Set(ctx context.Context, distroSeries, key string) (*SetResult,
 		return nil, err
 	}
 	res := &SetResult{Previous: cur.DistroSeries, DistroSeries: distroSeries, IdempotencyKey: key}
-	if Same(cur.DistroSeries, distroSeries) {
+	if manifest.SameName(cur.DistroSeries, distroSeries) {
 		res.Outcome = Unchanged
 		return res, nil
 	}
@@ -412,7 +390,7 @@ func (c *Client) Set(ctx context.Context, distroSeries, key string) (*SetResult,
 			// Maybe applied: what the profile holds now decides.
 			p, gerr := c.Get(ctx)
 			switch {
-			case gerr == nil && Same(p.DistroSeries, distroSeries):
+			case gerr == nil && manifest.SameName(p.DistroSeries, distroSeries):
 				res.Outcome = Confirmed
 				return res, nil
 			case ctx.Err() != nil:
@@ -434,7 +412,7 @@ func (c *Client) Set(ctx context.Context, distroSeries, key string) (*SetResult,
 			var p struct {
 				DistroSeries *string `json:"distro_series"`
 			}
-			if json.Unmarshal(a.body, &p) == nil && p.DistroSeries != nil && !Same(*p.DistroSeries, distroSeries) {
+			if json.Unmarshal(a.body, &p) == nil && p.DistroSeries != nil && !manifest.SameName(*p.DistroSeries, distroSeries) {
 				return res, fmt.Errorf("%s: the admin API accepted the request (X-Idempotency-Key %s) but answered distro_series %q", doing, key, *p.DistroSeries)
 			}
 			// Even an answer naming the value can be a replay (the key's
@@ -444,7 +422,7 @@ func (c *Client) Set(ctx context.Context, distroSeries, key string) (*SetResult,
 			switch {
 			case gerr != nil:
 				return res, fmt.Errorf("%s: the admin API accepted the request, but reading the profile back failed: %w", doing, gerr)
-			case !Same(now.DistroSeries, distroSeries):
+			case !manifest.SameName(now.DistroSeries, distroSeries):
 				return res, fmt.Errorf("%s: the admin API accepted the request (X-Idempotency-Key %s), but the profile still holds %q: the server replayed an earlier answer for that key", doing, key, now.DistroSeries)
 			}
 			res.Outcome = Patched

@@ -7,7 +7,8 @@ import (
 )
 
 // Placeholders stand, in a request written out for an operator, for what
-// imagectl does not know; they are runbook 001's shell variables.
+// imagectl does not know: the shell variables operators set for the same
+// curl command by hand.
 const (
 	PlaceholderURL     = "${API_BASE_URL}"
 	PlaceholderSite    = "${SITE_ID}"

@@ -3,7 +3,7 @@
 // it on loopback, URL is its base URL, Token the bearer token it takes,
 // Close stops it.
 //
-// It is written from runbook 001's curl example: GET and PATCH of
+// It follows the endpoint as operators call it with curl: GET and PATCH of
 // /api/v1/admin/maas-sites/{site}/profiles/{profile}, a bearer token
 // (401 without it), a JSON body whose distro_series is set (Content-Type
 // application/json, else 415), and an X-Idempotency-Key a PATCH must
@@ -11,9 +11,10 @@
 // without being applied again; with another body, 422. A profile is JSON
 // with more fields than distro_series, as a real one would be.
 //
-// Inject adds failures per method: 401, 403, 409 with a message, 503
-// (with Retry-After), and a timeout after the request was applied (the
-// answer never comes: the connection is held until the client gives up).
+// Inject adds failures per method (internal/simfault schedules them): 401,
+// 403, 409 with a message, 503 (with Retry-After), and a timeout after the
+// request was applied (the answer never comes: the connection is held
+// until the client gives up).
 package profilesim
 
 import (
@@ -27,6 +28,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/simfault"
 )
 
 // Op is a kind of request, for fault injection and counting.
@@ -70,11 +73,6 @@ type Fault struct {
 	RetryAfter int
 }
 
-type faultState struct {
-	Fault
-	seen, hit int
-}
-
 // Options configure a fake admin API.
 type Options struct {
 	// Token is the bearer token it accepts; default a random-looking one.
@@ -116,11 +114,11 @@ type Server struct {
 	hs      *httptest.Server
 	closing chan struct{}
 
+	faults *simfault.Faults[Op, Fault]
+
 	mu       sync.Mutex
 	profiles map[string]*profile // by site + "/" + profile
 	keys     map[string]replay
-	faults   []*faultState
-	counts   map[Op]int
 	requests []Request
 }
 
@@ -136,7 +134,7 @@ func New(opts Options) *Server {
 		opts.Hold = time.Minute
 	}
 	s := &Server{Token: opts.Token, opts: opts, closing: make(chan struct{}), profiles: map[string]*profile{},
-		keys: map[string]replay{}, counts: map[Op]int{}}
+		keys: map[string]replay{}, faults: simfault.New(func(f Fault) simfault.Match[Op] { return simfault.Match[Op]{On: f.On, After: f.After, Times: f.Times} })}
 	s.hs = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.hs.URL
 	return s
@@ -176,30 +174,13 @@ func (s *Server) DistroSeries(siteID, profileID string) (string, bool) {
 }
 
 // Inject adds faults; each hits requests of its kind in order.
-func (s *Server) Inject(faults ...Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range faults {
-		if f.Times == 0 {
-			f.Times = 1
-		}
-		s.faults = append(s.faults, &faultState{Fault: f})
-	}
-}
+func (s *Server) Inject(faults ...Fault) { s.faults.Inject(faults...) }
 
 // ClearFaults removes every injected fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
+func (s *Server) ClearFaults() { s.faults.Clear() }
 
 // Count is how many authorized requests of a kind reached the profiles.
-func (s *Server) Count(op Op) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.counts[op]
-}
+func (s *Server) Count(op Op) int { return s.faults.Count(op) }
 
 // Requests are every request received, oldest first.
 func (s *Server) Requests() []Request {
@@ -225,22 +206,6 @@ func (p *profile) json() map[string]any {
 		"deploy_user": "hpcadmin", "site_bootstrap_bundle_ref": "maas-site-bootstrap-h200-ib",
 		"tags": []string{"gpuaas-profile"}, "revision": p.updated,
 	}
-}
-
-func (s *Server) takeFault(op Op) *faultState {
-	s.counts[op]++
-	for _, f := range s.faults {
-		if f.On != op {
-			continue
-		}
-		f.seen++
-		if f.seen <= f.After || (f.Times >= 0 && f.hit >= f.Times) {
-			continue
-		}
-		f.hit++
-		return f
-	}
-	return nil
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -273,10 +238,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
-	s.mu.Lock()
-	fault := s.takeFault(op)
-	s.mu.Unlock()
-	if fault != nil {
+	fault, hit := s.faults.Take(op)
+	if hit {
 		switch fault.Kind {
 		case Unauthorized:
 			jsonError(w, http.StatusUnauthorized, "token expired")
@@ -296,14 +259,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	status, answer := s.handle(r, op, site, prof, body)
-	if fault != nil && fault.Kind == TimeoutAfterAccept {
+	if hit && fault.Kind == TimeoutAfterAccept {
 		// Applied; the answer never comes.
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		case <-time.After(s.opts.Hold):
-		}
-		panic(http.ErrAbortHandler)
+		simfault.Hold(r, s.closing, s.opts.Hold)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -9,7 +9,7 @@ import (
 	"github.com/gpuaas/imagectl/upload/profile/profilesim"
 )
 
-// These speak raw HTTP to the fake, to check the rules of runbook 001's
+// These speak raw HTTP to the fake, to check the rules of the endpoint's
 // request that a correct client never breaks; upload/profile's tests drive
 // the rest through the real client.
 func TestContract(t *testing.T) {

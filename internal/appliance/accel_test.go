@@ -1,4 +1,4 @@
-package guestfs
+package appliance
 
 import (
 	"context"

@@ -1,0 +1,286 @@
+//go:build guestfs
+
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"libguestfs.org/guestfs"
+
+	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/qemuproc"
+)
+
+// Options configure an appliance.
+type Options struct {
+	// Identifier names the appliance in libguestfs's messages and QEMU's
+	// command line ("imagectl", "imagectl-smoke").
+	Identifier string
+	// Accel is "kvm" or "tcg", as Accelerator decided.
+	Accel string
+	// MemoryMB is the appliance's memory (default 2048: apt, dpkg triggers
+	// and initramfs builds need room).
+	MemoryMB int
+	// Network gives the appliance a user-mode network (apt inside it).
+	Network bool
+	// Format is the disk's format, "raw" or "qcow2" (default "raw").
+	Format string
+	// Discard passes the guest's discards on to the disk image, where the
+	// format and the host allow.
+	Discard bool
+}
+
+// Handle is one launched appliance with its disk attached. Its calls run
+// one at a time; Kill and Close may be called from any goroutine.
+type Handle struct {
+	guard
+	g     *guestfs.Guestfs
+	accel string
+}
+
+// Launch starts an appliance on disk. The disk's cache mode is "unsafe"
+// (QEMU ignores flushes): every disk imagectl attaches is a scratch copy
+// thrown away when the run fails. Cancelling ctx during the launch kills
+// the QEMU it started, so Launch returns early. The caller owns the
+// returned Handle and must Close it.
+func Launch(ctx context.Context, disk string, o Options) (*Handle, error) {
+	g, gerr := guestfs.Create()
+	if gerr != nil {
+		return nil, fmt.Errorf("creating the libguestfs handle: %v", gerr)
+	}
+	g.Quiet()
+	format := o.Format
+	if format == "" {
+		format = "raw"
+	}
+	mem := o.MemoryMB
+	if mem == 0 {
+		mem = 2048
+	}
+	drive := &guestfs.OptargsAdd_drive{
+		Format_is_set: true, Format: format,
+		Cachemode_is_set: true, Cachemode: "unsafe",
+	}
+	if o.Discard {
+		drive.Discard_is_set, drive.Discard = true, "besteffort"
+	}
+	setup := []func() error{
+		func() error { return g.Set_identifier(o.Identifier) },
+		func() error { return g.Set_network(o.Network) },
+		func() error { return g.Set_memsize(mem) },
+		func() error { return g.Set_smp(min(2, max(1, runtime.NumCPU()))) },
+		// The appliance must not get the terminal's Ctrl-C: imagectl stops
+		// it itself, after saying why.
+		func() error { return g.Set_pgroup(true) },
+		func() error { return g.Add_drive(disk, drive) },
+	}
+	if o.Accel == "tcg" {
+		setup = append(setup, func() error { return g.Set_backend_settings([]string{"force_tcg"}) })
+	}
+	for _, f := range setup {
+		if err := f(); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("configuring the appliance for %s: %w", disk, err)
+		}
+	}
+
+	// Launch is the slow part (seconds under KVM, ~15 s under TCG). The
+	// appliance's pid is not known until it returns, so cancellation kills
+	// this process's QEMU children.
+	stop := context.AfterFunc(ctx, qemuproc.KillChildren)
+	err := g.Launch()
+	stop()
+	if err != nil {
+		g.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("launching the libguestfs appliance (%s) on %s: %w; run libguestfs-test-tool for details", o.Accel, disk, err)
+	}
+	h := &Handle{g: g, accel: o.Accel}
+	if pid, err := g.Get_pid(); err == nil {
+		h.pid = pid
+	}
+	return h, nil
+}
+
+// Accelerator is "kvm" or "tcg".
+func (h *Handle) Accelerator() string { return h.accel }
+
+// Call runs f on the libguestfs handle, alone. A cancelled ctx kills the
+// appliance, and f's error is then ctx's; after Kill or Close it returns
+// ErrStopped without calling f.
+func (h *Handle) Call(ctx context.Context, f func(g *guestfs.Guestfs) error) error {
+	return h.call(ctx, func() error { return f(h.g) })
+}
+
+// Kill stops the appliance from any goroutine, ending a running call; the
+// owner's Close still releases the handle.
+func (h *Handle) Kill() { h.kill() }
+
+// Close unmounts everything, shuts the appliance down (which reports the
+// write errors libguestfs's close would swallow) and releases the handle;
+// a killed appliance is only released. From another goroutine while a call
+// runs it kills the appliance instead, so that call returns; the owner's
+// Close then releases. Close is safe to call more than once.
+func (h *Handle) Close() error {
+	return h.close(func(killed bool) error {
+		var err error
+		if !killed {
+			if uerr := h.g.Umount_all(); uerr != nil {
+				err = fmt.Errorf("unmounting the guest: %w", uerr)
+			}
+			if serr := h.g.Shutdown(); serr != nil && err == nil {
+				err = fmt.Errorf("shutting the appliance down: %w", serr)
+			}
+		}
+		h.g.Close()
+		return err
+	})
+}
+
+const exitMarker = "imagectl-exit="
+
+// Run runs a shell script in the guest (libguestfs chroots into the
+// mounted root, with /dev, /proc and /sys bound) with stderr folded into
+// stdout, and returns its output and exit status. err is set only when
+// the script could not be run or its status not read.
+func (h *Handle) Run(ctx context.Context, script string) (out string, code int, err error) {
+	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		// The wrapper always succeeds so the output comes back even when
+		// the script fails; its exit status is the last line.
+		out, err = g.Sh("exec 2>&1\n(\n" + script + "\n)\necho \"" + exitMarker + "$?\"")
+		return err
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	out = strings.TrimRight(out, "\n")
+	i := strings.LastIndex(out, exitMarker)
+	if i < 0 {
+		return out, 0, errors.New("no exit status in its output")
+	}
+	code, _ = strconv.Atoi(strings.TrimSpace(out[i+len(exitMarker):]))
+	return strings.TrimRight(out[:i], "\n"), code, nil
+}
+
+// WriteFile writes a file in the guest with mode, creating its parent
+// directories; a new file is root's.
+func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode fs.FileMode) error {
+	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
+		if err := g.Mkdir_p(path.Dir(p)); err != nil {
+			return err
+		}
+		if err := g.Write(p, content); err != nil {
+			return err
+		}
+		return g.Chmod(int(fsmode.ToUnix(mode)), p)
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	return nil
+}
+
+// ReadFile reads a file of the guest.
+func (h *Handle) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	var b []byte
+	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		b, err = g.Read_file(p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return b, nil
+}
+
+// Exists reports whether a path exists in the guest.
+func (h *Handle) Exists(ctx context.Context, p string) (bool, error) {
+	var ok bool
+	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		ok, err = g.Exists(p)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("looking for %s: %w", p, err)
+	}
+	return ok, nil
+}
+
+// TarIn unpacks the uncompressed tar stream r into the guest directory
+// dir, as root (owners and modes kept) with xattrs. TarIn and TarOut hand
+// libguestfs one end of a pipe as /dev/fd/N: the library opens that path
+// in this process and streams through it, so no tar file touches the disk.
+// A read error of r fails the unpacking. TarIn stops reading r when it
+// returns, early when the unpacking failed: a caller producing r through
+// an io.Pipe closes the pipe's reader then, so that its writer stops too.
+func (h *Handle) TarIn(ctx context.Context, r io.Reader, dir string) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("unpacking into %s: %w", dir, err)
+	}
+	defer pr.Close()
+	copyErr := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.Close()
+		copyErr <- err
+	}()
+	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
+		return g.Tar_in(fdPath(pr), dir, &guestfs.OptargsTar_in{Xattrs_is_set: true, Xattrs: true})
+	})
+	pr.Close() // unblocks the copy if tar stopped reading
+	if cerr := <-copyErr; err == nil && cerr != nil && !errors.Is(cerr, syscall.EPIPE) {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("unpacking into %s: %w", dir, err)
+	}
+	return nil
+}
+
+// TarOut streams the guest's root filesystem to w as tar with xattrs and
+// numeric owners.
+func (h *Handle) TarOut(ctx context.Context, w io.Writer) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("tar-out of the guest: %w", err)
+	}
+	copyErr := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(w, pr)
+		pr.Close()
+		copyErr <- err
+	}()
+	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
+		return g.Tar_out("/", fdPath(pw), &guestfs.OptargsTar_out{
+			Xattrs_is_set: true, Xattrs: true,
+			Numericowner_is_set: true, Numericowner: true,
+		})
+	})
+	pw.Close()
+	cerr := <-copyErr
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("tar-out of the guest: %w", err)
+	}
+	return nil
+}
+
+func fdPath(f *os.File) string { return "/dev/fd/" + strconv.Itoa(int(f.Fd())) }

@@ -1,0 +1,55 @@
+package testenv
+
+import (
+	"runtime"
+	"testing"
+)
+
+func TestCI(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "0": false, "false": false, "FALSE": false, "true": true, "1": true, "yes": true} {
+		t.Setenv("CI", v)
+		if got := CI(); got != want {
+			t.Errorf("CI=%q: got %v, want %v", v, got, want)
+		}
+	}
+}
+
+// Missing skips outside CI and fails under CI: run it in a subtest whose
+// outcome the parent reads.
+func TestMissing(t *testing.T) {
+	for _, ci := range []string{"", "true"} {
+		t.Setenv("CI", ci)
+		var skipped, failed bool
+		done := make(chan struct{})
+		// A goroutine, as Skip and Fatal end it with runtime.Goexit.
+		ft := &fakeT{}
+		go func() {
+			defer close(done)
+			Missing(ft, "the widget is not installed")
+		}()
+		<-done
+		skipped, failed = ft.skipped, ft.failed
+		if ci == "" && (!skipped || failed) || ci == "true" && (skipped || !failed) {
+			t.Errorf("CI=%q: skipped %v, failed %v", ci, skipped, failed)
+		}
+		if ft.msg == "" {
+			t.Errorf("CI=%q: no reason given", ci)
+		}
+	}
+}
+
+type fakeT struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Skip(args ...any) {
+	f.skipped, f.msg = true, args[0].(string)
+	runtime.Goexit()
+}
+func (f *fakeT) Fatal(args ...any) {
+	f.failed, f.msg = true, args[0].(string)
+	runtime.Goexit()
+}

@@ -1,0 +1,71 @@
+package manifest
+
+import "strings"
+
+// The files of a build are named after one stem, <name>-<version>: the
+// tgz, and beside it the files that describe, check, sign or test it. A
+// signed file's signatures are beside it, named after the whole file name
+// (x-1.0.tgz.sig, x-1.0.manifest.json.sigstore.json).
+const (
+	TarballExt          = ".tgz"
+	ManifestExt         = ".manifest.json"
+	ValidationScriptExt = "-validate.sh"
+	// SignatureExt and SigstoreBundleExt follow any signed file: its
+	// base64 signature and its Sigstore bundle, as cosign writes them.
+	SignatureExt      = ".sig"
+	SigstoreBundleExt = ".sigstore.json"
+	// SmokeLogExt and SmokeTimelineExt are imagectl smoke's serial
+	// console log and boot timeline.
+	SmokeLogExt      = ".smoke.log"
+	SmokeTimelineExt = ".smoke-timeline.json"
+)
+
+// Files are the paths of one build's files.
+type Files struct {
+	Tarball          string
+	Manifest         string
+	ValidationScript string
+	// The signatures of the tgz and of the manifest.
+	TarballSignature, TarballBundle   string
+	ManifestSignature, ManifestBundle string
+	SmokeLog, SmokeTimeline           string
+}
+
+// FilesFor names the files of image name at version, without a directory.
+func FilesFor(name, version string) Files {
+	stem := name + "-" + version
+	return filesOf(stem, stem+TarballExt)
+}
+
+// FilesBeside names the files beside a tgz: its path without .tgz (or
+// .tar.gz) is the stem, so a/x-1.0.tgz has a/x-1.0.manifest.json.
+func FilesBeside(tgz string) Files {
+	return filesOf(Stem(tgz), tgz)
+}
+
+// Stem is a tgz's path without its .tgz or .tar.gz.
+func Stem(tgz string) string {
+	if s, ok := strings.CutSuffix(tgz, TarballExt); ok {
+		return s
+	}
+	return strings.TrimSuffix(tgz, ".tar.gz")
+}
+
+// Signatures are the signature and the Sigstore bundle beside a signed
+// file.
+func Signatures(file string) (signature, bundle string) {
+	return file + SignatureExt, file + SigstoreBundleExt
+}
+
+func filesOf(stem, tgz string) Files {
+	f := Files{
+		Tarball:          tgz,
+		Manifest:         stem + ManifestExt,
+		ValidationScript: stem + ValidationScriptExt,
+		SmokeLog:         stem + SmokeLogExt,
+		SmokeTimeline:    stem + SmokeTimelineExt,
+	}
+	f.TarballSignature, f.TarballBundle = Signatures(f.Tarball)
+	f.ManifestSignature, f.ManifestBundle = Signatures(f.Manifest)
+	return f
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// BuildOptions say what is about to be built into a store.
+type BuildOptions struct {
+	// Image is the image's name.
+	Image string
+	// Version is the version to build; "" has the store generate one
+	// (NextVersion).
+	Version string
+	// DryRun plans only: nothing is created, and a version already in the
+	// store is not refused.
+	DryRun bool
+	// Stage has the build write its outputs into a staging directory
+	// inside the store (Build.OutputDir), so that publishing them renames
+	// rather than copies them.
+	Stage bool
+	// Now is the clock of a generated version; time.Now when zero.
+	Now time.Time
+}
+
+// Build is a build on its way into the store: the version it builds, the
+// version it follows, and where it writes its outputs.
+type Build struct {
+	// Version is the version being built; Generated is set when the store
+	// chose it.
+	Version   string
+	Generated bool
+	// Parent is the image's latest version in the store before this one,
+	// "" for none.
+	Parent string
+	// OutputDir is the staging directory inside the store the build writes
+	// into, "" when it writes elsewhere (and Publish copies).
+	OutputDir string
+
+	dir    *Dir
+	remove func()
+}
+
+// StartBuild prepares a build of an image into the store: it generates the
+// version when none is given, refuses a version already published (versions
+// are immutable: better said before an hour of building than after), finds
+// the parent version and, with opts.Stage, makes the staging directory.
+// Close the build when done with it.
+func (d *Dir) StartBuild(ctx context.Context, opts BuildOptions) (*Build, error) {
+	b := &Build{Version: opts.Version, dir: d}
+	if b.Version == "" {
+		now := opts.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		v, err := d.NextVersion(ctx, opts.Image, now)
+		if err != nil {
+			return nil, err
+		}
+		b.Version, b.Generated = v, true
+	}
+	latest, err := d.Latest(ctx, opts.Image)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.DryRun {
+		if v, err := d.Version(ctx, opts.Image, b.Version); err == nil {
+			return nil, fmt.Errorf("%s %s is already in the store %s (published %s): versions are immutable; give another with --version, or none for a generated one",
+				opts.Image, b.Version, d.Root, v.Published.Format(time.RFC3339))
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	if latest != nil && latest.Version != b.Version {
+		b.Parent = latest.Version
+	}
+	if !opts.DryRun && opts.Stage {
+		if b.OutputDir, b.remove, err = d.Staging(); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Publish publishes the build's outputs (moved from the staging directory,
+// or copied from where the build wrote them).
+func (b *Build) Publish(ctx context.Context, a Artifact) (*Version, error) {
+	return b.dir.Publish(ctx, a, PublishOptions{Move: b.OutputDir != ""})
+}
+
+// Close removes the staging directory and whatever is left in it.
+func (b *Build) Close() {
+	if b != nil && b.remove != nil {
+		b.remove()
+	}
+}
+
+// Path is where a file of the artifact, named as published, is in the
+// version's directory.
+func (v *Version) Path(file string) string {
+	return filepath.Join(v.Dir, filepath.Base(file))
+}
