@@ -78,20 +78,22 @@ var stdFunctions = map[string]function.Function{
 }
 
 // pureFunctions are stdFunctions, each taking its collection arguments
-// through convertValue (see linearArgs).
+// through convertValue (see linearArgs) and bounded in what it may
+// produce (see bounded).
 var pureFunctions = func() map[string]function.Function {
 	fns := map[string]function.Function{}
 	for name, f := range stdFunctions {
 		switch name {
 		case "tolist":
-			fns[name] = linearArgs(f, cty.List(cty.DynamicPseudoType))
+			f = linearArgs(f, cty.List(cty.DynamicPseudoType))
 		case "toset":
-			fns[name] = linearArgs(f, cty.Set(cty.DynamicPseudoType))
+			f = linearArgs(f, cty.Set(cty.DynamicPseudoType))
 		case "tomap":
-			fns[name] = linearArgs(f, cty.Map(cty.DynamicPseudoType))
+			f = linearArgs(f, cty.Map(cty.DynamicPseudoType))
 		default:
-			fns[name] = linearArgs(f, cty.NilType)
+			f = linearArgs(f, cty.NilType)
 		}
+		fns[name] = bounded(name, f)
 	}
 	return fns
 }()
