@@ -1,6 +1,10 @@
 package recipes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,4 +39,45 @@ func TestFunctionResultsAreBounded(t *testing.T) {
 			t.Errorf("%s = %s, %v; want %s", tc.expr, got, err, tc.want)
 		}
 	}
+}
+
+// TestReadsAreBounded: what a recipe reads into memory (templates, file(),
+// file sources, keys) is bounded too, without reading past the bound: a
+// 10 GB file in the tree would have been read whole.
+func TestReadsAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	for name, size := range map[string]int64{"big.tmpl": MaxInputSize + 1, "big.bin": maxResultBytes + 1, "huge.bin": 10 << 30} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil { // sparse: nothing written
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for _, tc := range []struct{ expr, want string }{
+		{`templatefile("big.tmpl", {})`, "big.tmpl is larger than 1 MiB"},
+		{`file("big.bin")`, "big.bin is larger than 16 MiB"},
+	} {
+		if _, err := evalIn(t, dir, tc.expr); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.expr, err, tc.want)
+		}
+	}
+	// fileexists and filesha256 read no file into memory: any size will do.
+	for expr, want := range map[string]string{
+		`fileexists("huge.bin")`: `true`,
+		`fileexists("nope")`:     `false`,
+		`filesha256("big.bin")`:  `"` + sparseSHA256(maxResultBytes+1) + `"`,
+	} {
+		if got, err := evalIn(t, dir, expr); err != nil || got != want {
+			t.Errorf("%s = %s, %v; want %s", expr, got, err, want)
+		}
+	}
+}
+
+func sparseSHA256(n int) string {
+	h := sha256.New()
+	h.Write(make([]byte, n))
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -27,7 +27,12 @@
 // Both are far above what a recipe needs. Values are converted in time
 // linear in their size (convertValue, also for the arguments of the
 // functions a recipe calls), where go-cty's own conversion of a written-out
-// list compares every pair of elements. Parser.Load returns as soon as its
+// list compares every pair of elements. What a recipe makes and reads is
+// bounded as well (bounds.go): a function call whose result would pass 16
+// MiB, or whose format width or indent asks for gigabytes, fails saying so,
+// and files a recipe reads into memory (templates, keys, file sources,
+// file()) are refused past their bound without being read further;
+// filesha256 and fileexists read nothing into memory. Parser.Load returns as soon as its
 // context ends, even while a read blocks or a parse runs. WriteDiagnostics
 // and DiagnosticsJSON show at most MaxDiagnostics diagnostics, count the
 // rest, and escape control characters and invalid UTF-8 from the input.

@@ -1,10 +1,12 @@
 package recipes
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path"
 
 	"github.com/hashicorp/hcl/v2"
@@ -12,6 +14,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // stdFunctions are the functions that read nothing, as go-cty and HCL
@@ -165,41 +169,65 @@ var distinctFunc = function.New(&function.Spec{
 
 var stringParam = []function.Parameter{{Name: "path", Type: cty.String}}
 
-// fileFunction makes a function of one path argument that reads the file
-// (inside the tree) and derives its result from the bytes; missing says
-// what to return instead of an error when the file cannot be read.
-func fileFunction(t tree, baseDir, desc string, ret cty.Type, f func([]byte) cty.Value, missing *cty.Value) function.Function {
+// fileFunc reads a file of the tree as a string, up to maxResultBytes.
+func fileFunc(t tree, baseDir string) function.Function {
 	return function.New(&function.Spec{
-		Description: desc,
+		Description: "Reads a file in the recipe's tree as a UTF-8 string.",
 		Params:      stringParam,
-		Type:        function.StaticReturnType(ret),
+		Type:        function.StaticReturnType(cty.String),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			b, _, err := t.readSource(baseDir, args[0].AsString())
+			b, _, err := t.readSource(baseDir, args[0].AsString(), maxResultBytes)
 			if err != nil {
-				if missing != nil {
-					return *missing, nil
-				}
 				return cty.NilVal, err
 			}
-			return f(b), nil
+			return cty.StringVal(string(b)), nil
 		},
 	})
 }
 
-func fileFunc(t tree, baseDir string) function.Function {
-	return fileFunction(t, baseDir, "Reads a file in the recipe's tree as a UTF-8 string.", cty.String,
-		func(b []byte) cty.Value { return cty.StringVal(string(b)) }, nil)
-}
-
+// fileExistsFunc reports whether a regular file exists in the tree; it
+// reads nothing.
 func fileExistsFunc(t tree, baseDir string) function.Function {
-	no := cty.False
-	return fileFunction(t, baseDir, "Reports whether a file exists in the recipe's tree.", cty.Bool,
-		func([]byte) cty.Value { return cty.True }, &no)
+	return function.New(&function.Spec{
+		Description: "Reports whether a file exists in the recipe's tree.",
+		Params:      stringParam,
+		Type:        function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			real, err := t.resolve(baseDir, args[0].AsString())
+			if err != nil {
+				return cty.False, nil
+			}
+			st, err := os.Stat(real)
+			return cty.BoolVal(err == nil && st.Mode().IsRegular()), nil
+		},
+	})
 }
 
+// fileSHA256Func hashes a file of the tree as it reads it, whatever its
+// size.
 func fileSHA256Func(t tree, baseDir string) function.Function {
-	return fileFunction(t, baseDir, "Returns the hex sha256 of a file in the recipe's tree.", cty.String,
-		func(b []byte) cty.Value { sum := sha256.Sum256(b); return cty.StringVal(hex.EncodeToString(sum[:])) }, nil)
+	return function.New(&function.Spec{
+		Description: "Returns the hex sha256 of a file in the recipe's tree.",
+		Params:      stringParam,
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			p := args[0].AsString()
+			real, err := t.resolve(baseDir, p)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			if st, err := os.Stat(real); err != nil {
+				return cty.NilVal, err
+			} else if !st.Mode().IsRegular() {
+				return cty.NilVal, fmt.Errorf("%s is not a regular file", p)
+			}
+			d, err := digest.File(context.Background(), real)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			return cty.StringVal(d.Hex()), nil
+		},
+	})
 }
 
 // lengthFunc is Terraform's length: collections, and strings in characters.
@@ -277,7 +305,7 @@ func templateFileFunc(t tree, baseDir string, fns map[string]function.Function) 
 
 // renderTemplate renders the template file p with vars (an object or map).
 func renderTemplate(t tree, baseDir, p string, vars cty.Value, fns map[string]function.Function) (cty.Value, error) {
-	src, real, err := t.readSource(baseDir, p)
+	src, real, err := t.readSource(baseDir, p, MaxInputSize)
 	if err != nil {
 		return cty.NilVal, err
 	}

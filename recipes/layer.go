@@ -317,7 +317,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 			repo.Key.Display = key
 			break
 		}
-		content, _, err := l.tree.readSource(dir, key)
+		content, _, err := l.tree.readSource(dir, key, MaxInputSize)
 		if err != nil {
 			diags = append(diags, sourceDiag("key file", a.rng("key"), err))
 			break
@@ -368,7 +368,7 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 			if !a.ok("source") {
 				break
 			}
-			if b, _, err := l.tree.readSource(dir, src); err != nil {
+			if b, _, err := l.tree.readSource(dir, src, maxResultBytes); err != nil {
 				diags = append(diags, sourceDiag("file source", a.rng("source"), err))
 			} else {
 				f.Content, f.Origin = b, "source "+src
@@ -384,7 +384,7 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 			}
 			v, err := renderTemplate(l.tree, dir, tpl, vars, ctx.Functions)
 			if err != nil {
-				if _, _, rerr := l.tree.readSource(dir, tpl); rerr != nil {
+				if _, _, rerr := l.tree.readSource(dir, tpl, MaxInputSize); rerr != nil {
 					diags = append(diags, sourceDiag("template", a.rng("template"), rerr))
 				} else {
 					a.errorAt("template", "Cannot render template", err.Error()+".")

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -176,7 +177,12 @@ func tooDeep(tokens hclsyntax.Tokens) *hclsyntax.Token {
 		case hclsyntax.TokenComma:
 			depth -= top.ops
 			top.ops = 0
-		case hclsyntax.TokenNewline:
+		case hclsyntax.TokenNewline, hclsyntax.TokenComment:
+			// A # or // comment holds its line's newline, as the parser
+			// reads it; a /* */ comment ends no line.
+			if t.Type == hclsyntax.TokenComment && !bytes.HasSuffix(t.Bytes, []byte("\n")) {
+				continue
+			}
 			if top.open == hclsyntax.TokenNil || top.open == hclsyntax.TokenOBrace {
 				depth -= top.ops
 				top.ops = 0

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +77,16 @@ func TestNestingLimit(t *testing.T) {
 		many.WriteString("a = 1 + 2 * 3 - (4 / 5) == 6 ? !true : false\n")
 	}
 	many.WriteString("l = [" + strings.Repeat("1 + 1, ", 1000) + "]\n")
+	// A line comment holds its line's newline (the lexer's token): lines
+	// that end in one end their expressions too.
+	for i := range 300 {
+		fmt.Fprintf(&many, "c%d = 1 - 2 # note\n", i)
+	}
+	many.WriteString("o = {\n")
+	for i := range 300 {
+		fmt.Fprintf(&many, "  k%d = -1 // note\n", i)
+	}
+	many.WriteString("}\n")
 	if diags := checkInput([]byte(many.String()), "flat.hcl", hcl.InitialPos, configSyntax); diags.HasErrors() {
 		t.Errorf("short expressions refused: %v", diags)
 	}

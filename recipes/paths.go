@@ -3,6 +3,7 @@ package recipes
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -75,8 +76,11 @@ func sourceDiag(what string, rng *hcl.Range, err error) *hcl.Diagnostic {
 	return d
 }
 
-// readSource resolves and reads a file named by a recipe.
-func (t tree) readSource(baseDir, p string) ([]byte, string, error) {
+// readSource resolves and reads a file named by a recipe, refusing one
+// larger than limit bytes without reading past it: what a recipe reads
+// lands in memory, the plan and the manifest (templates and keys are HCL
+// input, MaxInputSize; file sources and file() at most maxResultBytes).
+func (t tree) readSource(baseDir, p string, limit int64) ([]byte, string, error) {
 	real, err := t.resolve(baseDir, p)
 	if err != nil {
 		return nil, "", err
@@ -88,6 +92,17 @@ func (t tree) readSource(baseDir, p string) ([]byte, string, error) {
 	if st.IsDir() {
 		return nil, "", fmt.Errorf("%s is a directory, not a file", p)
 	}
-	b, err := os.ReadFile(real)
-	return b, real, err
+	f, err := os.Open(real)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if int64(len(b)) > limit {
+		return nil, "", fmt.Errorf("%s is larger than %d MiB, the most a recipe reads into memory (large payloads belong in a bundle)", p, limit>>20)
+	}
+	return b, real, nil
 }

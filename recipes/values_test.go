@@ -51,6 +51,8 @@ func TestVarStringMessages(t *testing.T) {
 	}{
 		{"abc", cty.Number, `"abc" is not a number (such as 512 or 1.5)`},
 		{"80G", cty.Number, `"80G" is not a number`},
+		{"Inf", cty.Number, `"Inf" is not a number`},
+		{"-inf", cty.Number, `"-inf" is not a number`},
 		{"perhaps", cty.Bool, `"perhaps" is not true or false (accepted, in any case: true, false, 1, 0, yes, no, on, off)`},
 		{"[a, b]", cty.List(cty.Number), `"[a, b]" is not a list(number) written in HCL, such as ["a", "b"] (strings in double quotes)`},
 		{"{a = b}", cty.Map(cty.String), `"{a = b}" is not a map(string) written in HCL, such as { name = "value" }`},

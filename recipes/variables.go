@@ -303,13 +303,14 @@ func parseVarString(raw string, ty cty.Type) (cty.Value, error) {
 		}
 		return cty.NilVal, fmt.Errorf("%s is not true or false (accepted, in any case: true, false, 1, 0, yes, no, on, off)", shortQuote(raw))
 	case ty == cty.Number:
-		if v, err := cty.ParseNumberVal(strings.TrimSpace(raw)); err == nil {
+		// (ParseNumberVal also reads "Inf", which no setting means.)
+		if v, err := cty.ParseNumberVal(strings.TrimSpace(raw)); err == nil && !v.AsBigFloat().IsInf() {
 			return v, nil
 		}
 		// An HCL expression of a number ("512" in quotes) still is one.
 		if expr, diags := parseExpression([]byte(raw), "<value>"); !diags.HasErrors() {
 			if v, diags := expr.Value(nil); !diags.HasErrors() {
-				if cv, err := convertValue(v, ty); err == nil {
+				if cv, err := convertValue(v, ty); err == nil && cv.IsKnown() && !cv.IsNull() && !cv.AsBigFloat().IsInf() {
 					return cv, nil
 				}
 			}

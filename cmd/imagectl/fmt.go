@@ -44,7 +44,7 @@ that need formatting are listed and the exit status is 1 if there are any.`,
 			}
 			var unformatted, broken int
 			for _, f := range files {
-				src, err := os.ReadFile(f)
+				src, err := recipes.ReadInput(f)
 				if err != nil {
 					return err
 				}

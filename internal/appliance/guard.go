@@ -18,12 +18,14 @@ var ErrStopped = errors.New("the appliance was stopped")
 // call (libguestfs wants one thread at a time on a handle); kill, from any
 // goroutine, SIGKILLs the appliance's QEMU (pid), which ends the call.
 // killed is written by kill on another goroutine while a call reads it,
-// hence atomic; closed is only touched under mu.
+// hence atomic; closed is set under mu but read by kill, which must not
+// signal a pid once the appliance is released (its QEMU reaped, the pid
+// free for another process).
 type guard struct {
 	mu     sync.Mutex
 	pid    int // set before the handle is shared, read-only after
 	killed atomic.Bool
-	closed bool
+	closed atomic.Bool
 }
 
 // call runs f under the lock, refusing when the appliance is gone, with a
@@ -34,7 +36,7 @@ func (g *guard) call(ctx context.Context, f func() error) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed || g.killed.Load() {
+	if g.closed.Load() || g.killed.Load() {
 		return stopped(ctx)
 	}
 	stop := context.AfterFunc(ctx, g.kill)
@@ -57,7 +59,7 @@ func stopped(ctx context.Context) error {
 // returns, and every later one is refused.
 func (g *guard) kill() {
 	g.killed.Store(true)
-	if g.pid > 0 {
+	if g.pid > 0 && !g.closed.Load() {
 		syscall.Kill(g.pid, syscall.SIGKILL)
 	}
 }
@@ -72,9 +74,11 @@ func (g *guard) close(release func(killed bool) error) error {
 		return nil
 	}
 	defer g.mu.Unlock()
-	if g.closed {
+	if g.closed.Load() {
 		return nil
 	}
-	g.closed = true
+	// Closed only once released: a kill while the shutdown runs still
+	// reaches QEMU, and none reaches its pid after.
+	defer g.closed.Store(true)
 	return release(g.killed.Load())
 }

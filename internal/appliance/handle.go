@@ -188,7 +188,7 @@ func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode f
 		return g.Chmod(int(fsmode.ToUnix(mode)), p)
 	})
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", p, err)
+		return fmt.Errorf("writing %s in the guest: %w", p, err)
 	}
 	return nil
 }
@@ -202,7 +202,7 @@ func (h *Handle) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
+		return nil, fmt.Errorf("reading %s in the guest: %w", p, err)
 	}
 	return b, nil
 }
@@ -216,7 +216,7 @@ func (h *Handle) Exists(ctx context.Context, p string) (bool, error) {
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("looking for %s: %w", p, err)
+		return false, fmt.Errorf("looking for %s in the guest: %w", p, err)
 	}
 	return ok, nil
 }
@@ -231,7 +231,7 @@ func (h *Handle) Exists(ctx context.Context, p string) (bool, error) {
 func (h *Handle) TarIn(ctx context.Context, r io.Reader, dir string) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("unpacking into %s: %w", dir, err)
+		return fmt.Errorf("unpacking into %s in the guest: %w", dir, err)
 	}
 	defer pr.Close()
 	copyErr := make(chan error, 1)
@@ -248,7 +248,7 @@ func (h *Handle) TarIn(ctx context.Context, r io.Reader, dir string) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("unpacking into %s: %w", dir, err)
+		return fmt.Errorf("unpacking into %s in the guest: %w", dir, err)
 	}
 	return nil
 }
