@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -385,12 +386,7 @@ func writeBundleTar(ctx context.Context, s steps.StageBundle, w io.Writer) error
 			}
 		}
 	} else {
-		paths := make([]string, 0, len(want))
-		for p := range want {
-			paths = append(paths, p)
-		}
-		sort.Strings(paths)
-		for _, p := range paths {
+		for _, p := range slices.Sorted(maps.Keys(want)) {
 			e := want[p]
 			delete(want, p)
 			if err := tw.WriteHeader(header(e)); err != nil {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -334,11 +336,7 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	if err := set.WriteFile(res.ValidationScript, script, 0o755); err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(sigs))
-	for p := range sigs {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(sigs))
 	for _, p := range names {
 		if err := set.WriteFile(p, sigs[p], 0o644); err != nil {
 			return nil, err

@@ -2,11 +2,12 @@ package recipes
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -198,11 +199,7 @@ func checkCollector(c string) string {
 	if _, ok := netdataCollectors[c]; ok {
 		return ""
 	}
-	names := make([]string, 0, len(netdataCollectors))
-	for n := range netdataCollectors {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(netdataCollectors))
 	msg := fmt.Sprintf("%q is not a Netdata collector imagectl knows.", c)
 	if s := suggest(c, names); s != "" {
 		return msg + fmt.Sprintf(" Did you mean %q?", s)

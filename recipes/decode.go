@@ -26,6 +26,15 @@ func newAttrs(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnos
 	return attrs{m: content.Attributes, ctx: ctx, diags: diags, failed: map[string]bool{}}
 }
 
+// decodeBody decodes body against schema, adding what that reports to
+// diags, and returns the body's content and its attributes, evaluated in
+// ctx.
+func decodeBody(body hcl.Body, schema *hcl.BodySchema, ctx *hcl.EvalContext, diags *hcl.Diagnostics) (*hcl.BodyContent, attrs) {
+	content, d := body.Content(schema)
+	*diags = append(*diags, d...)
+	return content, newAttrs(content, ctx, diags)
+}
+
 // ok reports whether the attribute is written and evaluated to a usable
 // value, so that checks on its value do not pile onto an error already
 // reported for it.
@@ -99,6 +108,29 @@ func (a attrs) str(name, def string) string {
 		return def
 	}
 	return v.AsString()
+}
+
+// nonBlank reads a string attribute that, when written, must hold more than
+// white space: a blank one is reported as summary and detail. Absent, it
+// is "".
+func (a attrs) nonBlank(name, summary, detail string) string {
+	s := a.str(name, "")
+	if a.ok(name) && strings.TrimSpace(s) == "" {
+		a.errorAt(name, summary, detail)
+	}
+	return s
+}
+
+// checkedList reads a list of strings and reports each element that check
+// finds wrong, at the element, as summary with check's message.
+func (a attrs) checkedList(name, summary string, check func(string) string) []string {
+	items, ranges := a.strList(name)
+	for i, it := range items {
+		if msg := check(it); msg != "" {
+			*a.diags = append(*a.diags, errorAt(ranges[i], summary, msg))
+		}
+	}
+	return items
 }
 
 // duration reads a duration in whole seconds: a number of seconds or a

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// printable reports the first control character (but newline and tab), C1
-// control or invalid UTF-8 in s, or "".
+// unprintable names the first control character but newline and tab, C1
+// control or invalid UTF-8 in s, or returns "".
 func unprintable(s string) string {
 	if !utf8.ValidString(s) {
 		return "invalid UTF-8"

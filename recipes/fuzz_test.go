@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/recipes"
@@ -67,12 +66,12 @@ func FuzzLoad(f *testing.F) {
 		if len(js) > recipes.MaxDiagnostics+1 {
 			t.Errorf("%d JSON diagnostics, more than %d and the count of the rest", len(js), recipes.MaxDiagnostics)
 		}
-		if u := unprintable(text.String()); u != "" {
+		if u := recipes.Unprintable(text.String()); u != "" {
 			t.Errorf("the diagnostics print %s:\n%s", u, text.String())
 		}
 		for _, d := range js {
 			for _, s := range []string{d.Summary, d.Detail} {
-				if u := unprintable(s); u != "" {
+				if u := recipes.Unprintable(s); u != "" {
 					t.Errorf("a JSON diagnostic holds %s: %q", u, s)
 				}
 			}
@@ -128,18 +127,4 @@ func largeSeeds() [][]byte {
 		garbage,
 		append(recipe(`"x"`), bytes.Repeat([]byte("\x1b[2J\xff\u009b\n"), 20000)...),
 	}
-}
-
-// unprintable names the first control character but newline and tab, C1
-// control or invalid UTF-8 in s, or returns "".
-func unprintable(s string) string {
-	if !utf8.ValidString(s) {
-		return "invalid UTF-8"
-	}
-	for i, r := range s {
-		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
-			return fmt.Sprintf("%U at byte %d", r, i)
-		}
-	}
-	return ""
 }

@@ -38,13 +38,8 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 	if msg := checkName("image", img.Name); msg != "" {
 		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid image name", msg))
 	}
-	content, d := block.Body.Content(imageSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
-	img.Title = a.str("title", "")
-	if a.ok("title") && strings.TrimSpace(img.Title) == "" {
-		a.errorAt("title", "Empty title", "The image title is shown in MAAS; give it one.")
-	}
+	content, a := decodeBody(block.Body, imageSchema, ctx, &diags)
+	img.Title = a.nonBlank("title", "Empty title", "The image title is shown in MAAS; give it one.")
 	img.Version = a.str("version", "")
 	if img.Version != "" && !versionRE.MatchString(img.Version) {
 		a.errorAt("version", "Invalid version", fmt.Sprintf("%q is not a version: use letters, digits, '.', '+', '~', '_' and '-', starting with a letter or digit.", img.Version))
@@ -125,13 +120,8 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 		if !waived.add(b, &diags) {
 			continue
 		}
-		wc, d := b.Body.Content(waiveSchema)
-		diags = append(diags, d...)
-		a := newAttrs(wc, ctx, &diags)
-		reason := a.str("reason", "")
-		if a.ok("reason") && strings.TrimSpace(reason) == "" {
-			a.errorAt("reason", "Empty reason", "A waiver needs a reason: it is recorded in the manifest for whoever deploys the image.")
-		}
+		_, a := decodeBody(b.Body, waiveSchema, ctx, &diags)
+		reason := a.nonBlank("reason", "Empty reason", "A waiver needs a reason: it is recorded in the manifest for whoever deploys the image.")
 		img.Waivers = append(img.Waivers, Waiver{Check: check, Reason: reason})
 	}
 	return img, diags
@@ -139,9 +129,7 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 
 func (l *loader) decodeBase(base *Base, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(baseSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, baseSchema, ctx, &diags)
 	base.Source = a.str("source", "")
 	switch {
 	case !a.ok("source"):
@@ -185,9 +173,7 @@ func (l *loader) decodeBase(base *Base, b *hcl.Block, ctx *hcl.EvalContext) hcl.
 
 func decodeKernel(k *Kernel, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(kernelSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, kernelSchema, ctx, &diags)
 	args, ranges := a.strList("args")
 	seen := map[string]bool{}
 	for i, arg := range args {
@@ -208,9 +194,7 @@ func decodeKernel(k *Kernel, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics
 
 func decodeNetdata(n *Netdata, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(netdataSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, netdataSchema, ctx, &diags)
 	n.Enabled = a.boolean("enabled", true)
 	n.Bind = a.str("bind", DefaultNetdataBind)
 	if msg := checkBind(n.Bind); msg != "" {
@@ -224,21 +208,13 @@ func decodeNetdata(n *Netdata, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnosti
 	if n.UpdateEvery < 1 || n.UpdateEvery > 3600 {
 		a.errorAt("update_every", "Invalid update interval", fmt.Sprintf("update_every is %d; give a number of seconds from 1 to 3600.", n.UpdateEvery))
 	}
-	collectors, ranges := a.strList("collectors")
-	for i, c := range collectors {
-		if msg := checkCollector(c); msg != "" {
-			diags = append(diags, errorAt(ranges[i], "Unknown Netdata collector", msg))
-		}
-	}
-	n.Collectors = collectors
+	n.Collectors = a.checkedList("collectors", "Unknown Netdata collector", checkCollector)
 	return diags
 }
 
 func decodeNetwork(n *Network, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(networkSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, networkSchema, ctx, &diags)
 	n.WaitOnlineTimeout = DefaultWaitOnlineTimeout
 	if dur, ok := a.duration("wait_online_timeout"); ok {
 		if dur < time.Second || dur > time.Hour {
@@ -253,9 +229,7 @@ func decodeNetwork(n *Network, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnosti
 
 func (l *loader) decodeArtifact(art *Artifact, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(artifactSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, artifactSchema, ctx, &diags)
 	art.Directory = a.str("directory", art.Directory)
 	if strings.TrimSpace(art.Directory) == "" {
 		a.errorAt("directory", "Empty artifact directory", "Give the directory the build writes into.")
@@ -312,9 +286,7 @@ var maasFiletypes = []string{"tgz", "tbz", "txz", "ddtgz", "ddtbz", "ddtxz", "dd
 
 func decodeMAAS(m *MAAS, img *Image, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(maasSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, maasSchema, ctx, &diags)
 	m.Name = a.str("name", "custom/"+img.Name)
 	short := strings.TrimPrefix(m.Name, "custom/")
 	if strings.Contains(short, "/") || !nameRE.MatchString(short) {
@@ -349,9 +321,7 @@ func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.
 	if msg := checkName("bundle", bundle.Name); msg != "" {
 		diags = append(diags, errorAt(b.LabelRanges[0], "Invalid bundle name", msg))
 	}
-	content, d := b.Body.Content(bundleSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, bundleSchema, ctx, &diags)
 	bundle.Source = a.str("source", "")
 	if a.ok("source") {
 		real, err := l.tree.resolve(l.recipeDir, bundle.Source)

@@ -63,9 +63,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 	if msg := checkName("layer", layer.Name); msg != "" {
 		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid layer name", msg))
 	}
-	content, d := block.Body.Content(layerBlockSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	content, a := decodeBody(block.Body, layerBlockSchema, ctx, &diags)
 	layer.NoRecommends = !a.boolean("install_recommends", true)
 
 	if !a.has("source") {
@@ -181,13 +179,12 @@ func (l *loader) decodeLayerContent(layer *Layer, content *hcl.BodyContent, ctx 
 	layer.Enabled = a.boolean("enabled", layer.Enabled)
 	layer.Packages = checkedPackages(a, "packages", &diags)
 	layer.OptionalPackages = checkedPackages(a, "optional_packages", &diags)
-	run, ranges := a.strList("run")
-	for i, cmd := range run {
+	layer.Run = a.checkedList("run", "Empty command", func(cmd string) string {
 		if strings.TrimSpace(cmd) == "" {
-			diags = append(diags, errorAt(ranges[i], "Empty command", "A run command is empty."))
+			return "A run command is empty."
 		}
-	}
-	layer.Run = run
+		return ""
+	})
 
 	repos, files := newLabels("Apt repository", " in this layer"), newLabels("File", " in this layer")
 	var services *hcl.Block
@@ -218,11 +215,9 @@ func (l *loader) decodeLayerContent(layer *Layer, content *hcl.BodyContent, ctx 
 				continue
 			}
 			services = b
-			sc, d := b.Body.Content(servicesSchema)
-			diags = append(diags, d...)
-			sa := newAttrs(sc, ctx, &diags)
-			layer.Services.Enable = checkedUnits(sa, "enable", &diags)
-			layer.Services.Disable = checkedUnits(sa, "disable", &diags)
+			_, sa := decodeBody(b.Body, servicesSchema, ctx, &diags)
+			layer.Services.Enable = checkedUnits(sa, "enable")
+			layer.Services.Disable = checkedUnits(sa, "disable")
 			enabled := map[string]bool{}
 			for _, u := range layer.Services.Enable {
 				enabled[u] = true
@@ -258,14 +253,8 @@ func checkedPackages(a attrs, name string, diags *hcl.Diagnostics) []string {
 	return pkgs
 }
 
-func checkedUnits(a attrs, name string, diags *hcl.Diagnostics) []string {
-	units, ranges := a.strList(name)
-	for i, u := range units {
-		if msg := checkUnit(u); msg != "" {
-			*diags = append(*diags, errorAt(ranges[i], "Invalid service name", msg))
-		}
-	}
-	return units
+func checkedUnits(a attrs, name string) []string {
+	return a.checkedList(name, "Invalid service name", checkUnit)
 }
 
 func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*AptRepository, hcl.Diagnostics) {
@@ -274,9 +263,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 	if msg := checkName("apt repository", repo.Name); msg != "" {
 		diags = append(diags, errorAt(b.LabelRanges[0], "Invalid apt repository name", msg))
 	}
-	content, d := b.Body.Content(aptRepositorySchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, aptRepositorySchema, ctx, &diags)
 	repo.Enabled = a.boolean("enabled", true)
 	repo.URI = a.str("uri", "")
 	if repo.URI != "" {
@@ -332,9 +319,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*File, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	f := &File{Path: b.Labels[0]}
-	content, d := b.Body.Content(fileSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	_, a := decodeBody(b.Body, fileSchema, ctx, &diags)
 
 	var given []string
 	for _, n := range []string{"content", "source", "template"} {

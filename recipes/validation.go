@@ -36,9 +36,7 @@ var (
 
 func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(validationSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
+	content, a := decodeBody(b.Body, validationSchema, ctx, &diags)
 	v.Script = a.str("script", v.Script)
 	if msg := checkImagePath(v.Script); msg != "" {
 		a.errorAt("script", "Invalid script path", msg)
@@ -61,8 +59,8 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 			}
 		}
 	}
-	v.ServicesActive = checkedUnits(a, "services_active", &diags)
-	v.FilesExist = checkedPaths(a, "files_exist", &diags)
+	v.ServicesActive = checkedUnits(a, "services_active")
+	v.FilesExist = checkedPaths(a, "files_exist")
 	names := newLabels("Check", "")
 	profiles := newLabels("Profile", "")
 	for _, cb := range content.Blocks {
@@ -75,13 +73,8 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 			if !names.add(cb, &diags) {
 				continue
 			}
-			cc, d := cb.Body.Content(checkSchema)
-			diags = append(diags, d...)
-			ca := newAttrs(cc, ctx, &diags)
-			cmd := ca.str("command", "")
-			if ca.ok("command") && strings.TrimSpace(cmd) == "" {
-				ca.errorAt("command", "Empty command", "A check's command is empty.")
-			}
+			_, ca := decodeBody(cb.Body, checkSchema, ctx, &diags)
+			cmd := ca.nonBlank("command", "Empty command", "A check's command is empty.")
 			v.Commands = append(v.Commands, Check{Name: name, Command: cmd})
 		case "profile":
 			name := cb.Labels[0]
@@ -121,13 +114,8 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 
 func decodeGPU(g *manifest.GPU, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(gpuSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
-	g.Model = a.str("model", "")
-	if a.ok("model") && strings.TrimSpace(g.Model) == "" {
-		a.errorAt("model", "Empty GPU model", `Give the part of nvidia-smi's name every GPU must have, such as "H200".`)
-	}
+	_, a := decodeBody(b.Body, gpuSchema, ctx, &diags)
+	g.Model = a.nonBlank("model", "Empty GPU model", `Give the part of nvidia-smi's name every GPU must have, such as "H200".`)
 	if strings.ContainsAny(g.Model, ",\n") {
 		a.errorAt("model", "Invalid GPU model", "nvidia-smi's CSV output cannot hold a comma or newline in a name.")
 	}
@@ -156,17 +144,14 @@ func decodeGPU(g *manifest.GPU, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnost
 func decodeProfile(name string, b *hcl.Block, ctx *hcl.EvalContext) (manifest.Profile, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	p := manifest.Profile{Name: name}
-	content, d := b.Body.Content(profileSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
-	p.ServicesActive = checkedUnits(a, "services_active", &diags)
-	mods, ranges := a.strList("vfio_modules")
-	for i, m := range mods {
+	content, a := decodeBody(b.Body, profileSchema, ctx, &diags)
+	p.ServicesActive = checkedUnits(a, "services_active")
+	p.VFIOModules = a.checkedList("vfio_modules", "Invalid module name", func(m string) string {
 		if !nameRE.MatchString(m) {
-			diags = append(diags, errorAt(ranges[i], "Invalid module name", fmt.Sprintf("%q is not a kernel module name.", m)))
+			return fmt.Sprintf("%q is not a kernel module name.", m)
 		}
-	}
-	p.VFIOModules = mods
+		return ""
+	})
 	p.Bootstrap = a.str("bootstrap", "")
 	if env, ok := a.anyMap("bootstrap_env"); ok {
 		p.BootstrapEnv = map[string]string{}
@@ -190,17 +175,13 @@ func decodeProfile(name string, b *hcl.Block, ctx *hcl.EvalContext) (manifest.Pr
 
 func decodeConverged(c *manifest.Converged, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	content, d := b.Body.Content(convergedSchema)
-	diags = append(diags, d...)
-	a := newAttrs(content, ctx, &diags)
-	c.ServicesActive = checkedUnits(a, "services_active", &diags)
-	c.FilesExist = checkedPaths(a, "files_exist", &diags)
-	c.DoneMarkers = checkedPaths(a, "done_markers", &diags)
+	content, a := decodeBody(b.Body, convergedSchema, ctx, &diags)
+	c.ServicesActive = checkedUnits(a, "services_active")
+	c.FilesExist = checkedPaths(a, "files_exist")
+	c.DoneMarkers = checkedPaths(a, "done_markers")
 	if fb := singleBlock(content.Blocks, "fabric", &diags); fb != nil {
 		c.Fabric = &manifest.Fabric{}
-		fc, d := fb.Body.Content(fabricSchema)
-		diags = append(diags, d...)
-		fa := newAttrs(fc, ctx, &diags)
+		_, fa := decodeBody(fb.Body, fabricSchema, ctx, &diags)
 		c.Fabric.Interface = fa.str("interface", "")
 		if fa.ok("interface") && !interfacePatternRE.MatchString(c.Fabric.Interface) {
 			fa.errorAt("interface", "Invalid interface pattern", fmt.Sprintf("%q is not an interface name or shell pattern such as \"ibp*\".", c.Fabric.Interface))
@@ -222,9 +203,7 @@ func decodeConverged(c *manifest.Converged, b *hcl.Block, ctx *hcl.EvalContext) 
 		if bb.Type != "bridge" {
 			continue
 		}
-		bc, d := bb.Body.Content(bridgeSchema)
-		diags = append(diags, d...)
-		ba := newAttrs(bc, ctx, &diags)
+		_, ba := decodeBody(bb.Body, bridgeSchema, ctx, &diags)
 		br := manifest.Bridge{Name: ba.str("name", "")}
 		if ba.ok("name") {
 			if !interfaceNameRE.MatchString(br.Name) {
@@ -246,9 +225,7 @@ func decodeConverged(c *manifest.Converged, b *hcl.Block, ctx *hcl.EvalContext) 
 	}
 	if db := singleBlock(content.Blocks, "dhcp", &diags); db != nil {
 		c.DHCP = &manifest.DHCP{}
-		dc, d := db.Body.Content(dhcpSchema)
-		diags = append(diags, d...)
-		da := newAttrs(dc, ctx, &diags)
+		_, da := decodeBody(db.Body, dhcpSchema, ctx, &diags)
 		c.DHCP.Service = da.str("service", "dnsmasq")
 		if msg := checkUnit(c.DHCP.Service); msg != "" {
 			da.errorAt("service", "Invalid service name", msg)
@@ -288,14 +265,8 @@ func checkBootstraps(img *Image) hcl.Diagnostics {
 	return diags
 }
 
-func checkedPaths(a attrs, name string, diags *hcl.Diagnostics) []string {
-	paths, ranges := a.strList(name)
-	for i, f := range paths {
-		if msg := checkImagePath(f); msg != "" {
-			*diags = append(*diags, errorAt(ranges[i], "Invalid path", msg))
-		}
-	}
-	return paths
+func checkedPaths(a attrs, name string) []string {
+	return a.checkedList(name, "Invalid path", checkImagePath)
 }
 
 // checkPrefix checks an IPv4 prefix: a subnet ("192.168.0.0/16", host bits

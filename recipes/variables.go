@@ -38,10 +38,8 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid variable name",
 			"A variable name must start with a letter or underscore and contain only letters, digits, underscores and dashes."))
 	}
-	content, d := block.Body.Content(variableSchema)
-	diags = append(diags, d...)
+	content, a := decodeBody(block.Body, variableSchema, nil, &diags)
 	defer func() { v.broken = diags.HasErrors() }()
-	a := newAttrs(content, nil, &diags)
 
 	typeGiven := false
 	if at, ok := content.Attributes["type"]; ok {

@@ -271,14 +271,18 @@ func TestStoreConcurrentGoroutines(t *testing.T) {
 	}
 	results := make([]*store.Version, n)
 	errs := make([]error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = s.Publish(ctx, store.Artifact{Tarball: arts[i][0], Manifest: arts[i][1]}, store.PublishOptions{})
-		}()
+	// publishAll publishes the n artifacts at once.
+	publishAll := func() {
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errs[i] = s.Publish(ctx, store.Artifact{Tarball: arts[i][0], Manifest: arts[i][1]}, store.PublishOptions{})
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	publishAll()
 	fresh := 0
 	for i := range results {
 		if errs[i] != nil {
@@ -296,14 +300,7 @@ func TestStoreConcurrentGoroutines(t *testing.T) {
 		arts[i][0], arts[i][1] = storetest.Artifact(t, t.TempDir(), "demo", "2.0.0",
 			storetest.Options{Deploy: []manifest.DeployFinding{{Check: strconv.Itoa(i), Severity: "warning"}}})
 	}
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = s.Publish(ctx, store.Artifact{Tarball: arts[i][0], Manifest: arts[i][1]}, store.PublishOptions{})
-		}()
-	}
-	wg.Wait()
+	publishAll()
 	won := 0
 	for _, err := range errs {
 		switch {

@@ -384,6 +384,16 @@ gpu_distinct() {
 
 gpu_count_rows() { printf '%s\n' "$GPU_ROWS" | grep -c .; }
 
+# gpu_verdict NAME BAD PASS FIX: FAIL gpu:NAME with the detail BAD and the
+# remediation FIX when BAD is not empty, else PASS it with the detail PASS.
+gpu_verdict() {
+	if [ -n "$2" ]; then
+		result FAIL "gpu:$1" "$2" "$4"
+	else
+		result PASS "gpu:$1" "$3"
+	fi
+}
+
 gpu_nvml() {
 	result PASS gpu:nvml "nvidia-smi answers for $(gpu_count_rows) GPU(s): $(gpu_distinct 2)"
 }
@@ -404,12 +414,8 @@ gpu_count() {
 
 gpu_model() {
 	bad=$(gpu_offenders 'index(name, want) == 0 { flag(name) }' "$1")
-	if [ -n "$bad" ]; then
-		result FAIL gpu:model "expected $1: $bad" \
-			"this host's GPUs are not the image's target: deploy the image for its GPU model, or fix the MAAS tag/profile that selected it"
-	else
-		result PASS gpu:model "$(gpu_distinct 2)"
-	fi
+	gpu_verdict model "${bad:+expected $1: $bad}" "$(gpu_distinct 2)" \
+		"this host's GPUs are not the image's target: deploy the image for its GPU model, or fix the MAAS tag/profile that selected it"
 }
 
 gpu_driver() {
@@ -418,69 +424,48 @@ gpu_driver() {
 		return
 	fi
 	bad=$(gpu_offenders 'index(driver, want ".") != 1 { flag("driver " driver) }' "$1")
-	if [ -n "$bad" ]; then
-		result FAIL gpu:driver "expected branch $1: $bad" \
-			"install the recipe's $1 driver branch, check dkms status and that the running kernel has its module, and reboot"
-	else
-		result PASS gpu:driver "$(gpu_distinct 3)"
-	fi
+	gpu_verdict driver "${bad:+expected branch $1: $bad}" "$(gpu_distinct 3)" \
+		"install the recipe's $1 driver branch, check dkms status and that the running kernel has its module, and reboot"
 }
 
 gpu_persistence_mode() {
-	bad=$(gpu_offenders 'persistence != "Enabled" { flag("persistence mode " persistence) }')
-	if [ -n "$bad" ]; then
-		result FAIL gpu:persistence-mode "$bad" \
-			"systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1) and check journalctl -u nvidia-persistenced"
-	else
-		result PASS gpu:persistence-mode "Enabled on every GPU"
-	fi
+	gpu_verdict persistence-mode "$(gpu_offenders 'persistence != "Enabled" { flag("persistence mode " persistence) }')" \
+		"Enabled on every GPU" \
+		"systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1) and check journalctl -u nvidia-persistenced"
 }
 
 gpu_ecc_mode() {
-	bad=$(gpu_offenders 'ecc != "Enabled" { flag("ECC " ecc) }')
-	if [ -n "$bad" ]; then
-		result FAIL gpu:ecc-mode "$bad" "nvidia-smi -i <index> -e 1, then reset the GPU or reboot (ECC mode changes at the next reset)"
-	else
-		result PASS gpu:ecc-mode "Enabled on every GPU"
-	fi
+	gpu_verdict ecc-mode "$(gpu_offenders 'ecc != "Enabled" { flag("ECC " ecc) }')" \
+		"Enabled on every GPU" \
+		"nvidia-smi -i <index> -e 1, then reset the GPU or reboot (ECC mode changes at the next reset)"
 }
 
 gpu_ecc_errors() {
 	bad=$(gpu_offenders 'num(ecc_errors) && ecc_errors > 0 { flag(ecc_errors " uncorrected volatile ECC errors") }')
 	unknown=$(gpu_offenders '!num(ecc_errors) { flag(ecc_errors) }')
-	if [ -n "$bad" ]; then
-		result FAIL gpu:ecc-errors "$bad" \
-			"drain the host; read nvidia-smi -q -d ECC,ROW_REMAPPER and dmesg (Xid 48/63/94/95), reset the GPU (nvidia-smi -r -i <index>) or reboot, RMA it if errors recur"
-	else
-		result PASS gpu:ecc-errors "no uncorrected volatile ECC errors${unknown:+ (not reported by $unknown)}"
-	fi
+	gpu_verdict ecc-errors "$bad" "no uncorrected volatile ECC errors${unknown:+ (not reported by $unknown)}" \
+		"drain the host; read nvidia-smi -q -d ECC,ROW_REMAPPER and dmesg (Xid 48/63/94/95), reset the GPU (nvidia-smi -r -i <index>) or reboot, RMA it if errors recur"
 }
 
 gpu_row_remap() {
 	bad=$(gpu_offenders 'remap_pending == "Yes" { flag("row remap pending") } remap_failure == "Yes" { flag("row remap failed") }')
 	unknown=$(gpu_offenders '!(remap_pending ~ /^(Yes|No)$/) { flag(remap_pending) }')
-	if [ -n "$bad" ]; then
-		result FAIL gpu:row-remap "$bad" \
-			"a pending remap applies at the next GPU reset: drain the host and nvidia-smi -r -i <index> or reboot; a failed remap means the GPU ran out of spare rows: RMA it"
-	else
-		result PASS gpu:row-remap "no pending or failed row remaps${unknown:+ (not reported by $unknown)}"
-	fi
+	gpu_verdict row-remap "$bad" "no pending or failed row remaps${unknown:+ (not reported by $unknown)}" \
+		"a pending remap applies at the next GPU reset: drain the host and nvidia-smi -r -i <index> or reboot; a failed remap means the GPU ran out of spare rows: RMA it"
 }
 
 gpu_retired_pages() {
 	bad=$(gpu_offenders 'retired == "Yes" { flag("page retirement pending") }')
 	na=$(gpu_offenders 'retired ~ /N\/A/ { flag(retired) }')
-	if [ -n "$bad" ]; then
-		result FAIL gpu:retired-pages "$bad" \
-			"pending retirements apply at the next GPU reset: drain the host and reset the GPU or reboot; RMA it if pages keep retiring"
-	elif [ -n "$na" ]; then
+	pass="no pages pending retirement"
+	if [ -z "$bad" ] && [ -n "$na" ]; then
 		if [ -z "$(gpu_offenders 'retired !~ /N\/A/ { flag(retired) }')" ]; then
 			na="$(gpu_distinct 7) on every GPU"
 		fi
-		result PASS gpu:retired-pages "not applicable: $na (this GPU generation remaps rows instead of retiring pages, see gpu:row-remap)"
-	else
-		result PASS gpu:retired-pages "no pages pending retirement"
+		pass="not applicable: $na (this GPU generation remaps rows instead of retiring pages, see gpu:row-remap)"
 	fi
+	gpu_verdict retired-pages "$bad" "$pass" \
+		"pending retirements apply at the next GPU reset: drain the host and reset the GPU or reboot; RMA it if pages keep retiring"
 }
 
 # gpu_idle_indices: the indices of the GPUs that report themselves idle

@@ -111,15 +111,7 @@ func BenchmarkDemoBuild(b *testing.B) {
 
 	b.Run("imagectl", func(b *testing.B) {
 		for b.Loop() {
-			p := recipes.NewParser()
-			r, diags := p.LoadFile("../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}}})
-			if diags.HasErrors() {
-				b.Fatal(diags.Error())
-			}
-			plan, err := builder.NewPlan(r, builder.PlanOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			plan := loadPlan(b, "../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}}})
 			if _, err := builder.Build(ctx, plan, builder.BuildOptions{Executor: Executor{}, CacheDir: b.TempDir(),
 				WorkDir: b.TempDir(), OutputDir: b.TempDir(), Accel: accel}); err != nil {
 				b.Fatal(err)
@@ -182,15 +174,7 @@ func BenchmarkDemoCache(b *testing.B) {
 	vars, _, accel, _ := benchSetup(b)
 	ctx := context.Background()
 	plan := func(b *testing.B, flags ...string) *builder.Plan {
-		r, diags := recipes.NewParser().LoadFile("../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}, Flags: flags}})
-		if diags.HasErrors() {
-			b.Fatal(diags.Error())
-		}
-		p, err := builder.NewPlan(r, builder.PlanOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return p
+		return loadPlan(b, "../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}, Flags: flags}})
 	}
 	build := func(b *testing.B, p *builder.Plan, cacheDir string) {
 		if _, err := builder.Build(ctx, p, builder.BuildOptions{Executor: Executor{}, CacheDir: b.TempDir(),

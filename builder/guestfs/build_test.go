@@ -95,14 +95,20 @@ func recipeTree(t *testing.T) string {
 
 func planFor(t *testing.T, recipe string, flags ...string) *builder.Plan {
 	t.Helper()
-	p := recipes.NewParser()
-	r, diags := p.LoadFile(recipe, recipes.Options{Inputs: recipes.Inputs{Files: []string{testbase.Vars(t)}, Flags: flags}})
+	return loadPlan(t, recipe, recipes.Options{Inputs: recipes.Inputs{Files: []string{testbase.Vars(t)}, Flags: flags}})
+}
+
+// loadPlan loads the recipe file with opts and plans it, failing tb on
+// any error.
+func loadPlan(tb testing.TB, recipe string, opts recipes.Options) *builder.Plan {
+	tb.Helper()
+	r, diags := recipes.NewParser().LoadFile(recipe, opts)
 	if diags.HasErrors() {
-		t.Fatalf("%s: %s", recipe, diags.Error())
+		tb.Fatalf("%s: %s", recipe, diags.Error())
 	}
 	plan, err := builder.NewPlan(r, builder.PlanOptions{})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return plan
 }
@@ -280,15 +286,7 @@ func TestBuildFailures(t *testing.T) {
 		return p
 	}
 	load := func(p string, flags ...string) *builder.Plan {
-		r, diags := recipes.NewParser().LoadFile(p, recipes.Options{Inputs: recipes.Inputs{Flags: flags}})
-		if diags.HasErrors() {
-			t.Fatal(diags.Error())
-		}
-		plan, err := builder.NewPlan(r, builder.PlanOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return plan
+		return loadPlan(t, p, recipes.Options{Inputs: recipes.Inputs{Flags: flags}})
 	}
 	noOutputs := func(t *testing.T, out, work string) {
 		t.Helper()
@@ -672,14 +670,7 @@ rm %[3]s`, base, raw, part))
 	if err := os.WriteFile(recipe, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, diags := recipes.NewParser().LoadFile(recipe, recipes.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := loadPlan(t, recipe, recipes.Options{})
 
 	t.Run("host only", func(t *testing.T) {
 		opts := buildOptions(t, t.TempDir(), nil)

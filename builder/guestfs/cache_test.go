@@ -57,15 +57,7 @@ func TestLayerCache(t *testing.T) {
 		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r, diags := recipes.NewParser().LoadFile(p, recipes.Options{})
-		if diags.HasErrors() {
-			t.Fatal(diags.Error())
-		}
-		plan, err := builder.NewPlan(r, builder.PlanOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return plan
+		return loadPlan(t, p, recipes.Options{})
 	}
 	type result struct {
 		res    *builder.Result

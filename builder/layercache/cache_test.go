@@ -63,21 +63,48 @@ func same(t *testing.T, a, b string) bool {
 	return bytes.Equal(x, y)
 }
 
+// fixture is a cache in a temporary folder, the disk the layers are written
+// on (work), a copy of that disk before any layer (base) and its base table.
+type fixture struct {
+	ctx  context.Context
+	dir  string
+	c    Cache
+	work string
+	base string
+	bt   *Table
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fixture{ctx: context.Background(), dir: dir, c: Cache{Dir: filepath.Join(dir, "cache")}}
+	f.work = disk(t, dir)
+	f.base = filepath.Join(dir, "base.raw")
+	copyFile(t, f.work, f.base)
+	bt, err := f.c.BaseTable(f.ctx, "sha256:root", f.work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.bt = bt
+	return f
+}
+
+// restore restores chain onto a fresh copy of the base and returns the
+// copy's path.
+func (f *fixture) restore(t *testing.T, chain ...*Entry) (string, error) {
+	t.Helper()
+	r := filepath.Join(f.dir, "restored.raw")
+	copyFile(t, f.base, r)
+	_, err := f.c.Restore(f.ctx, chain, f.bt, r)
+	return r, err
+}
+
 // TestSaveRestoreChain snapshots two layers as deltas and restores them onto
 // a fresh copy of the base: the bytes come back, and the deltas hold only
 // what changed.
 func TestSaveRestoreChain(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	c := Cache{Dir: filepath.Join(dir, "cache")}
-	work := disk(t, dir)
-	base := filepath.Join(dir, "base.raw")
-	copyFile(t, work, base)
-
-	bt, err := c.BaseTable(ctx, "sha256:root", work)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t)
+	ctx, dir, c, work, bt := f.ctx, f.dir, f.c, f.work, f.bt
 	scribble(t, work, 1<<20, "layer one")
 	scribble(t, work, 60<<20, "into a hole")
 	t1, err := c.Save(ctx, Entry{Key: "sha256:k1", Root: "sha256:root", Layer: "one", Created: time.Now()}, work, bt)
@@ -101,9 +128,8 @@ func TestSaveRestoreChain(t *testing.T) {
 		chain []*Entry
 		want  string
 	}{{[]*Entry{e1}, after1}, {[]*Entry{e1, e2}, work}} {
-		restored := filepath.Join(dir, "restored.raw")
-		copyFile(t, base, restored)
-		if _, err := c.Restore(ctx, tc.chain, bt, restored); err != nil {
+		restored, err := f.restore(t, tc.chain...)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if !same(t, restored, tc.want) {
@@ -127,22 +153,15 @@ func TestSaveRestoreChain(t *testing.T) {
 // TestCorruptSnapshotDetected: a flipped byte in a delta, a truncated
 // table and an unreadable entry are each reported, never restored.
 func TestCorruptSnapshotDetected(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	c := Cache{Dir: filepath.Join(dir, "cache")}
-	work := disk(t, dir)
-	base := filepath.Join(dir, "base.raw")
-	copyFile(t, work, base)
-	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	f := newFixture(t)
+	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
 	scribble(t, work, 2<<20, "changed")
 	if _, err := c.Save(ctx, Entry{Key: "sha256:k1", Layer: "one"}, work, bt); err != nil {
 		t.Fatal(err)
 	}
 	e, _ := c.Get("sha256:k1", bt.Digest())
 	restore := func() error {
-		r := filepath.Join(dir, "r.raw")
-		copyFile(t, base, r)
-		_, err := c.Restore(ctx, []*Entry{e}, bt, r)
+		_, err := f.restore(t, e)
 		return err
 	}
 	scribble(t, filepath.Join(c.dir(e), "delta"), 2<<20, "CHANGED")
@@ -166,13 +185,8 @@ func TestCorruptSnapshotDetected(t *testing.T) {
 // TestConcurrentSaves: builds racing to store the same layer leave one
 // good entry.
 func TestConcurrentSaves(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	c := Cache{Dir: filepath.Join(dir, "cache")}
-	work := disk(t, dir)
-	base := filepath.Join(dir, "base.raw")
-	copyFile(t, work, base)
-	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	f := newFixture(t)
+	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
 	scribble(t, work, 3<<20, "same state")
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -195,9 +209,7 @@ func TestConcurrentSaves(t *testing.T) {
 	if err != nil || e == nil {
 		t.Fatalf("after concurrent saves: %v %v", e, err)
 	}
-	r := filepath.Join(dir, "r.raw")
-	copyFile(t, base, r)
-	if _, err := c.Restore(ctx, []*Entry{e}, bt, r); err != nil || !same(t, r, work) {
+	if r, err := f.restore(t, e); err != nil || !same(t, r, work) {
 		t.Errorf("restore after concurrent saves: %v", err)
 	}
 	if tmps, _ := filepath.Glob(filepath.Join(c.Dir, "entries", ".tmp-*")); len(tmps) != 0 {
@@ -206,11 +218,8 @@ func TestConcurrentSaves(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	c := Cache{Dir: filepath.Join(dir, "cache")}
-	work := disk(t, dir)
-	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	f := newFixture(t)
+	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
 	prev := bt
 	for i, k := range []string{"sha256:a", "sha256:b", "sha256:c"} {
 		scribble(t, work, int64(i)<<20, "layer "+k)
@@ -242,11 +251,8 @@ func TestPrune(t *testing.T) {
 // after each apply onto the state they were made from; Get picks by parent
 // state, the newest first.
 func TestStatesCoexist(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	c := Cache{Dir: filepath.Join(dir, "cache")}
-	work := disk(t, dir)
-	bt, _ := c.BaseTable(ctx, "sha256:root", work)
+	f := newFixture(t)
+	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
 	scribble(t, work, 1<<20, "first run")
 	a, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x", Created: time.Now().Add(-time.Minute)}, work, bt)
 	if err != nil {

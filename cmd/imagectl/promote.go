@@ -83,15 +83,9 @@ at it, and records nothing.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o, err := c.options(cmd, env, true)
-			if err != nil {
-				return err
-			}
-			res, err := release.Promote(cmd.Context(), args[0], args[1], o)
-			if err != nil {
-				return err
-			}
-			return printPromotion(cmd.OutOrStdout(), c.output, res)
+			return c.promote(cmd, env, func(o release.Options) (*release.Result, error) {
+				return release.Promote(cmd.Context(), args[0], args[1], o)
+			})
 		},
 	}
 	c.register(cmd, true)
@@ -110,19 +104,27 @@ and back. A rollback whose PATCH failed is not recorded: run it again.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o, err := c.options(cmd, env, true)
-			if err != nil {
-				return err
-			}
-			res, err := release.Rollback(cmd.Context(), args[0], o)
-			if err != nil {
-				return err
-			}
-			return printPromotion(cmd.OutOrStdout(), c.output, res)
+			return c.promote(cmd, env, func(o release.Options) (*release.Result, error) {
+				return release.Rollback(cmd.Context(), args[0], o)
+			})
 		},
 	}
 	c.register(cmd, true)
 	return cmd
+}
+
+// promote makes a promotion (promote, rollback) with act, given the site's
+// options, and prints it.
+func (c *siteCmd) promote(cmd *cobra.Command, env []string, act func(release.Options) (*release.Result, error)) error {
+	o, err := c.options(cmd, env, true)
+	if err != nil {
+		return err
+	}
+	res, err := act(o)
+	if err != nil {
+		return err
+	}
+	return printPromotion(cmd.OutOrStdout(), c.output, res)
 }
 
 func printPromotion(w io.Writer, output string, res *release.Result) error {

@@ -34,13 +34,16 @@ func (f *recipeFlags) check() error {
 	return nil
 }
 
-// load reads a recipe and prints its diagnostics: every error and warning
-// at once, as text on stderr, or as JSON on stdout when the recipe fails and
-// --output json is set. It returns nil and an exitError when there are errors.
-// It stops as soon as the command's context is cancelled (Ctrl-C), whatever
-// the load is doing: every command that reads a recipe or var files reads
-// them here.
+// load checks the flags, then reads a recipe and prints its diagnostics:
+// every error and warning at once, as text on stderr, or as JSON on stdout
+// when the recipe fails and --output json is set. It returns nil and an
+// exitError when there are errors. It stops as soon as the command's
+// context is cancelled (Ctrl-C), whatever the load is doing: every command
+// that reads a recipe or var files reads them here.
 func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*recipes.Recipe, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	p := recipes.NewParser()
 	r, diags, err := p.Load(cmd.Context(), path, recipes.Options{
 		Inputs: recipes.Inputs{Env: env, Files: f.varFiles, Flags: f.vars},

@@ -35,9 +35,6 @@ a file it reads blocks; a second one exits at once.`,
       -var netdata_retention_mb=512 --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := rf.check(); err != nil {
-				return err
-			}
 			r, err := rf.load(cmd, args[0], env)
 			if err != nil {
 				return err

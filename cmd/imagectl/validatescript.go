@@ -45,9 +45,6 @@ it into the image and write it beside the artifact.`,
 					return err
 				}
 			} else {
-				if err := rf.check(); err != nil {
-					return err
-				}
 				r, err := rf.load(cmd, args[0], env)
 				if err != nil {
 					return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/gpuaas/imagectl/manifest"
@@ -62,12 +64,7 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 		}
 		byImage[h.Image] = append(byImage[h.Image], h)
 	}
-	images := make([]string, 0, len(byImage))
-	for img := range byImage {
-		images = append(images, img)
-	}
-	sort.Strings(images)
-	for _, img := range images {
+	for _, img := range slices.Sorted(maps.Keys(byImage)) {
 		list := byImage[img]
 		sort.SliceStable(list, func(i, j int) bool { return list[i].published.After(list[j].published) }) // newest first
 		cur, back := store.State(cat[img])
