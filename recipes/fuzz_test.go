@@ -25,10 +25,11 @@ const maxLoad = 20 * time.Second
 // the planner and both renderers. Nothing in a recipe may make imagectl
 // panic or overflow its stack, take more than maxLoad, print more than
 // MaxDiagnostics diagnostics, or print a control character from the input.
-// The seed corpus is every fixture and shipped recipe, the checked-in
+// The seed corpus is every fixture and shipped recipe and the checked-in
 // inputs under testdata/fuzz/FuzzLoad (deep nesting of each kind, long
-// lists, random bytes, invalid UTF-8 and escape sequences), and larger
-// ones of the same kinds made here.
+// lists, random bytes, invalid UTF-8 and escape sequences, each under 20
+// KB); TestLargeHostileInputs checks larger ones of the same kinds, which
+// would leave the fuzzer mutating megabytes at a few inputs a second.
 func FuzzLoad(f *testing.F) {
 	for _, glob := range []string{"../testdata/recipes/*/*.hcl", "../recipes/*.hcl", "../examples/*.hcl", "../layers/*.hcl"} {
 		files, _ := filepath.Glob(glob)
@@ -40,65 +41,75 @@ func FuzzLoad(f *testing.F) {
 			f.Add(b)
 		}
 	}
-	for _, src := range largeSeeds() {
-		f.Add(src)
+	f.Fuzz(checkLoad)
+}
+
+// TestLargeHostileInputs holds the inputs that took imagectl down to what
+// FuzzLoad holds any input to.
+func TestLargeHostileInputs(t *testing.T) {
+	for i, src := range largeSeeds() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { checkLoad(t, src) })
 	}
-	// Load from the fixtures' directory so relative sources resolve to real
-	// files as often as they can.
+}
+
+var diagHeader = regexp.MustCompile(`(?m)^(\S+:\d+:\d+: )?(error|warning): `)
+
+// checkLoad loads src as a recipe, renders what it gives and checks the
+// properties FuzzLoad promises.
+func checkLoad(t *testing.T, src []byte) {
+	// Load from the fixtures' directory so relative sources resolve to
+	// real files as often as they can.
 	dir, err := filepath.Abs("../testdata/recipes/valid")
 	if err != nil {
-		f.Fatal(err)
+		t.Fatal(err)
 	}
-	diagHeader := regexp.MustCompile(`(?m)^(\S+:\d+:\d+: )?(error|warning): `)
-	f.Fuzz(func(t *testing.T, src []byte) {
-		start := time.Now()
-		p := recipes.NewParser()
-		r, diags := p.LoadSource(filepath.Join(dir, "fuzz-input.hcl"), src, recipes.Options{})
-		var text bytes.Buffer
-		if err := recipes.WriteDiagnostics(&text, p.Files(), diags, false); err != nil {
+	start := time.Now()
+	p := recipes.NewParser()
+	r, diags := p.LoadSource(filepath.Join(dir, "fuzz-input.hcl"), src, recipes.Options{})
+	var text bytes.Buffer
+	if err := recipes.WriteDiagnostics(&text, p.Files(), diags, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = recipes.WriteDiagnostics(io.Discard, p.Files(), diags, true)
+	js := recipes.DiagnosticsJSON(diags)
+	if n := len(diagHeader.FindAllIndex(text.Bytes(), -1)); n > recipes.MaxDiagnostics {
+		t.Errorf("%d diagnostics printed, more than %d", n, recipes.MaxDiagnostics)
+	}
+	if len(js) > recipes.MaxDiagnostics+1 {
+		t.Errorf("%d JSON diagnostics, more than %d and the count of the rest", len(js), recipes.MaxDiagnostics)
+	}
+	if u := recipes.Unprintable(text.String()); u != "" {
+		t.Errorf("the diagnostics print %s:\n%s", u, text.String())
+	}
+	for _, d := range js {
+		for _, s := range []string{d.Summary, d.Detail} {
+			if u := recipes.Unprintable(s); u != "" {
+				t.Errorf("a JSON diagnostic holds %s: %q", u, s)
+			}
+		}
+	}
+	if _, fd := recipes.Format(src, "fuzz.hcl"); fd.HasErrors() && !diags.HasErrors() {
+		t.Errorf("loaded, but Format reports syntax errors: %s", fd.Error())
+	}
+	if r == nil {
+		if !diags.HasErrors() {
+			t.Fatal("no recipe and no error")
+		}
+	} else {
+		plan, err := builder.NewPlan(r, builder.PlanOptions{Version: "1"})
+		if err != nil {
+			t.Fatalf("a loaded recipe failed to plan: %v", err)
+		}
+		if err := plan.WriteText(io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		_ = recipes.WriteDiagnostics(io.Discard, p.Files(), diags, true)
-		js := recipes.DiagnosticsJSON(diags)
-		if n := len(diagHeader.FindAllIndex(text.Bytes(), -1)); n > recipes.MaxDiagnostics {
-			t.Errorf("%d diagnostics printed, more than %d", n, recipes.MaxDiagnostics)
+		if err := plan.WriteJSON(io.Discard); err != nil {
+			t.Fatal(err)
 		}
-		if len(js) > recipes.MaxDiagnostics+1 {
-			t.Errorf("%d JSON diagnostics, more than %d and the count of the rest", len(js), recipes.MaxDiagnostics)
-		}
-		if u := recipes.Unprintable(text.String()); u != "" {
-			t.Errorf("the diagnostics print %s:\n%s", u, text.String())
-		}
-		for _, d := range js {
-			for _, s := range []string{d.Summary, d.Detail} {
-				if u := recipes.Unprintable(s); u != "" {
-					t.Errorf("a JSON diagnostic holds %s: %q", u, s)
-				}
-			}
-		}
-		if _, fd := recipes.Format(src, "fuzz.hcl"); fd.HasErrors() && !diags.HasErrors() {
-			t.Errorf("loaded, but Format reports syntax errors: %s", fd.Error())
-		}
-		if r == nil {
-			if !diags.HasErrors() {
-				t.Fatal("no recipe and no error")
-			}
-		} else {
-			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: "1"})
-			if err != nil {
-				t.Fatalf("a loaded recipe failed to plan: %v", err)
-			}
-			if err := plan.WriteText(io.Discard); err != nil {
-				t.Fatal(err)
-			}
-			if err := plan.WriteJSON(io.Discard); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if took := time.Since(start); took > maxLoad {
-			t.Errorf("took %s (%d bytes)", took, len(src))
-		}
-	})
+	}
+	if took := time.Since(start); took > maxLoad {
+		t.Errorf("took %s (%d bytes)", took, len(src))
+	}
 }
 
 // largeSeeds are inputs of the kinds that took imagectl down, too large to
