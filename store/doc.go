@@ -8,7 +8,11 @@
 // atomically (files are staged in a temporary directory inside the store,
 // fsynced, and renamed into place) and serializes the check-then-rename and
 // every catalog update with an flock on the store's lock file, so
-// concurrent imagectl processes never corrupt it.
+// concurrent imagectl processes never corrupt it. Dir.StartBuild is a
+// build's side of the store: the version (the next date-and-sequence one
+// when none is given), the refusal of a version already published, the
+// parent, and a staging directory the build writes into and Publish moves
+// from.
 //
 // store/release builds promotion, rollback, status and gc of a MAAS site
 // on top of it.
