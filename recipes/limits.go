@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // The limits on HCL input. Every byte a user gives imagectl that reaches an
@@ -46,19 +46,11 @@ const (
 // ReadInput reads an HCL input file, refusing one larger than MaxInputSize
 // without reading all of it.
 func ReadInput(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, MaxInputSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(src) > MaxInputSize {
+	src, err := readlimit.File(path, MaxInputSize)
+	if errors.Is(err, readlimit.ErrTooLarge) {
 		return nil, &inputTooLargeError{path: path}
 	}
-	return src, nil
+	return src, err
 }
 
 type inputTooLargeError struct{ path string }

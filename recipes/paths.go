@@ -3,13 +3,14 @@ package recipes
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // tree decides which files a recipe may read. A path is resolved against the
@@ -92,17 +93,9 @@ func (t tree) readSource(baseDir, p string, limit int64) ([]byte, string, error)
 	if st.IsDir() {
 		return nil, "", fmt.Errorf("%s is a directory, not a file", p)
 	}
-	f, err := os.Open(real)
-	if err != nil {
-		return nil, "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, "", err
-	}
-	if int64(len(b)) > limit {
+	b, err := readlimit.File(real, limit)
+	if errors.Is(err, readlimit.ErrTooLarge) {
 		return nil, "", fmt.Errorf("%s is larger than %d MiB, the most a recipe reads into memory (large payloads belong in a bundle)", p, limit>>20)
 	}
-	return b, real, nil
+	return b, real, err
 }

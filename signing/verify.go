@@ -5,14 +5,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/sigstore/sigstore/pkg/signature/options"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -98,17 +97,9 @@ func (v *Verifier) verifyBundle(path string, d digest.Digest, data []byte) error
 }
 
 func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSignatureFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxSignatureFile {
+	b, err := readlimit.File(path, maxSignatureFile)
+	if errors.Is(err, readlimit.ErrTooLarge) {
 		return nil, fmt.Errorf("larger than %d bytes: not a signature", maxSignatureFile)
 	}
-	return b, nil
+	return b, err
 }
