@@ -21,6 +21,9 @@ require (
 	github.com/klauspost/pgzip v1.3.0
 	// dpkg's version ordering for imagectl diff (upgraded vs downgraded).
 	github.com/knqyf263/go-deb-version v0.0.0-20241115132648-6f4aee6ccd23
+	// OCI descriptor and manifest types and digests for store/oci (oras-go's own types).
+	github.com/opencontainers/go-digest v1.0.0
+	github.com/opencontainers/image-spec v1.1.1
 	// cosign's private-key encryption (scrypt + NaCl secretbox), for cosign.key files.
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	// Sigstore bundle types (.sigstore.json); sigstore/signature links them already.
@@ -36,9 +39,13 @@ require (
 	// Makefile copies it into third_party/guestfs (see the replace below).
 	// Only code built with the guestfs tag imports it.
 	libguestfs.org/guestfs v0.0.0
+	// The OCI registry store (store/oci): registry client, auth, Docker credential store, PackManifest.
+	oras.land/oras-go/v2 v2.6.4
 )
 
 require (
+	// Tests only: bcrypt for the test registry's htpasswd (store/oci/ocitest).
+	golang.org/x/crypto v0.55.0
 	golang.org/x/sys v0.47.0
 	// Tests only: the smoke tests parse the cloud-init user-data smoke writes.
 	gopkg.in/yaml.v3 v3.0.1
@@ -63,16 +70,14 @@ require (
 	github.com/juju/version v0.0.0-20210303051006-2015802527a8 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mitchellh/go-wordwrap v1.0.1 // indirect
-	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.26 // indirect
 	github.com/pkg/xattr v0.4.12 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/ulikunitz/xz v0.5.15 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
-	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/mod v0.38.0 // indirect
-	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/tools v0.48.0 // indirect

@@ -107,7 +107,8 @@ func matches(m *manifest.Manifest, manifestPath, tarball string, d digest.Digest
 type Report struct {
 	Tarball  string `json:"tarball"`
 	Manifest string `json:"manifest"`
-	// SHA256 and Size are the tgz's, as read.
+	// SHA256 and Size are the tgz's, as read (or as given to
+	// VerifyArtifactDigest).
 	SHA256   string  `json:"sha256"`
 	Size     int64   `json:"size"`
 	Verified bool    `json:"verified"`
@@ -138,6 +139,24 @@ func VerifyArtifact(ctx context.Context, v *Verifier, tarball, manifestPath stri
 	if err != nil {
 		return nil, fmt.Errorf("verifying: %w", err)
 	}
+	return verifyArtifact(ctx, v, tarball, td, manifestPath)
+}
+
+// VerifyArtifactDigest is VerifyArtifact for a tgz whose sha256 and size
+// are known (a store version's, its reads checked against them as they
+// stream): nothing is hashed, and tarballPath only locates the tgz's
+// signatures (its .sig and .sigstore.json beside it); the tgz itself need
+// not exist there.
+func VerifyArtifactDigest(ctx context.Context, v *Verifier, tarballPath, tgzSHA256 string, tgzSize int64, manifestPath string) (*Report, error) {
+	sum, err := digest.Parse(tgzSHA256)
+	if err != nil {
+		return nil, fmt.Errorf("verifying %s: its sha256 %q: %w", tarballPath, tgzSHA256, err)
+	}
+	return verifyArtifact(ctx, v, tarballPath, digest.Digest{Sum: sum, Size: tgzSize}, manifestPath)
+}
+
+// verifyArtifact verifies the tgz of digest td and its manifest.
+func verifyArtifact(ctx context.Context, v *Verifier, tarball string, td digest.Digest, manifestPath string) (*Report, error) {
 	r := &Report{Tarball: tarball, Manifest: manifestPath, SHA256: td.Hex(), Size: td.Size}
 	r.Checks = append(r.Checks, v.verifyFile("tarball", tarball, td)...)
 

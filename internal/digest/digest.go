@@ -3,7 +3,9 @@
 // and a cancelled context stops a long read), with a count of the bytes
 // hashed, and the two forms a digest is written in, bare lowercase hex (a
 // manifest's artifact sha256, the store's index) and "sha256:<hex>"
-// (recipes' base checksums, layer and cache keys), parsed in either form.
+// (recipes' base checksums, layer and cache keys), parsed in either form;
+// and CheckedReaderAt, which checks reads at offsets against a sha256 as
+// they go (a tgz streamed from a registry into MAAS's chunks).
 //
 // What is hashed and what a mismatch means stay with the callers: each
 // names the file and what it was expected to match.
@@ -18,6 +20,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 )
 
 // Prefix starts a digest written as "sha256:<hex>".
@@ -164,4 +167,85 @@ func (w *Writer) Digest() Digest {
 	d := Digest{Size: w.n}
 	w.h.Sum(d.Sum[:0])
 	return d
+}
+
+// CheckedReaderAt reads a blob of known size and sha256 at offsets and
+// checks the bytes against the sha256 as reads go from start to end: the
+// read that would hand out the last byte fails instead when the bytes read
+// so far do not hash to it, so a consumer that sends bytes on in order
+// (an upload in chunks) never sends a last byte of the wrong content.
+// Reading again from offset 0 starts the check afresh (an upload starting
+// over); a read that skips ahead leaves the rest unchecked, and the last
+// byte is then refused too.
+type CheckedReaderAt struct {
+	r    io.ReaderAt
+	size int64
+	want [sha256.Size]byte
+
+	mu   sync.Mutex
+	h    hash.Hash
+	next int64 // bytes hashed, from 0
+	gap  bool  // a read skipped ahead of next
+}
+
+// NewCheckedReaderAt checks reads of r, which holds size bytes with the
+// sha256 want (hex, with or without "sha256:").
+func NewCheckedReaderAt(r io.ReaderAt, size int64, want string) (*CheckedReaderAt, error) {
+	sum, err := Parse(want)
+	if err != nil {
+		return nil, err
+	}
+	return &CheckedReaderAt{r: r, size: size, want: sum, h: sha256.New()}, nil
+}
+
+// Size is the blob's size.
+func (c *CheckedReaderAt) Size() int64 { return c.size }
+
+// ReadAt implements io.ReaderAt.
+func (c *CheckedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("read at negative offset %d", off)
+	}
+	if off >= c.size {
+		return 0, io.EOF
+	}
+	if rest := c.size - off; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := c.r.ReadAt(p, off)
+	if err == io.EOF {
+		err = nil
+		if off+int64(n) < c.size {
+			err = fmt.Errorf("the content ends at byte %d, expected %d: %w", off+int64(n), c.size, io.ErrUnexpectedEOF)
+		}
+	}
+	if err != nil {
+		return n, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if off == 0 {
+		c.h.Reset()
+		c.next, c.gap = 0, false
+	}
+	end := off + int64(n)
+	switch {
+	case off > c.next:
+		c.gap = true
+	case end > c.next:
+		c.h.Write(p[c.next-off : n])
+		c.next = end
+	}
+	if end < c.size {
+		return n, nil
+	}
+	if c.gap || c.next != c.size {
+		return 0, fmt.Errorf("the last bytes were asked for before the ones before them were read: the content is unchecked against sha256 %x", c.want)
+	}
+	var got [sha256.Size]byte
+	c.h.Sum(got[:0])
+	if got != c.want {
+		return 0, fmt.Errorf("the content has sha256 %x, expected %x: refusing its last bytes", got, c.want)
+	}
+	return n, nil
 }

@@ -34,7 +34,7 @@ type layer struct {
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/digest", "internal/event",
-		"internal/fsmode", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/simfault", "internal/testbase",
+		"internal/fsmode", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/simfault", "internal/testbase",
 		"internal/testenv",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
@@ -52,8 +52,11 @@ var layers = []layer{
 	{name: "operations (build, store, upload, smoke test: siblings)", pkgs: []string{
 		"builder", "smoke", "store", "upload",
 	}},
-	{name: "executors and releases (the libguestfs executor, promotion to sites)", pkgs: []string{
-		"builder/guestfs", "store/release", "store/storetest",
+	{name: "remote stores (versions in an OCI registry, promotions in git)", pkgs: []string{
+		"store/gitcatalog", "store/gitcatalog/gittest", "store/oci", "store/oci/ocitest",
+	}},
+	{name: "executors and releases (the libguestfs executor, promotion to sites, opening a store by name)", pkgs: []string{
+		"builder/guestfs", "store/release", "store/storeopen", "store/storetest",
 	}},
 	{name: "the CLI", pkgs: []string{
 		"cmd/imagectl",
@@ -63,10 +66,13 @@ var layers = []layer{
 // testOnly are helpers that only test files may import (from any layer):
 // they never link into imagectl.
 var testOnly = map[string]bool{
+	"internal/heappeak":         true,
 	"internal/simfault":         true,
 	"internal/testbase":         true,
 	"internal/testenv":          true,
 	"signing/signingtest":       true,
+	"store/gitcatalog/gittest":  true,
+	"store/oci/ocitest":         true,
 	"store/storetest":           true,
 	"upload/maassim":            true,
 	"upload/profile/profilesim": true,
@@ -105,6 +111,8 @@ var restricted = []struct {
 		"the MAAS client stays out of builds, smoke tests and --dry-run"},
 	{"github.com/juju/gomaasapi", []string{"upload/maas"}, true,
 		"the MAAS client stays out of builds, smoke tests and --dry-run"},
+	{"oras.land/oras-go", []string{"store/oci"}, true,
+		"the registry client is the registry store's own"},
 }
 
 // tagSets are the builds the fence checks: the untagged (CGO-free) one and

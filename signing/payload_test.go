@@ -1,0 +1,39 @@
+package signing_test
+
+import (
+	"testing"
+
+	"github.com/gpuaas/imagectl/signing"
+)
+
+func TestSignPayload(t *testing.T) {
+	priv, _, err := signing.GenerateKeyPair([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := signing.LoadPrivateKey(priv, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`{"critical":{}}`)
+	sig, err := s.SignPayload(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.VerifyPayload(payload, sig); err != nil {
+		t.Errorf("VerifyPayload: %v", err)
+	}
+	if err := v.VerifyPayload([]byte(`{"critical":{"x":1}}`), sig); err == nil {
+		t.Error("VerifyPayload accepted another payload")
+	}
+	otherPriv, _, _ := signing.GenerateKeyPair(nil)
+	other, _ := signing.LoadPrivateKey(otherPriv, nil)
+	ov, _ := other.Verifier()
+	if err := ov.VerifyPayload(payload, sig); err == nil {
+		t.Error("VerifyPayload accepted another key")
+	}
+}
