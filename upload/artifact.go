@@ -3,6 +3,7 @@ package upload
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -29,11 +30,25 @@ type Options struct {
 	// Verify runs after the artifact matched its manifest and before MAAS
 	// is contacted: the signature check. Its error stops the upload.
 	Verify func(ctx context.Context, tgz, manifest string) error
+	// Content, when set, is the tgz itself, read at offsets (a store
+	// version's OpenTarball, streamed from a registry): the tgz path then
+	// only names it (and its signatures beside it) and need not exist, and
+	// it is not hashed first: Content's own digest must be the manifest's,
+	// and its reads are checked against it as they go.
+	Content *Content
 	// Events receives progress; may be nil.
 	Events func(event.Event)
 	// Configure adjusts the client configuration made from the site (tests
 	// shorten waits and chunks with it).
 	Configure func(*maas.Config)
+}
+
+// Content is a tgz read at offsets and the digest its reads are checked
+// against (digest.CheckedReaderAt, store.Version.OpenTarball).
+type Content struct {
+	R      io.ReaderAt
+	SHA256 string
+	Size   int64
 }
 
 // Result is what an upload did.
@@ -51,8 +66,10 @@ type Result struct {
 
 // Artifact uploads a built tgz to a site under its immutable versioned
 // name. Before sending a byte it checks the tgz's size and sha256 against
-// its manifest and runs opts.Verify; env supplies the site's API key when
-// the site reads it from the environment.
+// its manifest (a local file by hashing it; opts.Content by the digest its
+// reads are checked against) and runs opts.Verify; env supplies the site's
+// API key when the site reads it from the environment. The bytes sent are
+// read at offsets and checked against the sha256 as they go.
 func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Options) (*Result, error) {
 	mpath := opts.Manifest
 	if mpath == "" {
@@ -78,7 +95,23 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 	}
 	rep := event.Reporter(opts.Events)
 	end := rep.Phase(PhaseVerify, fmt.Sprintf("check %s against %s", tgz, mpath))
-	err = verify(ctx, tgz, m.Artifact, rep)
+	content := opts.Content
+	if content != nil {
+		err = matchesManifest(tgz, content, m.Artifact)
+	} else {
+		var f *os.File
+		if f, err = os.Open(tgz); err == nil {
+			defer f.Close()
+			err = verify(ctx, tgz, m.Artifact, rep)
+		}
+		if err == nil {
+			// Hashed once above, and checked again as it is read: the file
+			// may change on disk in between.
+			var r io.ReaderAt
+			r, err = digest.NewCheckedReaderAt(f, m.Artifact.Size, m.Artifact.SHA256)
+			content = &Content{R: r, SHA256: m.Artifact.SHA256, Size: m.Artifact.Size}
+		}
+	}
 	if err == nil && opts.Verify != nil {
 		err = opts.Verify(ctx, tgz, mpath)
 	}
@@ -107,7 +140,7 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 	}
 	vn := manifest.VersionedName(name, m.Image.Version)
 	sum := strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, "sha256:"))
-	res, err := c.Upload(ctx, maas.Image{Path: tgz, SHA256: sum, Size: m.Artifact.Size, Name: vn, Title: title,
+	res, err := c.Upload(ctx, maas.Image{Content: content.R, Path: tgz, SHA256: sum, Size: m.Artifact.Size, Name: vn, Title: title,
 		Architecture: arch, BaseImage: baseImage, Filetype: "tgz"}, opts.Events)
 	out := &Result{Name: vn, DistroSeries: manifest.DistroSeries(vn), Title: title, SHA256: sum, Size: m.Artifact.Size, Site: site.Name}
 	if res != nil {
@@ -117,6 +150,18 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 		return out, fmt.Errorf("uploading %s to site %q: %w", tgz, site.Name, err)
 	}
 	return out, nil
+}
+
+// matchesManifest checks that content is the tgz the manifest describes,
+// by the digest its reads are checked against.
+func matchesManifest(tgz string, c *Content, a *manifest.Artifact) error {
+	switch {
+	case c.Size != a.Size:
+		return fmt.Errorf("%s has %d bytes, its manifest says %d: refusing to upload it", tgz, c.Size, a.Size)
+	case !digest.Equal(c.SHA256, a.SHA256):
+		return fmt.Errorf("%s has sha256 %s, its manifest says %s: refusing to upload it", tgz, c.SHA256, a.SHA256)
+	}
+	return nil
 }
 
 // verify streams the tgz through sha256 and compares it with the manifest.

@@ -1,6 +1,7 @@
 package upload_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/upload"
@@ -101,9 +103,16 @@ func TestArtifactRefusedBeforeSending(t *testing.T) {
 		want   string
 	}{
 		{name: "tampered", break_: func(tgz string) {
-			f, _ := os.OpenFile(tgz, os.O_WRONLY, 0)
-			f.WriteAt([]byte("X"), 10)
-			f.Close()
+			// Flip a byte: writing a fixed one left the random content
+			// unchanged one run in 256.
+			b, err := os.ReadFile(tgz)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[10] ^= 0xff
+			if err := os.WriteFile(tgz, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}, want: "its manifest says"},
 		{name: "truncated", break_: func(tgz string) { os.Truncate(tgz, 1000) }, want: "has 1000 bytes, its manifest says"},
 		{name: "no manifest", break_: func(tgz string) { os.Remove(manifest.FilesBeside(tgz).Manifest) }, want: "manifest.json"},
@@ -178,5 +187,56 @@ func TestArtifactFromManifestMAAS(t *testing.T) {
 	rs = sim2.Resources()
 	if r := rs[len(rs)-1]; r.BaseImage != "ubuntu/noble" {
 		t.Errorf("override: MAAS holds %+v", r)
+	}
+}
+
+// TestArtifactContent uploads a tgz read at offsets (a store version's
+// stream) whose path does not exist: nothing is hashed first, and bytes
+// that do not match are never completed in MAAS.
+func TestArtifactContent(t *testing.T) {
+	sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
+	defer sim.Close()
+	tgz := built(t, 200<<10)
+	b, err := os.ReadFile(tgz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Read(manifest.FilesBeside(tgz).Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(tgz); err != nil {
+		t.Fatal(err)
+	}
+	content := func(b []byte) *upload.Content {
+		r, err := digest.NewCheckedReaderAt(bytes.NewReader(b), int64(len(b)), m.Artifact.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &upload.Content{R: r, SHA256: m.Artifact.SHA256, Size: m.Artifact.Size}
+	}
+	env := []string{"SIM_KEY=" + sim.AdminKey}
+	opts := upload.Options{Configure: quick, BaseImage: "ubuntu/noble", Content: content(bytes.Clone(b))}
+	// Other bytes than the digest says: refused at the last chunk, and the
+	// incomplete resource deleted.
+	bad := bytes.Clone(b)
+	bad[100] ^= 1
+	opts.Content = content(bad)
+	if _, err := upload.Artifact(context.Background(), simSite(sim), env, tgz, opts); err == nil || !strings.Contains(err.Error(), "refusing its last bytes") {
+		t.Fatalf("tampered content: %v", err)
+	}
+	if rs := sim.Resources(); rs[len(rs)-1].Type == "Uploaded" {
+		t.Fatalf("MAAS left holding %+v", rs[len(rs)-1])
+	}
+	// A digest other than the manifest's: refused before MAAS is asked.
+	opts.Content = &upload.Content{R: bytes.NewReader(b), SHA256: strings.Repeat("0", 64), Size: int64(len(b))}
+	lists := sim.Count(maassim.OpList)
+	if _, err := upload.Artifact(context.Background(), simSite(sim), env, tgz, opts); err == nil || !strings.Contains(err.Error(), "its manifest says") || sim.Count(maassim.OpList) != lists {
+		t.Fatalf("other digest: %v", err)
+	}
+	opts.Content = content(b)
+	res, err := upload.Artifact(context.Background(), simSite(sim), env, tgz, opts)
+	if err != nil || res.Skipped || res.Sent != int64(len(b)) {
+		t.Fatalf("upload: %+v %v", res, err)
 	}
 }

@@ -70,16 +70,30 @@ type DeployProfile struct {
 	DeclRange hcl.Range
 }
 
+// Group is a named set of sites (a group block of the sites file), which a
+// rollout (imagectl promote --site GROUP) promotes to together.
+type Group struct {
+	Name  string
+	Sites []string
+	// DeclRange is the block's header, for diagnostics.
+	DeclRange hcl.Range
+}
+
 // Sites is a parsed sites file.
 type Sites struct {
-	Sites []*Site
+	Sites  []*Site
+	Groups []*Group
 	// Files holds the parsed source for diagnostic snippets, with any API
 	// key written in it blanked out.
 	Files map[string]*hcl.File
 }
 
 var siteSchema = &hcl.BodySchema{
-	Blocks: []hcl.BlockHeaderSchema{{Type: "site", LabelNames: []string{"name"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "site", LabelNames: []string{"name"}}, {Type: "group", LabelNames: []string{"name"}}},
+}
+
+var groupBodySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "sites", Required: true}},
 }
 
 var siteBodySchema = &hcl.BodySchema{
@@ -165,7 +179,12 @@ func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 	content, d := f.Body.Content(siteSchema)
 	diags = append(diags, d...)
 	seen := map[string]hcl.Range{}
+	var groups []*hcl.Block
 	for _, b := range content.Blocks {
+		if b.Type == "group" {
+			groups = append(groups, b)
+			continue
+		}
 		if prev, dup := seen[b.Labels[0]]; dup {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site", Subject: b.LabelRanges[0].Ptr(),
 				Detail: fmt.Sprintf("Site %q is already declared at %s.", b.Labels[0], prev)})
@@ -178,7 +197,138 @@ func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 			out.Sites = append(out.Sites, s)
 		}
 	}
+	for _, b := range groups {
+		name := b.Labels[0]
+		if prev, dup := seen[name]; dup {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site or group name", Subject: b.LabelRanges[0].Ptr(),
+				Detail: fmt.Sprintf("%q is already declared at %s: a group's name is used like a site's (--site), so it must differ from every site's and group's.", name, prev)})
+			continue
+		}
+		seen[name] = b.DefRange
+		g, d := decodeGroup(b, out)
+		diags = append(diags, d...)
+		if g != nil {
+			out.Groups = append(out.Groups, g)
+		}
+	}
 	return out, diags
+}
+
+// decodeGroup decodes a group block; its sites must be sites of ss.
+func decodeGroup(b *hcl.Block, ss *Sites) (*Group, hcl.Diagnostics) {
+	g := &Group{Name: b.Labels[0], DeclRange: b.DefRange}
+	var diags hcl.Diagnostics
+	if !reSiteName.MatchString(g.Name) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid group name", Subject: b.LabelRanges[0].Ptr(),
+			Detail: fmt.Sprintf("%q: a group name is lowercase letters, digits, '.', '_' and '-', as a site name.", g.Name)})
+	}
+	content, d := b.Body.Content(groupBodySchema)
+	diags = append(diags, d...)
+	a := content.Attributes["sites"]
+	if a == nil {
+		return nil, diags
+	}
+	v, d := a.Expr.Value(nil)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return nil, diags
+	}
+	if v.IsNull() || !v.IsKnown() || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid sites", Subject: a.Expr.Range().Ptr(),
+			Detail: `A group's sites are a list of site names, such as ["maas280", "maas281"].`})
+	}
+	known := map[string]bool{}
+	var names []string
+	for _, s := range ss.Sites {
+		known[s.Name] = true
+		names = append(names, s.Name)
+	}
+	sort.Strings(names)
+	inGroup := map[string]bool{}
+	for _, e := range v.AsValueSlice() {
+		if e.IsNull() || e.Type() != cty.String {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid sites", Subject: a.Expr.Range().Ptr(),
+				Detail: fmt.Sprintf("Group %q: every site is a name in quotes.", g.Name)})
+			continue
+		}
+		n := e.AsString()
+		switch {
+		case !known[n]:
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown site in group", Subject: a.Expr.Range().Ptr(),
+				Detail: fmt.Sprintf("Group %q names site %q, which the sites file does not declare (sites: %s).%s", g.Name, n, strings.Join(names, ", "), closest(n, names))})
+		case inGroup[n]:
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site in group", Subject: a.Expr.Range().Ptr(),
+				Detail: fmt.Sprintf("Group %q names site %q twice.", g.Name, n)})
+		default:
+			inGroup[n] = true
+			g.Sites = append(g.Sites, n)
+		}
+	}
+	if len(g.Sites) == 0 && !diags.HasErrors() {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty group", Subject: a.Expr.Range().Ptr(),
+			Detail: fmt.Sprintf("Group %q names no site.", g.Name)})
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return g, diags
+}
+
+// closest is a " Did you mean …?" hint for a misspelt name, or "".
+func closest(name string, names []string) string {
+	best, bestD := "", 4
+	for _, n := range names {
+		if d := levenshtein.Distance(name, n, nil); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" Did you mean %q?", best)
+}
+
+// Resolve returns the sites that names (sites and groups) stand for, each
+// once, in the order named; an unknown name is an error as Site's.
+func (ss *Sites) Resolve(names []string) ([]*Site, error) {
+	var out []*Site
+	seen := map[string]bool{}
+	add := func(n string) error {
+		if seen[n] {
+			return nil
+		}
+		s, err := ss.Site(n)
+		if err != nil {
+			return err
+		}
+		seen[n] = true
+		out = append(out, s)
+		return nil
+	}
+	for _, n := range names {
+		if g := ss.Group(n); g != nil {
+			for _, m := range g.Sites {
+				if err := add(m); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err := add(n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Group returns the named group, nil when there is none.
+func (ss *Sites) Group(name string) *Group {
+	for _, g := range ss.Groups {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
 }
 
 // redactSecrets finds, in every attribute of body and its blocks, an
@@ -420,17 +570,18 @@ func (ss *Sites) Site(name string) (*Site, error) {
 		names = append(names, s.Name)
 	}
 	sort.Strings(names)
-	hint := ""
-	best, bestD := "", 4
-	for _, n := range names {
-		if d := levenshtein.Distance(name, n, nil); d < bestD {
-			best, bestD = n, d
+	groups := ""
+	all := append([]string(nil), names...)
+	if len(ss.Groups) > 0 {
+		var gs []string
+		for _, g := range ss.Groups {
+			gs = append(gs, g.Name)
 		}
+		sort.Strings(gs)
+		all = append(all, gs...)
+		groups = "; groups: " + strings.Join(gs, ", ")
 	}
-	if best != "" {
-		hint = fmt.Sprintf(" Did you mean %q?", best)
-	}
-	return nil, fmt.Errorf("no site %q in the sites file (sites: %s).%s", name, strings.Join(names, ", "), hint)
+	return nil, fmt.Errorf("no site %q in the sites file (sites: %s%s).%s", name, strings.Join(names, ", "), groups, closest(name, all))
 }
 
 // APIKey reads the site's key from the environment (KEY=value pairs, as

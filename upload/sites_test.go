@@ -238,3 +238,60 @@ func TestExampleSites(t *testing.T) {
 		t.Errorf("maas280 has no deploy profile")
 	}
 }
+
+func TestSiteGroups(t *testing.T) {
+	src := `
+site "a" {
+  maas_url    = "http://a.example:5240/MAAS"
+  api_key_env = "A_KEY"
+}
+site "b" {
+  maas_url    = "http://b.example:5240/MAAS"
+  api_key_env = "B_KEY"
+}
+site "c" {
+  maas_url    = "http://c.example:5240/MAAS"
+  api_key_env = "C_KEY"
+}
+group "fleet" {
+  sites = ["a", "b", "c"]
+}
+group "pair" {
+  sites = ["c", "a"]
+}
+`
+	ss, diags := ParseSites([]byte(src), "sites.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	got, err := ss.Resolve([]string{"pair", "b", "fleet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, " ") != "c a b" {
+		t.Errorf("resolved %v, want c a b", names)
+	}
+	if _, err := ss.Resolve([]string{"flet"}); err == nil || !strings.Contains(err.Error(), `Did you mean "fleet"?`) || !strings.Contains(err.Error(), "groups: fleet, pair") {
+		t.Errorf("unknown name: %v", err)
+	}
+
+	for _, tc := range []struct{ group, want string }{
+		{`group "g" { sites = ["a", "zz"] }`, `Group "g" names site "zz", which the sites file does not declare`},
+		{`group "g" { sites = ["a", "a"] }`, `Group "g" names site "a" twice`},
+		{`group "a" { sites = ["b"] }`, `"a" is already declared at`},
+		{`group "g" { sites = ["a"] }` + "\n" + `group "g" { sites = ["b"] }`, `"g" is already declared at`},
+		{`group "g" { sites = [] }`, `Group "g" names no site`},
+		{`group "g" { sites = "a" }`, `A group's sites are a list of site names`},
+		{`group "G!" { sites = ["a"] }`, `a group name is lowercase letters`},
+		{`group "g" { }`, `Missing required argument`},
+	} {
+		_, diags := ParseSites([]byte(src+tc.group), "sites.hcl")
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.want) {
+			t.Errorf("%s: diagnostics %v, want %q", tc.group, diags, tc.want)
+		}
+	}
+}

@@ -11,15 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	gomaasapi "github.com/juju/gomaasapi/v2"
 
+	"github.com/gpuaas/imagectl/internal/heappeak"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -44,41 +43,6 @@ func sparse(tb testing.TB, size int64) maas.Image {
 	}
 	return maas.Image{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Size: size, Name: "bench-1-0",
 		Title: "Bench 1.0", Architecture: "amd64/generic", BaseImage: "ubuntu/noble"}
-}
-
-// heapPeak samples the live heap every few milliseconds (runtime/metrics,
-// which does not stop the world) until stop is called, and returns the peak.
-func heapPeak() (stop func() uint64) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var (
-		peak uint64
-		wg   sync.WaitGroup
-		done = make(chan struct{})
-	)
-	read := func() {
-		metrics.Read(sample)
-		peak = max(peak, sample[0].Value.Uint64())
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				read()
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		read()
-		return peak
-	}
 }
 
 // plainPUTs is the baseline: the same create and 4 MiB chunks as the
@@ -138,7 +102,7 @@ func BenchmarkUpload1GiB(b *testing.B) {
 				b.StopTimer()
 				sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
 				runtime.GC()
-				stop := heapPeak()
+				stop := heappeak.Start()
 				b.StartTimer()
 				if mode == "client" {
 					c, err := maas.New(maas.Config{URL: sim.URL, APIKey: sim.AdminKey, PollInterval: 10 * time.Millisecond})
@@ -179,7 +143,7 @@ func TestUploadMemoryIsFlat(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	stop := heapPeak()
+	stop := heappeak.Start()
 	if _, err := c.Upload(context.Background(), img, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,11 @@ type Config struct {
 	// image's sha256 before an upload, which may be a finished upload still
 	// syncing or a partial one (default 30 s; then it is deleted).
 	SettleTimeout time.Duration
+	// StallTimeout bounds how long an incomplete file of the image that
+	// makes no progress is waited for before it counts as abandoned and
+	// is deleted: one another uploader is sending grows with each of its
+	// chunks (default 2 min: twice a chunk's default Timeout).
+	StallTimeout time.Duration
 	// PollInterval is how often those waits look (default 2 s).
 	PollInterval time.Duration
 	// ChunkSize is the size of each PUT (default 4 MiB, as the MAAS CLI).
@@ -94,6 +99,7 @@ func New(cfg Config) (*Client, error) {
 	def(&cfg.LastChunkTimeout, 15*time.Minute)
 	def(&cfg.CompleteTimeout, 10*time.Minute)
 	def(&cfg.SettleTimeout, 30*time.Second)
+	def(&cfg.StallTimeout, 2*cfg.Timeout)
 	def(&cfg.PollInterval, 2*time.Second)
 	if cfg.ChunkSize <= 0 {
 		cfg.ChunkSize = DefaultChunkSize
@@ -322,15 +328,20 @@ func (c *Client) FindSHA256(ctx context.Context, sha256 string) ([]Resource, err
 	return out, nil
 }
 
-// countingReader counts what the transport read of a body.
+// countingReader counts what the transport read of a body, and keeps
+// the body's own read error apart from the network's.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	err error
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
 	return n, err
 }
 
@@ -364,6 +375,9 @@ func (c *Client) send(ctx context.Context, method, uri string, body io.Reader, n
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if cr.err != nil {
+			return response{}, &readError{cr.err}
+		}
 		return response{sent: cr.n == n}, err
 	}
 	defer resp.Body.Close()

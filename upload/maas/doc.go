@@ -3,7 +3,7 @@
 // resources, and upload a custom image the way MAAS's own CLI does: create
 // the resource (POST boot-resources/ with name, architecture, base_image,
 // filetype, sha256 and size, which makes an empty file record), then append
-// the file in 4 MiB chunks read from disk (PUT to the file's upload_uri),
+// the file in 4 MiB chunks read at offsets from the image (a file, or a store's tgz streamed from a registry; PUT to the file's upload_uri),
 // each signed at send time with an explicit Content-Length.
 //
 // The MAAS behaviour it relies on, as MAAS 2.9 to 3.8 implement it
@@ -23,7 +23,19 @@
 // timeout on create or on the last chunk as an unknown outcome and decides
 // from the resource's state, deletes and restarts (a bounded number of
 // times) a file MAAS stuck on a hash mismatch or whose offset is unknown,
-// and backs off on 503s and connection errors. It reports progress
+// and backs off on 503s and connection errors.
+//
+// Two uploaders of the same image to one MAAS (two promotions at once)
+// end with one complete resource: MAAS replaces a resource's files when the
+// name is created again and appends every chunk at its own offset, so
+// neither may create over, append to or delete a file the other is
+// sending. An uploader that finds the image's file incomplete waits while
+// it grows (Config.StallTimeout), one whose file went (404) or whose
+// offset is not its own looks the resource up and waits likewise, and
+// only a file that stalled, or one of its own that MAAS stuck on a hash
+// mismatch, is deleted; never one complete with the image's sha256. MAAS
+// has no conditional delete, so a create landing between the last look
+// and a delete can still be lost: the loser then starts again. It reports progress
 // through an Events callback and never prints.
 //
 // gomaasclient provides the OAuth signer and the GET/DELETE calls; the

@@ -16,9 +16,16 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 )
 
-// Image is what Upload sends: a file with its known sha256 and size, and
-// the boot resource it becomes.
+// Image is what Upload sends: bytes with their known sha256 and size, and
+// the boot resource they become.
 type Image struct {
+	// Content is the image, read at offsets in order from 0 (again from 0
+	// after a fresh start): a file, or a store version's tgz streamed from
+	// a registry. Wrap it in digest.NewCheckedReaderAt so that a last byte
+	// of the wrong content is never sent. When nil, the file at Path is
+	// read.
+	Content io.ReaderAt
+	// Path names the image in messages, and is read when Content is nil.
 	Path   string
 	SHA256 string // 64 lowercase hex digits
 	Size   int64
@@ -48,6 +55,10 @@ type Result struct {
 	Resource *Resource
 	// Skipped is true when MAAS already held the image, so no byte was sent.
 	Skipped bool
+	// Waited is true when another uploader (another imagectl sending the
+	// same image to the same MAAS) completed the file while this one
+	// waited for it.
+	Waited bool `json:",omitempty"`
 	// Restarts counts deletions and fresh starts after a stuck file or an
 	// unknown offset.
 	Restarts int
@@ -55,10 +66,29 @@ type Result struct {
 	Sent int64
 }
 
-// restart is an upload state only a fresh start can leave.
-type restart struct{ why string }
+// restart is an upload state only a fresh start can leave. stuck is set
+// when MAAS holds all the bytes but they did not hash to the sha256: the
+// file can never grow or complete, whoever sends.
+type restart struct {
+	why   string
+	stuck bool
+}
 
 func (r *restart) Error() string { return r.why }
+
+// lost is our file gone from MAAS while we sent it: another uploader's
+// create of the same name replaced it (MAAS deletes the files of a
+// resource's older sets on create), or someone deleted the resource.
+type lost struct{ why string }
+
+func (l *lost) Error() string { return l.why }
+
+// readError is a failure to read the image itself (not the network):
+// sending again cannot help.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "reading the image: " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
 
 type upload struct {
 	c   *Client
@@ -70,6 +100,15 @@ type upload struct {
 // Upload makes MAAS hold img as a complete boot resource, or fails saying
 // why; it never leaves MAAS holding other bytes under img.Name as if they
 // were img. events may be nil.
+//
+// Several uploaders may send the same image to the same MAAS at once (two
+// promotions, a retry started while the first still runs): one that finds
+// the image's file incomplete but growing waits for it instead of sending
+// too, and only a file that made no progress for Config.StallTimeout is
+// deleted; a file complete with the image's sha256 never is. One that
+// loses its file to another's create (MAAS replaces a resource's files on
+// create) or finds the file it appends to not at its offset looks the
+// resource up and waits likewise.
 func (c *Client) Upload(ctx context.Context, img Image, events func(event.Event)) (*Result, error) {
 	if img.Filetype == "" {
 		img.Filetype = "tgz"
@@ -78,42 +117,58 @@ func (c *Client) Upload(ctx context.Context, img Image, events func(event.Event)
 	if len(img.SHA256) != 64 || strings.Trim(img.SHA256, "0123456789abcdef") != "" {
 		return nil, fmt.Errorf("uploading %s: sha256 %q is not 64 hex digits", img.Path, img.SHA256)
 	}
-	f, err := os.Open(img.Path)
-	if err != nil {
-		return nil, fmt.Errorf("uploading %s: %w", img.Path, err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return nil, fmt.Errorf("uploading %s: %w", img.Path, err)
-	} else if st.Size() != img.Size {
-		return nil, fmt.Errorf("uploading %s: the file has %d bytes, expected %d", img.Path, st.Size(), img.Size)
+	if img.Content == nil {
+		f, err := os.Open(img.Path)
+		if err != nil {
+			return nil, fmt.Errorf("uploading %s: %w", img.Path, err)
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err != nil {
+			return nil, fmt.Errorf("uploading %s: %w", img.Path, err)
+		} else if st.Size() != img.Size {
+			return nil, fmt.Errorf("uploading %s: the file has %d bytes, expected %d", img.Path, st.Size(), img.Size)
+		}
+		img.Content = f
 	}
 	u := &upload{c: c, img: img, rep: events}
-	done := u.rep.Phase(PhaseLookup, fmt.Sprintf("look for %s (%s) on %s", img.Name, img.Architecture, c.cfg.URL))
-	skip, err := u.lookup(ctx)
-	done(err)
-	if err != nil || skip != nil {
-		if skip != nil {
-			u.res.Resource, u.res.Skipped = skip, true
-			u.rep.Log(fmt.Sprintf("MAAS already holds %s with sha256 %s: nothing to send", img.Name, img.SHA256))
-		}
-		return &u.res, err
-	}
 	for {
-		done := u.rep.Phase(PhaseCreate, fmt.Sprintf("create boot resource %s (sha256 %s, %d bytes)", img.Name, img.SHA256[:12], img.Size))
+		done := u.rep.Phase(PhaseLookup, fmt.Sprintf("look for %s (%s) on %s", img.Name, img.Architecture, c.cfg.URL))
+		held, err := u.lookup(ctx)
+		done(err)
+		if err != nil {
+			return &u.res, err
+		}
+		if held != nil {
+			u.res.Resource = held
+			if !u.res.Waited && u.res.Sent == 0 {
+				u.res.Skipped = true
+				u.rep.Log(fmt.Sprintf("MAAS already holds %s with sha256 %s: nothing to send", img.Name, img.SHA256))
+			}
+			return &u.res, nil
+		}
+		done = u.rep.Phase(PhaseCreate, fmt.Sprintf("create boot resource %s (sha256 %s, %d bytes)", img.Name, img.SHA256[:12], img.Size))
 		res, file, err := u.create(ctx)
 		done(err)
+		var ls *lost
+		if errors.As(err, &ls) && u.res.Restarts < c.cfg.Restarts {
+			u.res.Restarts++
+			u.rep.Log(fmt.Sprintf("%v: looking the resource up again (%d/%d)", err, u.res.Restarts, c.cfg.Restarts))
+			continue
+		}
 		if err != nil {
 			return &u.res, err
 		}
 		if file.Complete {
 			// MAAS stores files by sha256: it already had these bytes.
-			u.res.Resource, u.res.Skipped = res, true
+			u.res.Resource = res
+			if u.res.Sent == 0 {
+				u.res.Skipped = true
+			}
 			u.rep.Log(fmt.Sprintf("MAAS already holds sha256 %s: nothing to send", img.SHA256))
 			return &u.res, nil
 		}
 		done = u.rep.Phase(PhaseUpload, fmt.Sprintf("upload %d bytes in %d-byte chunks", img.Size, c.cfg.ChunkSize))
-		err = u.chunks(ctx, f, file.UploadURI)
+		err = u.chunks(ctx, img.Content, file.UploadURI)
 		done(err)
 		if err == nil {
 			done = u.rep.Phase(PhaseComplete, "wait for MAAS to report the file complete")
@@ -122,48 +177,217 @@ func (c *Client) Upload(ctx context.Context, img Image, events func(event.Event)
 			u.res.Resource = final
 			return &u.res, err
 		}
-		var rs *restart
-		if !errors.As(err, &rs) {
+		var (
+			rs *restart
+			re *readError
+		)
+		switch {
+		case errors.As(err, &re):
+			// The image's own bytes failed (a sha256 mismatch of the
+			// content as read): nobody can complete this file with them,
+			// so it goes, unless it is no longer ours.
+			u.rep.Log(fmt.Sprintf("%v: deleting boot resource %d", err, res.ID))
+			if _, derr := u.deleteUnlessComplete(context.WithoutCancel(ctx), res.ID, file.UploadURI); derr != nil {
+				err = fmt.Errorf("%w (and deleting the incomplete boot resource %d failed: %v)", err, res.ID, derr)
+			}
+			return &u.res, err
+		case errors.As(err, &ls):
+			// Another uploader's file (or none) is there now: the lookup
+			// waits for it, or starts afresh.
+			u.rep.Log(fmt.Sprintf("%v: looking the resource up", err))
+		case errors.As(err, &rs):
+			final, derr := u.discard(ctx, res.ID, file.UploadURI, rs)
+			if derr != nil {
+				return &u.res, derr
+			}
+			if final != nil {
+				u.res.Resource = final
+				return &u.res, nil
+			}
+		default:
 			return &u.res, err
 		}
 		if u.res.Restarts >= c.cfg.Restarts {
-			// Leave no stuck file behind; a failure here changes nothing.
-			_ = c.Delete(ctx, res.ID)
 			return &u.res, fmt.Errorf("uploading %s to %s: gave up after %d fresh starts: %w", img.Name, c.cfg.URL, u.res.Restarts, err)
 		}
 		u.res.Restarts++
-		u.rep.Log(fmt.Sprintf("%v: deleting boot resource %d and starting again (%d/%d)", err, res.ID, u.res.Restarts, c.cfg.Restarts))
-		if err := c.Delete(ctx, res.ID); err != nil {
-			return &u.res, err
+		u.rep.Log(fmt.Sprintf("starting again (%d/%d)", u.res.Restarts, c.cfg.Restarts))
+	}
+}
+
+// lookup returns the resource when MAAS holds the image complete under its
+// name (another uploader may have completed it while lookup waited),
+// refuses other bytes complete under the name (versioned names are
+// immutable), waits for an incomplete file that makes progress (another
+// uploader is sending it, or MAAS is syncing it), and deletes one that
+// stalled. nil means the name is free: create it.
+func (u *upload) lookup(ctx context.Context) (*Resource, error) {
+	for {
+		res, err := u.c.Find(ctx, u.img.Name, u.img.Architecture)
+		if err != nil || res == nil {
+			return nil, err
+		}
+		f := res.File()
+		switch {
+		case f != nil && f.SHA256 == u.img.SHA256 && f.Complete:
+			return res, nil
+		case f != nil && f.SHA256 != u.img.SHA256 && f.Complete:
+			return nil, fmt.Errorf("MAAS at %s already holds %s (boot resource %d) with sha256 %s, not %s: a versioned name is immutable, so this is a different build of the same version",
+				u.c.cfg.URL, u.img.Name, res.ID, f.SHA256, u.img.SHA256)
+		}
+		w, err := u.watch(ctx, res)
+		if err != nil {
+			return nil, err
+		}
+		switch w.outcome {
+		case watchComplete:
+			u.res.Waited = u.res.Waited || w.grew
+			continue // looked at again above: ours, or other bytes
+		case watchChanged:
+			continue
+		case watchStalled:
+			u.rep.Log(fmt.Sprintf("boot resource %d (%s) is incomplete or empty and made no progress for %v: deleting it", res.ID, res.Name, w.limit))
+			final, err := u.deleteUnlessComplete(ctx, res.ID, "")
+			if err != nil || final != nil {
+				return final, err
+			}
 		}
 	}
 }
 
-// lookup returns the resource when MAAS already holds the image complete
-// under its name, deletes a partial or stale one, and refuses other bytes
-// complete under the name: versioned names are immutable.
-func (u *upload) lookup(ctx context.Context) (*Resource, error) {
-	res, err := u.c.Find(ctx, u.img.Name, u.img.Architecture)
-	if err != nil || res == nil {
+// Outcomes of watch.
+const (
+	watchComplete = iota // the newest file shows complete
+	watchChanged         // the resource or its newest file went or was replaced
+	watchStalled         // no progress within the limit
+)
+
+type watched struct {
+	outcome int
+	res     *Resource
+	limit   time.Duration
+	// grew: the file made progress while watched (someone was sending).
+	grew bool
+}
+
+// watch polls an incomplete resource until its newest file completes, is
+// replaced, goes, or makes no progress for Config.StallTimeout (for a file
+// with all its bytes, which MAAS is hashing or syncing to the regions,
+// Config.SettleTimeout).
+func (u *upload) watch(ctx context.Context, res *Resource) (watched, error) {
+	f := res.File()
+	if f == nil {
+		// No file to wait for: a set left empty by a create that failed.
+		return watched{outcome: watchStalled, limit: 0}, nil
+	}
+	uri, last, since := f.UploadURI, f.Progress, time.Now()
+	limit := func() time.Duration {
+		if last >= 100 {
+			return u.c.cfg.SettleTimeout
+		}
+		return u.c.cfg.StallTimeout
+	}
+	told, grew := false, false
+	for {
+		if time.Since(since) >= limit() {
+			return watched{outcome: watchStalled, res: res, limit: limit(), grew: grew}, nil
+		}
+		if !told && last > 0 && last < 100 {
+			u.rep.Log(fmt.Sprintf("boot resource %d (%s) is being uploaded (%.0f%%), perhaps by another imagectl: waiting for it", res.ID, res.Name, last))
+			told = true
+		}
+		t := time.NewTimer(u.c.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return watched{}, ctx.Err()
+		case <-t.C:
+		}
+		cur, err := u.c.Get(ctx, res.ID)
+		if IsNotFound(err) {
+			return watched{outcome: watchChanged}, nil
+		}
+		if err != nil {
+			return watched{}, err
+		}
+		res = cur
+		f := cur.File()
+		switch {
+		case f == nil:
+			return watched{outcome: watchChanged, res: cur, grew: grew}, nil
+		case f.Complete:
+			return watched{outcome: watchComplete, res: cur, grew: grew || last < 100}, nil
+		case f.UploadURI != uri:
+			return watched{outcome: watchChanged, res: cur, grew: grew}, nil
+		case f.Progress > last:
+			grew = true
+			if !told && f.Progress < 100 {
+				u.rep.Log(fmt.Sprintf("boot resource %d (%s) is being uploaded (%.0f%%), perhaps by another imagectl: waiting for it", cur.ID, cur.Name, f.Progress))
+				told = true
+			}
+			last, since = f.Progress, time.Now()
+		}
+	}
+}
+
+// discard handles a fresh-start state of our file (at uploadURI in
+// resource id): the resource is deleted only when its newest file is still
+// ours and stuck, or made no progress for the stall limit; a complete file
+// with the image's sha256 is returned instead, and another uploader's
+// newer file is left to lookup, which waits for it.
+func (u *upload) discard(ctx context.Context, id int, uploadURI string, rs *restart) (*Resource, error) {
+	res, err := u.c.Get(ctx, id)
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	f := res.File()
 	switch {
-	case f != nil && f.SHA256 == u.img.SHA256 && f.Complete:
+	case f != nil && f.Complete && f.SHA256 == u.img.SHA256:
 		return res, nil
-	case f != nil && f.SHA256 != u.img.SHA256 && f.Complete:
-		return nil, fmt.Errorf("MAAS at %s already holds %s (boot resource %d) with sha256 %s, not %s: a versioned name is immutable, so this is a different build of the same version",
-			u.c.cfg.URL, u.img.Name, res.ID, f.SHA256, u.img.SHA256)
-	case f != nil && f.SHA256 == u.img.SHA256:
-		// Maybe fully uploaded and still syncing to the regions (3.5+).
-		if final, err := u.waitComplete(ctx, res.ID, u.c.cfg.SettleTimeout); err == nil {
-			return final, nil
-		} else if ctx.Err() != nil {
-			return nil, ctx.Err()
+	case f == nil || f.UploadURI != uploadURI:
+		u.rep.Log(fmt.Sprintf("%v, and boot resource %d holds another upload now: looking it up", rs, id))
+		return nil, nil
+	}
+	if !rs.stuck {
+		// The offset is not ours: if someone else appends to this file it
+		// grows, and deleting it would undo their work.
+		w, err := u.watch(ctx, res)
+		if err != nil {
+			return nil, err
+		}
+		if w.outcome != watchStalled {
+			u.rep.Log(fmt.Sprintf("%v, and boot resource %d changed meanwhile: looking it up", rs, id))
+			return nil, nil
 		}
 	}
-	u.rep.Log(fmt.Sprintf("boot resource %d (%s) is incomplete or empty: deleting it", res.ID, res.Name))
-	return nil, u.c.Delete(ctx, res.ID)
+	u.rep.Log(fmt.Sprintf("%v: deleting boot resource %d", rs, id))
+	return u.deleteUnlessComplete(ctx, id, uploadURI)
+}
+
+// deleteUnlessComplete deletes the resource unless it shows the image's
+// file complete (returned then) or, when uploadURI is set, its newest
+// file is no longer that one (another uploader's: nothing is deleted).
+// MAAS has no conditional delete: this narrows the window, it cannot
+// close it.
+func (u *upload) deleteUnlessComplete(ctx context.Context, id int, uploadURI string) (*Resource, error) {
+	res, err := u.c.Get(ctx, id)
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := res.File()
+	switch {
+	case f != nil && f.Complete && f.SHA256 == u.img.SHA256:
+		return res, nil
+	case uploadURI != "" && (f == nil || f.UploadURI != uploadURI):
+		return nil, nil
+	}
+	return nil, u.c.Delete(ctx, id)
 }
 
 // create creates the resource with an empty file. A create that gets no
@@ -208,10 +432,9 @@ func (u *upload) create(ctx context.Context) (*Resource, *File, error) {
 				if f := res.File(); f != nil && f.SHA256 == img.SHA256 && (f.Complete || f.UploadURI != "" && f.Progress == 0) {
 					return res, f, nil
 				}
-				u.rep.Log(fmt.Sprintf("boot resource %d is not a fresh upload of this image: deleting it", res.ID))
-				if err := u.c.Delete(ctx, res.ID); err != nil {
-					return nil, nil, err
-				}
+				// Another uploader's file, under way or stalled: the
+				// lookup waits for it or deletes it.
+				return nil, nil, &lost{fmt.Sprintf("boot resource %d is not a fresh upload of this image", res.ID)}
 			}
 		}
 		if n > u.c.cfg.Retries {
@@ -232,7 +455,7 @@ func (u *upload) create(ctx context.Context) (*Resource, *File, error) {
 }
 
 // chunks appends the file to MAAS in order, from offset 0.
-func (u *upload) chunks(ctx context.Context, f *os.File, uploadURI string) error {
+func (u *upload) chunks(ctx context.Context, f io.ReaderAt, uploadURI string) error {
 	size, chunk := u.img.Size, u.c.cfg.ChunkSize
 	retries := 0
 	for off := int64(0); off < size; {
@@ -247,29 +470,34 @@ func (u *upload) chunks(ctx context.Context, f *os.File, uploadURI string) error
 		if resp.sent {
 			u.res.Sent += n
 		}
+		var re *readError
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.As(err, &re):
+			return fmt.Errorf("uploading %s bytes %d-%d from %s: %w", u.img.Name, off, off+n, u.img.Path, re)
+		case err == nil && resp.status == http.StatusNotFound:
+			return &lost{fmt.Sprintf("MAAS no longer has the file being sent (%s): another upload of the name replaced it, or the resource was deleted", doing)}
 		case err == nil && resp.status == http.StatusOK:
 			off += n
 			retries = 0
 			u.rep.Progress(PhaseUpload, off, size)
 			continue
 		case err == nil && resp.status == http.StatusBadRequest && strings.Contains(resp.body, "does not match given SHA256"):
-			return &restart{fmt.Sprintf("MAAS computed another sha256 than %s for the uploaded file (corrupted in transit?)", u.img.SHA256)}
+			return &restart{why: fmt.Sprintf("MAAS computed another sha256 than %s for the uploaded file (corrupted in transit?)", u.img.SHA256), stuck: true}
 		case err == nil && resp.status == http.StatusBadRequest && strings.Contains(resp.body, "Too much data received"):
-			return &restart{fmt.Sprintf("MAAS holds more bytes than were sent in order (%s)", doing)}
+			return &restart{why: fmt.Sprintf("MAAS holds more bytes than were sent in order (%s)", doing)}
 		case err == nil && resp.status == http.StatusBadRequest && strings.Contains(resp.body, "Cannot upload to a complete file"):
 			if last {
 				// An earlier send of this chunk was applied.
 				return nil
 			}
-			return &restart{fmt.Sprintf("MAAS says the file is complete at offset %d of %d", off, size)}
+			return &restart{why: fmt.Sprintf("MAAS says the file is complete at offset %d of %d", off, size)}
 		case err == nil && resp.status != http.StatusServiceUnavailable:
 			return &APIError{Doing: doing, Status: resp.status, Message: resp.body}
 		case err != nil && resp.sent && !last:
 			// MAAS appends at its own offset, which is now unknown.
-			return &restart{fmt.Sprintf("no answer after sending bytes %d-%d (%v): MAAS's offset is unknown", off, off+n, err)}
+			return &restart{why: fmt.Sprintf("no answer after sending bytes %d-%d (%v): MAAS's offset is unknown", off, off+n, err)}
 		case err != nil && resp.sent && last:
 			// The last chunk may have been applied (and hashed): look.
 			u.rep.Log(fmt.Sprintf("no answer to the last chunk (%v): looking the file up", err))

@@ -38,7 +38,7 @@ func artifact(t testing.TB, size int64) maas.Image {
 func newClient(t testing.TB, sim *maassim.Server, key string, tweak ...func(*maas.Config)) *maas.Client {
 	t.Helper()
 	cfg := maas.Config{URL: sim.URL, APIKey: key, ChunkSize: chunk, Timeout: 2 * time.Second, LastChunkTimeout: 3 * time.Second,
-		PollInterval: time.Millisecond, SettleTimeout: 50 * time.Millisecond, CompleteTimeout: 5 * time.Second,
+		PollInterval: time.Millisecond, SettleTimeout: 50 * time.Millisecond, StallTimeout: 100 * time.Millisecond, CompleteTimeout: 5 * time.Second,
 		Backoff: func(int) time.Duration { return time.Millisecond }}
 	for _, f := range tweak {
 		f(&cfg)

@@ -17,6 +17,19 @@
 // Options.Version switches between MAAS 2.9, 3.4, 3.5, 3.7 (the default)
 // and 3.8 behaviour.
 //
+// Concurrent clients see what they would see of MAAS (3.5+, as
+// BootResourcesHandler.create and BootResourceFileUploadHandler.update
+// implement it): a create of a name that exists adds a new set to the same
+// resource (BootResource get_or_create) and, without keep_old, deletes the
+// files of its older sets, so another client's file in flight is gone and
+// its next chunk gets 404; chunks to one file are appended one after the
+// other at the offset the server counts at that moment (MAAS reads the
+// body, then appends in a serializable transaction retried on conflict),
+// so two clients appending to one file interleave, and a chunk that would
+// go past the file's size gets "Too much data received."; a file created
+// with the sha256 of a verified file is complete at once (files are
+// stored by sha256).
+//
 // Uploaded bytes are never kept: each file holds an incremental sha256
 // state and a byte count, so a multi-GiB upload costs no memory.
 //

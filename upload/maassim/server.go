@@ -45,6 +45,9 @@ type Options struct {
 	// Hold bounds how long a timeout fault holds a request before closing
 	// its connection when the client does not give up. Default 2 minutes.
 	Hold time.Duration
+	// Latency delays every request before it is handled, as a remote
+	// site's round trip would (benchmarks of many sites). Default none.
+	Latency time.Duration
 }
 
 // Op is a kind of request, for fault injection and counting.
@@ -146,6 +149,12 @@ type rfile struct {
 	verified bool // all bytes received and the sha256 matched
 	stuck    bool // all bytes on disk but the sha256 did not match
 	lagGets  int  // GETs left before a verified file shows complete
+	// appending serializes the chunks sent to the file: MAAS reads a
+	// chunk's body, then appends it at the offset its database counts in
+	// a serializable transaction that is retried on conflict, so chunks
+	// that arrive together land one after the other, each at the offset
+	// of the moment.
+	appending sync.Mutex
 }
 
 // New starts a simulated MAAS on loopback.
@@ -296,6 +305,17 @@ var (
 )
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Latency > 0 {
+		t := time.NewTimer(s.opts.Latency)
+		select {
+		case <-t.C:
+		case <-s.closing:
+			t.Stop()
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, APIPrefix)
 	if !ok {
 		http.NotFound(w, r)
@@ -654,6 +674,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, body io.Reader, 
 		textError(w, http.StatusBadRequest, "Missing data.")
 		return
 	}
+	f.appending.Lock()
+	defer f.appending.Unlock()
 	s.mu.Lock()
 	if res.rtype != typeUploaded {
 		s.mu.Unlock()
@@ -684,7 +706,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, body io.Reader, 
 		return
 	}
 	if stuck || f.received != offset || offset+size > f.size {
-		// The bytes are on disk beyond what the database counts.
+		// The bytes are on disk beyond what the database counts (or, with
+		// another client's chunks before them, beyond the file's size).
 		textError(w, http.StatusBadRequest, "Too much data received.")
 		return
 	}
