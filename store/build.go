@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -19,8 +20,9 @@ type BuildOptions struct {
 	// store is not refused.
 	DryRun bool
 	// Stage has the build write its outputs into a staging directory
-	// inside the store (Build.OutputDir), so that publishing them renames
-	// rather than copies them.
+	// (Build.OutputDir): inside a directory store, so that publishing them
+	// renames rather than copies them; a temporary directory for a remote
+	// store, which Publish pushes from.
 	Stage bool
 	// Now is the clock of a generated version; time.Now when zero.
 	Now time.Time
@@ -36,11 +38,12 @@ type Build struct {
 	// Parent is the image's latest version in the store before this one,
 	// "" for none.
 	Parent string
-	// OutputDir is the staging directory inside the store the build writes
-	// into, "" when it writes elsewhere (and Publish copies).
+	// OutputDir is the staging directory the build writes into, "" when
+	// it writes elsewhere (and Publish copies).
 	OutputDir string
 
-	dir    *Dir
+	store  Versions
+	move   bool
 	remove func()
 }
 
@@ -49,8 +52,8 @@ type Build struct {
 // are immutable: better said before an hour of building than after), finds
 // the parent version and, with opts.Stage, makes the staging directory.
 // Close the build when done with it.
-func (d *Dir) StartBuild(ctx context.Context, opts BuildOptions) (*Build, error) {
-	b := &Build{Version: opts.Version, dir: d}
+func StartBuild(ctx context.Context, d Versions, opts BuildOptions) (*Build, error) {
+	b := &Build{Version: opts.Version, store: d}
 	if b.Version == "" {
 		now := opts.Now
 		if now.IsZero() {
@@ -69,7 +72,7 @@ func (d *Dir) StartBuild(ctx context.Context, opts BuildOptions) (*Build, error)
 	if !opts.DryRun {
 		if v, err := d.Version(ctx, opts.Image, b.Version); err == nil {
 			return nil, fmt.Errorf("%s %s is already in the store %s (published %s): versions are immutable; give another with --version, or none for a generated one",
-				opts.Image, b.Version, d.Root, v.Published.Format(time.RFC3339))
+				opts.Image, b.Version, d.Location(), v.Published.Format(time.RFC3339))
 		} else if !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
@@ -78,8 +81,15 @@ func (d *Dir) StartBuild(ctx context.Context, opts BuildOptions) (*Build, error)
 		b.Parent = latest.Version
 	}
 	if !opts.DryRun && opts.Stage {
-		if b.OutputDir, b.remove, err = d.Staging(); err != nil {
-			return nil, err
+		if dir, ok := versionsOf(d).(*Dir); ok {
+			b.OutputDir, b.remove, err = dir.Staging()
+			b.move = true
+		} else {
+			b.OutputDir, err = os.MkdirTemp("", "imagectl-build-")
+			b.remove = func() { os.RemoveAll(b.OutputDir) }
+		}
+		if err != nil {
+			return nil, fmt.Errorf("staging a build of %s: %w", opts.Image, err)
 		}
 	}
 	return b, nil
@@ -88,7 +98,7 @@ func (d *Dir) StartBuild(ctx context.Context, opts BuildOptions) (*Build, error)
 // Publish publishes the build's outputs (moved from the staging directory,
 // or copied from where the build wrote them).
 func (b *Build) Publish(ctx context.Context, a Artifact) (*Version, error) {
-	return b.dir.Publish(ctx, a, PublishOptions{Move: b.OutputDir != ""})
+	return b.store.Publish(ctx, a, PublishOptions{Move: b.move})
 }
 
 // Close removes the staging directory and whatever is left in it.

@@ -41,6 +41,9 @@ var _ Store = (*Dir)(nil)
 // published or recorded.
 func NewDir(root string) *Dir { return &Dir{Root: root} }
 
+// Location implements Versions: the store's directory.
+func (d *Dir) Location() string { return d.Root }
+
 const (
 	indexFile    = "version.json"
 	stagingDir   = ".staging"
@@ -60,6 +63,24 @@ type index struct {
 
 type source struct {
 	path, name, role string
+}
+
+// ReadManifest reads the artifact's build manifest, which says the image
+// and version it publishes as, and says why it cannot be published: no
+// artifact section (a build marker), or a name or version that is not a
+// valid store key.
+func (a Artifact) ReadManifest() (*manifest.Manifest, error) {
+	m, err := manifest.Read(a.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("publishing %s: %w", a.Tarball, err)
+	}
+	if m.Artifact == nil {
+		return nil, fmt.Errorf("publishing %s: manifest %s has no artifact section (it is a build marker)", a.Tarball, a.Manifest)
+	}
+	if err := errors.Join(checkKey("image", m.Image.Name), checkKey("version", m.Image.Version)); err != nil {
+		return nil, fmt.Errorf("publishing %s: manifest %s: %w", a.Tarball, a.Manifest, err)
+	}
+	return m, nil
 }
 
 // sources lists an artifact's files under their names in the store.
@@ -109,17 +130,11 @@ func (d *Dir) Staging() (dir string, remove func(), err error) {
 
 // Publish implements Store.
 func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Version, error) {
-	m, err := manifest.Read(a.Manifest)
+	m, err := a.ReadManifest()
 	if err != nil {
-		return nil, fmt.Errorf("publishing %s: %w", a.Tarball, err)
-	}
-	if m.Artifact == nil {
-		return nil, fmt.Errorf("publishing %s: manifest %s has no artifact section (it is a build marker)", a.Tarball, a.Manifest)
+		return nil, err
 	}
 	image, version := m.Image.Name, m.Image.Version
-	if err := errors.Join(checkKey("image", image), checkKey("version", version)); err != nil {
-		return nil, fmt.Errorf("publishing %s: manifest %s: %w", a.Tarball, a.Manifest, err)
-	}
 	what := fmt.Sprintf("publishing %s %s", image, version)
 	srcs, err := a.sources(image, version)
 	if err != nil {

@@ -3,13 +3,18 @@
 // manifest, their signatures and the validation script) and, per site, the
 // promotion history of each image.
 //
-// Store is the interface commands use, so that an object store or an OCI
-// registry can stand beside Dir, the local directory store. Dir publishes
+// Versions (published versions) and Promotions (the sites' catalogs) are
+// the interfaces commands use, and Store the two joined (Compose): Dir, the
+// local directory store, is both; store/oci keeps versions in an OCI
+// registry and store/gitcatalog promotions in git. Channels are what a
+// version store that follows promotions adds (the registry's site tags);
+// Version.OpenTarball reads a version's tgz, local or remote, checked
+// against its sha256 as it streams. Dir publishes
 // atomically (files are staged in a temporary directory inside the store,
 // fsynced, and renamed into place) and serializes the check-then-rename and
 // every catalog update with an flock on the store's lock file, so
-// concurrent imagectl processes never corrupt it. Dir.StartBuild is a
-// build's side of the store: the version (the next date-and-sequence one
+// concurrent imagectl processes never corrupt it. StartBuild is a
+// build's side of any version store: the version (the next date-and-sequence one
 // when none is given), the refusal of a version already published, the
 // parent, and a staging directory the build writes into and Publish moves
 // from.

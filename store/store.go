@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
-// Store keeps image versions and the sites' promotion catalogs.
-type Store interface {
+// Versions keeps published image versions: Dir, a local directory, or
+// store/oci, an OCI registry.
+type Versions interface {
 	// Publish adds an artifact as the version its manifest names. The
 	// version appears complete or not at all; publishing other bytes under
 	// an existing version fails with ErrExists, the same bytes again is a
@@ -17,8 +22,10 @@ type Store interface {
 	Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Version, error)
 	// Images lists every image with its versions, oldest first.
 	Images(ctx context.Context) ([]Image, error)
-	// Version returns one version, with local paths to its files; a
-	// missing one is an error wrapping ErrNotFound.
+	// Version returns one version, with local paths to its manifest,
+	// validation script and signatures (the tgz may stay remote: see
+	// Version.OpenTarball and Version.LocalTarball); a missing one is an
+	// error wrapping ErrNotFound.
 	Version(ctx context.Context, image, version string) (*Version, error)
 	// Latest is the most recently published version of an image, nil when
 	// there is none.
@@ -26,6 +33,14 @@ type Store interface {
 	// NextVersion generates a version for an image: the UTC date of now and
 	// the next free sequence number of that day, such as 20261122.1.
 	NextVersion(ctx context.Context, image string, now time.Time) (string, error)
+	// Location names the store in messages: a directory or a registry
+	// reference.
+	Location() string
+}
+
+// Promotions keeps each site's promotion catalog: Dir's catalog files, or
+// store/gitcatalog, a git repository.
+type Promotions interface {
 	// History is an image's promotion history at a site, oldest first.
 	History(ctx context.Context, site, image string) ([]Promotion, error)
 	// Catalog is every image's promotion history at a site.
@@ -34,6 +49,63 @@ type Store interface {
 	// the image's current version at the site (ErrConflict otherwise, when
 	// another promotion got there first).
 	Record(ctx context.Context, site string, p Promotion) error
+}
+
+// Store keeps image versions and the sites' promotion catalogs.
+type Store interface {
+	Versions
+	Promotions
+}
+
+// Compose is the store of versions kept by v and promotions kept by p.
+func Compose(v Versions, p Promotions) Store { return composed{v, p} }
+
+type composed struct {
+	Versions
+	Promotions
+}
+
+// Channels is what a version store that can follow promotions does: after
+// the catalog records a promotion, the site's channel (the OCI store's
+// IMAGE:site-SITE tag) points at the version. The catalog stays the source
+// of truth; a channel is a convenience for mirrors and operators.
+type Channels interface {
+	// SetChannel points the image's channel for the site at version.
+	SetChannel(ctx context.Context, site, image, version string) error
+	// Channel is the version the image's channel for the site points at,
+	// "" when there is none.
+	Channel(ctx context.Context, site, image string) (string, error)
+}
+
+// ChannelsOf returns the channels of s's version store, when it has them.
+func ChannelsOf(s Versions) (Channels, bool) {
+	ch, ok := versionsOf(s).(Channels)
+	return ch, ok
+}
+
+// versionsOf is the version store inside a composed store.
+func versionsOf(s Versions) Versions {
+	if c, ok := s.(composed); ok {
+		return c.Versions
+	}
+	return s
+}
+
+// Remote is where a version's tgz comes from when it is not on the local
+// disk (the OCI store's blob).
+type Remote interface {
+	// OpenTarball opens the tgz for reads at offsets, checked against its
+	// sha256 as they go (see digest.NewCheckedReaderAt).
+	OpenTarball(ctx context.Context) (Blob, error)
+	// FetchTarball makes the tgz a local file, verified against its sha256,
+	// in a content-addressed cache, and returns its path.
+	FetchTarball(ctx context.Context) (string, error)
+}
+
+// Blob is a version's tgz open for reading at offsets.
+type Blob interface {
+	io.ReaderAt
+	io.Closer
 }
 
 // Errors callers may test for with errors.Is.
@@ -87,6 +159,48 @@ type Version struct {
 	ValidationScript string `json:"validation_script,omitempty"`
 	// Existed is set by Publish when the same content was already there.
 	Existed bool `json:"existed,omitempty"`
+	// Ref is the version's registry reference (REGISTRY/REPO:VERSION) in
+	// an OCI store, "" in a directory store.
+	Ref string `json:"ref,omitempty"`
+	// Remote fetches the tgz when Tarball is "" (it is not on the local
+	// disk yet).
+	Remote Remote `json:"-"`
+}
+
+// OpenTarball opens the version's tgz for reads at offsets, each checked
+// against the version's sha256 as the reads go from start to end: from
+// the local file, or streamed from the registry.
+func (v *Version) OpenTarball(ctx context.Context) (Blob, error) {
+	if v.Tarball == "" && v.Remote != nil {
+		return v.Remote.OpenTarball(ctx)
+	}
+	f, err := os.Open(v.Tarball)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s %s's tgz: %w", v.Image, v.Version, err)
+	}
+	r, err := digest.NewCheckedReaderAt(f, v.Size, v.SHA256)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("opening %s %s's tgz: %w", v.Image, v.Version, err)
+	}
+	return struct {
+		io.ReaderAt
+		io.Closer
+	}{r, f}, nil
+}
+
+// LocalTarball is a local path to the version's tgz, fetching it (once,
+// verified, into the cache) when it is remote, for what must read a file:
+// smoke's appliance, check.
+func (v *Version) LocalTarball(ctx context.Context) (string, error) {
+	if v.Tarball == "" && v.Remote != nil {
+		p, err := v.Remote.FetchTarball(ctx)
+		if err != nil {
+			return "", err
+		}
+		v.Tarball = p
+	}
+	return v.Tarball, nil
 }
 
 // Signed reports whether the version carries signatures.
@@ -162,6 +276,11 @@ var (
 	reVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]*$`)
 	reSite    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 )
+
+// CheckKey says what is wrong with an image name, version or site name
+// (kind "image", "version" or "site") as a store key, nil when it is valid;
+// every store keeps to the same keys.
+func CheckKey(kind, s string) error { return checkKey(kind, s) }
 
 // checkKey says what is wrong with an image name, version or site name
 // as a store key, nil when it is valid.

@@ -205,7 +205,7 @@ func TestNextVersion(t *testing.T) {
 func TestStartBuild(t *testing.T) {
 	s := store.NewDir(filepath.Join(t.TempDir(), "store"))
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	first, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", DryRun: true, Stage: true, Now: now})
+	first, err := store.StartBuild(ctx, s, store.BuildOptions{Image: "demo", DryRun: true, Stage: true, Now: now})
 	if err != nil || first.Version != "20261123.1" || !first.Generated || first.Parent != "" || first.OutputDir != "" {
 		t.Fatalf("dry run on an empty store: %+v %v", first, err)
 	}
@@ -216,7 +216,7 @@ func TestStartBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Stage: true, Now: now})
+	b, err := store.StartBuild(ctx, s, store.BuildOptions{Image: "demo", Stage: true, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,19 +242,19 @@ func TestStartBuild(t *testing.T) {
 	}
 
 	// A given version: kept, refused when published, planned anyway.
-	if _, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Version: "20261123.2"}); err == nil ||
+	if _, err := store.StartBuild(ctx, s, store.BuildOptions{Image: "demo", Version: "20261123.2"}); err == nil ||
 		!strings.Contains(err.Error(), "demo 20261123.2 is already in the store") {
 		t.Errorf("building a published version: %v", err)
 	}
-	dry, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Version: "20261123.2", DryRun: true})
+	dry, err := store.StartBuild(ctx, s, store.BuildOptions{Image: "demo", Version: "20261123.2", DryRun: true})
 	if err != nil || dry.Generated || dry.Parent != "" {
 		t.Errorf("dry run of the latest version: %+v %v", dry, err)
 	}
-	given, err := s.StartBuild(ctx, store.BuildOptions{Image: "demo", Version: "2.0.0"})
+	given, err := store.StartBuild(ctx, s, store.BuildOptions{Image: "demo", Version: "2.0.0"})
 	if err != nil || given.Version != "2.0.0" || given.Generated || given.Parent != "20261123.2" || given.OutputDir != "" {
 		t.Errorf("a given version, written elsewhere: %+v %v", given, err)
 	}
-	if _, err := s.StartBuild(ctx, store.BuildOptions{Image: "Not/An/Image"}); err == nil {
+	if _, err := store.StartBuild(ctx, s, store.BuildOptions{Image: "Not/An/Image"}); err == nil {
 		t.Error("a bad image name was accepted")
 	}
 }

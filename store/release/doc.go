@@ -4,7 +4,12 @@
 // at it once MAAS holds it complete, and the promotion is recorded in the
 // store's site catalog), rolling back, the site's status and drift (what
 // MAAS actually holds and the deploy profiles select against what was
-// promoted), and garbage collection of old versioned boot resources.
+// promoted), garbage collection of old versioned boot resources, and
+// rollouts: one version promoted to many sites, a canary first and checked,
+// then the others in parallel, each site's outcome reported (Rollout). The
+// tgz streams from the store into MAAS (Version.OpenTarball), its
+// signatures verified against the stored digest; when the store has
+// channels, the site's channel follows each recorded promotion.
 //
 // It ties store (versions and catalogs), signing (verification) and upload
 // (sites, the checked upload, the MAAS client, the admin API client of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -70,6 +71,14 @@ type Result struct {
 	Profiles     []ProfileResult  `json:"deploy_profiles,omitempty"`
 	ProfilePatch *profile.Request `json:"profile_patch,omitempty"`
 	Verified     bool             `json:"verified"`
+	// Channel is the version the store's channel for the site points at
+	// after the promotion, when the store has channels (an OCI store's
+	// IMAGE:site-SITE tag).
+	Channel string `json:"channel,omitempty"`
+	// Warnings are what went wrong after the promotion was recorded (the
+	// channel could not be pointed at it): the catalog is the source of
+	// truth, so the promotion stands.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Promote makes version the image's version at the site: it must be in
@@ -165,6 +174,7 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 			doing, image, version, o.Site.Name, value, err)
 	}
 	if res.AlreadyCurrent {
+		o.followChannel(ctx, image, version, res)
 		return res, nil
 	}
 	by := o.By
@@ -181,7 +191,31 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 		return res, err
 	}
 	res.Promotion = &p
+	o.followChannel(ctx, image, version, res)
 	return res, nil
+}
+
+// followChannel points the image's channel for the site at version, when
+// the store has channels and it points elsewhere; a failure is a warning
+// of the result, since the catalog already says what the site runs (the
+// same command run again retries it).
+func (o Options) followChannel(ctx context.Context, image, version string, res *Result) {
+	ch, ok := store.ChannelsOf(o.Store)
+	if !ok {
+		return
+	}
+	cur, err := ch.Channel(ctx, o.Site.Name, image)
+	if err == nil && cur == version {
+		res.Channel = cur
+		return
+	}
+	if err := ch.SetChannel(ctx, o.Site.Name, image, version); err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the catalog records %s %s at site %s, but pointing its channel at it failed: %v (run the same command again to retry)",
+			image, version, o.Site.Name, err))
+		res.Channel = cur
+		return
+	}
+	res.Channel = version
 }
 
 // Upload checks a stored version (deployability findings, then its size,
@@ -214,23 +248,46 @@ func Upload(ctx context.Context, image, version string, o Options) (*Result, err
 	if o.Verifier == nil && !o.InsecureSkipVerify {
 		return nil, ErrNoVerifyKey
 	}
+	// The tgz streams from the store, its reads checked against the
+	// version's sha256: the signatures are verified against that digest
+	// rather than by hashing it first, which a remote tgz could not be.
 	verify := func(ctx context.Context, tgz, manifestPath string) error {
 		if o.Verifier == nil {
 			return nil
 		}
-		r, err := signing.VerifyArtifact(ctx, o.Verifier, tgz, manifestPath)
+		r, err := signing.VerifyArtifactDigest(ctx, o.Verifier, tgz, v.SHA256, v.Size, manifestPath)
 		if err != nil {
 			return err
 		}
 		return r.Err()
 	}
-	up, err := upload.Artifact(ctx, o.Site, o.Env, v.Tarball, upload.Options{Manifest: v.Manifest, BaseImage: o.BaseImage,
-		Verify: verify, Events: o.Events, Configure: o.Configure})
+	blob, err := v.OpenTarball(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer blob.Close()
+	up, err := upload.Artifact(ctx, o.Site, o.Env, tarballPath(v), upload.Options{Manifest: v.Manifest, BaseImage: o.BaseImage,
+		Verify: verify, Events: o.Events, Configure: o.Configure,
+		Content: &upload.Content{R: blob, SHA256: v.SHA256, Size: v.Size}})
 	if err != nil {
 		return nil, err
 	}
 	return &Result{Image: image, Version: version, Site: o.Site.Name, Upload: up, DistroSeries: up.DistroSeries,
 		Verified: o.Verifier != nil}, nil
+}
+
+// tarballPath is where the version's tgz is, or would be, on the local
+// disk: its signatures are beside it, whether or not it is fetched.
+func tarballPath(v *store.Version) string {
+	if v.Tarball != "" {
+		return v.Tarball
+	}
+	for _, f := range v.Files {
+		if f.Role == store.RoleTarball {
+			return filepath.Join(v.Dir, f.Name)
+		}
+	}
+	return filepath.Join(v.Dir, v.Image+"-"+v.Version+".tgz")
 }
 
 // client is the site's MAAS client.

@@ -63,8 +63,10 @@ type Drift struct {
 	// Kind is missing (the promoted version is not in MAAS), incomplete,
 	// sha256-mismatch (MAAS holds other bytes under a version's name),
 	// unknown (a versioned resource of the image the store does not know),
-	// not-in-store (the promoted version is not in the store), or profile
-	// (a deploy profile selects something else than the promoted version).
+	// not-in-store (the promoted version is not in the store), profile
+	// (a deploy profile selects something else than the promoted version),
+	// or channel (the store's channel for the site, when it has channels,
+	// points elsewhere than the promoted version, or is missing).
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
@@ -260,6 +262,24 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 		}
 		if !found {
 			st.Drift = append(st.Drift, Drift{Kind: "missing", Message: fmt.Sprintf("the promoted %s %s is not in MAAS as %s (imagectl promote uploads it again)", st.Image, st.Promoted, st.Name)})
+		}
+	}
+	if ch, ok := store.ChannelsOf(o.Store); ok {
+		for _, st := range byImage {
+			if st.Promoted == "" {
+				continue
+			}
+			got, err := ch.Channel(ctx, o.Site.Name, st.Image)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("reading %s's channel for site %s: %w", st.Image, o.Site.Name, err)
+			case got == "":
+				st.Drift = append(st.Drift, Drift{Kind: "channel", Message: fmt.Sprintf("the store has no channel of %s for site %s, the catalog says it runs %s: imagectl promote %s %s --site %s sets it",
+					st.Image, o.Site.Name, st.Promoted, st.Image, st.Promoted, o.Site.Name)})
+			case got != st.Promoted:
+				st.Drift = append(st.Drift, Drift{Kind: "channel", Message: fmt.Sprintf("the store's channel of %s for site %s points at %s, but the catalog says it runs %s: imagectl promote %s %s --site %s sets it",
+					st.Image, o.Site.Name, got, st.Promoted, st.Image, st.Promoted, o.Site.Name)})
+			}
 		}
 	}
 	for _, p := range sv.profiles {

@@ -1,0 +1,353 @@
+// Package gitcatalog owns the promotion catalog kept in a git repository:
+// a store.Promotions whose history can be reviewed, blamed and reverted
+// like any other GitOps change, and shared by every machine that can push
+// to the repository.
+//
+// Layout. The branch (Options.Branch, "main" by default) holds one JSON
+// file per site and image, sites/<site>/<image>.json:
+//
+//	{"schema_version": 1, "site": SITE, "image": IMAGE, "promotions": [...]}
+//
+// indented, with a trailing newline, oldest promotion first, and a
+// README.md written with the first commit saying what the repository is.
+// One file per site and image means that promotions of other images never
+// touch the same file. Every promotion is one commit, authored by its By
+// ("Name <email>", or a bare name that gets <name>@imagectl.invalid),
+// with the message "promote IMAGE VERSION at SITE" (or "roll back IMAGE to
+// VERSION at SITE"), the reason, and Previous-Version and Image-SHA256
+// trailers.
+//
+// Git. The package runs the git CLI, so it uses the user's git
+// credentials as they are configured (credential helpers, ssh-agent and
+// ~/.ssh/config, http.extraHeader, GIT_SSH_COMMAND) for ssh, https and file
+// remotes. Git runs with GIT_TERMINAL_PROMPT=0 and without a controlling
+// terminal, so that a missing credential is an error rather than a prompt
+// that hangs; with the caller's context (cancelling it kills git and what
+// it started); and with -c settings that keep the user's global config
+// (commit signing, hooks, autocrlf) out of the catalog's commits.
+//
+// The working clone lives in a cache directory (Options.CacheDir). It is
+// only a cache: it never holds unpushed work, every read fetches and reads
+// the remote branch's tree, and every Record starts from the remote tip.
+// An flock on the clone serializes the processes of one machine that share
+// it.
+//
+// Compare and swap. Record fetches, checks that p.Previous is the image's
+// current version at the site (store.ErrConflict otherwise, naming the
+// promotions that changed it), commits the appended file on top of the
+// remote tip and pushes without force. A push rejected because the branch
+// moved (another machine pushed first) is the swap failing: Record fetches
+// again and looks at which files the new commits changed. When they
+// changed this site and image's file it re-reads it and checks p.Previous
+// again; when they changed other files only, p.Previous still holds. Either
+// way it rebuilds its commit on the new tip and pushes again, up to
+// maxAttempts times, waiting a random, growing while between attempts.
+package gitcatalog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuaas/imagectl/store"
+)
+
+// Options adjust Open.
+type Options struct {
+	// Branch holds the catalog; "main" by default.
+	Branch string
+	// CacheDir is where the working clone lives; by default
+	// $XDG_CACHE_HOME (or ~/.cache)/imagectl/catalogs/<the first 16 hex
+	// digits of the remote's sha256>.
+	CacheDir string
+	// Env is added to git's environment (after the process's own).
+	Env []string
+	// Now is the clock for promotions without At; time.Now when nil.
+	Now func() time.Time
+}
+
+// CloneDir is where the working clone of remote lives under an imagectl
+// cache directory: catalogs/<the first 16 hex digits of the remote's
+// sha256>.
+func CloneDir(cacheRoot, remote string) string {
+	sum := sha256.Sum256([]byte(remote))
+	return filepath.Join(cacheRoot, "catalogs", hex.EncodeToString(sum[:])[:16])
+}
+
+// Catalog is a site promotion catalog kept in a git repository.
+type Catalog struct {
+	remote string
+	branch string
+	dir    string // the working clone
+	env    []string
+	now    func() time.Time
+
+	beforePush func() // a test's hook, to make another push win the race
+}
+
+var _ store.Promotions = (*Catalog)(nil)
+
+// Open makes or refreshes the working clone of remote's catalog: it
+// clones, or fetches when the clone is already there. A remote with no
+// commits, or without the branch yet, is an empty catalog; the first
+// Record creates the branch.
+func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
+	if remote == "" {
+		return nil, errors.New("opening a git catalog: no remote given")
+	}
+	if !strings.Contains(remote, "://") && !filepath.IsAbs(remote) {
+		if st, err := os.Stat(remote); err == nil && st.IsDir() {
+			if abs, err := filepath.Abs(remote); err == nil {
+				remote = abs // git would take it relative to the clone
+			}
+		}
+	}
+	c := &Catalog{remote: remote, branch: opts.Branch, dir: opts.CacheDir, env: opts.Env, now: opts.Now}
+	if c.branch == "" {
+		c.branch = "main"
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	what := "opening the git catalog " + c.Location()
+	if c.dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("%s: finding the cache directory: %w", what, err)
+		}
+		c.dir = CloneDir(filepath.Join(base, "imagectl"), remote)
+	}
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer unlock()
+	if err := c.initClone(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := c.fetch(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return c, nil
+}
+
+// Location names the remote in messages, with any password in it
+// redacted.
+func (c *Catalog) Location() string { return redact(c.remote) }
+
+// Dir is the working clone's directory.
+func (c *Catalog) Dir() string { return c.dir }
+
+func redact(remote string) string {
+	u, err := url.Parse(remote)
+	if err != nil || u.Scheme == "" || u.User == nil {
+		return remote
+	}
+	return u.Redacted()
+}
+
+// initClone makes the cache directory a clone of the remote (git init and
+// the origin remote: the fetch that follows fills it), or checks that the
+// one there is.
+func (c *Catalog) initClone(ctx context.Context) error {
+	if _, err := c.git(ctx, nil, "init", "-q", "--initial-branch="+c.branch); err != nil {
+		return fmt.Errorf("making the clone %s: %w", c.dir, err)
+	}
+	out, err := c.git(ctx, nil, "config", "--get", "remote.origin.url")
+	switch url := strings.TrimSpace(string(out)); {
+	case err != nil || url == "":
+		if _, err := c.git(ctx, nil, "remote", "add", "origin", c.remote); err != nil {
+			return fmt.Errorf("making the clone %s: %w", c.dir, err)
+		}
+	case url != c.remote:
+		return fmt.Errorf("the cache directory %s is a clone of %s, not of this catalog", c.dir, redact(url))
+	}
+	return nil
+}
+
+// fetch brings the remote branch into refs/remotes/origin/BRANCH and
+// returns its commit, "" when the remote has no such branch.
+func (c *Catalog) fetch(ctx context.Context) (string, error) {
+	ref := "refs/remotes/origin/" + c.branch
+	_, err := c.git(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "origin", "+refs/heads/"+c.branch+":"+ref)
+	var ge *gitError
+	if errors.As(err, &ge) && strings.Contains(ge.stderr, "couldn't find remote ref") {
+		// An empty repository, or one without the branch yet.
+		if _, err := c.git(ctx, nil, "update-ref", "-d", ref); err != nil {
+			return "", err
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetching %s from %s: %w", c.branch, c.Location(), err)
+	}
+	out, err := c.git(ctx, nil, "rev-parse", "--verify", "-q", ref+"^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("reading the fetched %s of %s: %w", c.branch, c.Location(), err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// gitConfig are the settings every git command runs with, so that the
+// user's global config cannot sign, hook or rewrite the catalog's commits
+// or make git's messages (which Record parses) another language's.
+var gitConfig = []string{
+	"-c", "commit.gpgsign=false",
+	"-c", "tag.gpgsign=false",
+	"-c", "push.gpgsign=false",
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "core.autocrlf=false",
+	"-c", "core.safecrlf=false",
+	"-c", "core.fsmonitor=false",
+	"-c", "core.quotePath=false",
+	"-c", "gc.auto=0",
+	"-c", "advice.detachedHead=false",
+	"-c", "init.defaultBranch=main",
+	"-c", "fetch.recurseSubmodules=false",
+	"-c", "push.recurseSubmodules=no",
+}
+
+// repoEnv are variables that would point git at another repository than
+// the clone (set, say, when imagectl runs from a git hook).
+var repoEnv = []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+	"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX"}
+
+// gitError is a git command that failed, with what it said.
+type gitError struct {
+	cmd    string
+	stderr string
+	err    error
+}
+
+func (e *gitError) Error() string {
+	if e.stderr == "" {
+		return fmt.Sprintf("git %s: %v", e.cmd, e.err)
+	}
+	return fmt.Sprintf("git %s: %v: %s", e.cmd, e.err, e.stderr)
+}
+
+func (e *gitError) Unwrap() error { return e.err }
+
+// maxStderr bounds how much of git's stderr an error quotes (its end,
+// where git says what failed).
+const maxStderr = 2048
+
+// git runs git in the clone with stdin (nil for none) and extra env
+// (key=value, last), returning its stdout.
+func (c *Catalog) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+	return c.gitEnv(ctx, nil, stdin, args...)
+}
+
+func (c *Catalog) gitEnv(ctx context.Context, env []string, stdin []byte, args ...string) ([]byte, error) {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "git", append(append([]string{"-C", c.dir}, gitConfig...), args...)...)
+	// The caller's environment (the CLI passes the whole of its own) may
+	// add credentials and ssh settings, but never point git at another
+	// repository (a hook's GIT_DIR) or change its language, which the
+	// push-rejection check reads: those are removed from all of it, and
+	// the forced settings come last.
+	for _, kv := range append(append(os.Environ(), c.env...), env...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if !contains(repoEnv, k) && k != "LC_ALL" && k != "LANGUAGE" && k != "GIT_TERMINAL_PROMPT" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "LANGUAGE=")
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Its own session: no terminal to prompt on, and one process group to
+	// kill with what git started (ssh, git-remote-http) when ctx ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > maxStderr {
+			msg = "…" + msg[len(msg)-maxStderr:]
+		}
+		return stdout.Bytes(), &gitError{cmd: args[0], stderr: msg, err: err}
+	}
+	return stdout.Bytes(), nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// lock takes the clone's flock (on .imagectl.lock beside .git, which holds
+// between processes and between open files of one process), waiting until
+// it is free or ctx ends. Closing the file releases it, as does the end of
+// the process, so a killed imagectl never leaves the clone locked.
+func (c *Catalog) lock(ctx context.Context) (func(), error) {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the clone's directory: %w", err)
+	}
+	f, err := os.OpenFile(c.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the clone's lock file: %w", err)
+	}
+	wait := time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			c.removeStaleGitLocks()
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("locking the clone %s: %w", c.dir, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for the lock of the clone %s: %w", c.dir, ctx.Err())
+		case <-time.After(wait):
+		}
+		if wait < 50*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// removeStaleGitLocks removes the lock files a git killed with its
+// context left in the clone (index.lock, refs/…/main.lock): under the
+// clone's lock no other git runs in it, so any there is stale.
+func (c *Catalog) removeStaleGitLocks() {
+	gitDir := filepath.Join(c.dir, ".git")
+	stale, _ := filepath.Glob(filepath.Join(gitDir, "*.lock"))
+	filepath.WalkDir(filepath.Join(gitDir, "refs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".lock") {
+			stale = append(stale, p)
+		}
+		return nil
+	})
+	for _, p := range stale {
+		os.Remove(p)
+	}
+}
+
+func (c *Catalog) lockPath() string { return filepath.Join(c.dir, ".imagectl.lock") }

@@ -1,0 +1,491 @@
+package oci_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/signing/signingtest"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/oci"
+	"github.com/gpuaas/imagectl/store/oci/ocitest"
+	"github.com/gpuaas/imagectl/store/storetest"
+)
+
+// open opens a store under prefix with the registry's CA and credentials
+// (the environment override).
+func open(t testing.TB, reg *ocitest.Registry, prefix string, opts oci.Options) *oci.Store {
+	t.Helper()
+	if opts.CacheDir == "" {
+		opts.CacheDir = t.TempDir()
+	}
+	if opts.CAFile == "" {
+		opts.CAFile = reg.CAFile
+	}
+	if opts.Env == nil {
+		opts.Env = []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}
+	}
+	s, err := oci.Open(reg.Host+"/"+prefix, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func artifact(t testing.TB, image, version string, signer *signing.Signer) store.Artifact {
+	tgz, m := storetest.Artifact(t, t.TempDir(), image, version, storetest.Options{Signer: signer})
+	return store.Artifact{Tarball: tgz, Manifest: m}
+}
+
+func readAll(t testing.TB, b store.Blob, size int64) ([]byte, error) {
+	t.Helper()
+	defer b.Close()
+	return io.ReadAll(io.NewSectionReader(b, 0, size))
+}
+
+func TestPublishAndRead(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	signer, pub := storetest.Keys(t, t.TempDir())
+	s := open(t, reg, "team/images", oci.Options{Signer: signer})
+	a := artifact(t, "gpu-node", "1.0", signer)
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	v, err := s.Publish(ctx, a, store.PublishOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Existed || !v.Published.Equal(now) || v.Ref != reg.Host+"/team/images/gpu-node:1.0" {
+		t.Errorf("published %+v", v)
+	}
+
+	// The manifest as other tools see it.
+	m := fetchManifest(t, reg, "team/images/gpu-node", "1.0")
+	ann := m["annotations"].(map[string]any)
+	if m["artifactType"] != oci.ArtifactType || ann["org.opencontainers.image.version"] != "1.0" ||
+		ann["org.opencontainers.image.created"] != "2026-11-22T10:00:00Z" || ann[oci.AnnotationImage] != "gpu-node" ||
+		ann["org.opencontainers.image.revision"] != "7d4602d0f2b949ae8816d767b78cfd7b91dbccb3" {
+		t.Errorf("manifest %v", m)
+	}
+	if l := m["layers"].([]any)[0].(map[string]any); l["mediaType"] != oci.MediaTypeTarball ||
+		l["annotations"].(map[string]any)["org.opencontainers.image.title"] != "gpu-node-1.0.tgz" {
+		t.Errorf("first layer %v", l)
+	}
+
+	// Read back through a store with an empty cache.
+	r := open(t, reg, "team/images", oci.Options{})
+	got, err := r.Version(ctx, "gpu-node", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgz, err := os.ReadFile(a.Tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Bytes(tgz)
+	if got.SHA256 != d.Hex() || got.Size != d.Size || got.Tarball != "" || got.Remote == nil {
+		t.Errorf("version %+v, want the tgz's sha256 %s, remote", got, d.Hex())
+	}
+	names := manifest.FilesFor("gpu-node", "1.0")
+	roles := map[string]string{}
+	for _, f := range got.Files {
+		roles[f.Name] = f.Role
+	}
+	for name, role := range map[string]string{names.Tarball: store.RoleTarball, names.Manifest: store.RoleManifest,
+		names.ValidationScript: store.RoleValidationScript, names.TarballSignature: store.RoleSignature,
+		names.TarballBundle: store.RoleSignature, names.ManifestSignature: store.RoleSignature, names.ManifestBundle: store.RoleSignature} {
+		if roles[name] != role {
+			t.Errorf("file %s has role %q, want %q (files %+v)", name, roles[name], role, got.Files)
+		}
+	}
+	for _, p := range []string{got.Manifest, got.ValidationScript, filepath.Join(got.Dir, names.TarballSignature)} {
+		if filepath.Dir(p) != got.Dir {
+			t.Errorf("%s is not in the version directory %s", p, got.Dir)
+		}
+	}
+	want, _ := os.ReadFile(a.Manifest)
+	if b, err := os.ReadFile(got.Manifest); err != nil || !bytes.Equal(b, want) {
+		t.Errorf("manifest %s: %v, differs from what was published", got.Manifest, err)
+	}
+	if !got.Signed() {
+		t.Error("the version is not signed")
+	}
+
+	// Streamed and fetched give the same bytes.
+	blob, err := got.OpenTarball(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, err := readAll(t, blob, got.Size)
+	if err != nil || !bytes.Equal(streamed, tgz) {
+		t.Fatalf("OpenTarball: %v, same bytes %v", err, bytes.Equal(streamed, tgz))
+	}
+	local, err := got.LocalTarball(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(local) != got.Dir {
+		t.Errorf("LocalTarball %s is not in %s", local, got.Dir)
+	}
+	if b, _ := os.ReadFile(local); !bytes.Equal(b, tgz) {
+		t.Error("LocalTarball differs from the published tgz")
+	}
+	// The signatures beside the files verify as a directory store's do.
+	verifier, err := signing.LoadPublicKeyFile(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := signing.VerifyArtifact(ctx, verifier, local, got.Manifest)
+	if err != nil || !rep.Verified {
+		t.Fatalf("VerifyArtifact: %v %v", err, rep.Err())
+	}
+	if err := r.VerifySignature(ctx, "gpu-node", "1.0", verifier); err != nil {
+		t.Errorf("VerifySignature: %v", err)
+	}
+	other, _ := storetest.Keys(t, t.TempDir())
+	ov, _ := other.Verifier()
+	if err := r.VerifySignature(ctx, "gpu-node", "1.0", ov); err == nil {
+		t.Error("VerifySignature accepted another key")
+	}
+
+	// A second call uses the cache.
+	again, err := got.Remote.FetchTarball(ctx)
+	if err != nil || again != local {
+		t.Fatalf("FetchTarball again: %s, %v", again, err)
+	}
+	if _, err := r.Version(ctx, "gpu-node", "9.9"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("missing version: %v, want ErrNotFound", err)
+	}
+}
+
+func TestOpenTarballRefusesOtherContent(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	s := open(t, reg, "p", oci.Options{})
+	a := artifact(t, "img", "1", nil)
+	if _, err := s.Publish(ctx, a, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Version(ctx, "img", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Streamed from the registry, checked against the descriptor.
+	blob, err := v.OpenTarball(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(t, blob, v.Size); err != nil {
+		t.Fatalf("streaming the tgz: %v", err)
+	}
+	// Corrupt the cached blob: the last bytes are refused.
+	local, err := v.LocalTarball(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(local)
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(local, b, 0o644); err != nil { // the blob: a hard link
+		t.Fatal(err)
+	}
+	blob, err = v.Remote.OpenTarball(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(t, blob, v.Size); err == nil || !strings.Contains(err.Error(), "sha256") {
+		t.Errorf("a corrupted cached tgz read as %v, want a sha256 mismatch", err)
+	}
+
+	// A tgz that is not the one its manifest describes is not pushed.
+	a2 := artifact(t, "img", "2", nil)
+	if err := os.WriteFile(a2.Tarball, []byte("other bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(ctx, a2, store.PublishOptions{}); err == nil || !strings.Contains(err.Error(), "is not the tgz its manifest describes") {
+		t.Errorf("publishing a tgz its manifest does not describe: %v", err)
+	}
+}
+
+func TestImmutable(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	s := open(t, reg, "imm", oci.Options{})
+	a := artifact(t, "img", "1.0", nil)
+	if _, err := s.Publish(ctx, a, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Publish(ctx, a, store.PublishOptions{})
+	if err != nil || !v.Existed {
+		t.Fatalf("publishing the same bytes again: %v, existed %v", err, v != nil && v.Existed)
+	}
+	// Other bytes under the same version (another content's tgz).
+	other := artifact(t, "img", "1.0", nil)
+	tgz := []byte("not the same tgz")
+	d := digest.Bytes(tgz)
+	rewrite(t, other, tgz, d)
+	if _, err := s.Publish(ctx, other, store.PublishOptions{}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("publishing other bytes: %v, want ErrExists", err)
+	}
+
+	// Concurrent publishers of one version: each succeeds or gets
+	// ErrExists, and the version is one of the two, whole.
+	x, y := artifact(t, "img", "2.0", nil), artifact(t, "img", "2.0", nil)
+	rewrite(t, y, tgz, d)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, art := range []store.Artifact{x, y} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = open(t, reg, "imm", oci.Options{}).Publish(ctx, art, store.PublishOptions{})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, store.ErrExists) {
+			t.Errorf("concurrent publish: %v", err)
+		}
+	}
+	got, err := s.Version(ctx, "img", "2.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := os.ReadFile(got.Manifest)
+	m, err := manifest.Parse(mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !digest.Equal(m.Artifact.SHA256, got.SHA256) {
+		t.Errorf("mixed version: manifest names tgz %s, the version's tgz is %s", m.Artifact.SHA256, got.SHA256)
+	}
+}
+
+// rewrite replaces an artifact's tgz and its manifest's description of it.
+func rewrite(t testing.TB, a store.Artifact, tgz []byte, d digest.Digest) {
+	t.Helper()
+	if err := os.WriteFile(a.Tarball, tgz, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Read(a.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Artifact.SHA256, m.Artifact.Size = d.Hex(), d.Size
+	b, _ := m.Marshal()
+	if err := os.WriteFile(a.Manifest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	a := artifact(t, "img", "1", nil)
+
+	// The Docker config, from $DOCKER_CONFIG.
+	dc := reg.DockerConfig(t, t.TempDir())
+	s := open(t, reg, "creds", oci.Options{Env: []string{"DOCKER_CONFIG=" + dc}})
+	if _, err := s.Publish(ctx, a, store.PublishOptions{}); err != nil {
+		t.Fatalf("with DOCKER_CONFIG: %v", err)
+	}
+	// The same, given as an option.
+	s = open(t, reg, "creds", oci.Options{Env: []string{}, DockerConfig: dc})
+	if _, err := s.Version(ctx, "img", "1"); err != nil {
+		t.Fatalf("with DockerConfig: %v", err)
+	}
+	// The environment overrides the Docker config.
+	s = open(t, reg, "creds", oci.Options{DockerConfig: t.TempDir(),
+		Env: []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}})
+	if _, err := s.Version(ctx, "img", "1"); err != nil {
+		t.Fatalf("with the environment: %v", err)
+	}
+	// A wrong password says what was tried.
+	s = open(t, reg, "creds", oci.Options{DockerConfig: dc,
+		Env: []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=wrong"}})
+	_, err := s.Version(ctx, "img", "1")
+	if err == nil || !strings.Contains(err.Error(), "refused access (401") || !strings.Contains(err.Error(), oci.UsernameEnv) {
+		t.Errorf("wrong password: %v", err)
+	}
+	t.Log(err)
+	// Without the CA.
+	s, err = oci.Open(reg.Host+"/creds", oci.Options{CacheDir: t.TempDir(), DockerConfig: dc, Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Version(ctx, "img", "1"); err == nil || !strings.Contains(err.Error(), "TLS certificate is not trusted") {
+		t.Errorf("without the CA: %v", err)
+	}
+	// Plain HTTP only to loopback.
+	if _, err := oci.Open("registry.example.com/x", oci.Options{PlainHTTP: true}); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("plain HTTP to a remote host: %v", err)
+	}
+	for _, host := range []string{"localhost:5000", "127.0.0.2:5000", "[::1]:5000"} {
+		if _, err := oci.Open(host+"/x", oci.Options{PlainHTTP: true, CacheDir: t.TempDir()}); err != nil {
+			t.Errorf("plain HTTP to %s: %v", host, err)
+		}
+	}
+}
+
+func TestChannelsAndListing(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	s := open(t, reg, "", oci.Options{}) // no prefix
+	day := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	if v, err := s.NextVersion(ctx, "img", day); err != nil || v != "20261122.1" {
+		t.Fatalf("NextVersion of a new image: %q, %v", v, err)
+	}
+	if v, err := s.Latest(ctx, "img"); err != nil || v != nil {
+		t.Fatalf("Latest of a new image: %v, %v", v, err)
+	}
+	for i, ver := range []string{"20261122.1", "20261122.2", "20261121.5"} {
+		at := day.Add(time.Duration(i) * time.Minute)
+		if _, err := s.Publish(ctx, artifact(t, "img", ver, nil), store.PublishOptions{Now: func() time.Time { return at }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Publish(ctx, artifact(t, "other", "1", nil), store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.NextVersion(ctx, "img", day); err != nil || v != "20261122.3" {
+		t.Errorf("NextVersion: %q, %v", v, err)
+	}
+	if v, err := s.Latest(ctx, "img"); err != nil || v.Version != "20261121.5" || v.Manifest == "" {
+		t.Errorf("Latest: %+v, %v", v, err)
+	}
+
+	if ch, err := s.Channel(ctx, "lab", "img"); err != nil || ch != "" {
+		t.Errorf("channel before any: %q, %v", ch, err)
+	}
+	if err := s.SetChannel(ctx, "lab", "img", "20261122.2"); err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := s.Channel(ctx, "lab", "img"); err != nil || ch != "20261122.2" {
+		t.Errorf("channel: %q, %v", ch, err)
+	}
+	if err := s.SetChannel(ctx, "lab", "img", "404"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("channel to a missing version: %v", err)
+	}
+	if ch, ok := store.ChannelsOf(s); !ok || ch == nil {
+		t.Error("the store has no channels")
+	}
+
+	imgs, err := s.Images(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, im := range imgs {
+		for _, v := range im.Versions {
+			got = append(got, im.Name+":"+v.Version)
+		}
+	}
+	if want := "img:20261122.1 img:20261122.2 img:20261121.5 other:1"; strings.Join(got, " ") != want {
+		t.Errorf("Images: %s, want %s (oldest first, no channel tags)", strings.Join(got, " "), want)
+	}
+}
+
+func TestCosignVerify(t *testing.T) {
+	cosign := signingtest.Cosign(t)
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	signer, pub := storetest.Keys(t, t.TempDir())
+	s := open(t, reg, "signed/x", oci.Options{Signer: signer})
+	v, err := s.Publish(ctx, artifact(t, "img", "1.0", nil), store.PublishOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := reg.DockerConfig(t, t.TempDir())
+	verify := func(key string) (string, error) {
+		cmd := exec.CommandContext(ctx, cosign, "verify", "--key", key, "--insecure-ignore-tlog=true", v.Ref)
+		cmd.Env = []string{"HOME=" + t.TempDir(), "DOCKER_CONFIG=" + dc, "SSL_CERT_FILE=" + reg.CAFile, "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verify(pub); err != nil {
+		t.Fatalf("cosign verify: %v\n%s", err, out)
+	}
+	_, otherPub := storetest.Keys(t, t.TempDir())
+	if out, err := verify(otherPub); err == nil {
+		t.Fatalf("cosign verify accepted another key:\n%s", out)
+	}
+}
+
+// fetchManifest GETs a manifest with net/http, as any client would.
+func fetchManifest(t testing.TB, reg *ocitest.Registry, repo, tag string) map[string]any {
+	t.Helper()
+	pem, err := os.ReadFile(reg.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer c.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, "https://"+reg.Host+"/v2/"+repo+"/manifests/"+tag, nil)
+	req.SetBasicAuth(reg.Username, reg.Password)
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("GET manifest %s:%s: %s: %v", repo, tag, resp.Status, err)
+	}
+	return m
+}
+
+// TestConcurrentReaders reads one version from many goroutines at once, as
+// a rollout does, into one empty cache: each gets the version's files, and
+// its tgz, complete.
+func TestConcurrentReaders(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	s := open(t, reg, "many", oci.Options{})
+	if _, err := s.Publish(ctx, artifact(t, "img", "1.0", nil), store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reader := open(t, reg, "many", oci.Options{})
+	const readers, reads = 16, 8
+	errs := make(chan error, readers*reads)
+	var wg sync.WaitGroup
+	for range readers * reads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := reader.Version(ctx, "img", "1.0")
+			if err == nil {
+				_, err = os.Stat(v.Manifest)
+			}
+			if err == nil {
+				var p string
+				if p, err = v.LocalTarball(ctx); err == nil {
+					_, err = os.Stat(p)
+				}
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}

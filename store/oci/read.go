@@ -1,0 +1,592 @@
+package oci
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	godigest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/store"
+)
+
+// Manifests and small files are read whole; larger ones are not what they
+// claim.
+const (
+	maxManifest  = 4 << 20
+	maxSmallFile = 64 << 20
+)
+
+func roleOf(mediaType string) string {
+	switch mediaType {
+	case MediaTypeTarball:
+		return store.RoleTarball
+	case MediaTypeManifest:
+		return store.RoleManifest
+	case MediaTypeValidationScript:
+		return store.RoleValidationScript
+	case MediaTypeSignature, MediaTypeSigstoreBundle:
+		return store.RoleSignature
+	}
+	return ""
+}
+
+func fetchManifest(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor) (*ocispec.Manifest, error) {
+	if desc.Size > maxManifest {
+		return nil, fmt.Errorf("manifest %s is %d bytes, more than %d", desc.Digest, desc.Size, maxManifest)
+	}
+	b, err := content.FetchAll(ctx, repo, desc)
+	if err != nil {
+		return nil, err
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", desc.Digest, err)
+	}
+	return &m, nil
+}
+
+// remoteVersion is a version as its manifest describes it.
+type remoteVersion struct {
+	desc  ocispec.Descriptor
+	m     *ocispec.Manifest
+	v     *store.Version
+	files []ocispec.Descriptor // layers in the order of v.Files
+}
+
+// describe reads the manifest tagged tag in image's repository.
+func (s *Store) describe(ctx context.Context, repo *remote.Repository, image, tag string) (*remoteVersion, error) {
+	desc, err := repo.Resolve(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	m, err := fetchManifest(ctx, repo, desc)
+	if err != nil {
+		return nil, err
+	}
+	version := m.Annotations[ocispec.AnnotationVersion]
+	if m.ArtifactType != ArtifactType || m.Annotations[AnnotationImage] != image || store.CheckKey("version", version) != nil {
+		return nil, fmt.Errorf("%s is not an imagectl version of %s (artifact type %q)", desc.Digest, image, m.ArtifactType)
+	}
+	rv := &remoteVersion{desc: desc, m: m}
+	v := &store.Version{Image: image, Version: version, Ref: s.ref(image, version)}
+	v.Published, _ = time.Parse(time.RFC3339, m.Annotations[ocispec.AnnotationCreated])
+	names := manifest.FilesFor(image, version)
+	allowed := map[string]bool{names.Tarball: true, names.Manifest: true, names.ValidationScript: true,
+		names.TarballSignature: true, names.TarballBundle: true, names.ManifestSignature: true, names.ManifestBundle: true}
+	var tgz ocispec.Descriptor
+	for _, l := range m.Layers {
+		name, role := l.Annotations[ocispec.AnnotationTitle], roleOf(l.MediaType)
+		if !allowed[name] || role == "" || l.Digest.Algorithm() != godigest.SHA256 || l.Digest.Validate() != nil {
+			return nil, fmt.Errorf("version manifest %s: unexpected layer %q (%s, %s)", desc.Digest, name, l.MediaType, l.Digest)
+		}
+		delete(allowed, name)
+		v.Files = append(v.Files, store.File{Name: name, Role: role, SHA256: l.Digest.Encoded(), Size: l.Size})
+		rv.files = append(rv.files, l)
+		if role == store.RoleTarball {
+			v.SHA256, v.Size, tgz = l.Digest.Encoded(), l.Size, l
+		}
+	}
+	if v.SHA256 == "" {
+		return nil, fmt.Errorf("version manifest %s has no tgz", desc.Digest)
+	}
+	v.Remote = &remoteTarball{s: s, repo: repo, v: v, desc: tgz, dir: s.versionDir(image, version)}
+	rv.v = v
+	return rv, nil
+}
+
+// versionDir is where a version's files are materialized.
+func (s *Store) versionDir(image, version string) string {
+	return filepath.Join(s.cacheDir, "versions", s.registry, filepath.FromSlash(s.repoName(image)), version)
+}
+
+// Version implements store.Versions: the version's small files are in the
+// cache and linked into Version.Dir; its tgz is fetched when asked for.
+func (s *Store) Version(ctx context.Context, image, version string) (*store.Version, error) {
+	if err := errors.Join(store.CheckKey("image", image), store.CheckKey("version", version), checkVersionTag(version)); err != nil {
+		return nil, err
+	}
+	what := "reading " + s.ref(image, version)
+	repo := s.repo(image)
+	rv, err := s.describe(ctx, repo, image, version)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("image %s version %s is not in the store %s: %w", image, version, s.Location(), store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.explain(what, err)
+	}
+	return s.fetchSmall(ctx, repo, rv, what)
+}
+
+// fetchSmall fetches a version's small files (build manifest, validation
+// script, signatures) into the cache, each checked against its digest, and
+// links them into the version's directory.
+func (s *Store) fetchSmall(ctx context.Context, repo *remote.Repository, rv *remoteVersion, what string) (*store.Version, error) {
+	v := rv.v
+	v.Dir = s.versionDir(v.Image, v.Version)
+	if err := os.MkdirAll(v.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	for i, f := range v.Files {
+		if f.Role == store.RoleTarball {
+			continue
+		}
+		if rv.files[i].Size > maxSmallFile {
+			return nil, fmt.Errorf("%s: %s is %d bytes, more than %d", what, f.Name, f.Size, maxSmallFile)
+		}
+		blob, err := s.cacheBlob(ctx, repo, rv.files[i])
+		if err != nil {
+			return nil, s.explain(what+": fetching "+f.Name, err)
+		}
+		p := filepath.Join(v.Dir, f.Name)
+		if err := linkInto(blob, p); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		switch f.Role {
+		case store.RoleManifest:
+			v.Manifest = p
+		case store.RoleValidationScript:
+			v.ValidationScript = p
+		}
+	}
+	if v.Manifest == "" {
+		return nil, fmt.Errorf("%s: the version has no build manifest", what)
+	}
+	return v, nil
+}
+
+// blobPath is where the cache keeps a blob.
+func (s *Store) blobPath(d godigest.Digest) string {
+	return filepath.Join(s.cacheDir, "blobs", "sha256", d.Encoded())
+}
+
+// cacheBlob makes a blob a file in the cache, downloading it unless it is
+// there: written to a temporary file, hashed as it is written, and renamed
+// to its digest only when it matches.
+func (s *Store) cacheBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor) (string, error) {
+	p := s.blobPath(desc.Digest)
+	if st, err := os.Stat(p); err == nil && st.Size() == desc.Size {
+		return p, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	rc, err := repo.Blobs().Fetch(ctx, desc)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".fetch-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name()) // gone by rename on success
+	defer tmp.Close()
+	d, err := digest.Copy(ctx, tmp, io.LimitReader(rc, desc.Size+1), nil)
+	if err != nil {
+		return "", fmt.Errorf("downloading %s: %w", desc.Digest, err)
+	}
+	if d.String() != desc.Digest.String() || d.Size != desc.Size {
+		return "", fmt.Errorf("downloading %s: the registry sent %d bytes with sha256 %s, expected %d bytes with %s", desc.Digest, d.Size, d.Hex(), desc.Size, desc.Digest)
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// linkInto puts a cached blob at dst, a hard link (a copy where linking
+// fails), replacing what was there.
+//
+// Readers of one version in many goroutines (a rollout) and processes place
+// the same files at once: each stages under its own unique name and renames,
+// so a reader sees the old or the new link, never none.
+func linkInto(blob, dst string) error {
+	if b, err := os.Stat(blob); err == nil {
+		if d, err := os.Stat(dst); err == nil && os.SameFile(b, d) {
+			return nil
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("placing %s: %w", dst, err)
+	}
+	tmp := f.Name()
+	f.Close()
+	os.Remove(tmp) // the name is ours; the link takes it
+	if err := os.Link(blob, tmp); err != nil {
+		if err := copyFile(blob, tmp); err != nil {
+			return fmt.Errorf("placing %s: %w", dst, err)
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("placing %s: %w", dst, err)
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// remoteTarball is a version's tgz in the registry.
+type remoteTarball struct {
+	s    *Store
+	repo *remote.Repository
+	v    *store.Version
+	desc ocispec.Descriptor
+	dir  string
+}
+
+// OpenTarball implements store.Remote: the cached blob when the cache has
+// it, else range requests to the registry; either way checked against the
+// descriptor's sha256.
+func (r *remoteTarball) OpenTarball(ctx context.Context) (store.Blob, error) {
+	what := "opening " + r.v.Ref + "'s tgz"
+	var ra io.ReaderAt
+	var c io.Closer
+	if f, err := os.Open(r.s.blobPath(r.desc.Digest)); err == nil {
+		ra, c = f, f
+	} else {
+		rc, err := r.repo.Blobs().Fetch(ctx, r.desc)
+		if err != nil {
+			return nil, r.s.explain(what, err)
+		}
+		rs, ok := rc.(io.ReadSeeker)
+		if !ok {
+			// No range requests: fetch it whole into the cache.
+			rc.Close()
+			p, err := r.FetchTarball(ctx)
+			if err != nil {
+				return nil, err
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return nil, err
+			}
+			ra, c = f, f
+		} else {
+			ra, c = &seekReaderAt{rs: rs}, rc
+		}
+	}
+	cr, err := digest.NewCheckedReaderAt(ra, r.desc.Size, r.desc.Digest.String())
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return struct {
+		io.ReaderAt
+		io.Closer
+	}{cr, c}, nil
+}
+
+// FetchTarball implements store.Remote: the tgz in the cache, linked into
+// the version's directory.
+func (r *remoteTarball) FetchTarball(ctx context.Context) (string, error) {
+	what := "fetching " + r.v.Ref + "'s tgz"
+	blob, err := r.s.cacheBlob(ctx, r.repo, r.desc)
+	if err != nil {
+		return "", r.s.explain(what, err)
+	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	p := filepath.Join(r.dir, manifest.FilesFor(r.v.Image, r.v.Version).Tarball)
+	if err := linkInto(blob, p); err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	return p, nil
+}
+
+// seekReaderAt reads at offsets from a seekable HTTP body: reads in order
+// continue one response, a jump is a new range request.
+type seekReaderAt struct {
+	mu  sync.Mutex
+	rs  io.ReadSeeker
+	pos int64
+}
+
+func (s *seekReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if off != s.pos {
+		if _, err := s.rs.Seek(off, io.SeekStart); err != nil {
+			return 0, err
+		}
+		s.pos = off
+	}
+	n, err := io.ReadFull(s.rs, p)
+	s.pos += int64(n)
+	if err == io.ErrUnexpectedEOF {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// versionTag reports whether a tag names a version (not a channel or a
+// signature).
+func versionTag(tag string) bool {
+	return store.CheckKey("version", tag) == nil && checkVersionTag(tag) == nil
+}
+
+// tags lists a repository's version tags; none when it does not exist.
+func (s *Store) tags(ctx context.Context, image string) ([]string, error) {
+	var out []string
+	err := s.repo(image).Tags(ctx, "", func(tags []string) error {
+		for _, t := range tags {
+			if versionTag(t) {
+				out = append(out, t)
+			}
+		}
+		return nil
+	})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.explain("listing the tags of "+s.registry+"/"+s.repoName(image), err)
+	}
+	return out, nil
+}
+
+// versions lists an image's versions, oldest first, as their manifests
+// describe them, with their small files fetched when fetch is set.
+func (s *Store) versions(ctx context.Context, image string, fetch bool) ([]*store.Version, error) {
+	tags, err := s.tags(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	repo := s.repo(image)
+	var out []*store.Version
+	for _, t := range tags {
+		what := "reading " + s.ref(image, t)
+		rv, err := s.describe(ctx, repo, image, t)
+		if err != nil {
+			return nil, s.explain(what, err)
+		}
+		v := rv.v
+		if fetch {
+			if v, err = s.fetchSmall(ctx, repo, rv, what); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, v)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Published.Equal(out[j].Published) {
+			return out[i].Published.Before(out[j].Published)
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out, nil
+}
+
+// Images implements store.Versions: the repositories under the prefix
+// (the registry's catalog) and their version tags, each version as Version
+// returns it: its small files fetched (once: they stay in the cache), its
+// tgz left remote.
+func (s *Store) Images(ctx context.Context) ([]store.Image, error) {
+	reg := &remote.Registry{RepositoryOptions: remote.RepositoryOptions{Client: s.client, Reference: s.repo("x").Reference, PlainHTTP: s.plainHTTP}}
+	reg.Reference.Repository = ""
+	prefix := ""
+	if s.prefix != "" {
+		prefix = s.prefix + "/"
+	}
+	var names []string
+	err := reg.Repositories(ctx, "", func(repos []string) error {
+		for _, r := range repos {
+			if name, ok := strings.CutPrefix(r, prefix); ok && !strings.Contains(name, "/") && store.CheckKey("image", name) == nil {
+				names = append(names, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.explain("listing the repositories of "+s.registry, err)
+	}
+	out := []store.Image{}
+	for _, name := range names {
+		vs, err := s.versions(ctx, name, true)
+		if err != nil {
+			return nil, err
+		}
+		if len(vs) > 0 {
+			out = append(out, store.Image{Name: name, Versions: vs})
+		}
+	}
+	return out, nil
+}
+
+// Latest implements store.Versions.
+func (s *Store) Latest(ctx context.Context, image string) (*store.Version, error) {
+	if err := store.CheckKey("image", image); err != nil {
+		return nil, err
+	}
+	vs, err := s.versions(ctx, image, false)
+	if err != nil || len(vs) == 0 {
+		return nil, err
+	}
+	return s.Version(ctx, image, vs[len(vs)-1].Version)
+}
+
+var reDated = regexp.MustCompile(`^([0-9]{8})\.([0-9]+)$`)
+
+// NextVersion implements store.Versions.
+func (s *Store) NextVersion(ctx context.Context, image string, now time.Time) (string, error) {
+	if err := store.CheckKey("image", image); err != nil {
+		return "", err
+	}
+	tags, err := s.tags(ctx, image)
+	if err != nil {
+		return "", err
+	}
+	day := now.UTC().Format("20060102")
+	next := 1
+	for _, t := range tags {
+		if m := reDated.FindStringSubmatch(t); m != nil && m[1] == day {
+			if n, err := strconv.Atoi(m[2]); err == nil && n >= next {
+				next = n + 1
+			}
+		}
+	}
+	return fmt.Sprintf("%s.%d", day, next), nil
+}
+
+// SetChannel implements store.Channels: the tag site-SITE names the
+// version's manifest.
+func (s *Store) SetChannel(ctx context.Context, site, image, version string) error {
+	if err := errors.Join(store.CheckKey("site", site), store.CheckKey("image", image), store.CheckKey("version", version)); err != nil {
+		return err
+	}
+	what := fmt.Sprintf("pointing %s at %s", s.ref(image, channelPrefix+site), version)
+	repo := s.repo(image)
+	desc, err := repo.Resolve(ctx, version)
+	if isNotFound(err) {
+		return fmt.Errorf("%s: image %s version %s is not in the store %s: %w", what, image, version, s.Location(), store.ErrNotFound)
+	}
+	if err != nil {
+		return s.explain(what, err)
+	}
+	if err := repo.Tag(ctx, desc, channelPrefix+site); err != nil {
+		return s.explain(what, err)
+	}
+	return nil
+}
+
+// Channel implements store.Channels.
+func (s *Store) Channel(ctx context.Context, site, image string) (string, error) {
+	if err := errors.Join(store.CheckKey("site", site), store.CheckKey("image", image)); err != nil {
+		return "", err
+	}
+	rv, err := s.describe(ctx, s.repo(image), image, channelPrefix+site)
+	if isNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.explain("reading "+s.ref(image, channelPrefix+site), err)
+	}
+	return rv.v.Version, nil
+}
+
+// VerifySignature checks the version's cosign signature (its
+// sha256-HEX.sig tag) with v: at least one signature must name the
+// version's manifest digest and verify.
+func (s *Store) VerifySignature(ctx context.Context, image, version string, v *signing.Verifier) error {
+	if err := errors.Join(store.CheckKey("image", image), store.CheckKey("version", version)); err != nil {
+		return err
+	}
+	what := "verifying the signature of " + s.ref(image, version)
+	repo := s.repo(image)
+	desc, err := repo.Resolve(ctx, version)
+	if isNotFound(err) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	if err != nil {
+		return s.explain(what, err)
+	}
+	tag := signatureTag(desc.Digest)
+	sd, err := repo.Resolve(ctx, tag)
+	if isNotFound(err) {
+		return fmt.Errorf("%s: it is not signed (no %s)", what, s.ref(image, tag))
+	}
+	if err != nil {
+		return s.explain(what, err)
+	}
+	sm, err := fetchManifest(ctx, repo, sd)
+	if err != nil {
+		return s.explain(what, err)
+	}
+	var errs []error
+	for _, l := range sm.Layers {
+		if l.MediaType != mediaTypeSimpleSigning || l.Size > maxManifest {
+			continue
+		}
+		body, err := content.FetchAll(ctx, repo, l)
+		if err != nil {
+			return s.explain(what, err)
+		}
+		var p payload
+		if err := json.Unmarshal(body, &p); err != nil {
+			errs = append(errs, fmt.Errorf("payload %s: %w", l.Digest, err))
+			continue
+		}
+		if p.Critical.Image.DockerManifestDigest != desc.Digest.String() || p.Critical.Type != simpleSigningType {
+			errs = append(errs, fmt.Errorf("payload %s signs %s, not %s", l.Digest, p.Critical.Image.DockerManifestDigest, desc.Digest))
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(l.Annotations[annotationSignature])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("payload %s: signature annotation: %w", l.Digest, err))
+			continue
+		}
+		if err := v.VerifyPayload(body, sig); err != nil {
+			errs = append(errs, fmt.Errorf("payload %s: %w", l.Digest, err))
+			continue
+		}
+		return nil
+	}
+	if len(errs) == 0 {
+		return fmt.Errorf("%s: %s holds no signature", what, s.ref(image, tag))
+	}
+	return fmt.Errorf("%s: no signature verifies: %w", what, errors.Join(errs...))
+}

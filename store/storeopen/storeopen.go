@@ -1,0 +1,158 @@
+// Package storeopen owns how a store is named: --store is a directory (the
+// directory store, store.Dir) or oci://REGISTRY/PREFIX (an OCI registry,
+// store/oci), and --catalog a git remote holding the promotion catalog
+// (store/gitcatalog). A directory store keeps its own catalog when no git
+// remote is given; a registry keeps none, so promotions through one need
+// --catalog. Open joins the two into one store.Store.
+package storeopen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/gitcatalog"
+	"github.com/gpuaas/imagectl/store/oci"
+)
+
+// Scheme starts a store location that names an OCI registry.
+const Scheme = "oci://"
+
+// Options name a store.
+type Options struct {
+	// Store is a directory or oci://REGISTRY/PREFIX.
+	Store string
+	// Catalog is the git remote (ssh, https, git or file URL, or a path)
+	// of the promotion catalog; "" keeps a directory store's own catalog.
+	Catalog string
+	// CAFile is a PEM CA bundle the registry's TLS certificate is checked
+	// against, besides the system's.
+	CAFile string
+	// PlainHTTP talks to the registry without TLS: loopback only.
+	PlainHTTP bool
+	// Env supplies credentials overrides (IMAGECTL_REGISTRY_USERNAME,
+	// IMAGECTL_REGISTRY_PASSWORD) and git's environment.
+	Env []string
+	// CacheDir is imagectl's cache directory: a registry's blobs are kept
+	// under oci/, the git catalog's working clone under catalogs/; ""
+	// leaves each package its default.
+	CacheDir string
+	// Signer signs what is published to a registry (its OCI manifest, in
+	// cosign's format); nil signs nothing there.
+	Signer *signing.Signer
+}
+
+// Open opens the version store and the promotion catalog opts names. The
+// git catalog is cloned or fetched when it is first used, so commands that
+// only read versions never touch it.
+func Open(ctx context.Context, opts Options) (store.Store, error) {
+	var versions store.Versions
+	ref, isOCI := strings.CutPrefix(opts.Store, Scheme)
+	switch {
+	case isOCI:
+		s, err := oci.Open(ref, oci.Options{CacheDir: sub(opts.CacheDir, "oci"), Env: opts.Env, CAFile: opts.CAFile, PlainHTTP: opts.PlainHTTP, Signer: opts.Signer})
+		if err != nil {
+			return nil, fmt.Errorf("opening the registry store %s: %w", opts.Store, err)
+		}
+		versions = s
+	case opts.CAFile != "" || opts.PlainHTTP:
+		return nil, fmt.Errorf("--registry-ca and --plain-http apply to a registry store (%sREGISTRY/PREFIX), not to the directory %s", Scheme, opts.Store)
+	case strings.Contains(opts.Store, "://"):
+		return nil, fmt.Errorf("store %q: a store is a directory or %sREGISTRY/PREFIX", opts.Store, Scheme)
+	default:
+		versions = store.NewDir(opts.Store)
+	}
+	var promotions store.Promotions
+	switch dir, isDir := versions.(*store.Dir); {
+	case opts.Catalog != "":
+		promotions = &lazyCatalog{remote: opts.Catalog, opts: gitcatalog.Options{Env: opts.Env, Now: time.Now}}
+		if opts.CacheDir != "" {
+			promotions.(*lazyCatalog).opts.CacheDir = gitcatalog.CloneDir(opts.CacheDir, opts.Catalog)
+		}
+	case isDir:
+		promotions = dir
+	default:
+		promotions = noCatalog{versions.Location()}
+	}
+	return store.Compose(versions, promotions), nil
+}
+
+func sub(dir, name string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, name)
+}
+
+// lazyCatalog opens the git catalog on first use.
+type lazyCatalog struct {
+	remote string
+	opts   gitcatalog.Options
+
+	mu sync.Mutex // a rollout reads and records from many goroutines
+	c  *gitcatalog.Catalog
+}
+
+func (l *lazyCatalog) open(ctx context.Context) (*gitcatalog.Catalog, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c == nil {
+		c, err := gitcatalog.Open(ctx, l.remote, l.opts)
+		if err != nil {
+			return nil, err
+		}
+		l.c = c
+	}
+	return l.c, nil
+}
+
+func (l *lazyCatalog) History(ctx context.Context, site, image string) ([]store.Promotion, error) {
+	c, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.History(ctx, site, image)
+}
+
+func (l *lazyCatalog) Catalog(ctx context.Context, site string) (map[string][]store.Promotion, error) {
+	c, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Catalog(ctx, site)
+}
+
+func (l *lazyCatalog) Record(ctx context.Context, site string, p store.Promotion) error {
+	c, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Record(ctx, site, p)
+}
+
+// ErrNoCatalog is returned by promotion reads and writes through a registry
+// store opened without a catalog.
+var ErrNoCatalog = errors.New("no promotion catalog")
+
+// noCatalog is the catalog of a registry store opened without --catalog.
+type noCatalog struct{ store string }
+
+func (n noCatalog) err() error {
+	return fmt.Errorf("%w: the registry store %s%s keeps image versions only; promotions are kept in git: give --catalog GIT-REMOTE (or $IMAGECTL_CATALOG)", ErrNoCatalog, Scheme, n.store)
+}
+
+func (n noCatalog) History(context.Context, string, string) ([]store.Promotion, error) {
+	return nil, n.err()
+}
+
+func (n noCatalog) Catalog(context.Context, string) (map[string][]store.Promotion, error) {
+	return nil, n.err()
+}
+
+func (n noCatalog) Record(context.Context, string, store.Promotion) error { return n.err() }
