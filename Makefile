@@ -19,9 +19,11 @@ BIN := bin/imagectl
 
 # Debian packages: libguestfs and its Go binding (source only), QEMU tools,
 # what scripts/mkbase.sh uses, shellcheck for generated shell, OVMF (UEFI
-# firmware) for imagectl smoke.
+# firmware) for imagectl smoke, the CNCF registry (docker-registry) and git for
+# the registry store and git catalog tests.
 APT_PACKAGES := libguestfs-tools golang-guestfs-dev libguestfs-dev linux-image-amd64 qemu-utils \
-	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck gcc pigz ovmf
+	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck gcc pigz ovmf \
+	docker-registry git
 GUESTFS_GO := /usr/share/gocode/src/libguestfs.org/guestfs/guestfs.go
 
 # The test base image is keyed by the script that builds it and kept per
@@ -127,6 +129,8 @@ test: lint base-image cosign
 bench: build base-image cosign
 	$(GO) test -run '^$$' -bench . -benchmem ./builder ./recipes
 	$(GO) test -run '^$$' -bench Upload1GiB -benchtime 3x ./upload/maas
+	$(GO) test -run '^$$' -bench PushPull1GiB -benchtime 1x ./store/oci
+	$(GO) test -run '^$$' -bench Rollout20Sites -benchtime 1x ./store/release
 	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild|DemoCache' -benchtime 1x -timeout 90m ./builder/guestfs
 
 demo: build base-image

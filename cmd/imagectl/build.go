@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
 func newBuildCmd(env []string) *cobra.Command {
@@ -28,7 +29,7 @@ func newBuildCmd(env []string) *cobra.Command {
 		refresh   bool
 		maxAge    time.Duration
 		signKey   string
-		storeDir  string
+		st        storeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
@@ -57,7 +58,9 @@ $COSIGN_PASSWORD) before the build starts; the outputs are signed before they
 are published and appear with their signatures, or not at all.
 
 With --store (or $IMAGECTL_STORE) it publishes the outputs into that image
-store as <image>/<version>/, immutable; without a version from the recipe or
+store, a directory (as <image>/<version>/) or an OCI registry
+(oci://REGISTRY/PREFIX: PREFIX/<image>:<version>, its OCI manifest signed in
+cosign's format with the build's key), immutable; without a version from the recipe or
 --version, the version is the UTC date and the store's next sequence number
 for the day (20261122.1). The manifest's lineage.parent_version is the
 store's latest version of the image.`,
@@ -70,7 +73,15 @@ store's latest version of the image.`,
 			if err != nil {
 				return err
 			}
-			sb, err := newStoreBuild(cmd.Context(), storeDir, outputDir, dryRun, env, r, &version)
+			// The key is decrypted before anything starts, and a
+			// registry store signs what it publishes with it.
+			var signer *signing.Signer
+			if key := signing.BuildKeyPath(signKey, r.Image.Artifact.SignKey, r.Path); key != "" && !dryRun {
+				if signer, err = loadSigner(key, env); err != nil {
+					return err
+				}
+			}
+			sb, err := newStoreBuild(cmd.Context(), &st, outputDir, dryRun, env, r, &version, signer)
 			if err != nil {
 				return err
 			}
@@ -88,12 +99,6 @@ store's latest version of the image.`,
 			}
 			if cacheDir == "" {
 				if cacheDir, err = defaultCacheDir(env); err != nil {
-					return err
-				}
-			}
-			var signer *signing.Signer
-			if key := buildSignKey(signKey, plan, r.Path); key != "" {
-				if signer, err = loadSigner(key, env); err != nil {
 					return err
 				}
 			}
@@ -141,7 +146,7 @@ store's latest version of the image.`,
 	cmd.Flags().StringVar(&version, "version", "", "image version (overrides the recipe's)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images and the layer cache (layers/) are kept (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
 	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary working disk goes, as large as the data in the image (default: $TMPDIR)")
-	cmd.Flags().StringVar(&storeDir, "store", "", "publish the build into this image store (default: $IMAGECTL_STORE; with neither, no store)")
+	st.registerVersions(cmd, "publish the build into this image store: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE; with neither, no store)")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
 	cmd.Flags().StringVar(&accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")

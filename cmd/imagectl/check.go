@@ -1,21 +1,26 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/storeopen"
 	"github.com/gpuaas/imagectl/validate"
 )
 
-func newCheckCmd() *cobra.Command {
+func newCheckCmd(env []string) *cobra.Command {
 	var (
+		sf           storeFlags
 		manifestPath string
 		output       string
 		bareMetal    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "check ARTIFACT.tgz",
+		Use:   "check (ARTIFACT.tgz | IMAGE VERSION)",
 		Short: "Check that a tgz will deploy through MAAS/curtin",
 		Long: `Check reads a tgz the way MAAS and curtin will use it, without extracting it or
 starting an appliance, and reports what would fail or slow the deploy: the
@@ -27,12 +32,27 @@ args in GRUB_CMDLINE_LINUX, no grub.d drop-in assigning
 GRUB_CMDLINE_LINUX_DEFAULT, no commented GRUB_CMDLINE_LINUX_DEFAULT before the
 live one. Each finding names its fix. Checks the recipe waives (its waive
 blocks, recorded in the manifest) are reported as waived, with the reason.
-It exits 1 when any finding is an error that is not waived.`,
+It exits 1 when any finding is an error that is not waived.
+
+Given IMAGE VERSION it checks that version from the store (--store), fetching
+its tgz from a registry into the local cache, verified, when it is remote.`,
 		Example: `  imagectl check artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz
-  imagectl check image.tgz --manifest image.manifest.json --output json`,
-		Args: cobra.ExactArgs(1),
+  imagectl check image.tgz --manifest image.manifest.json --output json
+  imagectl check gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := validate.CheckArtifact(cmd.Context(), args[0], validate.ArtifactOptions{Manifest: manifestPath, BareMetal: bareMetal})
+			tgz := args[0]
+			if len(args) == 2 {
+				if manifestPath != "" {
+					return errors.New("--manifest applies to a tgz, not to a version from the store")
+				}
+				v, err := sf.version(cmd.Context(), env, args[0], args[1], true)
+				if err != nil {
+					return err
+				}
+				tgz, manifestPath = v.Tarball, v.Manifest
+			}
+			r, err := validate.CheckArtifact(cmd.Context(), tgz, validate.ArtifactOptions{Manifest: manifestPath, BareMetal: bareMetal})
 			if err != nil {
 				return err
 			}
@@ -49,7 +69,7 @@ It exits 1 when any finding is an error that is not waived.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
 				}
 				if len(r.Findings) == 0 {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: deployable, no findings\n", args[0])
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: deployable, no findings\n", strings.Join(args, " "))
 				}
 			}
 			if !r.Deployable {
@@ -58,6 +78,7 @@ It exits 1 when any finding is an error that is not waived.`,
 			return nil
 		},
 	}
+	sf.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz, when there is one)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&bareMetal, "bare-metal", true, "expect a generic kernel (bare-metal hosts)")

@@ -6,25 +6,45 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
-func newDiffCmd() *cobra.Command {
-	var output string
+func newDiffCmd(env []string) *cobra.Command {
+	var (
+		sf     storeFlags
+		output string
+	)
 	cmd := &cobra.Command{
-		Use:   "diff A.manifest.json B.manifest.json",
+		Use:   "diff (A.manifest.json B.manifest.json | IMAGE VERSION-A VERSION-B)",
 		Short: "Show what changed between two image manifests",
 		Long: `Diff compares two build manifests the way an operator asks before a
 rollout: packages added, removed, upgraded and downgraded (in Debian version
 order), kernel args, enabled services, layers and their digests, files and
 bundles changed, Netdata settings, the base image and the artifact. Build
 timings are not differences. Like diff(1) it exits 0 when the images are
-equal, 1 when they differ and 2 on trouble.`,
+equal, 1 when they differ and 2 on trouble. Given IMAGE and two versions it
+compares their manifests from the store (--store; a registry's are fetched,
+small, into the local cache).`,
 		Example: `  imagectl diff artifacts/gpuaas-h200-host-ubuntu2404-1.3.0.manifest.json artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json
-  imagectl diff old.manifest.json new.manifest.json --output markdown >> RELEASE-NOTES.md`,
-		Args: cobra.ExactArgs(2),
+  imagectl diff old.manifest.json new.manifest.json --output markdown >> RELEASE-NOTES.md
+  imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --store oci://registry.example.com/imagectl`,
+		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			paths := args
+			if len(args) == 3 {
+				paths = nil
+				for _, ver := range args[1:] {
+					v, err := sf.version(cmd.Context(), env, args[0], ver, false)
+					if err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
+						return exitError{2}
+					}
+					paths = append(paths, v.Manifest)
+				}
+			}
 			var ms [2]*manifest.Manifest
-			for i, p := range args {
+			for i, p := range paths {
 				m, err := manifest.Read(p)
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
@@ -54,6 +74,7 @@ equal, 1 when they differ and 2 on trouble.`,
 			return nil
 		},
 	}
+	sf.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "markdown"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

@@ -1,15 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
+	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/profile"
 )
 
@@ -17,16 +23,19 @@ import (
 type siteCmd struct {
 	sf     siteFlags
 	vf     verifyFlags
-	dir    string
+	st     storeFlags
 	output string
 	by     string
 	reason string
 	base   string
+	// A rollout's (promote to several sites).
+	canary   string
+	parallel int
 }
 
 func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
 	c.sf.register(cmd)
-	registerStoreFlag(cmd, &c.dir)
+	c.st.register(cmd)
 	cmd.Flags().StringVarP(&c.output, "output", "o", "text", "output format: text or json")
 	if promoting {
 		c.vf.register(cmd)
@@ -45,7 +54,17 @@ func (c *siteCmd) options(cmd *cobra.Command, env []string, promoting bool) (rel
 	if err != nil {
 		return release.Options{}, err
 	}
-	o := release.Options{Store: store.NewDir(storeDir(c.dir, env)), Site: s, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by}
+	return c.siteOptions(cmd, env, s, promoting)
+}
+
+// siteOptions opens the store for a loaded site (and, when promoting,
+// loads the verification key).
+func (c *siteCmd) siteOptions(cmd *cobra.Command, env []string, s *upload.Site, promoting bool) (release.Options, error) {
+	st, err := c.st.open(cmd.Context(), env)
+	if err != nil {
+		return release.Options{}, err
+	}
+	o := release.Options{Store: st, Site: s, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, s); err != nil {
 			return release.Options{}, err
@@ -62,7 +81,7 @@ func (c *siteCmd) options(cmd *cobra.Command, env []string, promoting bool) (rel
 func newPromoteCmd(env []string) *cobra.Command {
 	var c siteCmd
 	cmd := &cobra.Command{
-		Use:   "promote IMAGE VERSION --site SITE [--reason WHY]",
+		Use:   "promote IMAGE VERSION --site SITE|GROUP [--site ...] [--canary SITE] [--parallel N] [--reason WHY]",
 		Short: "Make a stored image version the one a MAAS site runs",
 		Long: `Promote makes an image version from the store the one a site runs. The
 version must verify (its tgz's and manifest's signatures, with --key,
@@ -79,17 +98,169 @@ record records nothing: run the same command again once it is fixed.
 Without a deploy_profile it prints the curl command that makes the PATCH,
 for an operator to run. Promoting the current version again re-checks and
 re-uploads it if MAAS lost it, points a deploy profile that drifted back
-at it, and records nothing.`,
-		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"`,
-		Args:    cobra.ExactArgs(2),
+at it, and records nothing. When the store has channels (an OCI store's
+IMAGE:site-SITE tags), the site's channel is pointed at the version after
+the record; a failure there is a warning, the promotion stands.
+
+With several --site (or --site GROUP, a group block of the sites file) it
+rolls the version out: --canary SITE first, alone, checked against the
+site's status (MAAS holds it complete, the deploy profiles select it),
+then the other sites, --parallel at a time; a failed canary stops it, and
+one site's failure does not stop the others. It prints a table (SITE,
+RESULT ok/already/failed/skipped, VERSION, PREVIOUS, DETAIL), or with
+--output json an array of sites, and exits 1 unless every site runs the
+version. Running it again finishes only what is missing. Progress lines
+on stderr start with the site's name.`,
+		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
+  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.promote(cmd, env, func(o release.Options) (*release.Result, error) {
-				return release.Promote(cmd.Context(), args[0], args[1], o)
-			})
+			single := len(c.sf.sites) == 1 && !strings.Contains(c.sf.sites[0], ",") && c.canary == ""
+			if single {
+				group, err := c.sf.isGroup(cmd, env, c.sf.sites[0])
+				if err != nil {
+					return err
+				}
+				single = !group
+			}
+			if single {
+				c.sf.site = c.sf.sites[0]
+				return c.promote(cmd, env, func(o release.Options) (*release.Result, error) {
+					return release.Promote(cmd.Context(), args[0], args[1], o)
+				})
+			}
+			return c.rollout(cmd, env, args[0], args[1])
 		},
 	}
+	c.sf.multi = true
 	c.register(cmd, true)
+	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
+	cmd.Flags().IntVar(&c.parallel, "parallel", release.DefaultParallel, "with several sites: how many are promoted at once")
 	return cmd
+}
+
+// rollout promotes to several sites and prints the table (or JSON); it
+// fails with status 1 unless every site runs the version.
+func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version string) error {
+	if err := checkOutput(c.output); err != nil {
+		return err
+	}
+	if c.parallel < 1 {
+		return fmt.Errorf("--parallel %d: want 1 or more", c.parallel)
+	}
+	var names []string
+	for _, v := range c.sf.sites {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	if c.canary != "" {
+		names = append([]string{c.canary}, names...)
+	}
+	sites, err := c.sf.loadAll(cmd, env, names)
+	if err != nil {
+		return err
+	}
+	if c.canary != "" {
+		if group, err := c.sf.isGroup(cmd, env, c.canary); err != nil || group {
+			if err == nil {
+				err = fmt.Errorf("--canary %s is a group: the canary is one site", c.canary)
+			}
+			return err
+		}
+	}
+	// One verifier for all unless a site's own verify_key is needed.
+	o, err := c.siteOptions(cmd, env, sites[0], false)
+	if err != nil {
+		return err
+	}
+	// Every site's key is loaded before anything is sent: a missing one
+	// refuses the rollout as it refuses a promotion.
+	verifiers := map[string]*signing.Verifier{}
+	for _, s := range sites {
+		if verifiers[s.Name], err = c.vf.verifier(env, s); err != nil {
+			return err
+		}
+	}
+	o.InsecureSkipVerify = c.vf.insecure
+	if o.By == "" {
+		o.By, _ = envValue(env, "USER")
+	}
+	stderr := cmd.ErrOrStderr()
+	lines := &lineWriter{w: stderr}
+	ro := release.RolloutOptions{Options: o, Sites: sites, Canary: c.canary, Parallel: c.parallel,
+		VerifierFor: func(s *upload.Site) (*signing.Verifier, error) { return verifiers[s.Name], nil },
+		SiteEvents: func(site string) func(event.Event) {
+			// One line per event, each starting with the site: no bars,
+			// which several sites would draw over one another.
+			return uploadEvents(lines.prefixed(site), false, false)
+		},
+	}
+	res, err := release.Rollout(cmd.Context(), image, version, ro)
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		err = writeJSON(cmd.OutOrStdout(), res.Sites)
+	} else {
+		err = rolloutTable(cmd.OutOrStdout(), res)
+	}
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		if c.output != "json" {
+			fmt.Fprintf(stderr, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
+		}
+		return exitError{1}
+	}
+	return nil
+}
+
+// rolloutTable prints a rollout's sites as a table.
+func rolloutTable(w io.Writer, res *release.RolloutResult) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SITE\tRESULT\tVERSION\tPREVIOUS\tDETAIL")
+	for _, s := range res.Sites {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Site, s.Result, dash(s.Version), dash(s.Previous), s.Detail)
+	}
+	return tw.Flush()
+}
+
+// lineWriter writes whole lines to w, one writer at a time, each prefixed
+// with its site's name, so that sites' progress does not interleave
+// mid-line.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) prefixed(site string) io.Writer { return &sitePrefix{l: l, site: site} }
+
+type sitePrefix struct {
+	l    *lineWriter
+	site string
+	buf  []byte
+}
+
+func (p *sitePrefix) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := p.buf[:i+1]
+		p.l.mu.Lock()
+		_, err := fmt.Fprintf(p.l.w, "%s: %s", p.site, bytes.TrimLeft(line, " "))
+		p.l.mu.Unlock()
+		p.buf = p.buf[i+1:]
+		if err != nil {
+			return len(b), err
+		}
+	}
 }
 
 func newRollbackCmd(env []string) *cobra.Command {
@@ -147,6 +318,9 @@ func printPromotion(w io.Writer, output string, res *release.Result) error {
 	}
 	if !res.Verified {
 		fmt.Fprintln(w, "warning: not verified (--insecure-skip-verify)")
+	}
+	for _, warn := range res.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
 	fmt.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
 	for _, p := range res.Profiles {
@@ -253,7 +427,8 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 }
 
 func newHistoryCmd(env []string) *cobra.Command {
-	var dir, site, output string
+	var st storeFlags
+	var site, output string
 	cmd := &cobra.Command{
 		Use:   "history IMAGE --site SITE",
 		Short: "An image's promotions and rollbacks at a site",
@@ -262,7 +437,11 @@ func newHistoryCmd(env []string) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			h, err := store.NewDir(storeDir(dir, env)).History(cmd.Context(), site, args[0])
+			s, err := st.open(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			h, err := s.History(cmd.Context(), site, args[0])
 			if err != nil {
 				return err
 			}
@@ -288,7 +467,7 @@ func newHistoryCmd(env []string) *cobra.Command {
 			return nil
 		},
 	}
-	registerStoreFlag(cmd, &dir)
+	st.register(cmd)
 	cmd.Flags().StringVar(&site, "site", "", "the site")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("site")

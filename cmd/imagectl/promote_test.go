@@ -258,3 +258,89 @@ curl -fsS -X PATCH \
 		t.Fatalf("json: exit %d %v\n%s%s", code, err, out, errs)
 	}
 }
+
+// rolloutSites writes a sites file of three simulated sites and the group
+// "all"; site c's key is in $C_KEY, which the caller may leave unset.
+func rolloutSites(t *testing.T) (sims map[string]*maassim.Server, sites string, env []string) {
+	t.Helper()
+	sims = map[string]*maassim.Server{}
+	var src strings.Builder
+	for _, n := range []string{"a", "b", "c"} {
+		sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
+		t.Cleanup(sim.Close)
+		sims[n] = sim
+		fmt.Fprintf(&src, "site %q {\n  maas_url    = %q\n  api_key_env = \"%s_KEY\"\n}\n", n, sim.URL, strings.ToUpper(n))
+		if n != "c" {
+			env = append(env, strings.ToUpper(n)+"_KEY="+sim.AdminKey)
+		}
+	}
+	src.WriteString("group \"all\" {\n  sites = [\"a\", \"b\", \"c\"]\n}\n")
+	sites = filepath.Join(t.TempDir(), "sites.hcl")
+	if err := os.WriteFile(sites, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sims, sites, env
+}
+
+func TestPromoteRollout(t *testing.T) {
+	sims, sites, env := rolloutSites(t)
+	dir, pub := stored(t, "1.0.0")
+	env = append(env, "IMAGECTL_STORE="+dir, "IMAGECTL_SITES="+sites, "USER=alice")
+
+	// Site c's key is missing: it fails, a and b go through.
+	out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "all", "--canary", "a", "--parallel", "2", "--key", pub)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errs)
+	}
+	for _, re := range []string{`(?m)^SITE +RESULT +VERSION +PREVIOUS +DETAIL$`, `(?m)^a +ok +1\.0\.0 +- +uploaded as demo-1-0-0.*canary checked$`,
+		`(?m)^b +ok +1\.0\.0 +- +uploaded as demo-1-0-0`, `(?m)^c +failed +- +- +.*C_KEY`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("table lacks %s:\n%s", re, out)
+		}
+	}
+	if strings.Index(out, "\na ") > strings.Index(out, "\nb ") {
+		t.Errorf("the canary is not first:\n%s", out)
+	}
+	if !strings.Contains(errs, "1 of 3 sites do not run demo 1.0.0") || !regexp.MustCompile(`(?m)^b: `).MatchString(errs) {
+		t.Errorf("stderr:\n%s", errs)
+	}
+
+	// Again with c's key, as JSON: only c is promoted.
+	env = append(env, "C_KEY="+sims["c"].AdminKey)
+	out, errs, code = imagectl(t, env, "promote", "demo", "1.0.0", "--site", "a", "--site", "b,c", "--key", pub, "-o", "json")
+	var rs []release.SiteRollout
+	if err := json.Unmarshal([]byte(out), &rs); err != nil || code != 0 || len(rs) != 3 {
+		t.Fatalf("json: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	for _, r := range rs {
+		want := release.RolloutAlready
+		if r.Site == "c" {
+			want = release.RolloutOK
+		}
+		if r.Result != want || r.Version != "1.0.0" {
+			t.Errorf("%s: %+v, want %s", r.Site, r, want)
+		}
+	}
+	for n, sim := range sims {
+		if c := sim.Count(maassim.OpCreate); c != 1 {
+			t.Errorf("site %s: %d creates", n, c)
+		}
+		h, _ := store.NewDir(dir).History(context.Background(), n, "demo")
+		if len(h) != 1 {
+			t.Errorf("site %s: history %+v", n, h)
+		}
+	}
+
+	// A canary that fails stops the rollout.
+	out, _, code = imagectl(t, append(env, "B_KEY="), "promote", "demo", "1.0.0", "--site", "all", "--canary", "b", "--key", pub)
+	if code != 1 || !regexp.MustCompile(`(?m)^b +failed`).MatchString(out) || !regexp.MustCompile(`(?m)^a +skipped +1\.0\.0 +1\.0\.0 +canary failed$`).MatchString(out) {
+		t.Errorf("failed canary: exit %d\n%s", code, out)
+	}
+	// Unknown names and groups are refused before anything is sent.
+	if _, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "a", "--site", "nowhere", "--key", pub); code != 1 || !strings.Contains(errs, `no site "nowhere"`) {
+		t.Errorf("unknown site: exit %d\n%s", code, errs)
+	}
+	if _, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "all", "--canary", "all", "--key", pub); code != 1 || !strings.Contains(errs, "is a group") {
+		t.Errorf("group canary: exit %d\n%s", code, errs)
+	}
+}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 )
@@ -160,12 +159,6 @@ signature or manifest. No transparency log is consulted.`,
 // loadSigner decrypts a private key with $COSIGN_PASSWORD (unset: none).
 func loadSigner(keyPath string, env []string) (*signing.Signer, error) {
 	return signing.LoadPrivateKeyFileEnv(keyPath, func(k string) (string, bool) { return envValue(env, k) })
-}
-
-// buildSignKey is the key a build signs with: --sign-key, else the
-// recipe's sign_key; "" for none.
-func buildSignKey(flag string, plan *builder.Plan, recipePath string) string {
-	return signing.BuildKeyPath(flag, plan.Artifacts.SignKey, recipePath)
 }
 
 // buildSigner is the build's signing hook: the outputs are signed before

@@ -10,17 +10,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/smoke"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
 func newSmokeCmd(env []string) *cobra.Command {
 	var (
 		opts     smoke.Options
+		sf       storeFlags
 		output   string
 		baseline string
 	)
 	cmd := &cobra.Command{
-		Use:   "smoke ARTIFACT.tgz",
+		Use:   "smoke (ARTIFACT.tgz | IMAGE VERSION)",
 		Short: "Deploy a tgz the way MAAS/curtin does, boot it under UEFI and run its validation",
 		Long: `Smoke proves on the build machine that an artifact deploys, boots and passes
 its own validation, before anyone uploads it.
@@ -48,12 +52,17 @@ log is kept beside the tgz (<name>-<version>.smoke.log), and beside it the
 boot timeline (<name>-<version>.smoke-timeline.json): when each milestone of
 the first boot came, in seconds since QEMU started, from the console and the
 guest's systemd. --baseline compares it with an earlier run's. The scratch
-disk and QEMU are removed on every path, Ctrl-C included.`,
+disk and QEMU are removed on every path, Ctrl-C included.
+
+Given IMAGE VERSION it smoke-tests that version from the store (--store),
+fetching its tgz from a registry into the local cache, verified, when it is
+remote; the console log and timeline then go to the current directory.`,
 		Example: `  imagectl smoke artifacts/imagectl-demo-0.1.0.tgz
   imagectl smoke artifacts/x-1.4.0.tgz --timeout 30m --output json
   imagectl smoke artifacts/x-1.5.0.tgz --profile slice --stage converged \
-      --baseline artifacts/x-1.4.0.smoke-timeline.json`,
-		Args: cobra.ExactArgs(1),
+      --baseline artifacts/x-1.4.0.smoke-timeline.json
+  imagectl smoke gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output must be text or json, not %q", output)
@@ -76,7 +85,22 @@ disk and QEMU are removed on every path, Ctrl-C included.`,
 			if output == "json" {
 				opts.Events = progress(out, true, false)
 			}
-			res, err := smoke.Run(cmd.Context(), args[0], opts)
+			tgz := args[0]
+			if len(args) == 2 {
+				if opts.Manifest != "" {
+					return errors.New("--manifest applies to a tgz, not to a version from the store")
+				}
+				v, err := sf.version(cmd.Context(), env, args[0], args[1], true)
+				if err != nil {
+					return err
+				}
+				tgz, opts.Manifest = v.Tarball, v.Manifest
+				if opts.ConsoleLog == "" {
+					// Not beside the tgz: a store's versions are immutable.
+					opts.ConsoleLog = manifest.Stem(manifest.FilesFor(v.Image, v.Version).Tarball) + ".smoke.log"
+				}
+			}
+			res, err := smoke.Run(cmd.Context(), tgz, opts)
 			if res == nil {
 				return err
 			}
@@ -105,6 +129,7 @@ disk and QEMU are removed on every path, Ctrl-C included.`,
 			return err
 		},
 	}
+	sf.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
 	cmd.Flags().StringVar(&opts.ConsoleLog, "console-log", "", "where to keep the serial console (default: <name>-<version>.smoke.log beside the tgz)")
 	cmd.Flags().StringVar(&opts.Timeline, "timeline", "", "where to write the boot timeline JSON (default: <name>-<version>.smoke-timeline.json beside the console log)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,22 +13,66 @@ import (
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
+	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
-// storeDir is --store, else $IMAGECTL_STORE, else ./imagectl-store.
-func storeDir(flag string, env []string) string {
+// storeFlags say where image versions and promotions are kept.
+type storeFlags struct {
+	// store is --store: a directory or oci://REGISTRY/PREFIX.
+	store string
+	// catalog is --catalog: the git remote of the promotion catalog.
+	catalog string
+	// registryCA and plainHTTP are how the registry is reached.
+	registryCA string
+	plainHTTP  bool
+}
+
+func (f *storeFlags) register(cmd *cobra.Command) {
+	f.registerVersions(cmd, "the image store: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+	cmd.Flags().StringVar(&f.catalog, "catalog", "", "the git remote holding the promotion catalog (default: $IMAGECTL_CATALOG, else a directory store's own)")
+}
+
+// registerVersions registers the flags of the version store alone.
+func (f *storeFlags) registerVersions(cmd *cobra.Command, storeHelp string) {
+	cmd.Flags().StringVar(&f.store, "store", "", storeHelp)
+	cmd.Flags().StringVar(&f.registryCA, "registry-ca", "", "a PEM CA bundle the registry's certificate is checked against, besides the system's (default: $IMAGECTL_REGISTRY_CA)")
+	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk to the registry over plain HTTP (loopback registries only)")
+}
+
+// location is --store, else $IMAGECTL_STORE, else ./imagectl-store.
+func (f *storeFlags) location(env []string) string {
+	return flagOrEnv(f.store, env, "IMAGECTL_STORE", store.DefaultDir)
+}
+
+func flagOrEnv(flag string, env []string, name, def string) string {
 	if flag != "" {
 		return flag
 	}
-	if v, ok := envValue(env, "IMAGECTL_STORE"); ok && v != "" {
+	if v, ok := envValue(env, name); ok && v != "" {
 		return v
 	}
-	return store.DefaultDir
+	return def
 }
 
-func registerStoreFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "store", "", "the image store (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+// open opens the store the flags name; signer, when set, signs what is
+// published to a registry.
+func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.Signer) (store.Store, error) {
+	o := storeopen.Options{Store: f.location(env), Catalog: flagOrEnv(f.catalog, env, "IMAGECTL_CATALOG", ""),
+		CAFile: f.registryCA, PlainHTTP: f.plainHTTP, Env: env}
+	if strings.HasPrefix(o.Store, storeopen.Scheme) {
+		// The variable is for registries; a directory store ignores it
+		// (the flag given with one is an error).
+		o.CAFile = flagOrEnv(f.registryCA, env, "IMAGECTL_REGISTRY_CA", "")
+	}
+	if dir, err := defaultCacheDir(env); err == nil {
+		o.CacheDir = dir
+	}
+	if len(signer) > 0 {
+		o.Signer = signer[0]
+	}
+	return storeopen.Open(ctx, o)
 }
 
 func checkOutput(output string) error {
@@ -38,7 +83,8 @@ func checkOutput(output string) error {
 }
 
 func newImagesCmd(env []string) *cobra.Command {
-	var dir, output string
+	var sf storeFlags
+	var output string
 	cmd := &cobra.Command{
 		Use:   "images",
 		Short: "List the images and versions in the store",
@@ -47,7 +93,11 @@ func newImagesCmd(env []string) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			imgs, err := store.NewDir(storeDir(dir, env)).Images(cmd.Context())
+			st, err := sf.open(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			imgs, err := st.Images(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -64,7 +114,7 @@ func newImagesCmd(env []string) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	registerStoreFlag(cmd, &dir)
+	sf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
@@ -77,7 +127,8 @@ func yesNo(b bool) string {
 }
 
 func newShowCmd(env []string) *cobra.Command {
-	var dir, output string
+	var sf storeFlags
+	var output string
 	cmd := &cobra.Command{
 		Use:   "show IMAGE VERSION",
 		Short: "Show one image version in the store: files, hashes, MAAS target, lineage",
@@ -86,7 +137,11 @@ func newShowCmd(env []string) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			v, err := store.NewDir(storeDir(dir, env)).Version(cmd.Context(), args[0], args[1])
+			st, err := sf.open(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			v, err := st.Version(cmd.Context(), args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -101,7 +156,7 @@ func newShowCmd(env []string) *cobra.Command {
 			return showText(cmd.OutOrStdout(), v, m)
 		},
 	}
-	registerStoreFlag(cmd, &dir)
+	sf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
@@ -146,23 +201,26 @@ type storeBuild struct {
 // *version to the store's next one for the image (date and sequence).
 // Without --output-dir the build writes into a staging directory inside
 // the store, and publishing renames its files.
-func newStoreBuild(ctx context.Context, flag, outputDir string, dryRun bool, env []string, r *recipes.Recipe, version *string) (*storeBuild, error) {
-	if v, _ := envValue(env, "IMAGECTL_STORE"); flag == "" && v == "" {
+func newStoreBuild(ctx context.Context, sf *storeFlags, outputDir string, dryRun bool, env []string, r *recipes.Recipe, version *string, signer *signing.Signer) (*storeBuild, error) {
+	if v, _ := envValue(env, "IMAGECTL_STORE"); sf.store == "" && v == "" {
 		return nil, nil
 	}
-	st := store.NewDir(storeDir(flag, env))
+	st, err := sf.open(ctx, env, signer)
+	if err != nil {
+		return nil, err
+	}
 	ver := *version
 	if ver == "" {
 		ver = r.Image.Version
 	}
-	b, err := st.StartBuild(ctx, store.BuildOptions{Image: r.Image.Name, Version: ver, DryRun: dryRun, Stage: outputDir == ""})
+	b, err := store.StartBuild(ctx, st, store.BuildOptions{Image: r.Image.Name, Version: ver, DryRun: dryRun, Stage: outputDir == ""})
 	if err != nil {
 		return nil, err
 	}
 	if b.Generated {
 		*version = b.Version
 	}
-	return &storeBuild{b: b, root: st.Root}, nil
+	return &storeBuild{b: b, root: st.Location()}, nil
 }
 
 func (sb *storeBuild) close() {
@@ -209,4 +267,87 @@ func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []s
 	}
 	fmt.Fprintf(log, "published %s %s in the store %s\n", v.Image, v.Version, sb.root)
 	return out, nil
+}
+
+// version looks IMAGE VERSION up in the store; with tarball, its tgz is made
+// a local file too (fetched, verified, into the cache from a registry).
+func (f *storeFlags) version(ctx context.Context, env []string, image, version string, tarball bool) (*store.Version, error) {
+	st, err := f.open(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	v, err := st.Version(ctx, image, version)
+	if err != nil {
+		return nil, err
+	}
+	if tarball {
+		if _, err := v.LocalTarball(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+func newPublishCmd(env []string) *cobra.Command {
+	var (
+		sf                   storeFlags
+		manifestPath, script string
+		signKey, output      string
+	)
+	cmd := &cobra.Command{
+		Use:   "publish ARTIFACT.tgz",
+		Short: "Publish a built tgz, its manifest, validation script and signatures into a store",
+		Long: `Publish puts an artifact built elsewhere (or with --output-dir) into an image
+store as the version its manifest names, immutable: the same bytes again is a
+no-op, other bytes under that version are refused. The signatures beside the
+tgz and the manifest (.sig, .sigstore.json) go with them. Into a registry
+store (oci://REGISTRY/PREFIX) it pushes one OCI manifest per version, and
+with --sign-key signs it in cosign's format, so that
+cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
+		Example: `  imagectl publish artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --store oci://registry.example.com/imagectl --sign-key cosign.key
+  imagectl publish out/x-20261123.1.tgz --store /srv/imagectl-store`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			var signer *signing.Signer
+			if signKey != "" {
+				var err error
+				if signer, err = loadSigner(signKey, env); err != nil {
+					return err
+				}
+			}
+			st, err := sf.open(cmd.Context(), env, signer)
+			if err != nil {
+				return err
+			}
+			if manifestPath == "" {
+				manifestPath = manifest.FilesBeside(args[0]).Manifest
+			}
+			v, err := st.Publish(cmd.Context(), store.Artifact{Tarball: args[0], Manifest: manifestPath, ValidationScript: script}, store.PublishOptions{})
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
+			verb := "published"
+			if v.Existed {
+				verb = "already published (same content)"
+			}
+			where := st.Location()
+			if v.Ref != "" {
+				where = v.Ref
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s: %s\n  sha256 %s, %d bytes, signed: %s\n", verb, v.Image, v.Version, where, v.SHA256, v.Size, yesNo(v.Signed()))
+			return nil
+		},
+	}
+	sf.registerVersions(cmd, "the image store to publish into: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
+	cmd.Flags().StringVar(&script, "validation-script", "", "the validation script (default: the -validate.sh beside the tgz, when there is one)")
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the registry's OCI manifest with this cosign private key (password from $COSIGN_PASSWORD)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
 }

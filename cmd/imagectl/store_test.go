@@ -86,7 +86,7 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 	r.Image.Version = ""
 	env := []string{"IMAGECTL_STORE=" + dir}
 	version := ""
-	sb, err := newStoreBuild(context.Background(), "", "", false, env, r, &version)
+	sb, err := newStoreBuild(context.Background(), &storeFlags{}, "", false, env, r, &version, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,17 +128,17 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 		t.Errorf("staging keeps %d files", len(e))
 	}
 	next := ""
-	if _, err := newStoreBuild(context.Background(), dir, "", true, nil, r, &next); err != nil || next != today+".2" {
+	if _, err := newStoreBuild(context.Background(), &storeFlags{store: dir}, "", true, nil, r, &next, nil); err != nil || next != today+".2" {
 		t.Errorf("next version %q %v", next, err)
 	}
 	// A version already in the store is refused before anything is built.
 	again := version
-	if _, err := newStoreBuild(context.Background(), dir, "", false, nil, r, &again); err == nil || !strings.Contains(err.Error(), "already in the store") {
+	if _, err := newStoreBuild(context.Background(), &storeFlags{store: dir}, "", false, nil, r, &again, nil); err == nil || !strings.Contains(err.Error(), "already in the store") {
 		t.Errorf("building a stored version again: %v", err)
 	}
 	// Without a store, nothing changes.
 	v := ""
-	if sb, err := newStoreBuild(context.Background(), "", "", false, nil, r, &v); sb != nil || err != nil || v != "" || sb.outputDir("x") != "x" {
+	if sb, err := newStoreBuild(context.Background(), &storeFlags{store: ""}, "", false, nil, r, &v, nil); sb != nil || err != nil || v != "" || sb.outputDir("x") != "x" {
 		t.Errorf("no store: %+v %v %q", sb, err, v)
 	}
 }

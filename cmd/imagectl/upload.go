@@ -13,7 +13,6 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/signing"
-	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload"
 )
@@ -23,7 +22,7 @@ func newUploadCmd(env []string) *cobra.Command {
 		sf                                    siteFlags
 		vf                                    verifyFlags
 		manifestPath, name, baseImage, output string
-		dir                                   string
+		st                                    storeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "upload (IMAGE VERSION | ARTIFACT.tgz) --site SITE",
@@ -72,7 +71,11 @@ json prints one JSON event per line on stdout.`,
 				if manifestPath != "" || name != "" {
 					return errors.New("--manifest and --name apply to a tgz, not to a version from the store")
 				}
-				r, err := release.Upload(cmd.Context(), args[0], args[1], release.Options{Store: store.NewDir(storeDir(dir, env)), Site: s, Env: env,
+				vs, err := st.open(cmd.Context(), env)
+				if err != nil {
+					return err
+				}
+				r, err := release.Upload(cmd.Context(), args[0], args[1], release.Options{Store: vs, Site: s, Env: env,
 					Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events})
 				if err != nil {
 					return err
@@ -104,7 +107,7 @@ json prints one JSON event per line on stdout.`,
 	}
 	sf.register(cmd)
 	vf.register(cmd)
-	registerStoreFlag(cmd, &dir)
+	st.register(cmd)
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest of a tgz (default: the .manifest.json beside it)")
 	cmd.Flags().StringVar(&name, "name", "", "the MAAS name to version (default: the manifest's maas.name, else custom/<image name>)")
 	cmd.Flags().StringVar(&baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (default: the manifest's maas.base_image)")
@@ -128,16 +131,65 @@ func verifyWith(ctx context.Context, v *signing.Verifier, tgz, manifest string) 
 // siteFlags choose a site of the sites file.
 type siteFlags struct {
 	site, sitesFile string
+	// sites are the values of a repeatable --site (promote's rollout).
+	sites []string
+	multi bool
+	// loaded is the sites file once read (its diagnostics printed once).
+	loaded     *upload.Sites
+	loadedPath string
 }
 
 func (f *siteFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.site, "site", "", "the MAAS site (a site block of the sites file)")
+	if f.multi {
+		cmd.Flags().StringArrayVar(&f.sites, "site", nil, "a MAAS site (a site block of the sites file) or a group of sites (a group block); repeat it for several")
+	} else {
+		cmd.Flags().StringVar(&f.site, "site", "", "the MAAS site (a site block of the sites file)")
+	}
 	cmd.Flags().StringVar(&f.sitesFile, "sites", "", "the sites file (default: $IMAGECTL_SITES, else ./sites.hcl)")
 	_ = cmd.MarkFlagRequired("site")
 }
 
 // load reads the sites file, printing its diagnostics, and returns the site.
 func (f *siteFlags) load(cmd *cobra.Command, env []string) (*upload.Site, error) {
+	ss, path, err := f.file(cmd, env)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ss.Site(f.site)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// loadAll reads the sites file and returns the sites that names (sites
+// and groups, comma-separated or repeated) stand for.
+func (f *siteFlags) loadAll(cmd *cobra.Command, env []string, names []string) ([]*upload.Site, error) {
+	ss, path, err := f.file(cmd, env)
+	if err != nil {
+		return nil, err
+	}
+	out, err := ss.Resolve(names)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// isGroup reports whether name is a group of the sites file.
+func (f *siteFlags) isGroup(cmd *cobra.Command, env []string, name string) (bool, error) {
+	ss, _, err := f.file(cmd, env)
+	if err != nil {
+		return false, err
+	}
+	return ss.Group(name) != nil, nil
+}
+
+// file reads the sites file, printing its diagnostics.
+func (f *siteFlags) file(cmd *cobra.Command, env []string) (*upload.Sites, string, error) {
+	if f.loaded != nil {
+		return f.loaded, f.loadedPath, nil
+	}
 	path := f.sitesFile
 	if path == "" {
 		path = "sites.hcl"
@@ -148,17 +200,14 @@ func (f *siteFlags) load(cmd *cobra.Command, env []string) (*upload.Site, error)
 	ss, diags := upload.LoadSites(path)
 	if len(diags) > 0 {
 		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	if diags.HasErrors() {
-		return nil, exitError{1}
+		return nil, "", exitError{1}
 	}
-	s, err := ss.Site(f.site)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
+	f.loaded, f.loadedPath = ss, path
+	return ss, path, nil
 }
 
 // verifyFlags choose the key artifacts are verified with before they reach

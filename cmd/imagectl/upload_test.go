@@ -127,8 +127,11 @@ func TestUploadCommandRefuses(t *testing.T) {
 		{name: "unsigned", args: []string{"--sites", sites, "--key", "-"}, want: "is not signed"},
 		{name: "no sites file", args: []string{"--sites", "/nonexistent/sites.hcl"}, want: "Cannot read sites file"},
 		{name: "tampered", setup: func() {
-			f, _ := os.OpenFile(tgz, os.O_WRONLY, 0)
-			f.WriteAt([]byte{0}, 4<<20)
+			// Flip a byte: a fixed one matched the random content one run in 256.
+			f, _ := os.OpenFile(tgz, os.O_RDWR, 0)
+			b := []byte{0}
+			f.ReadAt(b, 4<<20)
+			f.WriteAt([]byte{b[0] ^ 0xff}, 4<<20)
 			f.Close()
 		}, args: []string{"--sites", sites}, want: "its manifest says"},
 	} {
