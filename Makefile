@@ -7,6 +7,7 @@
 #   make demo        builds examples/demo.hcl into a tgz, manifest and validation script
 #   make base-image  the Debian test base image (built once per machine, cached by content)
 #   make cosign      the real cosign CLI for the signing interop tests (built once per version)
+#   make syft        syft, the independent SBOM tool the SBOM is compared with (built once per version)
 
 SHELL := /bin/bash
 GO ?= go
@@ -45,7 +46,15 @@ COSIGN := $(TOOLS_CACHE)/cosign-$(COSIGN_VERSION)/cosign
 export IMAGECTL_COSIGN := $(if $(wildcard $(COSIGN)),$(COSIGN))
 test bench: export IMAGECTL_COSIGN := $(COSIGN)
 
-.PHONY: all build deps guestfs-binding unit test lint fuzz bench demo base-image cosign clean
+# syft (anchore/syft), an SBOM tool independent of imagectl's: the tests
+# compare the packages of imagectl's SBOM with what syft finds in the same
+# tree extracted from a built tgz. Built like cosign, static (no cgo).
+SYFT_VERSION := v1.57.0
+SYFT := $(TOOLS_CACHE)/syft-$(SYFT_VERSION)/syft
+export IMAGECTL_SYFT := $(if $(wildcard $(SYFT)),$(SYFT))
+test: export IMAGECTL_SYFT := $(SYFT)
+
+.PHONY: all build deps guestfs-binding unit test lint fuzz bench demo base-image cosign syft clean
 
 all: build
 
@@ -103,6 +112,14 @@ $(COSIGN):
 	mv $(@D).tmp/cosign $@
 	rmdir $(@D).tmp
 
+syft: $(SYFT)
+$(SYFT):
+	@mkdir -p $(@D).tmp
+	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install -ldflags '-s -w -X main.version=$(SYFT_VERSION)' github.com/anchore/syft/cmd/syft@$(SYFT_VERSION)
+	@mkdir -p $(@D)
+	mv $(@D).tmp/syft $@
+	rmdir $(@D).tmp
+
 # The tagged build's tests, all of them; the race detector over the tests
 # that need no appliance (-short skips the ones that build or boot an image);
 # the CGO-free build's own tests (without libguestfs: -short, as the image
@@ -112,7 +129,7 @@ $(COSIGN):
 # last in go test's order: it runs beside the others from the start, each
 # side one package at a time (two cores, both QEMU-bound), and make fails if
 # either side does.
-test: lint base-image cosign
+test: lint base-image cosign syft
 	@$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./smoke & smoke=$$!; \
 	$(GO) test -count=1 -tags $(TAGS) -timeout 60m -p 1 $$($(GO) list ./... | grep -v '/smoke$$'); rest=$$?; \
 	wait $$smoke; smoke=$$?; \

@@ -15,6 +15,9 @@ require (
 	// (they ignore holes, see docs/host-side-packing.md).
 	github.com/diskfs/go-diskfs v1.9.4
 	github.com/hashicorp/hcl/v2 v2.25.0
+	// The in-toto attestation framework's Go bindings: the statement and SLSA v1
+	// provenance types and their validation (provenance).
+	github.com/in-toto/attestation v1.2.0
 	// gomaasclient's transport: its ServerError carries MAAS's status and body.
 	github.com/juju/gomaasapi/v2 v2.3.0
 	// Parallel gzip for the tgz: curtin reads gzip, not zstd.
@@ -24,6 +27,8 @@ require (
 	// OCI descriptor and manifest types and digests for store/oci (oras-go's own types).
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
+	// Package URLs (pkg:deb/...) for the SBOM's packages, encoded as the purl spec says.
+	github.com/package-url/packageurl-go v0.1.7
 	// cosign's private-key encryption (scrypt + NaCl secretbox), for cosign.key files.
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	// Sigstore bundle types (.sigstore.json); sigstore/signature links them already.
@@ -31,6 +36,8 @@ require (
 	// The signing library cosign uses (ECDSA signer/verifier, PEM keys), without cosign's
 	// ~230-module CLI. v1.11 needs Go 1.27.
 	github.com/sigstore/sigstore v1.10.11
+	// The SPDX project's Go library: the SBOM's SPDX 2.3 document, written and read (sbom).
+	github.com/spdx/tools-golang v0.5.7
 	github.com/spf13/cobra v1.10.2
 	github.com/zclconf/go-cty v1.19.0
 	// protojson: a bundle's JSON form is protobuf's JSON mapping, as cosign writes it.
@@ -53,6 +60,7 @@ require (
 
 require (
 	github.com/anchore/go-lzo v0.1.0 // indirect
+	github.com/anchore/go-struct-converter v0.1.0 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
 	github.com/djherbis/times v1.6.0 // indirect

@@ -54,12 +54,11 @@ type BuildOptions struct {
 	// CacheMaxAge bounds the age of cached layers that install packages or
 	// run commands (default DefaultCacheMaxAge).
 	CacheMaxAge time.Duration
-	// Sign, when set, signs the outputs before they are published: the tgz
-	// by the sha256 and size the packer computed, the manifest by its
-	// bytes. It returns the signature files' contents by path, which are
-	// published with the rest, all or none. Without it, signature files
-	// of an earlier artifact of the same name are removed.
-	Sign func(tarball string, sha256 []byte, size int64, manifestPath string, manifest []byte) (map[string][]byte, error)
+	// Sign, when set, signs the outputs before they are published (see
+	// SignRequest). It returns the signature files' contents by path,
+	// which are published with the rest, all or none. Without it,
+	// signature files of an earlier artifact of the same name are removed.
+	Sign func(SignRequest) (map[string][]byte, error)
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
 	// (tar-out through the appliance), or "auto" (default: host when the
@@ -67,12 +66,29 @@ type BuildOptions struct {
 	Packer string
 }
 
+// SignRequest is what a build asks its signer to sign: the tgz by the
+// sha256 and size the packer computed, the manifest by its bytes, and the
+// in-toto statements (the provenance, the SBOM's) to sign as DSSE
+// attestations of the tgz, by the path of the envelope to write.
+type SignRequest struct {
+	Tarball      string
+	SHA256       []byte
+	Size         int64
+	ManifestPath string
+	Manifest     []byte
+	Attestations map[string][]byte
+}
+
 // Result is what a successful build wrote.
 type Result struct {
 	Tarball          string
 	ManifestPath     string
 	ValidationScript string
-	// Signatures are the signature files published with them, if signed.
+	// SBOM and Provenance are the SPDX document and the in-toto statement
+	// beside the tgz.
+	SBOM, Provenance string
+	// Signatures are the signature files published with them, if signed:
+	// the tgz's and the manifest's, and the DSSE attestations.
 	Signatures []string
 	Manifest   *manifest.Manifest
 }
@@ -229,13 +245,22 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 		rep.Log(fmt.Sprintf("deployability %s: %s: %s (fix: %s)", f.Severity, f.Check, f.Message, f.Fix))
 	}
 
-	// 7. The manifest and the validation script, then publish all three.
-	end = rep.Phase(PhaseManifest, plan.Artifacts.Manifest)
 	m.Build.Finished = time.Now().UTC()
 	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()
 	m.Artifact = &manifest.Artifact{File: plan.Artifacts.Tarball, SHA256: pack.SHA256, Size: pack.Size, Compression: "gzip",
 		CompressionLevel: plan.Artifacts.CompressionLevel, Entries: pack.Entries, Packer: packer}
-	res, err = publish(ctx, m, tgz, outDir, plan.Artifacts, opts.Sign)
+
+	// 7. The SBOM, read from the packed tgz, and the provenance.
+	end = rep.Phase(PhaseDescribe, plan.Artifacts.SBOM+", "+plan.Artifacts.Provenance)
+	docs, err := describe(ctx, plan, m, tgz.Name(), packer)
+	end(err)
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+
+	// 8. The manifest and the validation script, then publish them all.
+	end = rep.Phase(PhaseManifest, plan.Artifacts.Manifest)
+	res, err = publish(ctx, m, tgz, outDir, plan.Artifacts, docs, opts.Sign)
 	end(err)
 	return res, err
 }
@@ -302,8 +327,8 @@ func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *appl
 	return nil
 }
 
-func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, outDir string, a Artifacts,
-	sign func(string, []byte, int64, string, []byte) (map[string][]byte, error)) (*Result, error) {
+func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, outDir string, a Artifacts, docs *documents,
+	sign func(SignRequest) (map[string][]byte, error)) (*Result, error) {
 	mb, err := m.Marshal()
 	if err != nil {
 		return nil, err
@@ -316,6 +341,8 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		Tarball:          filepath.Join(outDir, a.Tarball),
 		ManifestPath:     filepath.Join(outDir, a.Manifest),
 		ValidationScript: filepath.Join(outDir, a.ValidationScript),
+		SBOM:             filepath.Join(outDir, a.SBOM),
+		Provenance:       filepath.Join(outDir, a.Provenance),
 		Manifest:         m,
 	}
 	sigs := map[string][]byte{}
@@ -324,16 +351,28 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		if err != nil {
 			return nil, fmt.Errorf("signing the build: the manifest's artifact sha256: %w", err)
 		}
-		if sigs, err = sign(res.Tarball, sum[:], m.Artifact.Size, res.ManifestPath, mb); err != nil {
+		req := SignRequest{Tarball: res.Tarball, SHA256: sum[:], Size: m.Artifact.Size, ManifestPath: res.ManifestPath, Manifest: mb,
+			Attestations: map[string][]byte{
+				filepath.Join(outDir, a.ProvenanceAttestation): docs.provenance,
+				filepath.Join(outDir, a.SBOMAttestation):       docs.sbomStatement,
+			}}
+		if sigs, err = sign(req); err != nil {
 			return nil, fmt.Errorf("signing the build: %w", err)
 		}
 	}
-	// The script, the signatures, the tgz, then the manifest, published in
-	// that order, all or none: a manifest under its final name always
-	// describes a complete, signed tgz beside it.
+	// The script, the SBOM and provenance, the signatures, the tgz, then
+	// the manifest, published in that order, all or none: a manifest
+	// under its final name always describes a complete, signed tgz beside
+	// it.
 	var set atomicfile.Set
 	defer set.Abort()
 	if err := set.WriteFile(res.ValidationScript, script, 0o755); err != nil {
+		return nil, err
+	}
+	if err := set.WriteFile(res.SBOM, docs.sbom, 0o644); err != nil {
+		return nil, err
+	}
+	if err := set.WriteFile(res.Provenance, docs.provenance, 0o644); err != nil {
 		return nil, err
 	}
 	names := slices.Sorted(maps.Keys(sigs))
@@ -351,7 +390,7 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		return nil, err
 	}
 	// Signatures of an earlier artifact of the same name would not match.
-	for _, name := range []string{a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle} {
+	for _, name := range []string{a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle, a.ProvenanceAttestation, a.SBOMAttestation} {
 		if p := filepath.Join(outDir, name); sigs[p] == nil {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("removing the signature of an earlier build: %w", err)

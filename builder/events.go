@@ -10,5 +10,6 @@ const (
 	PhaseSnapshot   = "snapshot"
 	PhasePack       = "pack"
 	PhaseCheck      = "check"
+	PhaseDescribe   = "sbom-provenance"
 	PhaseManifest   = "manifest"
 )

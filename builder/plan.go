@@ -164,8 +164,14 @@ type Artifacts struct {
 	ManifestSignature      string `json:"manifest_signature"`
 	ManifestSigstoreBundle string `json:"manifest_sigstore_bundle"`
 	ValidationScript       string `json:"validation_script"`
-	CompressionLevel       int    `json:"compression_level"`
-	SignKey                string `json:"sign_key,omitempty"`
+	// SBOM and Provenance describe the tgz; with a key, each is signed
+	// for it as a DSSE attestation.
+	SBOM                  string `json:"sbom"`
+	SBOMAttestation       string `json:"sbom_attestation"`
+	Provenance            string `json:"provenance"`
+	ProvenanceAttestation string `json:"provenance_attestation"`
+	CompressionLevel      int    `json:"compression_level"`
+	SignKey               string `json:"sign_key,omitempty"`
 }
 
 // MAASTarget is the boot resource the image becomes.
@@ -287,6 +293,10 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		ManifestSignature:      files.ManifestSignature,
 		ManifestSigstoreBundle: files.ManifestBundle,
 		ValidationScript:       files.ValidationScript,
+		SBOM:                   files.SBOM,
+		SBOMAttestation:        files.SBOMAttestation,
+		Provenance:             files.Provenance,
+		ProvenanceAttestation:  files.ProvenanceAttestation,
 		CompressionLevel:       img.Artifact.CompressionLevel,
 		SignKey:                img.Artifact.SignKey,
 	}

@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/provenance"
+	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/signing"
 )
 
@@ -31,14 +34,16 @@ func TestPublishSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arts := Artifacts{Tarball: "demo-1.tgz", Manifest: "demo-1.manifest.json", ValidationScript: "demo-1-validate.sh",
-		Signature: "demo-1.tgz.sig", SigstoreBundle: "demo-1.tgz.sigstore.json",
-		ManifestSignature: "demo-1.manifest.json.sig", ManifestSigstoreBundle: "demo-1.manifest.json.sigstore.json"}
-	hook := func(tarball string, sum []byte, size int64, manifestPath string, m []byte) (map[string][]byte, error) {
-		_, files, err := signer.SignBuilt(tarball, sum, size, manifestPath, m)
+	f := manifest.FilesFor("demo", "1")
+	arts := Artifacts{Tarball: f.Tarball, Manifest: f.Manifest, ValidationScript: f.ValidationScript,
+		Signature: f.TarballSignature, SigstoreBundle: f.TarballBundle,
+		ManifestSignature: f.ManifestSignature, ManifestSigstoreBundle: f.ManifestBundle,
+		SBOM: f.SBOM, SBOMAttestation: f.SBOMAttestation, Provenance: f.Provenance, ProvenanceAttestation: f.ProvenanceAttestation}
+	hook := func(r SignRequest) (map[string][]byte, error) {
+		_, files, err := signer.SignBuilt(context.Background(), r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
 	}
-	publishOnce := func(t *testing.T, dir string, sign func(string, []byte, int64, string, []byte) (map[string][]byte, error)) (*Result, error) {
+	publishOnce := func(t *testing.T, dir string, sign func(SignRequest) (map[string][]byte, error)) (*Result, error) {
 		t.Helper()
 		tgz, err := atomicfile.Create(filepath.Join(dir, arts.Tarball), 0o644)
 		if err != nil {
@@ -49,7 +54,7 @@ func TestPublishSigned(t *testing.T) {
 		tgz.Write(content)
 		m := &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: manifest.Image{Name: "demo", Version: "1"},
 			Artifact: &manifest.Artifact{File: arts.Tarball, SHA256: digest.Bytes(content).Hex(), Size: int64(len(content))}}
-		return publish(context.Background(), m, tgz, dir, arts, sign)
+		return publish(context.Background(), m, tgz, dir, arts, testDocuments(t, m, arts), sign)
 	}
 	files := func(dir string) []string {
 		entries, _ := os.ReadDir(dir)
@@ -66,7 +71,7 @@ func TestPublishSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Signatures) != 4 || len(files(dir)) != 7 {
+	if len(res.Signatures) != 6 || len(files(dir)) != 11 {
 		t.Fatalf("published %v with signatures %v", files(dir), res.Signatures)
 	}
 	r, err := signing.VerifyArtifact(context.Background(), verifier, res.Tarball, res.ManifestPath)
@@ -79,13 +84,13 @@ func TestPublishSigned(t *testing.T) {
 	if _, err := publishOnce(t, dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := files(dir); len(got) != 3 {
-		t.Errorf("after an unsigned rebuild: %v", got)
+	if got := files(dir); len(got) != 5 {
+		t.Errorf("after an unsigned rebuild: %v (want the tgz, manifest, script, SBOM and provenance)", got)
 	}
 
 	// A signing failure publishes nothing.
 	empty := t.TempDir()
-	_, err = publishOnce(t, empty, func(string, []byte, int64, string, []byte) (map[string][]byte, error) {
+	_, err = publishOnce(t, empty, func(SignRequest) (map[string][]byte, error) {
 		return nil, errors.New("the key is gone")
 	})
 	if err == nil || len(files(empty)) != 0 {
@@ -103,4 +108,32 @@ func TestPublishSigned(t *testing.T) {
 	if got := files(blocked); err == nil || len(got) != 1 || got[0] != arts.Manifest {
 		t.Errorf("failed publish: %v, left %v", err, got)
 	}
+}
+
+// testDocuments makes the SBOM and provenance of a published test
+// artifact, as describe does, recording them in m.
+func testDocuments(t *testing.T, m *manifest.Manifest, arts Artifacts) *documents {
+	t.Helper()
+	at := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	doc, err := sbom.Document(sbom.Image{Name: "demo", Version: "1", Tarball: arts.Tarball, SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"},
+		&sbom.Inventory{OS: sbom.OSRelease{ID: "debian", VersionID: "12"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &documents{}
+	if d.sbom, err = sbom.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	subject := provenance.Resource{Name: arts.Tarball, SHA256: m.Artifact.SHA256}
+	if d.sbomStatement, err = provenance.SBOMStatement(subject, d.sbom); err != nil {
+		t.Fatal(err)
+	}
+	if d.provenance, err = provenance.Statement(provenance.Build{Subject: subject, ImagectlVersion: "test", Host: "h",
+		Recipe: provenance.Resource{Name: "demo.hcl", SHA256: m.Artifact.SHA256}, Version: "1",
+		Base: provenance.Resource{URI: "file:///base.qcow2", SHA256: m.Artifact.SHA256}, Started: at, Finished: at}); err != nil {
+		t.Fatal(err)
+	}
+	m.SBOM = &manifest.Document{File: arts.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
+	m.Provenance = &manifest.Document{File: arts.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
+	return d
 }

@@ -28,6 +28,13 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 
 // redacted writes b with the values of sensitive variables replaced.
 func (p *Plan) redacted(w io.Writer, b []byte) error {
+	_, err := w.Write(p.redact(b))
+	return err
+}
+
+// redact replaces the values of sensitive variables in b, as they are and
+// as JSON writes them.
+func (p *Plan) redact(b []byte) []byte {
 	for _, s := range p.secrets {
 		b = bytes.ReplaceAll(b, []byte(s), []byte("(sensitive)"))
 		if q, err := json.Marshal(s); err == nil {
@@ -35,8 +42,7 @@ func (p *Plan) redacted(w io.Writer, b []byte) error {
 			b = bytes.ReplaceAll(b, inner, []byte("(sensitive)"))
 		}
 	}
-	_, err := w.Write(b)
-	return err
+	return b
 }
 
 // WriteText writes the plan for a person to read before a build.
@@ -142,9 +148,12 @@ func (p *Plan) writeText(w io.Writer) error {
 	pf("  %s  (gzip level %d)\n", a.Tarball, a.CompressionLevel)
 	pf("  %s\n", a.Manifest)
 	pf("  %s\n", a.ValidationScript)
+	pf("  %s  (SBOM, SPDX 2.3)\n", a.SBOM)
+	pf("  %s  (SLSA v1 provenance)\n", a.Provenance)
 	if a.SignKey != "" {
 		pf("  signing: key %s\n", a.SignKey)
 		pf("    %s, %s\n    %s, %s\n", a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle)
+		pf("    %s, %s  (attestations)\n", a.ProvenanceAttestation, a.SBOMAttestation)
 	} else {
 		pf("  signing: none (no sign_key or --sign-key)\n")
 	}

@@ -84,7 +84,7 @@ func Compare(a, b *Manifest) *Diff {
 	field(&d.Base, "sha256", a.Base.SHA256, b.Base.SHA256)
 	field(&d.Base, "size", fmt.Sprint(a.Base.Size), fmt.Sprint(b.Base.Size))
 
-	d.Packages = comparePackages(a.Packages, b.Packages)
+	d.Packages = ComparePackages(a.Packages, b.Packages)
 	d.KernelArgs = compareLists(a.KernelArgs, b.KernelArgs)
 	d.Services = compareLists(a.Services.Enabled, b.Services.Enabled)
 
@@ -119,18 +119,21 @@ func Compare(a, b *Manifest) *Diff {
 		field(&d.Artifact, "sha256", a.Artifact.SHA256, b.Artifact.SHA256)
 	}
 
-	d.Equal = len(d.Base) == 0 && d.Packages.empty() && d.KernelArgs.empty() && d.Services.empty() &&
+	d.Equal = len(d.Base) == 0 && d.Packages.Empty() && d.KernelArgs.empty() && d.Services.empty() &&
 		len(d.Layers) == 0 && len(d.Files) == 0 && len(d.Bundles) == 0 && len(d.Netdata) == 0 && len(d.Artifact) == 0
 	return d
 }
 
-func (p PackageChanges) empty() bool {
+// Empty says whether nothing changed.
+func (p PackageChanges) Empty() bool {
 	return len(p.Added)+len(p.Removed)+len(p.Upgraded)+len(p.Downgraded) == 0
 }
 
 func (l ListChanges) empty() bool { return len(l.Added)+len(l.Removed) == 0 }
 
-func comparePackages(a, b []Package) PackageChanges {
+// ComparePackages is the package changes from a to b, by name and
+// architecture, versions ordered as dpkg orders them.
+func ComparePackages(a, b []Package) PackageChanges {
 	pc := PackageChanges{Added: []Package{}, Removed: []Package{}, Upgraded: []PackageVersion{}, Downgraded: []PackageVersion{}}
 	index := func(ps []Package) map[string]Package {
 		m := map[string]Package{}

@@ -18,6 +18,14 @@ const (
 	// console log and boot timeline.
 	SmokeLogExt      = ".smoke.log"
 	SmokeTimelineExt = ".smoke-timeline.json"
+	// SBOMExt is the image's SPDX 2.3 JSON SBOM; ProvenanceExt its
+	// in-toto statement with a SLSA v1 provenance predicate.
+	SBOMExt       = ".spdx.json"
+	ProvenanceExt = ".provenance.json"
+	// AttestationExt replaces a statement's or document's .json: the DSSE
+	// envelope, in cosign's attestation format, that signs it for the tgz
+	// (x-1.0.provenance.dsse.json, x-1.0.spdx.dsse.json).
+	AttestationExt = ".dsse.json"
 )
 
 // Files are the paths of one build's files.
@@ -29,6 +37,9 @@ type Files struct {
 	TarballSignature, TarballBundle   string
 	ManifestSignature, ManifestBundle string
 	SmokeLog, SmokeTimeline           string
+	// SBOM and Provenance, and the signed attestations of each.
+	SBOM, SBOMAttestation             string
+	Provenance, ProvenanceAttestation string
 }
 
 // FilesFor names the files of image name at version, without a directory.
@@ -51,6 +62,12 @@ func Stem(tgz string) string {
 	return strings.TrimSuffix(tgz, ".tar.gz")
 }
 
+// Attestation is the DSSE envelope beside a statement or document that
+// attests it for the tgz: its .json replaced by .dsse.json.
+func Attestation(file string) string {
+	return strings.TrimSuffix(file, ".json") + AttestationExt
+}
+
 // Signatures are the signature and the Sigstore bundle beside a signed
 // file.
 func Signatures(file string) (signature, bundle string) {
@@ -64,7 +81,10 @@ func filesOf(stem, tgz string) Files {
 		ValidationScript: stem + ValidationScriptExt,
 		SmokeLog:         stem + SmokeLogExt,
 		SmokeTimeline:    stem + SmokeTimelineExt,
+		SBOM:             stem + SBOMExt,
+		Provenance:       stem + ProvenanceExt,
 	}
+	f.SBOMAttestation, f.ProvenanceAttestation = Attestation(f.SBOM), Attestation(f.Provenance)
 	f.TarballSignature, f.TarballBundle = Signatures(f.Tarball)
 	f.ManifestSignature, f.ManifestBundle = Signatures(f.Manifest)
 	return f

@@ -8,6 +8,8 @@ func TestFiles(t *testing.T) {
 		TarballSignature: "x-1.0.tgz.sig", TarballBundle: "x-1.0.tgz.sigstore.json",
 		ManifestSignature: "x-1.0.manifest.json.sig", ManifestBundle: "x-1.0.manifest.json.sigstore.json",
 		SmokeLog: "x-1.0.smoke.log", SmokeTimeline: "x-1.0.smoke-timeline.json",
+		SBOM: "x-1.0.spdx.json", SBOMAttestation: "x-1.0.spdx.dsse.json",
+		Provenance: "x-1.0.provenance.json", ProvenanceAttestation: "x-1.0.provenance.dsse.json",
 	}
 	if got := FilesFor("x", "1.0"); got != want {
 		t.Errorf("FilesFor: %+v", got)
@@ -23,5 +25,8 @@ func TestFiles(t *testing.T) {
 	}
 	if sig, bundle := Signatures("d/f.json"); sig != "d/f.json.sig" || bundle != "d/f.json.sigstore.json" {
 		t.Errorf("Signatures: %s %s", sig, bundle)
+	}
+	if a := Attestation("d/x.provenance.json"); a != "d/x.provenance.dsse.json" {
+		t.Errorf("Attestation: %s", a)
 	}
 }

@@ -54,6 +54,21 @@ type Manifest struct {
 	// Artifact is absent in the build marker inside the image, which cannot
 	// contain its own hash.
 	Artifact *Artifact `json:"artifact,omitempty"`
+	// SBOM and Provenance are the documents beside the tgz that describe
+	// it (made from it, so also absent in the build marker): the signed
+	// manifest vouches for them by digest.
+	SBOM       *Document `json:"sbom,omitempty"`
+	Provenance *Document `json:"provenance,omitempty"`
+}
+
+// Document is a file beside the tgz that describes it: an SBOM or a
+// provenance statement.
+type Document struct {
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+	// Format is the document's standard: "SPDX-2.3", or the in-toto
+	// predicate type of a statement.
+	Format string `json:"format"`
 }
 
 // Image names the image.
@@ -374,10 +389,11 @@ func (m *Manifest) Marshal() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Marker is the manifest as the image carries it: without the artifact.
+// Marker is the manifest as the image carries it: without the artifact
+// and the documents made from it.
 func (m *Manifest) Marker() ([]byte, error) {
 	c := *m
-	c.Artifact = nil
+	c.Artifact, c.SBOM, c.Provenance = nil, nil, nil
 	return c.Marshal()
 }
 

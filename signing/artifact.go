@@ -5,28 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 
+	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-// SignedArtifact is a signed tgz and manifest.
+// SignedArtifact is a signed tgz and manifest, and the attestations
+// signed for the tgz.
 type SignedArtifact struct {
 	Tarball  *Signature `json:"tarball"`
 	Manifest *Signature `json:"manifest"`
+	// Attestations are the DSSE envelopes' paths.
+	Attestations []string `json:"attestations,omitempty"`
+	envelopes    map[string][]byte
 }
 
-// Files are the four signature files, in the order they were written.
+// Files are the signature files and attestations, in the order they were
+// written.
 func (a *SignedArtifact) Files() []string {
-	return []string{a.Tarball.SignaturePath, a.Tarball.BundlePath, a.Manifest.SignaturePath, a.Manifest.BundlePath}
+	return append([]string{a.Tarball.SignaturePath, a.Tarball.BundlePath, a.Manifest.SignaturePath, a.Manifest.BundlePath}, a.Attestations...)
 }
 
 // SignArtifact signs a tgz and the manifest that describes it, writing a
-// .sig and a .sigstore.json beside each (all four or none). It refuses to
-// sign a manifest whose artifact sha256 or size is not the tgz's: the two
-// are signed to verify together.
-func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string) (*SignedArtifact, error) {
+// .sig and a .sigstore.json beside each, and the in-toto statements
+// about the tgz (by the path of the envelope to write, see
+// provenance.Statements) as DSSE attestations: all of them or none. It
+// refuses to sign a manifest whose artifact sha256 or size is not the
+// tgz's: the two are signed to verify together.
+func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string, statements map[string][]byte) (*SignedArtifact, error) {
 	m, err := manifest.Read(manifestPath)
 	if err != nil {
 		return nil, fmt.Errorf("signing %s: %w", tarball, err)
@@ -49,21 +61,53 @@ func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string) 
 	if a.Manifest, err = s.SignDigest(manifestPath, md); err != nil {
 		return nil, err
 	}
+	if a.envelopes, err = s.Attest(ctx, td.Hex(), statements); err != nil {
+		return nil, err
+	}
+	a.Attestations = slices.Sorted(maps.Keys(a.envelopes))
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := WriteSignatures(a.Tarball, a.Manifest); err != nil {
+	if err := writeSigned(a); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
+// writeSigned writes an artifact's signature files and attestations, all
+// or none.
+func writeSigned(a *SignedArtifact) error {
+	var set atomicfile.Set
+	defer set.Abort()
+	for path, data := range a.files() {
+		if err := set.WriteFile(path, data, 0o644); err != nil {
+			return fmt.Errorf("writing signature: %w", err)
+		}
+	}
+	return set.Commit()
+}
+
+// files are the contents of the signature files and attestations by path.
+func (a *SignedArtifact) files() map[string][]byte {
+	files := maps.Clone(a.envelopes)
+	if files == nil {
+		files = map[string][]byte{}
+	}
+	for _, sig := range []*Signature{a.Tarball, a.Manifest} {
+		files[sig.SignaturePath], files[sig.BundlePath] = sig.sig, sig.bundle
+	}
+	return files
+}
+
 // SignBuilt signs a build's outputs before they are published: the tgz by
 // the digest the packer computed while writing it, the manifest by its
-// bytes. It returns the four signature files' contents by path, for the
-// builder to publish with the rest, so that no artifact is ever under its
-// final name unsigned. The manifest must describe that tgz.
-func (s *Signer) SignBuilt(tarball string, tgzSHA256 []byte, tgzSize int64, manifestPath string, manifestBytes []byte) (*SignedArtifact, map[string][]byte, error) {
+// bytes, and the in-toto statements about the tgz as DSSE attestations
+// (by the path of the envelope to write). It returns the signature
+// files' and attestations' contents by path, for the builder to publish
+// with the rest, so that no artifact is ever under its final name
+// unsigned. The manifest must describe that tgz.
+func (s *Signer) SignBuilt(ctx context.Context, tarball string, tgzSHA256 []byte, tgzSize int64, manifestPath string, manifestBytes []byte,
+	statements map[string][]byte) (*SignedArtifact, map[string][]byte, error) {
 	m, err := manifest.Parse(manifestBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("signing %s: %w", manifestPath, err)
@@ -83,11 +127,11 @@ func (s *Signer) SignBuilt(tarball string, tgzSHA256 []byte, tgzSize int64, mani
 	if a.Manifest, err = s.SignDigest(manifestPath, digest.Bytes(manifestBytes)); err != nil {
 		return nil, nil, err
 	}
-	files := map[string][]byte{}
-	for _, sig := range []*Signature{a.Tarball, a.Manifest} {
-		files[sig.SignaturePath], files[sig.BundlePath] = sig.sig, sig.bundle
+	if a.envelopes, err = s.Attest(ctx, td.Hex(), statements); err != nil {
+		return nil, nil, err
 	}
-	return a, files, nil
+	a.Attestations = slices.Sorted(maps.Keys(a.envelopes))
+	return a, a.files(), nil
 }
 
 // matches says whether the manifest's artifact section describes the tgz.
@@ -179,6 +223,9 @@ func verifyArtifact(ctx context.Context, v *Verifier, tarball string, td digest.
 			c.OK = true
 		}
 		r.Checks = append(r.Checks, c)
+		if err == nil {
+			r.Checks = append(r.Checks, v.verifyDocuments(ctx, m, tarball, td)...)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -187,8 +234,66 @@ func verifyArtifact(ctx context.Context, v *Verifier, tarball string, td digest.
 	return r, nil
 }
 
+// verifyDocuments checks the documents the (verified) manifest records
+// beside the tgz: each is the file the manifest vouches for by digest,
+// and its DSSE attestation verifies under the key for this tgz and
+// carries that document. A manifest of a build before imagectl made them
+// records none.
+func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, tarball string, td digest.Digest) []Check {
+	beside := manifest.FilesBeside(tarball)
+	var out []Check
+	add := func(name, file string, err error) {
+		c := Check{Name: name, File: file, OK: err == nil}
+		if err != nil {
+			c.Error = err.Error()
+		}
+		out = append(out, c)
+	}
+	if d := m.SBOM; d != nil {
+		doc, err := readDocument(beside.SBOM, d)
+		add("sbom", beside.SBOM, err)
+		stmt, err := v.VerifyAttestation(ctx, beside.SBOMAttestation, td.Hex(), SPDXPredicateType)
+		if err == nil && doc != nil {
+			if same, perr := samePredicate(stmt, doc); perr != nil || !same {
+				err = fmt.Errorf("%s attests an SBOM other than %s", beside.SBOMAttestation, beside.SBOM)
+			}
+		}
+		add("sbom attestation", beside.SBOMAttestation, err)
+	}
+	if d := m.Provenance; d != nil {
+		_, err := readDocument(beside.Provenance, d)
+		add("provenance", beside.Provenance, err)
+		stmt, err := v.VerifyAttestation(ctx, beside.ProvenanceAttestation, td.Hex(), d.Format)
+		if err == nil && !digest.Bytes(stmt).Matches(d.SHA256) {
+			err = fmt.Errorf("%s attests a provenance statement other than the one the manifest records (sha256 %s)", beside.ProvenanceAttestation, d.SHA256)
+		}
+		add("provenance attestation", beside.ProvenanceAttestation, err)
+	}
+	return out
+}
+
+// readDocument reads a document beside the tgz and checks it is the one
+// the manifest records.
+func readDocument(path string, d *manifest.Document) ([]byte, error) {
+	b, err := readlimit.File(path, maxAttestation)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s, which the manifest records: %w", path, err)
+	}
+	if got := digest.Bytes(b); !got.Matches(d.SHA256) {
+		return nil, fmt.Errorf("%s has sha256 %s, but the manifest records %s: it changed since the build", path, got.Hex(), d.SHA256)
+	}
+	return b, nil
+}
+
 // RemoveArtifactSignatures removes the signatures beside a tgz and its
-// manifest, if any.
+// manifest, and the attestations beside the tgz, if any.
 func RemoveArtifactSignatures(tarball, manifestPath string) error {
-	return errors.Join(RemoveSignatures(tarball), RemoveSignatures(manifestPath))
+	errs := []error{RemoveSignatures(tarball), RemoveSignatures(manifestPath)}
+	beside := manifest.FilesBeside(tarball)
+	for _, p := range []string{beside.SBOMAttestation, beside.ProvenanceAttestation} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

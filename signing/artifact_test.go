@@ -45,7 +45,7 @@ func signedArtifact(t *testing.T, k keys) (dir, tgz, man string) {
 	if got := manifest.FilesBeside(tgz).Manifest; man != got {
 		t.Fatalf("the manifest beside %s is %s, want %s", tgz, got, man)
 	}
-	a, err := signing.SignArtifact(context.Background(), k.signer, tgz, man)
+	a, err := signing.SignArtifact(context.Background(), k.signer, tgz, man, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestSignRefusesMismatchedManifest(t *testing.T) {
 	dir := t.TempDir()
 	tgz, man := signingtest.Artifact(t, dir, "demo-0.1.0")
 	appendTo(t, tgz, "x")
-	_, err := signing.SignArtifact(context.Background(), k.signer, tgz, man)
+	_, err := signing.SignArtifact(context.Background(), k.signer, tgz, man, nil)
 	if err == nil || !strings.Contains(err.Error(), "refusing to sign") || !strings.Contains(err.Error(), man) {
 		t.Fatalf("got %v", err)
 	}
@@ -225,10 +225,10 @@ func TestSignRefusesMismatchedManifest(t *testing.T) {
 	m.Artifact = nil
 	b, _ := m.Marshal()
 	os.WriteFile(man, b, 0o644)
-	if _, err := signing.SignArtifact(context.Background(), k.signer, tgz, man); err == nil || !strings.Contains(err.Error(), "no artifact section") {
+	if _, err := signing.SignArtifact(context.Background(), k.signer, tgz, man, nil); err == nil || !strings.Contains(err.Error(), "no artifact section") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := signing.SignArtifact(context.Background(), k.signer, tgz, filepath.Join(dir, "none.manifest.json")); err == nil {
+	if _, err := signing.SignArtifact(context.Background(), k.signer, tgz, filepath.Join(dir, "none.manifest.json"), nil); err == nil {
 		t.Fatal("signed without a manifest")
 	}
 	onlyArtifact(t, dir)
@@ -240,7 +240,7 @@ func TestSignCancelled(t *testing.T) {
 	tgz, man := signingtest.Artifact(t, dir, "demo-0.1.0")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := signing.SignArtifact(ctx, k.signer, tgz, man); !errors.Is(err, context.Canceled) {
+	if _, err := signing.SignArtifact(ctx, k.signer, tgz, man, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 	onlyArtifact(t, dir)

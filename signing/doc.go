@@ -7,6 +7,11 @@
 // verifies a built artifact as a unit: the tgz, its manifest, and that the
 // manifest's sha256 and size describe the tgz.
 //
+// It signs and verifies attestations too (an in-toto statement such as a
+// build's provenance) as DSSE envelopes in the JSON cosign attest-blob
+// writes and cosign verify-blob-attestation --signature reads, with the
+// DSSE implementation of go-securesystemslib.
+//
 // It also says which key a build signs with (BuildKeyPath: the build's
 // own, else the recipe's sign_key) and decrypts it with the password in
 // $COSIGN_PASSWORD, as cosign does. The names of the signature files are

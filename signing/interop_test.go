@@ -43,7 +43,7 @@ func TestCosignInterop(t *testing.T) {
 			t.Fatal(err)
 		}
 		tgz, man := signingtest.Artifact(t, dir, "one-1.0.0")
-		if _, err := signing.SignArtifact(ctx, s, tgz, man); err != nil {
+		if _, err := signing.SignArtifact(ctx, s, tgz, man, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, blob := range []string{tgz, man} {
@@ -109,7 +109,7 @@ func TestCosignInterop(t *testing.T) {
 
 			// imagectl signs with cosign's key; cosign verifies.
 			tgz, man := signingtest.Artifact(t, sub, "two-2.0.0")
-			if _, err := signing.SignArtifact(ctx, s, tgz, man); err != nil {
+			if _, err := signing.SignArtifact(ctx, s, tgz, man, nil); err != nil {
 				t.Fatal(err)
 			}
 			if sigOut, bundleOut, sigErr, bundleErr := verifyBlob(pubFile, tgz); sigErr != nil || bundleErr != nil {

@@ -61,10 +61,6 @@ type index struct {
 	Files         []File    `json:"files"`
 }
 
-type source struct {
-	path, name, role string
-}
-
 // ReadManifest reads the artifact's build manifest, which says the image
 // and version it publishes as, and says why it cannot be published: no
 // artifact section (a build marker), or a name or version that is not a
@@ -81,31 +77,6 @@ func (a Artifact) ReadManifest() (*manifest.Manifest, error) {
 		return nil, fmt.Errorf("publishing %s: manifest %s: %w", a.Tarball, a.Manifest, err)
 	}
 	return m, nil
-}
-
-// sources lists an artifact's files under their names in the store.
-func (a Artifact) sources(image, version string) ([]source, error) {
-	names := manifest.FilesFor(image, version)
-	out := []source{{a.Tarball, names.Tarball, RoleTarball}, {a.Manifest, names.Manifest, RoleManifest}}
-	script := a.ValidationScript
-	if script == "" {
-		if p := manifest.FilesBeside(a.Tarball).ValidationScript; exists(p) {
-			script = p
-		}
-	}
-	if script != "" {
-		out = append(out, source{script, names.ValidationScript, RoleValidationScript})
-	}
-	for _, s := range out[:2] {
-		sig, bundle := manifest.Signatures(s.path)
-		sigName, bundleName := manifest.Signatures(s.name)
-		for _, f := range []source{{sig, sigName, RoleSignature}, {bundle, bundleName, RoleSignature}} {
-			if exists(f.path) {
-				out = append(out, f)
-			}
-		}
-	}
-	return out, nil
 }
 
 func exists(p string) bool {
@@ -136,10 +107,7 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 	}
 	image, version := m.Image.Name, m.Image.Version
 	what := fmt.Sprintf("publishing %s %s", image, version)
-	srcs, err := a.sources(image, version)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
+	srcs := a.Sources(image, version)
 	final := filepath.Join(d.Root, image, version)
 
 	// Already there: hash in place, no copy.
@@ -165,7 +133,7 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 	defer os.RemoveAll(stage) // gone by rename on success
 	var files []File
 	for _, s := range srcs {
-		f, err := place(ctx, s, filepath.Join(stage, s.name), opts.Move)
+		f, err := place(ctx, s, filepath.Join(stage, s.Name), opts.Move)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -266,17 +234,17 @@ func (d *Dir) version(idx *index) *Version {
 
 // place copies (or moves) a file into the staging directory, fsyncs it,
 // and returns its hash.
-func place(ctx context.Context, s source, dst string, move bool) (File, error) {
+func place(ctx context.Context, s Source, dst string, move bool) (File, error) {
 	if move {
-		err := os.Rename(s.path, dst)
+		err := os.Rename(s.Path, dst)
 		if err == nil {
 			return hashFile(ctx, s, dst)
 		}
 		if !errors.Is(err, syscall.EXDEV) {
-			return File{}, fmt.Errorf("moving %s into the store: %w", s.path, err)
+			return File{}, fmt.Errorf("moving %s into the store: %w", s.Path, err)
 		}
 	}
-	in, err := os.Open(s.path)
+	in, err := os.Open(s.Path)
 	if err != nil {
 		return File{}, err
 	}
@@ -293,24 +261,24 @@ func place(ctx context.Context, s source, dst string, move bool) (File, error) {
 	}
 	d, err := digest.Copy(ctx, out, in, nil)
 	if err != nil {
-		return File{}, fmt.Errorf("copying %s into the store: %w", s.path, err)
+		return File{}, fmt.Errorf("copying %s into the store: %w", s.Path, err)
 	}
 	if err := out.Sync(); err != nil {
-		return File{}, fmt.Errorf("copying %s into the store: %w", s.path, err)
+		return File{}, fmt.Errorf("copying %s into the store: %w", s.Path, err)
 	}
 	if move {
 		in.Close()
-		if err := os.Remove(s.path); err != nil {
+		if err := os.Remove(s.Path); err != nil {
 			return File{}, err
 		}
 	}
-	return File{Name: s.name, Role: s.role, SHA256: d.Hex(), Size: d.Size}, nil
+	return File{Name: s.Name, Role: s.Role, SHA256: d.Hex(), Size: d.Size}, nil
 }
 
-func hashSources(ctx context.Context, srcs []source) ([]File, error) {
+func hashSources(ctx context.Context, srcs []Source) ([]File, error) {
 	var out []File
 	for _, s := range srcs {
-		f, err := hashFile(ctx, s, s.path)
+		f, err := hashFile(ctx, s, s.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -320,12 +288,12 @@ func hashSources(ctx context.Context, srcs []source) ([]File, error) {
 }
 
 // hashFile is the store's record of source s, read at path.
-func hashFile(ctx context.Context, s source, path string) (File, error) {
+func hashFile(ctx context.Context, s Source, path string) (File, error) {
 	d, err := digest.File(ctx, path)
 	if err != nil {
 		return File{}, err
 	}
-	return File{Name: s.name, Role: s.role, SHA256: d.Hex(), Size: d.Size}, nil
+	return File{Name: s.Name, Role: s.Role, SHA256: d.Hex(), Size: d.Size}, nil
 }
 
 // sweepStaging removes staging directories left by crashed processes.

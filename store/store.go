@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Versions keeps published image versions: Dir, a local directory, or
@@ -227,7 +228,59 @@ const (
 	RoleManifest         = "manifest"
 	RoleValidationScript = "validation-script"
 	RoleSignature        = "signature"
+	RoleSBOM             = "sbom"
+	RoleProvenance       = "provenance"
+	// RoleAttestation is a DSSE envelope signing the SBOM or the
+	// provenance for the tgz.
+	RoleAttestation = "attestation"
 )
+
+// Source is one file of an artifact: where it is, and its name and role
+// in a version.
+type Source struct {
+	Path, Name, Role string
+}
+
+// Sources lists the artifact's files under their names in a version of
+// image: the tgz and the manifest, then those of the validation script,
+// the SBOM, the provenance, the signatures of the tgz and the manifest
+// and the attestations that exist beside the tgz. Every store holds these
+// and no others.
+func (a Artifact) Sources(image, version string) []Source {
+	names := manifest.FilesFor(image, version)
+	beside := manifest.FilesBeside(a.Tarball)
+	out := []Source{{a.Tarball, names.Tarball, RoleTarball}, {a.Manifest, names.Manifest, RoleManifest}}
+	script := a.ValidationScript
+	if script == "" && exists(beside.ValidationScript) {
+		script = beside.ValidationScript
+	}
+	if script != "" {
+		out = append(out, Source{script, names.ValidationScript, RoleValidationScript})
+	}
+	optional := []Source{{beside.SBOM, names.SBOM, RoleSBOM}, {beside.Provenance, names.Provenance, RoleProvenance}}
+	for _, f := range out[:2] {
+		sig, bundle := manifest.Signatures(f.Path)
+		sigName, bundleName := manifest.Signatures(f.Name)
+		optional = append(optional, Source{sig, sigName, RoleSignature}, Source{bundle, bundleName, RoleSignature})
+	}
+	optional = append(optional, Source{beside.SBOMAttestation, names.SBOMAttestation, RoleAttestation},
+		Source{beside.ProvenanceAttestation, names.ProvenanceAttestation, RoleAttestation})
+	for _, f := range optional {
+		if exists(f.Path) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// VersionFiles are the names a version of image may hold, with their
+// roles (Sources' names).
+func VersionFiles(image, version string) map[string]string {
+	n := manifest.FilesFor(image, version)
+	return map[string]string{n.Tarball: RoleTarball, n.Manifest: RoleManifest, n.ValidationScript: RoleValidationScript,
+		n.TarballSignature: RoleSignature, n.TarballBundle: RoleSignature, n.ManifestSignature: RoleSignature, n.ManifestBundle: RoleSignature,
+		n.SBOM: RoleSBOM, n.Provenance: RoleProvenance, n.SBOMAttestation: RoleAttestation, n.ProvenanceAttestation: RoleAttestation}
+}
 
 // Promotion is one entry of a site's history for an image: the site runs
 // Version from At on, instead of Previous.

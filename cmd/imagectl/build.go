@@ -118,7 +118,7 @@ store's latest version of the image.`,
 				LayerCache:    layerCacheDir(cacheDir, noCache),
 				Refresh:       refresh,
 				CacheMaxAge:   maxAge,
-				Sign:          buildSigner(signer),
+				Sign:          buildSigner(cmd.Context(), signer),
 			})
 			if err != nil {
 				return err

@@ -3,14 +3,22 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	spdxjson "github.com/spdx/tools-golang/json"
+	"github.com/spdx/tools-golang/spdxlib"
+
 	"github.com/gpuaas/imagectl/internal/testbase"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/sbom"
+	"github.com/gpuaas/imagectl/signing/signingtest"
 )
 
 // TestDemoRebuildSignedAndDiffed builds examples/demo.hcl through the CLI,
@@ -38,6 +46,7 @@ func TestDemoRebuildSignedAndDiffed(t *testing.T) {
 	if _, stderr, code := imagectl(t, env, "verify", a+".tgz", "--key", pub); code != 0 {
 		t.Fatalf("verify of the signed build: exit %d\n%s", code, stderr)
 	}
+	t.Run("sbom and provenance", func(t *testing.T) { checkSupplyChain(t, env, a, pub) })
 	b := build(t.TempDir(), "0.1.0", "-var", "extra_packages=tree")
 	mb, err := manifest.Read(b + ".manifest.json")
 	if err != nil {
@@ -85,6 +94,131 @@ func TestDemoRebuildSignedAndDiffed(t *testing.T) {
 		t.Errorf("the text diff does not name tree:\n%s", text)
 	}
 	t.Logf("diff of the two builds:\n%s", text)
+
+	// The SBOMs say the same.
+	stdout, stderr, code = imagectl(t, env, "diff", a+".spdx.json", b+".spdx.json", "-o", "json")
+	if code != 1 {
+		t.Fatalf("diff of the SBOMs: exit %d, want 1\n%s", code, stderr)
+	}
+	var sd manifest.Diff
+	if err := json.Unmarshal([]byte(stdout), &sd); err != nil {
+		t.Fatal(err)
+	}
+	if p := sd.Packages; len(p.Added) != 1 || p.Added[0].Name != "tree" || len(p.Removed)+len(p.Upgraded)+len(p.Downgraded) != 0 {
+		t.Errorf("SBOM package changes %+v, want exactly tree added", p)
+	}
+}
+
+// checkSupplyChain checks a signed build's SBOM and provenance: the SBOM
+// is valid SPDX 2.3 by spdx/tools-golang and lists the manifest's
+// packages, syft finds the same packages in the tgz's extracted tree, the
+// real cosign verifies both attestations for the tgz and refuses them for
+// a changed one, and imagectl verify refuses a changed SBOM.
+func checkSupplyChain(t *testing.T, env []string, stem, pub string) {
+	m, err := manifest.Read(stem + ".manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.SBOM == nil || m.Provenance == nil {
+		t.Fatalf("the manifest records no SBOM or provenance: %+v %+v", m.SBOM, m.Provenance)
+	}
+	f, err := os.Open(stem + ".spdx.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := spdxjson.Read(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("tools-golang cannot read the SBOM: %v", err)
+	}
+	if err := spdxlib.ValidateDocument(doc); err != nil {
+		t.Errorf("the SBOM does not validate: %v", err)
+	}
+	if ids, err := spdxlib.GetDescribedPackageIDs(doc); err != nil || len(ids) != 1 {
+		t.Errorf("the SBOM describes %v (%v), want the image alone", ids, err)
+	}
+	if doc.SPDXVersion != "SPDX-2.3" || doc.DataLicense != "CC0-1.0" {
+		t.Errorf("SPDX version %q, data license %q", doc.SPDXVersion, doc.DataLicense)
+	}
+	ours, err := sbom.ReadFile(stem + ".spdx.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := manifest.ComparePackages(m.Packages, ours.Packages); !d.Empty() || len(ours.Packages) == 0 {
+		t.Errorf("the SBOM's %d packages are not the manifest's %d: %+v", len(ours.Packages), len(m.Packages), d)
+	}
+	licensed := 0
+	for _, p := range doc.Packages {
+		if p.PackageLicenseDeclared != "" && p.PackageLicenseDeclared != "NOASSERTION" {
+			licensed++
+		}
+	}
+	t.Logf("SBOM: %d packages, %d with a declared license", len(doc.Packages), licensed)
+	if licensed < len(ours.Packages)/2 {
+		t.Errorf("only %d of %d packages have a license from their copyright file", licensed, len(ours.Packages))
+	}
+
+	// syft, on the same tree extracted from the tgz.
+	syft := os.Getenv("IMAGECTL_SYFT")
+	if syft == "" {
+		testenv.Missing(t, "IMAGECTL_SYFT is not set: the test compares the SBOM with syft's (make test builds it and sets it)")
+	}
+	tree := t.TempDir()
+	if out, err := exec.Command("tar", "-xzf", stem+".tgz", "-C", tree).CombinedOutput(); err != nil {
+		t.Fatalf("extracting the tgz: %v\n%s", err, out)
+	}
+	syftOut := filepath.Join(t.TempDir(), "syft.spdx.json")
+	cmd := exec.Command(syft, "scan", "dir:"+tree, "-q", "--override-default-catalogers", "dpkg-db-cataloger", "-o", "spdx-json="+syftOut)
+	cmd.Env = append(os.Environ(), "SYFT_CHECK_FOR_APP_UPDATE=false", "HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("syft: %v\n%s", err, out)
+	}
+	theirs, err := sbom.ReadFile(syftOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := manifest.ComparePackages(ours.Packages, theirs.Packages); !d.Empty() {
+		t.Errorf("syft finds other packages than imagectl's SBOM (imagectl %d, syft %d): %+v", len(ours.Packages), len(theirs.Packages), d)
+	}
+	if _, stderr, code := imagectl(t, env, "diff", stem+".spdx.json", syftOut); code != 0 {
+		t.Errorf("imagectl diff of its SBOM and syft's: exit %d, want 0\n%s", code, stderr)
+	}
+
+	// The real cosign verifies both attestations for the tgz, and for no
+	// other.
+	cosign := signingtest.Cosign(t)
+	dir := t.TempDir()
+	changed := filepath.Join(dir, "changed.tgz")
+	data, err := os.ReadFile(stem + ".tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(changed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ typ, envelope string }{{"slsaprovenance1", stem + ".provenance.dsse.json"}, {"spdxjson", stem + ".spdx.dsse.json"}} {
+		args := []string{"verify-blob-attestation", "--key", pub, "--insecure-ignore-tlog=true", "--type", tc.typ, "--signature", tc.envelope}
+		if out, err := signingtest.RunCosign(t, cosign, dir, nil, append(args, stem+".tgz")...); err != nil {
+			t.Errorf("cosign verify-blob-attestation --type %s: %v\n%s", tc.typ, err, out)
+		}
+		if out, err := signingtest.RunCosign(t, cosign, dir, nil, append(args, changed)...); err == nil {
+			t.Errorf("cosign verify-blob-attestation --type %s accepted a changed tgz:\n%s", tc.typ, out)
+		}
+	}
+
+	// imagectl verify refuses a changed SBOM (the manifest vouches for it).
+	orig, err := os.ReadFile(stem + ".spdx.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.WriteFile(stem+".spdx.json", orig, 0o644)
+	if err := os.WriteFile(stem+".spdx.json", bytes.Replace(orig, []byte(`"SPDX-2.3"`), []byte(`"SPDX-2.3" `), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := imagectl(t, env, "verify", stem+".tgz", "--key", pub); code == 0 || !strings.Contains(stderr, "sbom") {
+		t.Errorf("verify accepted a changed SBOM: exit %d\n%s", code, stderr)
+	}
 }
 
 func lastLines(s string, n int) string {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
@@ -14,9 +17,10 @@ func newDiffCmd(env []string) *cobra.Command {
 	var (
 		sf     storeFlags
 		output string
+		sboms  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "diff (A.manifest.json B.manifest.json | IMAGE VERSION-A VERSION-B)",
+		Use:   "diff (A.manifest.json B.manifest.json | A.spdx.json B.spdx.json | IMAGE VERSION-A VERSION-B)",
 		Short: "Show what changed between two image manifests",
 		Long: `Diff compares two build manifests the way an operator asks before a
 rollout: packages added, removed, upgraded and downgraded (in Debian version
@@ -25,10 +29,17 @@ bundles changed, Netdata settings, the base image and the artifact. Build
 timings are not differences. Like diff(1) it exits 0 when the images are
 equal, 1 when they differ and 2 on trouble. Given IMAGE and two versions it
 compares their manifests from the store (--store; a registry's are fetched,
-small, into the local cache).`,
+small, into the local cache).
+
+Given two SPDX JSON SBOMs (imagectl's <name>-<version>.spdx.json, or another
+tool's such as syft's spdx-json) it compares their Debian packages (those
+with a pkg:deb purl): added, removed, upgraded and downgraded. --sbom does
+the same for two versions from the store.`,
 		Example: `  imagectl diff artifacts/gpuaas-h200-host-ubuntu2404-1.3.0.manifest.json artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json
   imagectl diff old.manifest.json new.manifest.json --output markdown >> RELEASE-NOTES.md
-  imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --store oci://registry.example.com/imagectl`,
+  imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --store oci://registry.example.com/imagectl
+  imagectl diff old.spdx.json new.spdx.json
+  imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --sbom`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			paths := args
@@ -40,20 +51,20 @@ small, into the local cache).`,
 						fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
 						return exitError{2}
 					}
-					paths = append(paths, v.Manifest)
+					p := v.Manifest
+					if sboms {
+						p = filepath.Join(v.Dir, manifest.FilesFor(args[0], ver).SBOM)
+					}
+					paths = append(paths, p)
 				}
+			} else if sboms || strings.HasSuffix(paths[0], manifest.SBOMExt) || strings.HasSuffix(paths[1], manifest.SBOMExt) {
+				sboms = true
 			}
-			var ms [2]*manifest.Manifest
-			for i, p := range paths {
-				m, err := manifest.Read(p)
-				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
-					return exitError{2}
-				}
-				ms[i] = m
+			d, err := compare(paths, sboms)
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
+				return exitError{2}
 			}
-			d := manifest.Compare(ms[0], ms[1])
-			var err error
 			switch output {
 			case "json":
 				err = writeJSON(cmd.OutOrStdout(), d)
@@ -76,6 +87,31 @@ small, into the local cache).`,
 	}
 	sf.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown")
+	cmd.Flags().BoolVar(&sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json files, this is the default)")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "markdown"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// compare diffs two manifests, or the packages of two SBOMs.
+func compare(paths []string, sboms bool) (*manifest.Diff, error) {
+	if sboms {
+		var ss [2]*sbom.Summary
+		for i, p := range paths {
+			s, err := sbom.ReadFile(p)
+			if err != nil {
+				return nil, err
+			}
+			ss[i] = s
+		}
+		return sbom.Diff(ss[0], ss[1]), nil
+	}
+	var ms [2]*manifest.Manifest
+	for i, p := range paths {
+		m, err := manifest.Read(p)
+		if err != nil {
+			return nil, err
+		}
+		ms[i] = m
+	}
+	return manifest.Compare(ms[0], ms[1]), nil
 }

@@ -52,7 +52,7 @@ func TestRegistryGitAndSites(t *testing.T) {
 	// CI publishes two versions, signed.
 	ci := machine(t, append(common, "COSIGN_PASSWORD=pw")...)
 	for _, v := range []string{"1.0.0", "1.1.0"} {
-		tgz, _ := storetest.Artifact(t, t.TempDir(), "demo", v, storetest.Options{Signer: signer})
+		tgz, _ := storetest.Artifact(t, t.TempDir(), "demo", v, storetest.Options{Signer: signer, Documents: true})
 		out, errs, code := imagectl(t, ci, "publish", tgz, "--sign-key", filepath.Join(keys, "cosign.key"))
 		if code != 0 || !strings.Contains(out, "published demo "+v+": "+reg.Host+"/imagectl/ci/demo:"+v) || !strings.Contains(out, "signed: yes") {
 			t.Fatalf("publish %s: exit %d\n%s%s", v, code, out, errs)
@@ -140,19 +140,27 @@ func TestRegistryGitAndSites(t *testing.T) {
 		t.Errorf("check of a version not in the registry: exit %d\n%s", code, errs)
 	}
 
-	// The real cosign verifies the registry reference with the key, and
-	// refuses it with another.
+	// The SBOMs of the two versions, from the registry: the same packages.
+	if out, errs, code := imagectl(t, op, "diff", "demo", "1.0.0", "1.1.0", "--sbom"); code != 0 {
+		t.Errorf("diff --sbom: exit %d, want 0\n%s%s", code, out, errs)
+	}
+
+	// The real cosign verifies the registry reference with the key, and its
+	// provenance attestation, and refuses both with another.
 	cosign := signingtest.Cosign(t)
-	verify := func(key string) ([]byte, error) {
-		cmd := exec.Command(cosign, "verify", "--key", key, "--insecure-ignore-tlog=true", reg.Host+"/imagectl/ci/demo:1.1.0")
+	verify := func(key string, args ...string) ([]byte, error) {
+		args = append(args, "--key", key, "--insecure-ignore-tlog=true", reg.Host+"/imagectl/ci/demo:1.1.0")
+		cmd := exec.Command(cosign, args...)
 		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dockerConfig, "SSL_CERT_FILE="+reg.CAFile, "HOME="+t.TempDir())
 		return cmd.CombinedOutput()
 	}
-	if b, err := verify(pub); err != nil {
-		t.Errorf("cosign verify: %v\n%s", err, b)
-	}
 	_, other := storetest.Keys(t, t.TempDir())
-	if b, err := verify(other); err == nil {
-		t.Errorf("cosign verify with another key passed:\n%s", b)
+	for _, args := range [][]string{{"verify"}, {"verify-attestation", "--type", "slsaprovenance1"}} {
+		if b, err := verify(pub, args...); err != nil {
+			t.Errorf("cosign %s: %v\n%s", args[0], err, b)
+		}
+		if b, err := verify(other, args...); err == nil {
+			t.Errorf("cosign %s with another key passed:\n%s", args[0], b)
+		}
 	}
 }

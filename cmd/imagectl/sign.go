@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/signing"
 )
 
@@ -59,9 +62,12 @@ func newSignCmd(env []string) *cobra.Command {
 		Short: "Sign a built tgz and its manifest (cosign format)",
 		Long: `Sign signs a tgz and the build manifest beside it (<name>-<version>.manifest.json)
 with a cosign private key (password from $COSIGN_PASSWORD), and writes beside
-each a base64 signature (.sig) and a Sigstore bundle (.sigstore.json), all four
-or none. It refuses when the manifest's artifact sha256 or size is not the
-tgz's. cosign verifies the result offline:
+each a base64 signature (.sig) and a Sigstore bundle (.sigstore.json), and,
+when the manifest records an SBOM and a provenance statement, attests each for
+the tgz as a DSSE envelope (.spdx.dsse.json, .provenance.dsse.json): all of
+them or none. It refuses when the manifest's artifact sha256 or size is not
+the tgz's, or a document is not the one the manifest records. cosign verifies
+the result offline:
 
   cosign verify-blob --key cosign.pub --insecure-ignore-tlog --signature X.tgz.sig X.tgz
   cosign verify-blob --key cosign.pub --insecure-ignore-tlog --bundle X.tgz.sigstore.json \
@@ -79,7 +85,11 @@ tgz's. cosign verifies the result offline:
 			if manifestPath == "" {
 				manifestPath = manifest.FilesBeside(args[0]).Manifest
 			}
-			a, err := signing.SignArtifact(cmd.Context(), signer, args[0], manifestPath)
+			statements, err := provenance.Statements(args[0], manifestPath)
+			if err != nil {
+				return err
+			}
+			a, err := signing.SignArtifact(cmd.Context(), signer, args[0], manifestPath, statements)
 			if err != nil {
 				return err
 			}
@@ -108,9 +118,14 @@ func newVerifyCmd() *cobra.Command {
 		Long: `Verify checks, with a cosign public key and offline, the signature of a tgz
 and of the build manifest beside it (each .sig and .sigstore.json present; at
 least one of them must be), and that the manifest's artifact sha256 and size
-are the tgz's. It exits 1 when anything fails, naming the check and the file:
-a wrong key, a changed tgz or manifest, a manifest of another tgz, a missing
-signature or manifest. No transparency log is consulted.`,
+are the tgz's. When the manifest records an SBOM and a provenance statement
+(every build since imagectl made them), it checks that each is the file the
+manifest records and that its DSSE attestation (.spdx.dsse.json,
+.provenance.dsse.json) verifies under the key for this tgz and carries it.
+It exits 1 when anything fails, naming the check and the file: a wrong key,
+a changed tgz, manifest, SBOM or provenance, a manifest or attestation of
+another tgz, a missing signature, attestation or manifest. No transparency
+log is consulted.`,
 		Example: `  imagectl verify artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.pub
   imagectl verify image.tgz --key cosign.pub --output json`,
 		Args: cobra.ExactArgs(1),
@@ -163,12 +178,12 @@ func loadSigner(keyPath string, env []string) (*signing.Signer, error) {
 
 // buildSigner is the build's signing hook: the outputs are signed before
 // they are published, and published with their signatures, all or none.
-func buildSigner(signer *signing.Signer) func(string, []byte, int64, string, []byte) (map[string][]byte, error) {
+func buildSigner(ctx context.Context, signer *signing.Signer) func(builder.SignRequest) (map[string][]byte, error) {
 	if signer == nil {
 		return nil
 	}
-	return func(tarball string, sum []byte, size int64, manifestPath string, manifest []byte) (map[string][]byte, error) {
-		_, files, err := signer.SignBuilt(tarball, sum, size, manifestPath, manifest)
+	return func(r builder.SignRequest) (map[string][]byte, error) {
+		_, files, err := signer.SignBuilt(ctx, r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
 	}
 }

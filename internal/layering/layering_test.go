@@ -40,8 +40,8 @@ var layers = []layer{
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
 		"manifest",
 	}},
-	{name: "definitions (recipes, the step vocabulary, validation, signing)", pkgs: []string{
-		"builder/steps", "recipes", "signing", "signing/signingtest", "validate",
+	{name: "definitions (recipes, the step vocabulary, validation, signing, the SBOM and provenance documents)", pkgs: []string{
+		"builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
 	}},
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
 		"layers",
@@ -113,6 +113,10 @@ var restricted = []struct {
 		"the MAAS client stays out of builds, smoke tests and --dry-run"},
 	{"oras.land/oras-go", []string{"store/oci"}, true,
 		"the registry client is the registry store's own"},
+	{"github.com/spdx/tools-golang", []string{"sbom"}, true,
+		"the SPDX document is the sbom package's own"},
+	{"github.com/in-toto/attestation", []string{"provenance"}, true,
+		"in-toto statements and SLSA provenance are the provenance package's own"},
 }
 
 // tagSets are the builds the fence checks: the untagged (CGO-free) one and

@@ -398,29 +398,56 @@ func TestChannelsAndListing(t *testing.T) {
 	}
 }
 
+// TestCosignVerify: the real cosign verifies the version's signature and,
+// for a version with an SBOM and provenance, both attestations
+// (cosign's .att tag: distribution 2.8 has no referrers API), each of its
+// type only, and neither under another key.
 func TestCosignVerify(t *testing.T) {
 	cosign := signingtest.Cosign(t)
 	ctx := context.Background()
 	reg := ocitest.Start(t)
 	signer, pub := storetest.Keys(t, t.TempDir())
 	s := open(t, reg, "signed/x", oci.Options{Signer: signer})
-	v, err := s.Publish(ctx, artifact(t, "img", "1.0", nil), store.PublishOptions{})
+	tgz, m := storetest.Artifact(t, t.TempDir(), "img", "1.0", storetest.Options{Documents: true})
+	v, err := s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: m}, store.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dc := reg.DockerConfig(t, t.TempDir())
-	verify := func(key string) (string, error) {
-		cmd := exec.CommandContext(ctx, cosign, "verify", "--key", key, "--insecure-ignore-tlog=true", v.Ref)
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, cosign, append(args, "--insecure-ignore-tlog=true", v.Ref)...)
 		cmd.Env = []string{"HOME=" + t.TempDir(), "DOCKER_CONFIG=" + dc, "SSL_CERT_FILE=" + reg.CAFile, "PATH=" + os.Getenv("PATH")}
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := verify(pub); err != nil {
-		t.Fatalf("cosign verify: %v\n%s", err, out)
-	}
 	_, otherPub := storetest.Keys(t, t.TempDir())
-	if out, err := verify(otherPub); err == nil {
-		t.Fatalf("cosign verify accepted another key:\n%s", out)
+	for _, args := range [][]string{{"verify"}, {"verify-attestation", "--type", "slsaprovenance1"}, {"verify-attestation", "--type", "spdxjson"}} {
+		out, err := run(append(args, "--key", pub)...)
+		if err != nil {
+			t.Fatalf("cosign %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if args[0] == "verify-attestation" && !strings.Contains(out, `"payloadType":"application/vnd.in-toto+json"`) {
+			t.Errorf("cosign %s printed no attestation:\n%s", strings.Join(args, " "), out)
+		}
+		if out, err := run(append(args, "--key", otherPub)...); err == nil {
+			t.Fatalf("cosign %s accepted another key:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	if out, err := run("verify-attestation", "--type", "cyclonedx", "--key", pub); err == nil {
+		t.Fatalf("cosign verify-attestation found a CycloneDX attestation imagectl never made:\n%s", out)
+	}
+	// The version carries the documents, and imagectl's own verification
+	// checks them from the registry.
+	got, err := s.Version(ctx, "img", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]int{}
+	for _, f := range got.Files {
+		roles[f.Role]++
+	}
+	if roles[store.RoleSBOM] != 1 || roles[store.RoleProvenance] != 1 || roles[store.RoleAttestation] != 0 {
+		t.Errorf("version files by role %v: want the SBOM and provenance (published unattested: the store signs them for the registry)", roles)
 	}
 }
 

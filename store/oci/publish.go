@@ -24,7 +24,10 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/provenance"
+	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -36,6 +39,9 @@ const (
 	MediaTypeValidationScript = "application/vnd.gpuaas.imagectl.validation-script.v1+sh"
 	MediaTypeSignature        = "application/vnd.gpuaas.imagectl.signature.v1+base64"
 	MediaTypeSigstoreBundle   = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	MediaTypeSPDX             = "application/spdx+json"
+	MediaTypeInToto           = "application/vnd.in-toto+json"
+	MediaTypeDSSE             = "application/vnd.dsse.envelope.v1+json"
 
 	// AnnotationImage is the image name on a version's manifest.
 	AnnotationImage = "dev.gpuaas.imagectl.image"
@@ -43,6 +49,8 @@ const (
 	// cosign's signature image.
 	mediaTypeSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
 	annotationSignature    = "dev.cosignproject.cosign/signature"
+	// annotationPredicateType is on each layer of cosign's attestation image.
+	annotationPredicateType = "predicateType"
 
 	channelPrefix = "site-"
 )
@@ -57,31 +65,37 @@ type file struct {
 }
 
 // files lists an artifact's files under their store names, as a directory
-// store holds them.
+// store holds them (store.Artifact.Sources), each with its media type.
 func files(a store.Artifact, image, version string) []file {
-	names := manifest.FilesFor(image, version)
-	out := []file{{path: a.Tarball, role: store.RoleTarball, desc: titled(MediaTypeTarball, names.Tarball)},
-		{path: a.Manifest, role: store.RoleManifest, desc: titled(MediaTypeManifest, names.Manifest)}}
-	script := a.ValidationScript
-	if script == "" {
-		if p := manifest.FilesBeside(a.Tarball).ValidationScript; exists(p) {
-			script = p
-		}
-	}
-	if script != "" {
-		out = append(out, file{path: script, role: store.RoleValidationScript, desc: titled(MediaTypeValidationScript, names.ValidationScript)})
-	}
-	for _, f := range out[:2] {
-		sig, bundle := manifest.Signatures(f.path)
-		sigName, bundleName := manifest.Signatures(f.desc.Annotations[ocispec.AnnotationTitle])
-		if exists(sig) {
-			out = append(out, file{path: sig, role: store.RoleSignature, desc: titled(MediaTypeSignature, sigName)})
-		}
-		if exists(bundle) {
-			out = append(out, file{path: bundle, role: store.RoleSignature, desc: titled(MediaTypeSigstoreBundle, bundleName)})
-		}
+	var out []file
+	for _, src := range a.Sources(image, version) {
+		out = append(out, file{path: src.Path, role: src.Role, desc: titled(mediaTypeOf(src), src.Name)})
 	}
 	return out
+}
+
+// mediaTypeOf is the media type of an artifact's file in a version.
+func mediaTypeOf(src store.Source) string {
+	switch src.Role {
+	case store.RoleTarball:
+		return MediaTypeTarball
+	case store.RoleManifest:
+		return MediaTypeManifest
+	case store.RoleValidationScript:
+		return MediaTypeValidationScript
+	case store.RoleSBOM:
+		return MediaTypeSPDX
+	case store.RoleProvenance:
+		return MediaTypeInToto
+	case store.RoleAttestation:
+		return MediaTypeDSSE
+	case store.RoleSignature:
+		if strings.HasSuffix(src.Name, manifest.SigstoreBundleExt) {
+			return MediaTypeSigstoreBundle
+		}
+		return MediaTypeSignature
+	}
+	panic("store/oci: no media type for role " + src.Role)
 }
 
 func titled(mediaType, name string) ocispec.Descriptor {
@@ -189,6 +203,9 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 		if err := s.sign(ctx, repo, image, desc); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
+		if err := s.attest(ctx, repo, image, desc, m, fs); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		err = repo.Tag(ctx, desc, version)
@@ -247,13 +264,13 @@ func (s *Store) same(ctx context.Context, repo *remote.Repository, old ocispec.D
 	}
 	have := map[string]godigest.Digest{}
 	for _, l := range om.Layers {
-		if role := roleOf(l.MediaType); role != store.RoleSignature {
+		if role := roleOf(l.MediaType); role != store.RoleSignature && role != store.RoleAttestation {
 			have[role] = l.Digest
 		}
 	}
 	ours := map[string]godigest.Digest{}
 	for _, f := range fs {
-		if f.role != store.RoleSignature {
+		if f.role != store.RoleSignature && f.role != store.RoleAttestation {
 			ours[f.role] = f.desc.Digest
 		}
 	}
@@ -409,31 +426,107 @@ func (s *Store) sign(ctx context.Context, repo *remote.Repository, image string,
 		Size:        int64(len(body)),
 		Annotations: map[string]string{annotationSignature: base64.StdEncoding.EncodeToString(sig)},
 	}
-	// An image config as cosign writes for its signature images: the
-	// payload is the one layer.
-	cfg, err := json.Marshal(ocispec.Image{
-		Platform: ocispec.Platform{},
-		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []godigest.Digest{layer.Digest}},
-	})
+	return s.pushCosignImage(ctx, repo, image, signatureTag(desc.Digest), []blob{{layer, body}})
+}
+
+// attestationTag is where cosign looks for a manifest's attestations
+// (on registries without the referrers API).
+func attestationTag(d godigest.Digest) string {
+	return d.Algorithm().String() + "-" + d.Encoded() + ".att"
+}
+
+// attest pushes the version's attestations as cosign does, so that cosign
+// verify-attestation finds them for the version's manifest desc: the
+// provenance statement and the SBOM's, each made about desc as well as
+// the tgz, signed as a DSSE envelope, one layer each, in a manifest
+// tagged sha256-HEX.att. A version without them (an artifact built
+// before imagectl made them) gets none.
+func (s *Store) attest(ctx context.Context, repo *remote.Repository, image string, desc ocispec.Descriptor, m *manifest.Manifest, fs []file) error {
+	subject := provenance.Resource{Name: s.registry + "/" + s.repoName(image), SHA256: desc.Digest.Encoded()}
+	var layers []blob
+	for _, f := range fs {
+		var predicateType string
+		var stmt []byte
+		switch f.role {
+		case store.RoleProvenance:
+			b, err := readDocument(f.path, m.Provenance)
+			if err != nil {
+				return err
+			}
+			predicateType, stmt = m.Provenance.Format, b
+		case store.RoleSBOM:
+			b, err := readDocument(f.path, m.SBOM)
+			if err != nil {
+				return err
+			}
+			predicateType = provenance.SBOMPredicateType
+			if stmt, err = provenance.SBOMStatement(provenance.Resource{Name: m.Artifact.File, SHA256: m.Artifact.SHA256}, b); err != nil {
+				return err
+			}
+		default:
+			continue
+		}
+		stmt, err := provenance.WithSubject(stmt, subject)
+		if err != nil {
+			return err
+		}
+		env, err := s.signer.SignDSSE(ctx, signing.InTotoPayloadType, stmt)
+		if err != nil {
+			return fmt.Errorf("signing the attestation of %s: %w", f.desc.Annotations[ocispec.AnnotationTitle], err)
+		}
+		layers = append(layers, blob{ocispec.Descriptor{MediaType: MediaTypeDSSE, Digest: godigest.FromBytes(env), Size: int64(len(env)),
+			Annotations: map[string]string{annotationSignature: "", annotationPredicateType: predicateType}}, env})
+	}
+	if len(layers) == 0 {
+		return nil
+	}
+	return s.pushCosignImage(ctx, repo, image, attestationTag(desc.Digest), layers)
+}
+
+// readDocument reads an SBOM or provenance statement being published and
+// checks it is the one the manifest records.
+func readDocument(path string, d *manifest.Document) ([]byte, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%s: the manifest records no such document", path)
+	}
+	b, err := readlimit.File(path, maxSmallFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if !digest.Bytes(b).Matches(d.SHA256) {
+		return nil, fmt.Errorf("%s is not the document its manifest records (sha256 %s)", path, d.SHA256)
+	}
+	return b, nil
+}
+
+// blob is a descriptor and its content.
+type blob struct {
+	desc ocispec.Descriptor
+	data []byte
+}
+
+// pushCosignImage pushes an image as cosign writes its signature and
+// attestation images: the layers, an image config naming them, and a
+// manifest under tag.
+func (s *Store) pushCosignImage(ctx context.Context, repo *remote.Repository, image, tag string, layers []blob) error {
+	cfg := ocispec.Image{Platform: ocispec.Platform{}, RootFS: ocispec.RootFS{Type: "layers"}}
+	for _, l := range layers {
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.desc.Digest)
+	}
+	cb, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
-	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: godigest.FromBytes(cfg), Size: int64(len(cfg))}
-	tag := signatureTag(desc.Digest)
-	what := "pushing the signature " + s.ref(image, tag)
-	for _, b := range []struct {
-		desc ocispec.Descriptor
-		data []byte
-	}{{layer, body}, {cfgDesc, cfg}} {
+	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: godigest.FromBytes(cb), Size: int64(len(cb))}
+	what := "pushing " + s.ref(image, tag)
+	sm := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest, Config: cfgDesc}
+	for _, b := range append(layers, blob{cfgDesc, cb}) {
 		if err := pushBytes(ctx, repo, b.desc, b.data); err != nil {
 			return s.explain(what, err)
 		}
 	}
-	sm := ocispec.Manifest{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: ocispec.MediaTypeImageManifest,
-		Config:    cfgDesc,
-		Layers:    []ocispec.Descriptor{layer},
+	for _, l := range layers {
+		sm.Layers = append(sm.Layers, l.desc)
 	}
 	mb, err := json.Marshal(sm)
 	if err != nil {

@@ -44,6 +44,12 @@ func roleOf(mediaType string) string {
 		return store.RoleValidationScript
 	case MediaTypeSignature, MediaTypeSigstoreBundle:
 		return store.RoleSignature
+	case MediaTypeSPDX:
+		return store.RoleSBOM
+	case MediaTypeInToto:
+		return store.RoleProvenance
+	case MediaTypeDSSE:
+		return store.RoleAttestation
 	}
 	return ""
 }
@@ -88,13 +94,11 @@ func (s *Store) describe(ctx context.Context, repo *remote.Repository, image, ta
 	rv := &remoteVersion{desc: desc, m: m}
 	v := &store.Version{Image: image, Version: version, Ref: s.ref(image, version)}
 	v.Published, _ = time.Parse(time.RFC3339, m.Annotations[ocispec.AnnotationCreated])
-	names := manifest.FilesFor(image, version)
-	allowed := map[string]bool{names.Tarball: true, names.Manifest: true, names.ValidationScript: true,
-		names.TarballSignature: true, names.TarballBundle: true, names.ManifestSignature: true, names.ManifestBundle: true}
+	allowed := store.VersionFiles(image, version)
 	var tgz ocispec.Descriptor
 	for _, l := range m.Layers {
 		name, role := l.Annotations[ocispec.AnnotationTitle], roleOf(l.MediaType)
-		if !allowed[name] || role == "" || l.Digest.Algorithm() != godigest.SHA256 || l.Digest.Validate() != nil {
+		if allowed[name] != role || role == "" || l.Digest.Algorithm() != godigest.SHA256 || l.Digest.Validate() != nil {
 			return nil, fmt.Errorf("version manifest %s: unexpected layer %q (%s, %s)", desc.Digest, name, l.MediaType, l.Digest)
 		}
 		delete(allowed, name)

@@ -271,7 +271,7 @@ func grow(t testing.TB, signer *signing.Signer, tgz, man string, size int64) {
 	if err := os.WriteFile(man, mb, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := signing.SignArtifact(ctx, signer, tgz, man); err != nil {
+	if _, err := signing.SignArtifact(ctx, signer, tgz, man, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,8 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/provenance"
+	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
 )
@@ -24,6 +28,10 @@ type Options struct {
 	// NoMAAS leaves the section out.
 	BaseImage string
 	NoMAAS    bool
+	// Documents adds an SBOM and a provenance statement beside the tgz,
+	// recorded in the manifest (and attested when Signer is set), as a
+	// build makes them.
+	Documents bool
 }
 
 // Artifact writes <dir>/<image>-<version>.tgz (a small gzip tar whose
@@ -48,6 +56,9 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 		m.MAAS = &manifest.MAAS{Name: "custom/" + image, VersionedName: vn, DistroSeries: manifest.DistroSeries(vn),
 			Title: m.Image.Title + " " + version, Filetype: "tgz", BaseImage: base}
 	}
+	if opts.Documents {
+		documents(t, tgz, m)
+	}
 	b, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +71,11 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 		t.Fatal(err)
 	}
 	if opts.Signer != nil {
-		if _, err := signing.SignArtifact(context.Background(), opts.Signer, tgz, manifestPath); err != nil {
+		statements, err := provenance.Statements(tgz, manifestPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := signing.SignArtifact(context.Background(), opts.Signer, tgz, manifestPath, statements); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,4 +102,42 @@ func Keys(t testing.TB, dir string) (*signing.Signer, string) {
 		t.Fatal(err)
 	}
 	return s, pubPath
+}
+
+// documents writes an SBOM of one package and a provenance statement
+// beside the tgz, made as a build makes them, and records them in m.
+func documents(t testing.TB, tgz string, m *manifest.Manifest) {
+	t.Helper()
+	beside := manifest.FilesBeside(tgz)
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	name := filepath.Base(tgz)
+	doc, err := sbom.Document(sbom.Image{Name: m.Image.Name, Version: m.Image.Version, Architecture: "amd64", Tarball: name,
+		SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"},
+		&sbom.Inventory{OS: sbom.OSRelease{ID: "debian", VersionID: "12"}, Packages: []sbom.Package{{Name: "base-files",
+			Version: "12.4+deb12u5", Architecture: "amd64", Source: "base-files", SourceVersion: "12.4+deb12u5", License: "GPL-2.0-or-later", Licenses: []string{"GPL-2+"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sbom.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := provenance.Statement(provenance.Build{Subject: provenance.Resource{Name: name, SHA256: m.Artifact.SHA256},
+		ImagectlVersion: "test", Host: "test-host", Recipe: provenance.Resource{Name: "recipe.hcl", SHA256: digest.Bytes([]byte(name)).Hex()},
+		Version: m.Image.Version, VersionFrom: "recipe",
+		Base:    provenance.Resource{Name: "base", URI: "https://cloud-images.example/base.img", SHA256: digest.Bytes([]byte("base")).Hex()},
+		Started: at, Finished: at.Add(time.Minute), InvocationID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{beside.SBOM, sb}, {beside.Provenance, pb}} {
+		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.SBOM = &manifest.Document{File: filepath.Base(beside.SBOM), SHA256: digest.Bytes(sb).Hex(), Format: sbom.Format}
+	m.Provenance = &manifest.Document{File: filepath.Base(beside.Provenance), SHA256: digest.Bytes(pb).Hex(), Format: provenance.PredicateType}
 }

@@ -1,0 +1,145 @@
+package builder
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/provenance"
+	"github.com/gpuaas/imagectl/sbom"
+)
+
+// documents are the files a build writes that describe its tgz: the SPDX
+// SBOM, the provenance statement, and the statement that attests the SBOM
+// for the tgz (signed, when the build signs, with the provenance).
+type documents struct {
+	sbom, provenance, sbomStatement []byte
+}
+
+// describe reads the packed tgz's inventory and makes the build's SBOM and
+// provenance, recording their digests in the manifest. The tgz's
+// sha256 and the manifest's times are final when it runs.
+func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer string) (*documents, error) {
+	opts := sbom.ScanOptions{}
+	for _, f := range m.Files {
+		opts.Files = append(opts.Files, f.Path)
+	}
+	for _, b := range m.Bundles {
+		opts.Dirs = append(opts.Dirs, b.Destination)
+	}
+	inv, err := sbom.Scan(ctx, tgz, opts)
+	if err != nil {
+		return nil, err
+	}
+	img := sbom.Image{Name: m.Image.Name, Version: m.Image.Version, Architecture: m.Image.Architecture,
+		Tarball: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256, Created: m.Build.Finished, Tool: "imagectl-" + plan.BuilderVersion}
+	for _, b := range m.Bundles {
+		img.Bundles = append(img.Bundles, sbom.Bundle{Name: b.Name, Destination: b.Destination, Digest: b.Digest})
+	}
+	doc, err := sbom.Document(img, inv)
+	if err != nil {
+		return nil, fmt.Errorf("making the SBOM of %s: %w", tgz, err)
+	}
+	d := &documents{}
+	if d.sbom, err = sbom.Marshal(doc); err != nil {
+		return nil, fmt.Errorf("encoding the SBOM of %s: %w", tgz, err)
+	}
+	subject := provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256}
+	if d.sbomStatement, err = provenance.SBOMStatement(subject, d.sbom); err != nil {
+		return nil, err
+	}
+	m.SBOM = &manifest.Document{File: plan.Artifacts.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
+
+	b := provenanceOf(plan, m, inv, packer)
+	b.Byproducts = []provenance.Resource{{Name: m.SBOM.File, SHA256: m.SBOM.SHA256,
+		Annotations: map[string]string{"mediaType": "application/spdx+json"}}}
+	if d.provenance, err = provenance.Statement(b); err != nil {
+		return nil, fmt.Errorf("making the provenance of %s: %w", tgz, err)
+	}
+	m.Provenance = &manifest.Document{File: plan.Artifacts.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
+	return d, nil
+}
+
+// provenanceOf is what the build tells its provenance: the recipe and the
+// variables given to it (sensitive ones left out), everything it resolved
+// (the base image, layer files, bundles, apt repositories: those the
+// recipe added and those the image came configured with) and how it ran.
+func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer string) provenance.Build {
+	host, _ := os.Hostname()
+	b := provenance.Build{
+		Subject:         provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256},
+		ImagectlVersion: plan.BuilderVersion, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer,
+		Recipe:  provenance.Resource{Name: plan.Recipe.Path, URI: fileURI(plan.Recipe.Path), SHA256: plan.Recipe.Digest},
+		Version: plan.Image.Version, VersionFrom: plan.Image.VersionFrom,
+		SourceRevision: m.Lineage.SourceRevision,
+		Base:           provenance.Resource{Name: "base", URI: plan.Base.Source, SHA256: plan.Base.Checksum},
+		InvocationID:   invocationID(),
+		Started:        m.Build.Started, Finished: m.Build.Finished,
+	}
+	for _, v := range plan.Variables {
+		if v.Sensitive || v.Source == "default" {
+			continue
+		}
+		b.Variables = append(b.Variables, provenance.Variable{Name: v.Name, Value: v.Value, Source: v.Source})
+	}
+	keys := map[string]string{}
+	for _, k := range m.AptKeys {
+		keys[k.Repository] = k.SHA256
+	}
+	for _, l := range plan.Layers {
+		if !l.Enabled {
+			continue
+		}
+		if l.File != "" {
+			b.LayerFiles = append(b.LayerFiles, provenance.Resource{Name: l.File, URI: fileURI(l.File), SHA256: l.FileDigest})
+		}
+		for _, st := range l.Steps {
+			switch s := st.(type) {
+			case steps.AptRepository:
+				key := s.KeySHA256
+				if key == "" {
+					key = keys[s.Name]
+				}
+				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: s.Name, URI: string(plan.redact([]byte(s.URI))),
+					Suite: s.Suite, Components: s.Components, KeySHA256: key, ConfiguredIn: "recipe layer " + l.Name})
+			case steps.StageBundle:
+				b.Bundles = append(b.Bundles, provenance.Resource{Name: s.Name, URI: fileURI(s.Source), SHA256: s.Digest})
+			}
+		}
+	}
+	for _, src := range inv.AptSources {
+		for _, uri := range src.URIs {
+			for _, suite := range src.Suites {
+				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: path.Base(src.File), URI: uri,
+					Suite: suite, Components: src.Components, ConfiguredIn: src.File})
+			}
+		}
+	}
+	return b
+}
+
+// fileURI is a local file's URI; "" for "".
+func fileURI(p string) string {
+	if p == "" || strings.Contains(p, "://") {
+		return p
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return "file://" + filepath.ToSlash(p)
+}
+
+// invocationID identifies one build run in its provenance.
+func invocationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,27 @@
+// Package sbom owns the image's software bill of materials: what Scan
+// reads from a packed tgz (the installed packages of its dpkg database,
+// each with its source package and the licenses its copyright file states,
+// the OS it is, the apt repositories it is configured with, and the hashes
+// of the files the recipe wrote and the bundles staged), the SPDX 2.3 JSON
+// document made of that with spdx/tools-golang, and reading such a
+// document back (imagectl's or another tool's) for imagectl diff.
+//
+// Scan reads the tgz once, as a stream, keeping only what it parsed (never
+// whole files) and within bounds: a dpkg status file over 64 MiB is
+// refused; of copyright, os-release and apt sources files the first MiB is
+// read and lines over 64 KiB are skipped.
+//
+// The document describes one package, SPDXRef-Image (the image, its tgz's
+// SHA-256), which CONTAINS the Debian packages (SPDXRef-DEB-<name>-<arch>,
+// each with a pkg:deb purl, its source package, its maintainer as supplier
+// and the SPDX expression of its copyright file's licenses as declared
+// license), the bundles (SPDXRef-Bundle-<name>, files analyzed, which
+// CONTAIN their files) and the recipe's files. Debian license names SPDX
+// does not know become LicenseRef- identifiers, each stated once in the
+// document's extracted licensing infos.
+//
+// Read takes the described package's name and version and the packages
+// with a pkg:deb purl from any SPDX JSON document, so that imagectl diff
+// compares imagectl's SBOM with syft's (syft dir:/scan of a root
+// filesystem, -o spdx-json) as it compares two of imagectl's.
+package sbom
