@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,7 +16,12 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/sbom"
+	"github.com/gpuaas/imagectl/signing"
 )
+
+// maxDocument bounds the SBOM: its attestation is an envelope of it in
+// base64, and signing.MaxEnvelopeSize bounds what verification reads.
+const maxDocument = signing.MaxEnvelopeSize / 4 * 3 * 9 / 10
 
 // documents are the files a build writes that describe its tgz: the SPDX
 // SBOM, the provenance statement, and the statement that attests the SBOM
@@ -52,6 +58,12 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	if d.sbom, err = sbom.Marshal(doc); err != nil {
 		return nil, fmt.Errorf("encoding the SBOM of %s: %w", tgz, err)
 	}
+	// Within what a DSSE envelope (base64, a third larger) may hold when
+	// verified; a sensitive value is never in the documents.
+	if len(d.sbom) > maxDocument {
+		return nil, fmt.Errorf("the SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.sbom), maxDocument)
+	}
+	d.sbom = plan.redact(d.sbom)
 	subject := provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256}
 	if d.sbomStatement, err = provenance.SBOMStatement(subject, d.sbom); err != nil {
 		return nil, err
@@ -64,6 +76,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	if d.provenance, err = provenance.Statement(b); err != nil {
 		return nil, fmt.Errorf("making the provenance of %s: %w", tgz, err)
 	}
+	d.provenance = plan.redact(d.provenance)
 	m.Provenance = &manifest.Document{File: plan.Artifacts.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
 	return d, nil
 }
@@ -77,10 +90,10 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 	b := provenance.Build{
 		Subject:         provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256},
 		ImagectlVersion: plan.BuilderVersion, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer,
-		Recipe:  provenance.Resource{Name: plan.Recipe.Path, URI: fileURI(plan.Recipe.Path), SHA256: plan.Recipe.Digest},
+		Recipe:  provenance.Resource{Name: plan.Recipe.Path, URI: fileURI("", plan.Recipe.Path), SHA256: plan.Recipe.Digest},
 		Version: plan.Image.Version, VersionFrom: plan.Image.VersionFrom,
 		SourceRevision: m.Lineage.SourceRevision,
-		Base:           provenance.Resource{Name: "base", URI: plan.Base.Source, SHA256: plan.Base.Checksum},
+		Base:           provenance.Resource{Name: "base", URI: baseURI(plan), SHA256: plan.Base.Checksum},
 		InvocationID:   invocationID(),
 		Started:        m.Build.Started, Finished: m.Build.Finished,
 	}
@@ -99,7 +112,7 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 			continue
 		}
 		if l.File != "" {
-			b.LayerFiles = append(b.LayerFiles, provenance.Resource{Name: l.File, URI: fileURI(l.File), SHA256: l.FileDigest})
+			b.LayerFiles = append(b.LayerFiles, provenance.Resource{Name: l.File, URI: fileURI(plan.Source.Dir, l.File), SHA256: l.FileDigest})
 		}
 		for _, st := range l.Steps {
 			switch s := st.(type) {
@@ -108,10 +121,14 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 				if key == "" {
 					key = keys[s.Name]
 				}
-				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: s.Name, URI: string(plan.redact([]byte(s.URI))),
+				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: s.Name, URI: withoutCredentials(s.URI),
 					Suite: s.Suite, Components: s.Components, KeySHA256: key, ConfiguredIn: "recipe layer " + l.Name})
 			case steps.StageBundle:
-				b.Bundles = append(b.Bundles, provenance.Resource{Name: s.Name, URI: fileURI(s.Source), SHA256: s.Digest})
+				src := s.SourcePath
+				if src == "" {
+					src = s.Source
+				}
+				b.Bundles = append(b.Bundles, provenance.Resource{Name: s.Name, URI: fileURI(plan.Source.Dir, src), SHA256: s.Digest})
 			}
 		}
 	}
@@ -126,15 +143,41 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 	return b
 }
 
-// fileURI is a local file's URI; "" for "".
-func fileURI(p string) string {
+// fileURI is a local file's URI, a relative path being relative to dir
+// (the recipe's directory; "" for the working directory); "" for "". A
+// URL is returned without credentials.
+func fileURI(dir, p string) string {
 	if p == "" || strings.Contains(p, "://") {
-		return p
+		return withoutCredentials(p)
+	}
+	if !filepath.IsAbs(p) && dir != "" {
+		p = filepath.Join(dir, p)
 	}
 	if abs, err := filepath.Abs(p); err == nil {
 		p = abs
 	}
 	return "file://" + filepath.ToSlash(p)
+}
+
+// baseURI is where the base image came from: its URL, or the local file.
+func baseURI(plan *Plan) string {
+	if plan.Source != nil && plan.Source.Image != nil {
+		if b := plan.Source.Image.Base; !b.URL && b.Path != "" {
+			return fileURI("", b.Path)
+		}
+	}
+	return withoutCredentials(plan.Base.Source)
+}
+
+// withoutCredentials drops a URL's user and password: the provenance
+// travels with the image, credentials must not.
+func withoutCredentials(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
 }
 
 // invocationID identifies one build run in its provenance.

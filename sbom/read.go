@@ -53,7 +53,14 @@ func ReadFile(path string) (*Summary, error) {
 	return s, nil
 }
 
-func read(r io.Reader) (*Summary, error) {
+func read(r io.Reader) (s *Summary, err error) {
+	// tools-golang's reader dereferences what a hostile document leaves
+	// null (a package of null): its panic is this document's error.
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("not a well-formed SPDX document (%v)", p)
+		}
+	}()
 	b, err := io.ReadAll(io.LimitReader(r, readLimit+1))
 	if err != nil {
 		return nil, err
@@ -65,7 +72,7 @@ func read(r io.Reader) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Summary{Name: doc.DocumentName}
+	s = &Summary{Name: doc.DocumentName}
 	if root := describedPackage(doc); root != nil {
 		s.Name, s.Version = root.PackageName, root.PackageVersion
 	}

@@ -143,3 +143,13 @@ func TestDiff(t *testing.T) {
 		t.Errorf("imagectl vs syft: %+v", d.Packages)
 	}
 }
+
+// A document whose packages are null is an error, not a crash.
+func TestReadNullPackage(t *testing.T) {
+	for _, doc := range []string{`{"spdxVersion":"SPDX-2.3","packages":[null]}`,
+		`{"spdxVersion":"SPDX-2.3","SPDXID":"SPDXRef-DOCUMENT","packages":[null],"relationships":[{"spdxElementId":"SPDXRef-DOCUMENT","relationshipType":"DESCRIBES","relatedSpdxElement":"SPDXRef-x"}]}`} {
+		if _, err := Read(strings.NewReader(doc)); err == nil {
+			t.Errorf("Read(%s) = nil error", doc)
+		}
+	}
+}

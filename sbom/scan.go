@@ -104,6 +104,27 @@ func (s *scanner) wanted(name string) bool {
 	return false
 }
 
+// remap follows a top-level symlink (merged /usr: lib -> usr/lib) for the
+// wanted files and directories under it, so that a file the recipe wrote
+// to /lib/... is found where the tgz holds it, under usr/lib/. The packer
+// writes entries in name order, so the link comes before what it leads to.
+func (s *scanner) remap(name, link string) {
+	target := normalize(link) // relative to the root either way: name is top-level
+	if target == "" || target == name {
+		return
+	}
+	for f := range s.files {
+		if rest, ok := strings.CutPrefix(f, name+"/"); ok {
+			s.files[target+"/"+rest] = true
+		}
+	}
+	for _, d := range s.dirs {
+		if rest, ok := strings.CutPrefix(d+"/", name+"/"); ok {
+			s.dirs = append(s.dirs, strings.TrimSuffix(target+"/"+rest, "/"))
+		}
+	}
+}
+
 // interesting reports whether a symlink is one Scan resolves later.
 func interesting(name string) bool {
 	return strings.HasPrefix(name, "usr/share/doc/") || name == osReleasePaths[0] || name == osReleasePaths[1]
@@ -158,6 +179,9 @@ func (s *scanner) entry(hdr *tar.Header, r io.Reader) error {
 	case tar.TypeSymlink:
 		if interesting(name) {
 			s.symlinks[name] = hdr.Linkname
+		}
+		if !strings.Contains(name, "/") {
+			s.remap(name, hdr.Linkname)
 		}
 	case tar.TypeLink:
 		if s.wanted(name) {

@@ -299,11 +299,11 @@ func TestScanSymlinkLoop(t *testing.T) {
 func TestScanLaterEntryReplaces(t *testing.T) {
 	tgz := writeTgz(t,
 		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
-		reg("usr/share/doc/a/copyright", "License: GPL-3\n"),
+		reg("usr/share/doc/a/copyright", dep5Header+"License: GPL-3\n"),
 		reg("opt/b/f", "old"),
 		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 2\n"),
 		symlink("usr/share/doc/a", "c"),
-		reg("usr/share/doc/c/copyright", "License: MIT\n"),
+		reg("usr/share/doc/c/copyright", dep5Header+"License: MIT\n"),
 		reg("opt/b/f", "new"),
 	)
 	inv, err := Scan(context.Background(), tgz, ScanOptions{Dirs: []string{"/opt/b"}})
@@ -381,8 +381,8 @@ func TestScanHugeLines(t *testing.T) {
 	huge := strings.Repeat("A", 10<<20)
 	tgz := writeTgz(t,
 		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\nDescription: "+huge+"\n\nPackage: b\nStatus: install ok installed\nVersion: 2\n"),
-		reg("usr/share/doc/a/copyright", "License: MIT\nLicense: "+huge+"\nLicense: ISC\n"),
-		reg("usr/share/doc/b/copyright", "License: "+huge[:100<<10]+"\nLicense: Zlib\n"),
+		reg("usr/share/doc/a/copyright", dep5Header+"License: MIT\nLicense: "+huge+"\nLicense: ISC\n"),
+		reg("usr/share/doc/b/copyright", dep5Header+"License: "+huge[:100<<10]+"\nLicense: Zlib\n"),
 		reg("etc/os-release", huge+"\nID=debian\n"),
 		reg("etc/apt/sources.list", huge),
 	)
@@ -469,5 +469,43 @@ func TestSourceOf(t *testing.T) {
 		if src != c.src || ver != c.ver {
 			t.Errorf("sourceOf(%q) = %q %q, want %q %q", c.field, src, ver, c.src, c.ver)
 		}
+	}
+}
+
+const dep5Header = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n"
+
+// A free-form copyright file states no license Scan reads: its prose is
+// not taken for License fields.
+func TestScanFreeFormCopyright(t *testing.T) {
+	tgz := writeTgz(t,
+		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+		reg("usr/share/doc/a/copyright", "This is a's copyright.\nLicense: you may do as you please, or not\n"),
+	)
+	inv, err := Scan(context.Background(), tgz, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := inv.Packages[0]; len(p.Licenses) != 0 || p.License != NoAssertion {
+		t.Errorf("package %+v", p)
+	}
+}
+
+// Merged /usr: a file the recipe wrote to /lib/... and a bundle under
+// /bin/... are found where the tgz holds them, under usr/.
+func TestScanMergedUsr(t *testing.T) {
+	tgz := writeTgz(t,
+		symlink("bin", "usr/bin"),
+		symlink("lib", "/usr/lib"),
+		reg("usr/bin/tool/run", "run"),
+		reg("usr/lib/systemd/system/x.service", "[Unit]\n"),
+		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+	)
+	inv, err := Scan(context.Background(), tgz, ScanOptions{Files: []string{"/lib/systemd/system/x.service"}, Dirs: []string{"/bin/tool"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []File{hashed("/usr/bin/tool/run", "run"), hashed("/usr/lib/systemd/system/x.service", "[Unit]\n")}
+	if !reflect.DeepEqual(inv.Files, want) {
+		t.Errorf("files %+v, want %+v", inv.Files, want)
 	}
 }

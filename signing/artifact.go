@@ -71,6 +71,15 @@ func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string, 
 	if err := writeSigned(a); err != nil {
 		return nil, err
 	}
+	// Attestations of an earlier build of the same name would not match.
+	beside := manifest.FilesBeside(tarball)
+	for _, p := range []string{beside.SBOMAttestation, beside.ProvenanceAttestation} {
+		if _, ok := a.envelopes[p]; !ok {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("removing the attestation of an earlier build: %w", err)
+			}
+		}
+	}
 	return a, nil
 }
 

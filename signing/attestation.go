@@ -17,8 +17,9 @@ import (
 // carries an SPDX document (cosign's --type spdxjson).
 const SPDXPredicateType = "https://spdx.dev/Document"
 
-// maxAttestation bounds an attestation envelope read from disk.
-const maxAttestation = 256 << 20
+// maxAttestation bounds an attestation envelope, or the document it
+// attests, read from disk: what VerifyDSSE reads.
+const maxAttestation = MaxEnvelopeSize
 
 // statement is what signing reads of an in-toto statement: its subjects'
 // sha256 digests and its predicate type (cosign checks no more).

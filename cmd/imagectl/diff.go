@@ -53,7 +53,10 @@ the same for two versions from the store.`,
 					}
 					p := v.Manifest
 					if sboms {
-						p = filepath.Join(v.Dir, manifest.FilesFor(args[0], ver).SBOM)
+						if p, err = sbomOf(v.Manifest, v.Dir); err != nil {
+							fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s %s: %v\n", args[0], ver, err)
+							return exitError{2}
+						}
 					}
 					paths = append(paths, p)
 				}
@@ -90,6 +93,18 @@ the same for two versions from the store.`,
 	cmd.Flags().BoolVar(&sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json files, this is the default)")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "markdown"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// sbomOf is the SBOM a manifest records, in dir.
+func sbomOf(manifestPath, dir string) (string, error) {
+	m, err := manifest.Read(manifestPath)
+	if err != nil {
+		return "", err
+	}
+	if m.SBOM == nil {
+		return "", fmt.Errorf("it has no SBOM (built before imagectl made them): compare the manifests instead (no --sbom)")
+	}
+	return filepath.Join(dir, filepath.Base(m.SBOM.File)), nil
 }
 
 // compare diffs two manifests, or the packages of two SBOMs.

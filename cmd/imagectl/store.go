@@ -261,6 +261,7 @@ func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []s
 		return nil, err
 	}
 	res.Tarball, res.ManifestPath, res.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
+	res.SBOM, res.Provenance = v.Path(res.SBOM), v.Path(res.Provenance)
 	out := make([]string, len(sigs))
 	for i, s := range sigs {
 		out[i] = v.Path(s)

@@ -274,7 +274,7 @@ func (s *Store) same(ctx context.Context, repo *remote.Repository, old ocispec.D
 			ours[f.role] = f.desc.Digest
 		}
 	}
-	for _, role := range []string{store.RoleTarball, store.RoleManifest, store.RoleValidationScript} {
+	for _, role := range []string{store.RoleTarball, store.RoleManifest, store.RoleValidationScript, store.RoleSBOM, store.RoleProvenance} {
 		x, y := have[role], ours[role]
 		switch {
 		case x == y:
@@ -447,14 +447,14 @@ func (s *Store) attest(ctx context.Context, repo *remote.Repository, image strin
 	for _, f := range fs {
 		var predicateType string
 		var stmt []byte
-		switch f.role {
-		case store.RoleProvenance:
+		switch {
+		case f.role == store.RoleProvenance && m.Provenance != nil:
 			b, err := readDocument(f.path, m.Provenance)
 			if err != nil {
 				return err
 			}
 			predicateType, stmt = m.Provenance.Format, b
-		case store.RoleSBOM:
+		case f.role == store.RoleSBOM && m.SBOM != nil:
 			b, err := readDocument(f.path, m.SBOM)
 			if err != nil {
 				return err
