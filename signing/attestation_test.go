@@ -87,7 +87,7 @@ func TestVerifyDocuments(t *testing.T) {
 	beside, otherBeside := manifest.FilesBeside(tgz), manifest.FilesBeside(other)
 	for _, tc := range []struct {
 		name, check, want string
-		change           func(t *testing.T)
+		change            func(t *testing.T)
 	}{
 		{"sbom changed", "sbom", "changed since the build", func(t *testing.T) {
 			appendTo(t, beside.SBOM, " ")
