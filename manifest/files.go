@@ -1,6 +1,12 @@
 package manifest
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
+)
 
 // The files of a build are named after one stem, <name>-<version>: the
 // tgz, and beside it the files that describe, check, sign or test it. A
@@ -88,4 +94,20 @@ func filesOf(stem, tgz string) Files {
 	f.TarballSignature, f.TarballBundle = Signatures(f.Tarball)
 	f.ManifestSignature, f.ManifestBundle = Signatures(f.Manifest)
 	return f
+}
+
+// ReadDocument reads a document beside the tgz (the SBOM, the provenance)
+// within limit bytes and checks that it is the one d records.
+func ReadDocument(path string, d *Document, limit int64) ([]byte, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%s: the manifest records no such document", path)
+	}
+	b, err := readlimit.File(path, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s, which the manifest records: %w", path, err)
+	}
+	if got := digest.Bytes(b); !got.Matches(d.SHA256) {
+		return nil, fmt.Errorf("%s has sha256 %s, but the manifest records %s: it changed since the build", path, got.Hex(), d.SHA256)
+	}
+	return b, nil
 }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	"github.com/gpuaas/imagectl/internal/digest"
-	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -85,14 +84,14 @@ func Statements(tarball, manifestPath string) (map[string][]byte, error) {
 	beside := manifest.FilesBeside(tarball)
 	out := map[string][]byte{}
 	if d := m.Provenance; d != nil {
-		b, err := recorded(beside.Provenance, d)
+		b, err := manifest.ReadDocument(beside.Provenance, d, maxDocument)
 		if err != nil {
 			return nil, err
 		}
 		out[beside.ProvenanceAttestation] = b
 	}
 	if d := m.SBOM; d != nil {
-		b, err := recorded(beside.SBOM, d)
+		b, err := manifest.ReadDocument(beside.SBOM, d, maxDocument)
 		if err != nil {
 			return nil, err
 		}
@@ -101,17 +100,4 @@ func Statements(tarball, manifestPath string) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-// recorded reads a document beside the tgz and checks it is the one the
-// manifest records.
-func recorded(path string, d *manifest.Document) ([]byte, error) {
-	b, err := readlimit.File(path, maxDocument)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s, which the manifest records: %w", path, err)
-	}
-	if got := digest.Bytes(b); !got.Matches(d.SHA256) {
-		return nil, fmt.Errorf("%s has sha256 %s, but the manifest records %s: it changed since the build", path, got.Hex(), d.SHA256)
-	}
-	return b, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
-	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -259,7 +258,7 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 		out = append(out, c)
 	}
 	if d := m.SBOM; d != nil {
-		doc, err := readDocument(beside.SBOM, d)
+		doc, err := manifest.ReadDocument(beside.SBOM, d, maxAttestation)
 		add("sbom", beside.SBOM, err)
 		stmt, err := v.VerifyAttestation(ctx, beside.SBOMAttestation, td.Hex(), SPDXPredicateType)
 		if err == nil && doc != nil {
@@ -270,7 +269,7 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 		add("sbom attestation", beside.SBOMAttestation, err)
 	}
 	if d := m.Provenance; d != nil {
-		_, err := readDocument(beside.Provenance, d)
+		_, err := manifest.ReadDocument(beside.Provenance, d, maxAttestation)
 		add("provenance", beside.Provenance, err)
 		stmt, err := v.VerifyAttestation(ctx, beside.ProvenanceAttestation, td.Hex(), d.Format)
 		if err == nil && !digest.Bytes(stmt).Matches(d.SHA256) {
@@ -279,19 +278,6 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 		add("provenance attestation", beside.ProvenanceAttestation, err)
 	}
 	return out
-}
-
-// readDocument reads a document beside the tgz and checks it is the one
-// the manifest records.
-func readDocument(path string, d *manifest.Document) ([]byte, error) {
-	b, err := readlimit.File(path, maxAttestation)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s, which the manifest records: %w", path, err)
-	}
-	if got := digest.Bytes(b); !got.Matches(d.SHA256) {
-		return nil, fmt.Errorf("%s has sha256 %s, but the manifest records %s: it changed since the build", path, got.Hex(), d.SHA256)
-	}
-	return b, nil
 }
 
 // RemoveArtifactSignatures removes the signatures beside a tgz and its

@@ -24,7 +24,6 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/gpuaas/imagectl/internal/digest"
-	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/signing"
@@ -449,13 +448,13 @@ func (s *Store) attest(ctx context.Context, repo *remote.Repository, image strin
 		var stmt []byte
 		switch {
 		case f.role == store.RoleProvenance && m.Provenance != nil:
-			b, err := readDocument(f.path, m.Provenance)
+			b, err := manifest.ReadDocument(f.path, m.Provenance, maxSmallFile)
 			if err != nil {
 				return err
 			}
 			predicateType, stmt = m.Provenance.Format, b
 		case f.role == store.RoleSBOM && m.SBOM != nil:
-			b, err := readDocument(f.path, m.SBOM)
+			b, err := manifest.ReadDocument(f.path, m.SBOM, maxSmallFile)
 			if err != nil {
 				return err
 			}
@@ -481,22 +480,6 @@ func (s *Store) attest(ctx context.Context, repo *remote.Repository, image strin
 		return nil
 	}
 	return s.pushCosignImage(ctx, repo, image, attestationTag(desc.Digest), layers)
-}
-
-// readDocument reads an SBOM or provenance statement being published and
-// checks it is the one the manifest records.
-func readDocument(path string, d *manifest.Document) ([]byte, error) {
-	if d == nil {
-		return nil, fmt.Errorf("%s: the manifest records no such document", path)
-	}
-	b, err := readlimit.File(path, maxSmallFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if !digest.Bytes(b).Matches(d.SHA256) {
-		return nil, fmt.Errorf("%s is not the document its manifest records (sha256 %s)", path, d.SHA256)
-	}
-	return b, nil
 }
 
 // blob is a descriptor and its content.
