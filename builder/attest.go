@@ -132,9 +132,18 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 			}
 		}
 	}
+	// A repository the recipe added is also in the sources file it wrote
+	// into the image: it is listed once, as the recipe's.
+	fromRecipe := map[[2]string]bool{}
+	for _, a := range b.AptRepositories {
+		fromRecipe[[2]string{strings.TrimSuffix(a.URI, "/"), a.Suite}] = true
+	}
 	for _, src := range inv.AptSources {
 		for _, uri := range src.URIs {
 			for _, suite := range src.Suites {
+				if fromRecipe[[2]string{strings.TrimSuffix(withoutCredentials(uri), "/"), suite}] {
+					continue
+				}
 				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: path.Base(src.File), URI: uri,
 					Suite: suite, Components: src.Components, ConfiguredIn: src.File})
 			}

@@ -41,9 +41,10 @@ type PackageChanges struct {
 
 // PackageVersion is a package whose version changed.
 type PackageVersion struct {
-	Name string `json:"name"`
-	From string `json:"from"`
-	To   string `json:"to"`
+	Name         string `json:"name"`
+	Architecture string `json:"architecture,omitempty"`
+	From         string `json:"from"`
+	To           string `json:"to"`
 }
 
 // ListChanges are items added to and removed from a list.
@@ -152,7 +153,7 @@ func ComparePackages(a, b []Package) PackageChanges {
 		case !inB:
 			pc.Removed = append(pc.Removed, pa)
 		case pa.Version != pb.Version:
-			change := PackageVersion{Name: pa.Name, From: pa.Version, To: pb.Version}
+			change := PackageVersion{Name: pa.Name, Architecture: pa.Architecture, From: pa.Version, To: pb.Version}
 			if debLess(pb.Version, pa.Version) {
 				pc.Downgraded = append(pc.Downgraded, change)
 			} else {

@@ -92,3 +92,22 @@ func TestDiffGolden(t *testing.T) {
 		}
 	}
 }
+
+// A package changed in two architectures is written name:arch, as dpkg
+// writes it; a package in one architecture keeps its plain name.
+func TestDiffMultiArchPackages(t *testing.T) {
+	a := []Package{{Name: "libc6", Version: "2.36-9", Architecture: "amd64"}, {Name: "libc6", Version: "2.36-9", Architecture: "i386"},
+		{Name: "jq", Version: "1.6", Architecture: "amd64"}}
+	b := []Package{{Name: "libc6", Version: "2.36-9+deb12u4", Architecture: "amd64"}, {Name: "libc6", Version: "2.36-9+deb12u4", Architecture: "i386"},
+		{Name: "jq", Version: "1.7", Architecture: "amd64"}}
+	d := &Diff{Packages: ComparePackages(a, b)}
+	var text bytes.Buffer
+	if err := d.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"↑ libc6:amd64 2.36-9 -> 2.36-9+deb12u4", "↑ libc6:i386 2.36-9 -> 2.36-9+deb12u4", "↑ jq 1.6 -> 1.7"} {
+		if !bytes.Contains(text.Bytes(), []byte(want)) {
+			t.Errorf("diff does not show %q:\n%s", want, text.String())
+		}
+	}
+}

@@ -48,18 +48,39 @@ func (d *Diff) sections(emit func(title string, lines []string)) {
 			emit(title, lines)
 		}
 	}
+	// A package name met in more than one architecture is written
+	// name:arch, as dpkg writes it, wherever it appears.
+	archs := map[string]map[string]bool{}
+	seen := func(name, arch string) {
+		if archs[name] == nil {
+			archs[name] = map[string]bool{}
+		}
+		archs[name][arch] = true
+	}
+	for _, p := range append(append([]Package(nil), d.Packages.Added...), d.Packages.Removed...) {
+		seen(p.Name, p.Architecture)
+	}
+	for _, p := range append(append([]PackageVersion(nil), d.Packages.Upgraded...), d.Packages.Downgraded...) {
+		seen(p.Name, p.Architecture)
+	}
+	name := func(n, arch string) string {
+		if len(archs[n]) > 1 && arch != "" {
+			return n + ":" + arch
+		}
+		return n
+	}
 	var pk []string
 	for _, p := range d.Packages.Added {
-		pk = append(pk, fmt.Sprintf("+ %s %s", p.Name, p.Version))
+		pk = append(pk, fmt.Sprintf("+ %s %s", name(p.Name, p.Architecture), p.Version))
 	}
 	for _, p := range d.Packages.Removed {
-		pk = append(pk, fmt.Sprintf("- %s %s", p.Name, p.Version))
+		pk = append(pk, fmt.Sprintf("- %s %s", name(p.Name, p.Architecture), p.Version))
 	}
 	for _, p := range d.Packages.Upgraded {
-		pk = append(pk, fmt.Sprintf("↑ %s %s -> %s", p.Name, p.From, p.To))
+		pk = append(pk, fmt.Sprintf("↑ %s %s -> %s", name(p.Name, p.Architecture), p.From, p.To))
 	}
 	for _, p := range d.Packages.Downgraded {
-		pk = append(pk, fmt.Sprintf("↓ %s %s -> %s", p.Name, p.From, p.To))
+		pk = append(pk, fmt.Sprintf("↓ %s %s -> %s", name(p.Name, p.Architecture), p.From, p.To))
 	}
 	add(fmt.Sprintf("Packages (%d added, %d removed, %d upgraded, %d downgraded)",
 		len(d.Packages.Added), len(d.Packages.Removed), len(d.Packages.Upgraded), len(d.Packages.Downgraded)), pk)

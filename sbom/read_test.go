@@ -115,10 +115,10 @@ func TestDiff(t *testing.T) {
 			Added:   []manifest.Package{{Name: "new", Version: "3", Architecture: "arm64"}},
 			Removed: []manifest.Package{{Name: "gone", Version: "1", Architecture: "amd64"}, {Name: "libc6", Version: "2.36-9", Architecture: "i386"}},
 			Upgraded: []manifest.PackageVersion{
-				{Name: "bash", From: "5.2.15-2", To: "1:5.0-1"},
-				{Name: "libc6", From: "2.36-9", To: "2.36-9+deb12u4"},
+				{Name: "bash", Architecture: "amd64", From: "5.2.15-2", To: "1:5.0-1"},
+				{Name: "libc6", Architecture: "amd64", From: "2.36-9", To: "2.36-9+deb12u4"},
 			},
-			Downgraded: []manifest.PackageVersion{{Name: "tilde", From: "1.0", To: "1.0~rc1"}},
+			Downgraded: []manifest.PackageVersion{{Name: "tilde", Architecture: "all", From: "1.0", To: "1.0~rc1"}},
 		},
 	}
 	if !reflect.DeepEqual(d, want) {

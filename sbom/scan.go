@@ -41,6 +41,23 @@ func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error)
 	if !s.hasStatus {
 		return nil, fmt.Errorf("%s has no %s: not a Debian root filesystem", tgz, statusPath)
 	}
+	if targets := s.unhashedTargets(); len(targets) > 0 {
+		// A wanted hard link whose first copy passed unhashed: a second
+		// pass hashes just those first copies. Rare (a recipe file hard
+		// linked from elsewhere), so the common build reads the tgz once.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("reading the SBOM's inventory from %s: %w", tgz, err)
+		}
+		again := newScanner(ScanOptions{Files: targets})
+		if err := again.read(ctx, f); err != nil {
+			return nil, fmt.Errorf("reading the SBOM's inventory from %s again, for hard links: %w", tgz, err)
+		}
+		for _, t := range targets {
+			if h, ok := again.hashed[t]; ok {
+				s.linkTargets[t] = h
+			}
+		}
+	}
 	inv, err := s.inventory()
 	if err != nil {
 		return nil, fmt.Errorf("reading the SBOM's inventory from %s: %w", tgz, err)
@@ -60,19 +77,28 @@ type scanner struct {
 	osReleases map[string]OSRelease
 	apt        map[string][]AptSource
 	symlinks   map[string]string // symlink -> its target, as written
-	hashed     map[string]File
+	hashed     map[string]File   // by normalized path in the tgz
 	hardlinks  map[string]string // wanted hard link -> its target
+	// linkTargets are unwanted files hashed for a wanted hard link to them.
+	linkTargets map[string]File
+
+	// Wanted paths found through a top-level symlink (merged /usr), so
+	// that a file is reported under the path the recipe gave it.
+	fileAlias map[string]string // path in the tgz -> path asked for
+	dirAlias  [][2]string       // {directory in the tgz, directory asked for}
 }
 
 func newScanner(opts ScanOptions) *scanner {
 	s := &scanner{
-		files:      map[string]bool{},
-		copyrights: map[string][]string{},
-		osReleases: map[string]OSRelease{},
-		apt:        map[string][]AptSource{},
-		symlinks:   map[string]string{},
-		hashed:     map[string]File{},
-		hardlinks:  map[string]string{},
+		files:       map[string]bool{},
+		copyrights:  map[string][]string{},
+		osReleases:  map[string]OSRelease{},
+		apt:         map[string][]AptSource{},
+		symlinks:    map[string]string{},
+		hashed:      map[string]File{},
+		hardlinks:   map[string]string{},
+		fileAlias:   map[string]string{},
+		linkTargets: map[string]File{},
 	}
 	for _, p := range opts.Files {
 		s.files[normalize(p)] = true
@@ -106,8 +132,9 @@ func (s *scanner) wanted(name string) bool {
 
 // remap follows a top-level symlink (merged /usr: lib -> usr/lib) for the
 // wanted files and directories under it, so that a file the recipe wrote
-// to /lib/... is found where the tgz holds it, under usr/lib/. The packer
-// writes entries in name order, so the link comes before what it leads to.
+// to /lib/... is found where the tgz holds it, under usr/lib/, and reported
+// as /lib/... . The packer writes entries in name order, so the link comes
+// before what it leads to.
 func (s *scanner) remap(name, link string) {
 	target := normalize(link) // relative to the root either way: name is top-level
 	if target == "" || target == name {
@@ -116,13 +143,30 @@ func (s *scanner) remap(name, link string) {
 	for f := range s.files {
 		if rest, ok := strings.CutPrefix(f, name+"/"); ok {
 			s.files[target+"/"+rest] = true
+			s.fileAlias[target+"/"+rest] = f
 		}
 	}
 	for _, d := range s.dirs {
 		if rest, ok := strings.CutPrefix(d+"/", name+"/"); ok {
-			s.dirs = append(s.dirs, strings.TrimSuffix(target+"/"+rest, "/"))
+			found := strings.TrimSuffix(target+"/"+rest, "/")
+			s.dirs = append(s.dirs, found)
+			s.dirAlias = append(s.dirAlias, [2]string{found, d})
 		}
 	}
+}
+
+// reported is the path a hashed file is reported under: the one asked for,
+// where it was found through a remapped symlink.
+func (s *scanner) reported(name string) string {
+	if f, ok := s.fileAlias[name]; ok {
+		return "/" + f
+	}
+	for _, a := range s.dirAlias {
+		if rest, ok := strings.CutPrefix(name, a[0]+"/"); ok {
+			return "/" + path.Join(a[1], rest)
+		}
+	}
+	return "/" + name
 }
 
 // interesting reports whether a symlink is one Scan resolves later.
@@ -220,7 +264,7 @@ func (s *scanner) regular(name string, hdr *tar.Header, r io.Reader) error {
 		if _, err := io.Copy(io.Discard, r); err != nil {
 			return fmt.Errorf("hashing %s: %w", name, err)
 		}
-		s.hashed[name] = h.file("/" + name)
+		s.hashed[name] = h.file(s.reported(name))
 	}
 	return nil
 }
@@ -248,12 +292,16 @@ func (s *scanner) inventory() (*Inventory, error) {
 		return a.Architecture < b.Architecture
 	})
 
-	for name, target := range s.hardlinks {
+	for name := range s.hardlinks {
+		target := s.linkTarget(name)
 		f, ok := s.hashed[target]
 		if !ok {
-			return nil, fmt.Errorf("/%s is a hard link to /%s, which is not a file the SBOM hashes", name, target)
+			f, ok = s.linkTargets[target]
 		}
-		f.Path = "/" + name
+		if !ok {
+			return nil, fmt.Errorf("/%s is a hard link to /%s, which is not a regular file in the tgz", name, target)
+		}
+		f.Path = s.reported(name)
 		s.hashed[name] = f
 	}
 	for _, f := range s.hashed {
@@ -270,6 +318,36 @@ func (s *scanner) inventory() (*Inventory, error) {
 		inv.AptSources = append(inv.AptSources, s.apt[f]...)
 	}
 	return inv, nil
+}
+
+// linkTarget is the first copy a wanted hard link names, through the
+// wanted hard links it names in turn (at most maxLinks of them).
+func (s *scanner) linkTarget(name string) string {
+	target := s.hardlinks[name]
+	for hops := 0; hops < maxLinks; hops++ {
+		next, ok := s.hardlinks[target]
+		if !ok {
+			break
+		}
+		target = next
+	}
+	return target
+}
+
+// unhashedTargets are the first copies of wanted hard links that passed
+// unhashed, sorted.
+func (s *scanner) unhashedTargets() []string {
+	var targets []string
+	seen := map[string]bool{}
+	for name := range s.hardlinks {
+		target := s.linkTarget(name)
+		if _, ok := s.hashed[target]; !ok && !seen[target] {
+			seen[target] = true
+			targets = append(targets, target)
+		}
+	}
+	sort.Strings(targets)
+	return targets
 }
 
 // resolve follows the recorded symlinks in a normalized path, at most

@@ -335,8 +335,8 @@ func TestScanErrors(t *testing.T) {
 		{"no status", tgzBytes(t, reg("etc/os-release", "ID=debian\n")), ScanOptions{},
 			"image.tgz has no var/lib/dpkg/status: not a Debian root filesystem"},
 		{"status a symlink only", tgzBytes(t, symlink("var/lib/dpkg/status", "/x")), ScanOptions{}, "not a Debian root filesystem"},
-		{"hard link to an unhashed file", tgzBytes(t, status, reg("etc/shadow", "x"), hardlink("opt/b/shadow", "etc/shadow")),
-			ScanOptions{Dirs: []string{"/opt/b"}}, "/opt/b/shadow is a hard link to /etc/shadow"},
+		{"hard link to nothing", tgzBytes(t, status, reg("etc/shadow", "x"), hardlink("opt/b/shadow", "etc/gshadow")),
+			ScanOptions{Dirs: []string{"/opt/b"}}, "/opt/b/shadow is a hard link to /etc/gshadow, which is not a regular file in the tgz"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Scan(context.Background(), writeFile(t, "image.tgz", c.tgz), c.opts)
@@ -491,7 +491,8 @@ func TestScanFreeFormCopyright(t *testing.T) {
 }
 
 // Merged /usr: a file the recipe wrote to /lib/... and a bundle under
-// /bin/... are found where the tgz holds them, under usr/.
+// /bin/... are found where the tgz holds them, under usr/, and reported
+// under the paths the recipe gave them.
 func TestScanMergedUsr(t *testing.T) {
 	tgz := writeTgz(t,
 		symlink("bin", "usr/bin"),
@@ -504,8 +505,31 @@ func TestScanMergedUsr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []File{hashed("/usr/bin/tool/run", "run"), hashed("/usr/lib/systemd/system/x.service", "[Unit]\n")}
+	want := []File{hashed("/bin/tool/run", "run"), hashed("/lib/systemd/system/x.service", "[Unit]\n")}
 	if !reflect.DeepEqual(inv.Files, want) {
 		t.Errorf("files %+v, want %+v", inv.Files, want)
+	}
+}
+
+// A wanted hard link whose first copy in the tar is not wanted is hashed
+// by a second pass, under its own path; the first copy is not listed.
+func TestScanHardLinkToUnwantedFile(t *testing.T) {
+	tgz := writeTgz(t,
+		reg("etc/a/first", "shared content\n"),
+		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+		hardlink("opt/b/second", "etc/a/first"),
+		hardlink("opt/b/third", "opt/b/second"),
+		reg("opt/b/own", "own\n"),
+	)
+	inv, err := Scan(context.Background(), tgz, ScanOptions{Dirs: []string{"/opt/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []File{hashed("/opt/b/own", "own\n"), hashed("/opt/b/second", "shared content\n")}
+	if len(inv.Files) < 2 || !reflect.DeepEqual(inv.Files[:2], want) {
+		t.Errorf("files %+v, want %+v first", inv.Files, want)
+	}
+	if len(inv.Files) != 3 || inv.Files[2].Path != "/opt/b/third" {
+		t.Errorf("files %+v, want /opt/b/third last", inv.Files)
 	}
 }
