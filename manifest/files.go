@@ -34,6 +34,11 @@ const (
 	AttestationExt = ".dsse.json"
 )
 
+// SPDXPredicateType is the predicate type of an in-toto statement that
+// carries the SBOM (cosign's --type spdxjson): what provenance makes,
+// signing verifies and the registry store attaches.
+const SPDXPredicateType = "https://spdx.dev/Document"
+
 // Files are the paths of one build's files.
 type Files struct {
 	Tarball          string

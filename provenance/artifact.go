@@ -9,10 +9,6 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-// SBOMPredicateType is the predicate type of a statement carrying an SPDX
-// document (cosign's --type spdxjson).
-const SBOMPredicateType = "https://spdx.dev/Document"
-
 // maxDocument bounds an SBOM or a statement read from disk.
 const maxDocument = 256 << 20
 
@@ -33,7 +29,7 @@ func SBOMStatement(subject Resource, spdxJSON []byte) ([]byte, error) {
 		PredicateType string          `json:"predicateType"`
 		Predicate     json.RawMessage `json:"predicate"`
 	}{statementType, []subjectJSON{{Name: subject.Name, Digest: map[string]string{"sha256": digest.Digest{Sum: sum}.Hex()}}},
-		SBOMPredicateType, json.RawMessage(spdxJSON)}
+		manifest.SPDXPredicateType, json.RawMessage(spdxJSON)}
 	return json.Marshal(st)
 }
 

@@ -260,7 +260,7 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 	if d := m.SBOM; d != nil {
 		doc, err := manifest.ReadDocument(beside.SBOM, d, maxAttestation)
 		add("sbom", beside.SBOM, err)
-		stmt, err := v.VerifyAttestation(ctx, beside.SBOMAttestation, td.Hex(), SPDXPredicateType)
+		stmt, err := v.VerifyAttestation(ctx, beside.SBOMAttestation, td.Hex(), manifest.SPDXPredicateType)
 		if err == nil && doc != nil {
 			if same, perr := samePredicate(stmt, doc); perr != nil || !same {
 				err = fmt.Errorf("%s attests an SBOM other than %s", beside.SBOMAttestation, beside.SBOM)

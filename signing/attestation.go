@@ -13,10 +13,6 @@ import (
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
-// SPDXPredicateType is the predicate type of an in-toto statement that
-// carries an SPDX document (cosign's --type spdxjson).
-const SPDXPredicateType = "https://spdx.dev/Document"
-
 // maxAttestation bounds an attestation envelope, or the document it
 // attests, read from disk: what VerifyDSSE reads.
 const maxAttestation = MaxEnvelopeSize

@@ -53,7 +53,7 @@ func documented(t *testing.T, k keys, stem string) (tgz, man string, statements 
 	}
 	statements = map[string][]byte{
 		beside.ProvenanceAttestation: prov,
-		beside.SBOMAttestation:       statement(m.Artifact.SHA256, signing.SPDXPredicateType, string(sbomDoc)),
+		beside.SBOMAttestation:       statement(m.Artifact.SHA256, manifest.SPDXPredicateType, string(sbomDoc)),
 	}
 	a, err := signing.SignArtifact(context.Background(), k.signer, tgz, man, statements)
 	if err != nil {

@@ -458,7 +458,7 @@ func (s *Store) attest(ctx context.Context, repo *remote.Repository, image strin
 			if err != nil {
 				return err
 			}
-			predicateType = provenance.SBOMPredicateType
+			predicateType = manifest.SPDXPredicateType
 			if stmt, err = provenance.SBOMStatement(provenance.Resource{Name: m.Artifact.File, SHA256: m.Artifact.SHA256}, b); err != nil {
 				return err
 			}
