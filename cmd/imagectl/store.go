@@ -314,6 +314,9 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 			}
 			var signer *signing.Signer
 			if signKey != "" {
+				if loc := sf.location(env); !strings.HasPrefix(loc, storeopen.Scheme) {
+					return fmt.Errorf("--sign-key signs a registry's OCI manifest; the directory store %s keeps the signatures beside the tgz: sign the artifact with imagectl sign --key, then publish it", loc)
+				}
 				var err error
 				if signer, err = loadSigner(signKey, env); err != nil {
 					return err

@@ -154,3 +154,17 @@ func TestBuildDryRunWithStore(t *testing.T) {
 		t.Errorf("plan:\n%s", out)
 	}
 }
+
+// publish --sign-key into a directory store is refused, not ignored: the
+// key signs a registry's OCI manifest, and nothing is published.
+func TestPublishSignKeyIntoDirectoryStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	tgz, _ := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{})
+	_, errs, code := imagectl(t, nil, "publish", tgz, "--store", dir, "--sign-key", filepath.Join(t.TempDir(), "cosign.key"))
+	if code == 0 || !strings.Contains(errs, "--sign-key signs a registry's OCI manifest") || !strings.Contains(errs, dir) {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the store %s was created: %v", dir, err)
+	}
+}

@@ -80,8 +80,23 @@ type Options struct {
 // cache directory: catalogs/<the first 16 hex digits of the remote's
 // sha256>.
 func CloneDir(cacheRoot, remote string) string {
-	sum := sha256.Sum256([]byte(remote))
+	sum := sha256.Sum256([]byte(absRemote(remote)))
 	return filepath.Join(cacheRoot, "catalogs", hex.EncodeToString(sum[:])[:16])
+}
+
+// absRemote makes a remote that is a relative path to a directory
+// absolute: git would take it relative to the clone, and two working
+// directories must not share one clone for two catalogs.
+func absRemote(remote string) string {
+	if strings.Contains(remote, "://") || filepath.IsAbs(remote) {
+		return remote
+	}
+	if st, err := os.Stat(remote); err == nil && st.IsDir() {
+		if abs, err := filepath.Abs(remote); err == nil {
+			return abs
+		}
+	}
+	return remote
 }
 
 // Catalog is a site promotion catalog kept in a git repository.
@@ -105,13 +120,7 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 	if remote == "" {
 		return nil, errors.New("opening a git catalog: no remote given")
 	}
-	if !strings.Contains(remote, "://") && !filepath.IsAbs(remote) {
-		if st, err := os.Stat(remote); err == nil && st.IsDir() {
-			if abs, err := filepath.Abs(remote); err == nil {
-				remote = abs // git would take it relative to the clone
-			}
-		}
-	}
+	remote = absRemote(remote)
 	c := &Catalog{remote: remote, branch: opts.Branch, dir: opts.CacheDir, env: opts.Env, now: opts.Now}
 	if c.branch == "" {
 		c.branch = "main"

@@ -546,3 +546,27 @@ func TestCallerEnvCannotRedirectGit(t *testing.T) {
 		t.Errorf("the other repository changed:\n%s", out)
 	}
 }
+
+// A catalog named by a relative path has the clone of the directory it
+// names: the same as its absolute path's, another one from another
+// working directory.
+func TestCloneDirOfRelativeRemote(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"a/catalog", "b/catalog"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(filepath.Join(root, "a"))
+	fromA := CloneDir("/cache", "catalog")
+	if abs := CloneDir("/cache", filepath.Join(root, "a", "catalog")); fromA != abs {
+		t.Errorf("clone of ./catalog %s, of its absolute path %s", fromA, abs)
+	}
+	t.Chdir(filepath.Join(root, "b"))
+	if fromB := CloneDir("/cache", "catalog"); fromB == fromA {
+		t.Errorf("two catalogs named ./catalog share the clone %s", fromB)
+	}
+	if CloneDir("/cache", "ssh://git@example/c.git") == CloneDir("/cache", "ssh://git@example/d.git") {
+		t.Error("two remotes share a clone")
+	}
+}
