@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -54,7 +55,7 @@ func TestCheckedReaderAt(t *testing.T) {
 		bad[100] ^= 1
 		c, _ := NewCheckedReaderAt(bytes.NewReader(bad), size, want)
 		got, err := readChunks(c, size, 7000)
-		if err == nil || !strings.Contains(err.Error(), "refusing its last bytes") {
+		if err == nil || !strings.Contains(err.Error(), "refusing its last bytes") || !errors.Is(err, ErrMismatch) {
 			t.Fatalf("err = %v", err)
 		}
 		if int64(len(got)) >= size {
@@ -71,8 +72,8 @@ func TestCheckedReaderAt(t *testing.T) {
 
 	t.Run("a short blob", func(t *testing.T) {
 		c, _ := NewCheckedReaderAt(bytes.NewReader(data[:size-1]), size, want)
-		if _, err := readChunks(c, size, 7000); err == nil {
-			t.Fatal("a blob one byte short passed")
+		if _, err := readChunks(c, size, 7000); err == nil || !errors.Is(err, ErrMismatch) || !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("a blob one byte short: %v", err)
 		}
 	})
 }

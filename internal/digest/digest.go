@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -22,6 +23,11 @@ import (
 	"strings"
 	"sync"
 )
+
+// ErrMismatch is wrapped by CheckedReaderAt's errors for content that is
+// not what its digest and size say (other bytes, or fewer), so that a
+// caller holding a cached copy knows to drop it.
+var ErrMismatch = errors.New("the content does not match its digest")
 
 // Prefix starts a digest written as "sha256:<hex>".
 const Prefix = "sha256:"
@@ -216,7 +222,7 @@ func (c *CheckedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if err == io.EOF {
 		err = nil
 		if off+int64(n) < c.size {
-			err = fmt.Errorf("the content ends at byte %d, expected %d: %w", off+int64(n), c.size, io.ErrUnexpectedEOF)
+			err = fmt.Errorf("the content ends at byte %d, expected %d: %w (%w)", off+int64(n), c.size, io.ErrUnexpectedEOF, ErrMismatch)
 		}
 	}
 	if err != nil {
@@ -245,7 +251,7 @@ func (c *CheckedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	var got [sha256.Size]byte
 	c.h.Sum(got[:0])
 	if got != c.want {
-		return 0, fmt.Errorf("the content has sha256 %x, expected %x: refusing its last bytes", got, c.want)
+		return 0, fmt.Errorf("the content has sha256 %x, expected %x: refusing its last bytes: %w", got, c.want, ErrMismatch)
 	}
 	return n, nil
 }

@@ -25,6 +25,9 @@ import (
 	"github.com/gpuaas/imagectl/store/oci"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
 	"github.com/gpuaas/imagectl/store/storetest"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
 // open opens a store under prefix with the registry's CA and credentials
@@ -206,8 +209,33 @@ func TestOpenTarballRefusesOtherContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readAll(t, blob, v.Size); err == nil || !strings.Contains(err.Error(), "sha256") {
-		t.Errorf("a corrupted cached tgz read as %v, want a sha256 mismatch", err)
+	if _, err := readAll(t, blob, v.Size); err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("a corrupted cached tgz read as %v, want a sha256 mismatch and the copy removed", err)
+	}
+	// The corrupted copy is gone from the cache: the next read streams the
+	// tgz from the registry again, whole and checked.
+	blob, err = v.Remote.OpenTarball(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readAll(t, blob, v.Size); err != nil || !digest.Bytes(got).Matches(v.SHA256) {
+		t.Errorf("reading the tgz after its cached copy was dropped: %v", err)
+	}
+	// A cached copy corrupted before a fetch is downloaded again.
+	local, err = v.Remote.FetchTarball(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(local)
+	b[len(b)/3] ^= 0xff
+	if err := os.WriteFile(local, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if local, err = v.Remote.FetchTarball(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := digest.File(ctx, local); err != nil || !d.Matches(v.SHA256) {
+		t.Errorf("fetching the tgz over a corrupted cached copy: %s is %v, %v; want sha256 %s", local, d, err, v.SHA256)
 	}
 
 	// A tgz that is not the one its manifest describes is not pushed.
@@ -395,6 +423,52 @@ func TestChannelsAndListing(t *testing.T) {
 	}
 	if want := "img:20261122.1 img:20261122.2 img:20261121.5 other:1"; strings.Join(got, " ") != want {
 		t.Errorf("Images: %s, want %s (oldest first, no channel tags)", strings.Join(got, " "), want)
+	}
+
+	// Another tool's artifact tagged like a version in the repository is
+	// not listed, and does not break the listing; asked for by name, it is
+	// refused as not a version.
+	pushForeign(t, reg, "img", "9.9")
+	imgs, err = s.Images(ctx)
+	if err != nil {
+		t.Fatalf("listing with another tool's tag: %v", err)
+	}
+	if len(imgs) != 2 || len(imgs[0].Versions) != 3 {
+		t.Errorf("Images with another tool's tag: %+v", imgs)
+	}
+	if v, err := s.Latest(ctx, "img"); err != nil || v.Version != "20261121.5" {
+		t.Errorf("Latest with another tool's tag: %+v, %v", v, err)
+	}
+	if _, err := s.Version(ctx, "img", "9.9"); err == nil || !strings.Contains(err.Error(), "not an imagectl version") {
+		t.Errorf("Version of another tool's tag: %v", err)
+	}
+}
+
+// pushForeign tags an empty artifact of another type as image:tag, as
+// another tool sharing the registry would.
+func pushForeign(t *testing.T, reg *ocitest.Registry, image, tag string) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(reg.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(pem)
+	repo, err := remote.NewRepository(reg.Host + "/" + image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.Client = &auth.Client{
+		Client:     &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
+		Credential: auth.StaticCredential(reg.Host, auth.Credential{Username: reg.Username, Password: reg.Password}),
+	}
+	ctx := context.Background()
+	desc, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, "application/vnd.example.other+type", oras.PackManifestOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Tag(ctx, desc, tag); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -77,6 +77,10 @@ type remoteVersion struct {
 	files []ocispec.Descriptor // layers in the order of v.Files
 }
 
+// errNotVersion is a tag whose manifest is not imagectl's: another tool's
+// image or artifact pushed into the repository.
+var errNotVersion = errors.New("not an imagectl version")
+
 // describe reads the manifest tagged tag in image's repository.
 func (s *Store) describe(ctx context.Context, repo *remote.Repository, image, tag string) (*remoteVersion, error) {
 	desc, err := repo.Resolve(ctx, tag)
@@ -89,7 +93,7 @@ func (s *Store) describe(ctx context.Context, repo *remote.Repository, image, ta
 	}
 	version := m.Annotations[ocispec.AnnotationVersion]
 	if m.ArtifactType != ArtifactType || m.Annotations[AnnotationImage] != image || store.CheckKey("version", version) != nil {
-		return nil, fmt.Errorf("%s is not an imagectl version of %s (artifact type %q)", desc.Digest, image, m.ArtifactType)
+		return nil, fmt.Errorf("%s is %w of %s (artifact type %q)", desc.Digest, errNotVersion, image, m.ArtifactType)
 	}
 	rv := &remoteVersion{desc: desc, m: m}
 	v := &store.Version{Image: image, Version: version, Ref: s.ref(image, version)}
@@ -183,11 +187,22 @@ func (s *Store) blobPath(d godigest.Digest) string {
 
 // cacheBlob makes a blob a file in the cache, downloading it unless it is
 // there: written to a temporary file, hashed as it is written, and renamed
-// to its digest only when it matches.
+// to its digest only when it matches. A cached copy is hashed again before
+// it is used; one that no longer matches (a disk error, a hand edit) is
+// dropped and downloaded again.
 func (s *Store) cacheBlob(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor) (string, error) {
 	p := s.blobPath(desc.Digest)
-	if st, err := os.Stat(p); err == nil && st.Size() == desc.Size {
-		return p, nil
+	if st, err := os.Stat(p); err == nil {
+		d, err := digest.File(ctx, p)
+		if err != nil && ctx.Err() != nil {
+			return "", err
+		}
+		if err == nil && st.Size() == desc.Size && d.String() == desc.Digest.String() {
+			return p, nil
+		}
+		if err := os.Remove(p); err != nil {
+			return "", fmt.Errorf("dropping the cached copy %s, which does not match %s: %w", p, desc.Digest, err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", err
@@ -284,12 +299,15 @@ type remoteTarball struct {
 
 // OpenTarball implements store.Remote: the cached blob when the cache has
 // it, else range requests to the registry; either way checked against the
-// descriptor's sha256.
+// descriptor's sha256. A cached blob found not to match is dropped from
+// the cache as the read fails, so that the next open downloads it again.
 func (r *remoteTarball) OpenTarball(ctx context.Context) (store.Blob, error) {
 	what := "opening " + r.v.Ref + "'s tgz"
 	var ra io.ReaderAt
 	var c io.Closer
-	if f, err := os.Open(r.s.blobPath(r.desc.Digest)); err == nil {
+	cached := r.s.blobPath(r.desc.Digest)
+	fromCache := true
+	if f, err := os.Open(cached); err == nil {
 		ra, c = f, f
 	} else {
 		rc, err := r.repo.Blobs().Fetch(ctx, r.desc)
@@ -310,7 +328,7 @@ func (r *remoteTarball) OpenTarball(ctx context.Context) (store.Blob, error) {
 			}
 			ra, c = f, f
 		} else {
-			ra, c = &seekReaderAt{rs: rs}, rc
+			ra, c, fromCache = &seekReaderAt{rs: rs}, rc, false
 		}
 	}
 	cr, err := digest.NewCheckedReaderAt(ra, r.desc.Size, r.desc.Digest.String())
@@ -318,10 +336,34 @@ func (r *remoteTarball) OpenTarball(ctx context.Context) (store.Blob, error) {
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	var checked io.ReaderAt = cr
+	if fromCache {
+		checked = evictOnMismatch{cr, cached}
+	}
 	return struct {
 		io.ReaderAt
 		io.Closer
-	}{cr, c}, nil
+	}{checked, c}, nil
+}
+
+// evictOnMismatch reads a cached blob, checked: the cached copy found not
+// to match its digest is removed, so that the next open downloads it again
+// rather than failing the same way.
+type evictOnMismatch struct {
+	r    *digest.CheckedReaderAt
+	path string
+}
+
+func (e evictOnMismatch) ReadAt(p []byte, off int64) (int, error) {
+	n, err := e.r.ReadAt(p, off)
+	if errors.Is(err, digest.ErrMismatch) {
+		if rmErr := os.Remove(e.path); rmErr == nil || os.IsNotExist(rmErr) {
+			err = fmt.Errorf("the cached copy %s: %w (removed: the next read downloads it again)", e.path, err)
+		} else {
+			err = fmt.Errorf("the cached copy %s: %w (and removing it: %v)", e.path, err, rmErr)
+		}
+	}
+	return n, err
 }
 
 // FetchTarball implements store.Remote: the tgz in the cache, linked into
@@ -405,6 +447,9 @@ func (s *Store) versions(ctx context.Context, image string, fetch bool) ([]*stor
 	for _, t := range tags {
 		what := "reading " + s.ref(image, t)
 		rv, err := s.describe(ctx, repo, image, t)
+		if errors.Is(err, errNotVersion) {
+			continue // another tool's tag: not a version to list
+		}
 		if err != nil {
 			return nil, s.explain(what, err)
 		}
