@@ -8,12 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -646,3 +650,92 @@ func TestBuildStagedInCache(t *testing.T) {
 		t.Errorf("the registry's tgz is %v, %v; want %v", d, err, want)
 	}
 }
+
+// A tgz streamed from the registry survives responses cut short: each read
+// resumes with a range request from where the response stopped, up to its
+// attempts; past them, the read fails and says how far it got.
+func TestOpenTarballResumesCutResponses(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	s := open(t, reg, "resume", oci.Options{})
+	a := artifact(t, "img", "1", nil)
+	if _, err := s.Publish(ctx, a, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(a.Tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cuts  int32
+		after int64
+		ok    bool
+	}{
+		{cuts: 2, after: int64(len(want) / 3), ok: true},
+		{cuts: 10, after: 1, ok: false}, // a byte a response: a read gives up after its tries
+	} {
+		proxy, cut := cuttingProxy(t, reg, digest.Bytes(want).String(), c.cuts, c.after)
+		r, err := oci.Open(proxy+"/resume", oci.Options{PlainHTTP: true, CacheDir: t.TempDir(),
+			Env: []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := r.Version(ctx, "img", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob, err := v.OpenTarball(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(t, blob, v.Size)
+		switch {
+		case c.ok && (err != nil || !bytes.Equal(got, want)):
+			t.Errorf("%d cut responses: read %d of %d bytes, %v", c.cuts, len(got), len(want), err)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), "tries")):
+			t.Errorf("every response cut: %v, want an error after its tries", err)
+		}
+		if n := cut.Load(); n < 2 {
+			t.Errorf("the proxy cut %d responses: the test did not test", n)
+		}
+	}
+}
+
+// cuttingProxy forwards plain HTTP on loopback to the registry and cuts
+// the first cuts responses carrying the blob's bytes after `after` bytes,
+// as a dropped connection would. It returns its host and the count of cuts.
+func cuttingProxy(t *testing.T, reg *ocitest.Registry, blob string, cuts int32, after int64) (string, *atomic.Int32) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(reg.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(pem)
+	var n atomic.Int32
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.Host = "https", reg.Host, reg.Host
+		},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request.Method == http.MethodGet && strings.HasSuffix(resp.Request.URL.Path, "/blobs/"+blob) &&
+				n.Add(1) <= cuts {
+				resp.Body = struct {
+					io.Reader
+					io.Closer
+				}{io.MultiReader(io.LimitReader(resp.Body, after), errReader{}), resp.Body}
+			}
+			return nil
+		},
+		ErrorLog:      log.New(io.Discard, "", 0),
+		FlushInterval: -1, // the headers and the bytes before the cut reach the client
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://"), &n
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection cut by the test proxy") }

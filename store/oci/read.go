@@ -328,7 +328,7 @@ func (r *remoteTarball) OpenTarball(ctx context.Context) (store.Blob, error) {
 			}
 			ra, c = f, f
 		} else {
-			ra, c, fromCache = &seekReaderAt{rs: rs}, rc, false
+			ra, c, fromCache = &seekReaderAt{rs: rs, size: r.desc.Size}, rc, false
 		}
 	}
 	cr, err := digest.NewCheckedReaderAt(ra, r.desc.Size, r.desc.Digest.String())
@@ -385,28 +385,72 @@ func (r *remoteTarball) FetchTarball(ctx context.Context) (string, error) {
 }
 
 // seekReaderAt reads at offsets from a seekable HTTP body: reads in order
-// continue one response, a jump is a new range request.
+// continue one response, a jump is a new range request. A response cut
+// short (a dropped connection, a proxy's timeout) is resumed with a new
+// range request from where it stopped, up to readAttempts times per read,
+// so that a long upload streaming from the registry survives a blip.
 type seekReaderAt struct {
-	mu  sync.Mutex
-	rs  io.ReadSeeker
-	pos int64
+	mu   sync.Mutex
+	rs   io.ReadSeeker
+	size int64
+	pos  int64
 }
+
+const (
+	// readAttempts is how many times a read of a registry blob is tried.
+	readAttempts = 4
+	// readRetryWait is the pause before the first retry, doubled after.
+	readRetryWait = 250 * time.Millisecond
+)
 
 func (s *seekReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if off >= s.size {
+		return 0, io.EOF
+	}
+	if rest := s.size - off; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	done, wait := 0, readRetryWait
+	for attempt := 1; ; attempt++ {
+		err := s.readFull(p[done:], off+int64(done), &done)
+		if err == nil {
+			if off+int64(done) == s.size {
+				return done, io.EOF
+			}
+			return done, nil
+		}
+		if attempt == readAttempts || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return done, fmt.Errorf("reading bytes %d-%d of the blob (%d tries): %w", off+int64(done), off+int64(len(p))-1, attempt, err)
+		}
+		time.Sleep(wait)
+		wait *= 2
+		// The next read starts a new range request: the seek to the end
+		// drops the response, the seek back asks for the rest.
+		if _, err := s.rs.Seek(s.size, io.SeekStart); err == nil {
+			s.pos = s.size
+		}
+	}
+}
+
+// readFull reads p at off from the current response (seeking first when
+// off is not where it stands), adding what it read to *done; a response
+// that ends before p is full is an error.
+func (s *seekReaderAt) readFull(p []byte, off int64, done *int) error {
 	if off != s.pos {
 		if _, err := s.rs.Seek(off, io.SeekStart); err != nil {
-			return 0, err
+			return err
 		}
 		s.pos = off
 	}
 	n, err := io.ReadFull(s.rs, p)
 	s.pos += int64(n)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
+	*done += n
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF // the size says more is to come
 	}
-	return n, err
+	return err
 }
 
 // versionTag reports whether a tag names a version (not a channel or a
