@@ -29,6 +29,8 @@ import (
 	"github.com/gpuaas/imagectl/store/oci"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
 	"github.com/gpuaas/imagectl/store/storetest"
+	godigest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -272,6 +274,10 @@ func TestImmutable(t *testing.T) {
 	if _, err := s.Publish(ctx, other, store.PublishOptions{}); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("publishing other bytes: %v, want ErrExists", err)
 	}
+	// Refused before anything was pushed: the registry never got the bytes.
+	if has, err := testRepo(t, reg, "imm/img").Exists(ctx, ocispec.Descriptor{Digest: godigest.Digest(d.String()), Size: d.Size}); err != nil || has {
+		t.Errorf("the refused tgz's blob is in the registry: %v, %v", has, err)
+	}
 
 	// Concurrent publishers of one version: each succeeds or gets
 	// ErrExists, and the version is one of the two, whole.
@@ -452,20 +458,7 @@ func TestChannelsAndListing(t *testing.T) {
 // another tool sharing the registry would.
 func pushForeign(t *testing.T, reg *ocitest.Registry, image, tag string) {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(reg.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.AppendCertsFromPEM(pem)
-	repo, err := remote.NewRepository(reg.Host + "/" + image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo.Client = &auth.Client{
-		Client:     &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
-		Credential: auth.StaticCredential(reg.Host, auth.Credential{Username: reg.Username, Password: reg.Password}),
-	}
+	repo := testRepo(t, reg, image)
 	ctx := context.Background()
 	desc, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, "application/vnd.example.other+type", oras.PackManifestOptions{})
 	if err != nil {
@@ -734,6 +727,26 @@ func cuttingProxy(t *testing.T, reg *ocitest.Registry, blob string, cuts int32, 
 	srv := httptest.NewServer(proxy)
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://"), &n
+}
+
+// testRepo is a repository of the test registry as another client sees it.
+func testRepo(t *testing.T, reg *ocitest.Registry, name string) *remote.Repository {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(reg.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(pem)
+	repo, err := remote.NewRepository(reg.Host + "/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.Client = &auth.Client{
+		Client:     &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
+		Credential: auth.StaticCredential(reg.Host, auth.Credential{Username: reg.Username, Password: reg.Password}),
+	}
+	return repo
 }
 
 type errReader struct{}

@@ -201,6 +201,17 @@ func (s *Store) publish(ctx context.Context, a store.Artifact, opts store.Publis
 	// lose track of it for a moment (CNCF distribution does) and refuse a
 	// manifest naming it: the blobs it lacks are pushed again, and the
 	// manifest, up to three times.
+	// A version already published is compared before anything is pushed,
+	// so that other content under it is refused without uploading a byte;
+	// the comparison after the push below settles a race with another
+	// publisher.
+	if old, err := repo.Resolve(ctx, version); err == nil {
+		if err := s.same(ctx, repo, old, fs, what); err != nil {
+			return nil, err
+		}
+	} else if !isNotFound(err) {
+		return nil, s.explain(what+": resolving the tag", err)
+	}
 	var desc ocispec.Descriptor
 	var layers []ocispec.Descriptor
 	pushAll := func() error {
