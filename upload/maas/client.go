@@ -36,14 +36,19 @@ type Config struct {
 	// CompleteTimeout bounds the wait for MAAS to report an uploaded file
 	// complete: from 3.5 it first syncs it to every region (default 10 min).
 	CompleteTimeout time.Duration
-	// SettleTimeout bounds the wait for an incomplete file found with the
-	// image's sha256 before an upload, which may be a finished upload still
-	// syncing or a partial one (default 30 s; then it is deleted).
+	// SettleTimeout bounds the wait for an incomplete file of the image
+	// that has all its bytes: MAAS may be hashing it in another uploader's
+	// last chunk, then syncing it to the regions, or it may be stuck (a
+	// sha256 mismatch). Default LastChunkTimeout + CompleteTimeout, what an
+	// upload of our own gives MAAS for the same, so that a file another
+	// uploader finished is never deleted under it; then it is deleted.
 	SettleTimeout time.Duration
 	// StallTimeout bounds how long an incomplete file of the image that
 	// makes no progress is waited for before it counts as abandoned and
 	// is deleted: one another uploader is sending grows with each of its
-	// chunks (default 2 min: twice a chunk's default Timeout).
+	// chunks. Default the longest a live uploader of this configuration
+	// goes without progress: a chunk's Retries+1 tries of Timeout each and
+	// the backoffs between them (6 min 31 s with the defaults).
 	StallTimeout time.Duration
 	// PollInterval is how often those waits look (default 2 s).
 	PollInterval time.Duration
@@ -98,8 +103,6 @@ func New(cfg Config) (*Client, error) {
 	def(&cfg.Timeout, 60*time.Second)
 	def(&cfg.LastChunkTimeout, 15*time.Minute)
 	def(&cfg.CompleteTimeout, 10*time.Minute)
-	def(&cfg.SettleTimeout, 30*time.Second)
-	def(&cfg.StallTimeout, 2*cfg.Timeout)
 	def(&cfg.PollInterval, 2*time.Second)
 	if cfg.ChunkSize <= 0 {
 		cfg.ChunkSize = DefaultChunkSize
@@ -113,11 +116,24 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Backoff == nil {
 		cfg.Backoff = backoff.Default
 	}
+	def(&cfg.SettleTimeout, cfg.LastChunkTimeout+cfg.CompleteTimeout)
+	def(&cfg.StallTimeout, stallBound(cfg))
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	api, _ := url.Parse(versioned)
 	return &Client{cfg: cfg, api: api, signer: auth.Signer, http: &http.Client{Transport: cfg.Transport}}, nil
+}
+
+// stallBound is the longest a live uploader configured as cfg goes
+// without progress: one chunk tried Retries+1 times, each up to Timeout,
+// with the backoffs between the tries.
+func stallBound(cfg Config) time.Duration {
+	d := time.Duration(cfg.Retries+1) * cfg.Timeout
+	for n := 1; n <= cfg.Retries; n++ {
+		d += cfg.Backoff(n)
+	}
+	return d
 }
 
 // APIError is a response MAAS gave with a failure status.
