@@ -16,6 +16,11 @@
 //	REGISTRY/PREFIX/IMAGE:sha256-HEX.sig the version manifest's cosign signature, when
 //	                                    published with a signer: `cosign verify --key`
 //	                                    accepts it
+//	REGISTRY/PREFIX/IMAGE:sha256-HEX.att the SBOM's and provenance's attestations, in
+//	                                    cosign's format (`cosign verify-attestation`)
+//	REGISTRY/PREFIX/imagectl.index:IMAGE the store's index: one tag per image, so that
+//	                                    the images are listed where the registry has
+//	                                    no catalog (/v2/_catalog: Docker Hub, GHCR, ECR)
 //
 // Versions are immutable. Publish resolves the version's tag before tagging:
 // a tag already there with the same tgz, build manifest and validation

@@ -699,34 +699,105 @@ func TestOpenTarballResumesCutResponses(t *testing.T) {
 // as a dropped connection would. It returns its host and the count of cuts.
 func cuttingProxy(t *testing.T, reg *ocitest.Registry, blob string, cuts int32, after int64) (string, *atomic.Int32) {
 	t.Helper()
+	var n atomic.Int32
+	host := registryProxy(t, reg, nil, func(resp *http.Response) error {
+		if resp.Request.Method == http.MethodGet && strings.HasSuffix(resp.Request.URL.Path, "/blobs/"+blob) &&
+			n.Add(1) <= cuts {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(io.LimitReader(resp.Body, after), errReader{}), resp.Body}
+		}
+		return nil
+	})
+	return host, &n
+}
+
+// registryProxy forwards plain HTTP on loopback to the registry, through
+// refuse (a request it answers itself when it returns true) and modify (a
+// response's changes), either nil. It returns its host.
+func registryProxy(t *testing.T, reg *ocitest.Registry, refuse func(http.ResponseWriter, *http.Request) bool, modify func(*http.Response) error) string {
+	t.Helper()
 	pool := x509.NewCertPool()
 	pem, err := os.ReadFile(reg.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool.AppendCertsFromPEM(pem)
-	var n atomic.Int32
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.Host = "https", reg.Host, reg.Host
 		},
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
-		ModifyResponse: func(resp *http.Response) error {
-			if resp.Request.Method == http.MethodGet && strings.HasSuffix(resp.Request.URL.Path, "/blobs/"+blob) &&
-				n.Add(1) <= cuts {
-				resp.Body = struct {
-					io.Reader
-					io.Closer
-				}{io.MultiReader(io.LimitReader(resp.Body, after), errReader{}), resp.Body}
-			}
-			return nil
-		},
-		ErrorLog:      log.New(io.Discard, "", 0),
-		FlushInterval: -1, // the headers and the bytes before the cut reach the client
+		Transport:      &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		ModifyResponse: modify,
+		ErrorLog:       log.New(io.Discard, "", 0),
+		FlushInterval:  -1, // the headers and the bytes before a cut reach the client
 	}
-	srv := httptest.NewServer(proxy)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse != nil && refuse(w, r) {
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://"), &n
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// A registry without a catalog (Docker Hub, GHCR, ECR): the store lists
+// its images from its own index; one with neither says so.
+func TestImagesWithoutCatalog(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	s := open(t, reg, "team", oci.Options{})
+	for _, img := range []string{"gpu-node", "cpu-node"} {
+		if _, err := s.Publish(ctx, artifact(t, img, "1.0", nil), store.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noCatalog := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/v2/_catalog" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"errors":[{"code":"UNSUPPORTED","message":"the operation is unsupported"}]}`)
+			return true
+		}
+		return false
+	}
+	env := []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}
+	host := registryProxy(t, reg, noCatalog, nil)
+	r, err := oci.Open(host+"/team", oci.Options{PlainHTTP: true, CacheDir: t.TempDir(), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := r.Images(ctx)
+	if err != nil {
+		t.Fatalf("listing without a catalog: %v", err)
+	}
+	var got []string
+	for _, im := range imgs {
+		for _, v := range im.Versions {
+			got = append(got, im.Name+":"+v.Version)
+		}
+	}
+	if want := "cpu-node:1.0 gpu-node:1.0"; strings.Join(got, " ") != want {
+		t.Errorf("Images without a catalog: %s, want %s", strings.Join(got, " "), want)
+	}
+	// The index is not an image, with a catalog either.
+	if imgs, err := s.Images(ctx); err != nil || len(imgs) != 2 {
+		t.Errorf("Images with a catalog: %+v, %v", imgs, err)
+	}
+	// Under another prefix nothing is indexed: the catalog's refusal is the error.
+	r, err = oci.Open(host+"/empty", oci.Options{PlainHTTP: true, CacheDir: t.TempDir(), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Images(ctx); err == nil || !strings.Contains(err.Error(), "names none") || !strings.Contains(err.Error(), "_catalog") {
+		t.Errorf("listing with neither index nor catalog: %v", err)
+	}
+	// The index's name is not an image's.
+	if _, err := s.Publish(ctx, artifact(t, oci.IndexRepository, "1.0", nil), store.PublishOptions{}); err == nil || !strings.Contains(err.Error(), "is the registry store's index") {
+		t.Errorf("publishing an image named as the index: %v", err)
+	}
 }
 
 // testRepo is a repository of the test registry as another client sees it.

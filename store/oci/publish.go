@@ -161,6 +161,9 @@ func (s *Store) publish(ctx context.Context, a store.Artifact, opts store.Publis
 	if err := checkVersionTag(version); err != nil {
 		return nil, fmt.Errorf("publishing %s: manifest %s: %w", a.Tarball, a.Manifest, err)
 	}
+	if image == IndexRepository {
+		return nil, fmt.Errorf("publishing %s: manifest %s: the image name %q is the registry store's index: rename the image", a.Tarball, a.Manifest, image)
+	}
 	ref := s.ref(image, version)
 	what := fmt.Sprintf("publishing %s %s to %s", image, version, ref)
 	want, err := digest.Parse(m.Artifact.SHA256)
@@ -243,6 +246,9 @@ func (s *Store) publish(ctx context.Context, a store.Artifact, opts store.Publis
 		if err := s.same(ctx, repo, old, fs, what); err != nil {
 			return nil, err
 		}
+		if err := s.indexImage(ctx, image); err != nil { // a version published before the index
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 		v, err := s.Version(ctx, image, version)
 		if err != nil {
 			return nil, err
@@ -259,6 +265,11 @@ func (s *Store) publish(ctx context.Context, a store.Artifact, opts store.Publis
 		if err := s.attest(ctx, repo, image, desc, m, fs); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
+	}
+	// Indexed before the version appears, so that a version is never
+	// missing from the listing of a registry without a catalog.
+	if err := s.indexImage(ctx, image); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	for attempt := 1; ; attempt++ {
 		err = repo.Tag(ctx, desc, version)

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -514,28 +513,15 @@ func (s *Store) versions(ctx context.Context, image string, fetch bool) ([]*stor
 	return out, nil
 }
 
-// Images implements store.Versions: the repositories under the prefix
-// (the registry's catalog) and their version tags, each version as Version
+// Images implements store.Versions: the images the store's index names and
+// the registry's catalog lists under the prefix (imageNames), and their
+// version tags, each version as Version
 // returns it: its small files fetched (once: they stay in the cache), its
 // tgz left remote.
 func (s *Store) Images(ctx context.Context) ([]store.Image, error) {
-	reg := &remote.Registry{RepositoryOptions: remote.RepositoryOptions{Client: s.client, Reference: s.repo("x").Reference, PlainHTTP: s.plainHTTP}}
-	reg.Reference.Repository = ""
-	prefix := ""
-	if s.prefix != "" {
-		prefix = s.prefix + "/"
-	}
-	var names []string
-	err := reg.Repositories(ctx, "", func(repos []string) error {
-		for _, r := range repos {
-			if name, ok := strings.CutPrefix(r, prefix); ok && !strings.Contains(name, "/") && store.CheckKey("image", name) == nil {
-				names = append(names, name)
-			}
-		}
-		return nil
-	})
+	names, err := s.imageNames(ctx)
 	if err != nil {
-		return nil, s.explain("listing the repositories of "+s.registry, err)
+		return nil, err
 	}
 	out := []store.Image{}
 	for _, name := range names {
