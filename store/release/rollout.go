@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/signing"
@@ -104,6 +105,10 @@ func (r *RolloutResult) Failed() int {
 	return n
 }
 
+// AfterCancelReads bounds the catalog reads a cancelled rollout still makes
+// to report the sites it did not start.
+const AfterCancelReads = 5 * time.Second
+
 // Rollout promotes version of image to several sites: the canary first,
 // alone and checked, then the others, Parallel at a time. One site's
 // failure does not stop the others (the canary's stops everything). Each
@@ -150,13 +155,23 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 	base := len(order) - len(rest)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, par)
+	// Once cancelled, the sites not started are still reported with the
+	// version their catalog says they run, read within one short bound
+	// for all of them, so that Ctrl-C returns promptly even when the
+	// catalog is slow or unreachable.
+	var afterCancel context.Context
 	for i, s := range rest {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			out.Sites[base+i] = o.skipped(context.WithoutCancel(ctx), image, s, "not started: "+context.Cause(ctx).Error())
+			if afterCancel == nil {
+				var cancel context.CancelFunc
+				afterCancel, cancel = context.WithTimeout(context.WithoutCancel(ctx), AfterCancelReads)
+				defer cancel()
+			}
+			out.Sites[base+i] = o.skipped(afterCancel, image, s, "not started: "+context.Cause(ctx).Error())
 			continue
 		}
 		wg.Add(1)

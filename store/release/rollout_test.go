@@ -1,6 +1,7 @@
 package release_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -316,4 +317,62 @@ func benchRollout(b *testing.B, size int64, latency time.Duration) {
 	b.ReportMetric(t1.Seconds(), "s/1-site")
 	b.ReportMetric(t20.Seconds(), "s/20-sites")
 	b.ReportMetric(float64(t20)/float64(t1), "ratio-20/1")
+}
+
+// hangingCatalog is a store whose promotion history hangs once the rollout
+// is cancelled (a catalog that stopped answering) until the read's own
+// context ends.
+type hangingCatalog struct {
+	store.Store
+	cancelled <-chan struct{}
+}
+
+func (h hangingCatalog) History(ctx context.Context, site, image string) ([]store.Promotion, error) {
+	select {
+	case <-h.cancelled:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	default:
+		return h.Store.History(ctx, site, image)
+	}
+}
+
+// A cancelled rollout returns with the sites it did not start skipped,
+// even when the catalog it reads their versions from hangs: those reads
+// share one short bound.
+func TestRolloutCancelledWithHangingCatalog(t *testing.T) {
+	f := newFleet(t, 4, 0)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var once sync.Once
+	f.opts.Store = hangingCatalog{Store: f.store, cancelled: cctx.Done()}
+	f.opts.Parallel = 1
+	f.opts.SiteEvents = func(string) func(event.Event) {
+		return func(event.Event) { once.Do(cancel) } // Ctrl-C as the first site starts
+	}
+	done := make(chan *release.RolloutResult)
+	go func() {
+		res, err := release.Rollout(cctx, "demo", "1.0.0", f.opts)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res == nil {
+			return
+		}
+		skipped := 0
+		for _, s := range res.Sites {
+			if s.Result == release.RolloutSkipped && strings.HasPrefix(s.Detail, "not started: context canceled") {
+				skipped++
+			}
+		}
+		if skipped < 2 {
+			t.Errorf("cancelled rollout: %d sites skipped as not started:\n%s", skipped, table(res))
+		}
+	case <-time.After(release.AfterCancelReads + time.Minute):
+		t.Fatal("a cancelled rollout hangs on its catalog")
+	}
 }
