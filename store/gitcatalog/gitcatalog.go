@@ -48,6 +48,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -55,6 +56,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -80,7 +82,7 @@ type Options struct {
 // cache directory: catalogs/<the first 16 hex digits of the remote's
 // sha256>.
 func CloneDir(cacheRoot, remote string) string {
-	sum := sha256.Sum256([]byte(absRemote(remote)))
+	sum := sha256.Sum256([]byte(storedRemote(absRemote(remote))))
 	return filepath.Join(cacheRoot, "catalogs", hex.EncodeToString(sum[:])[:16])
 }
 
@@ -173,15 +175,62 @@ func (c *Catalog) initClone(ctx context.Context) error {
 		return fmt.Errorf("making the clone %s: %w", c.dir, err)
 	}
 	out, err := c.git(ctx, nil, "config", "--get", "remote.origin.url")
+	stored := storedRemote(c.remote)
 	switch url := strings.TrimSpace(string(out)); {
 	case err != nil || url == "":
-		if _, err := c.git(ctx, nil, "remote", "add", "origin", c.remote); err != nil {
+		if _, err := c.git(ctx, nil, "remote", "add", "origin", stored); err != nil {
 			return fmt.Errorf("making the clone %s: %w", c.dir, err)
 		}
-	case url != c.remote:
+	case url == c.remote && url != stored:
+		// A clone an earlier imagectl made with the credentials in its
+		// config: they go.
+		if _, err := c.git(ctx, nil, "remote", "set-url", "origin", stored); err != nil {
+			return fmt.Errorf("removing the credentials from the clone %s: %w", c.dir, err)
+		}
+	case url != stored:
 		return fmt.Errorf("the cache directory %s is a clone of %s, not of this catalog", c.dir, redact(url))
 	}
 	return nil
+}
+
+// storedRemote is the remote as the clone's config keeps it: an http(s)
+// URL without its user and password (a token in the URL must not rest in
+// the cache; credentialEnv hands it to each git that talks to the remote),
+// any other as given (an ssh user is not a secret).
+func storedRemote(remote string) string {
+	u, err := url.Parse(remote)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User == nil {
+		return remote
+	}
+	u.User = nil
+	return u.String()
+}
+
+// credentialEnv is the environment that gives git the credentials of an
+// http(s) remote's URL, as an Authorization header set through git's
+// GIT_CONFIG_* variables (after any the environment env has): not in the
+// clone's config, not in a command line another user can read. Nil for a
+// remote without them.
+func credentialEnv(remote string, env []string) []string {
+	u, err := url.Parse(remote)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User == nil {
+		return nil
+	}
+	pass, _ := u.User.Password()
+	n := 0
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_COUNT="); ok {
+			if c, err := strconv.Atoi(v); err == nil && c > 0 {
+				n = c
+			}
+		}
+	}
+	header := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
+	return []string{
+		fmt.Sprintf("GIT_CONFIG_COUNT=%d", n+1),
+		fmt.Sprintf("GIT_CONFIG_KEY_%d=http.%s.extraHeader", n, storedRemote(remote)),
+		fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, header),
+	}
 }
 
 // fetch brings the remote branch into refs/remotes/origin/BRANCH and
@@ -273,6 +322,7 @@ func (c *Catalog) gitEnv(ctx context.Context, env []string, stdin []byte, args .
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, credentialEnv(c.remote, cmd.Env)...)
 	cmd.Env = append(cmd.Env, "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "LANGUAGE=")
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

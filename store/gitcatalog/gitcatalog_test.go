@@ -168,6 +168,47 @@ func TestHTTPCredentials(t *testing.T) {
 	if c := (&Catalog{remote: "https://bob:hunter2@example.com/c.git"}); c.Location() != "https://bob:xxxxx@example.com/c.git" {
 		t.Errorf("Location: %s", c.Location())
 	}
+
+	// Credentials in the URL (a CI token) work, and stay out of the clone's
+	// config and of git's command lines; a rotated token reuses the clone.
+	cache := t.TempDir()
+	withCreds := strings.Replace(base, "://", "://alice:s3cret@", 1) + "catalog.git"
+	c, err := Open(ctx, withCreds, Options{CacheDir: CloneDir(cache, withCreds), Env: gittest.Env(t), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatalf("credentials in the URL: %v", err)
+	}
+	record(t, c, "lab", prom("demo", "1.0.0", "", "alice", ""))
+	if cfg, err := os.ReadFile(filepath.Join(c.Dir(), ".git", "config")); err != nil || strings.Contains(string(cfg), "s3cret") || !strings.Contains(string(cfg), base+"catalog.git") {
+		t.Errorf("the clone's config keeps the credentials or not the remote: %v\n%s", err, cfg)
+	}
+	rotated := strings.Replace(base, "://", "://alice:wrong@", 1) + "catalog.git"
+	if CloneDir(cache, rotated) != c.Dir() {
+		t.Errorf("another token, another clone: %s, %s", CloneDir(cache, rotated), c.Dir())
+	}
+	_, err = Open(ctx, rotated, Options{CacheDir: CloneDir(cache, rotated), Env: gittest.Env(t)})
+	if err == nil || strings.Contains(err.Error(), "wrong") {
+		t.Errorf("a wrong password in the URL: %v", err)
+	}
+}
+
+// The clone made by an earlier imagectl, with the credentials in its
+// config, loses them on the next open.
+func TestStoredCredentialsRemoved(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	gittest.BareIn(t, root, "catalog.git")
+	base := gittest.HTTP(t, root, "alice", "s3cret")
+	withCreds := strings.Replace(base, "://", "://alice:s3cret@", 1) + "catalog.git"
+	dir := t.TempDir()
+	env := gittest.Env(t)
+	gittest.Run(t, dir, env, "init", "-q")
+	gittest.Run(t, dir, env, "remote", "add", "origin", withCreds)
+	if _, err := Open(ctx, withCreds, Options{CacheDir: dir, Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	if url := strings.TrimSpace(gittest.Run(t, dir, env, "config", "--get", "remote.origin.url")); url != base+"catalog.git" {
+		t.Errorf("origin is %s", url)
+	}
 }
 
 func TestConflict(t *testing.T) {
