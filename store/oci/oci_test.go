@@ -668,12 +668,7 @@ func TestOpenTarballResumesCutResponses(t *testing.T) {
 		{cuts: 10, after: 1, ok: false}, // a byte a response: a read gives up after its tries
 	} {
 		proxy, cut := cuttingProxy(t, reg, digest.Bytes(want).String(), c.cuts, c.after)
-		r, err := oci.Open(proxy+"/resume", oci.Options{PlainHTTP: true, CacheDir: t.TempDir(),
-			Env: []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := r.Version(ctx, "img", "1")
+		v, err := openProxied(t, reg, proxy, "resume").Version(ctx, "img", "1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -711,6 +706,18 @@ func cuttingProxy(t *testing.T, reg *ocitest.Registry, blob string, cuts int32, 
 		return nil
 	})
 	return host, &n
+}
+
+// openProxied opens a store under prefix through a registryProxy's host,
+// with the registry's credentials and a cache of its own.
+func openProxied(t *testing.T, reg *ocitest.Registry, host, prefix string) *oci.Store {
+	t.Helper()
+	s, err := oci.Open(host+"/"+prefix, oci.Options{PlainHTTP: true, CacheDir: t.TempDir(),
+		Env: []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // registryProxy forwards plain HTTP on loopback to the registry, through
@@ -763,13 +770,8 @@ func TestImagesWithoutCatalog(t *testing.T) {
 		}
 		return false
 	}
-	env := []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}
 	host := registryProxy(t, reg, noCatalog, nil)
-	r, err := oci.Open(host+"/team", oci.Options{PlainHTTP: true, CacheDir: t.TempDir(), Env: env})
-	if err != nil {
-		t.Fatal(err)
-	}
-	imgs, err := r.Images(ctx)
+	imgs, err := openProxied(t, reg, host, "team").Images(ctx)
 	if err != nil {
 		t.Fatalf("listing without a catalog: %v", err)
 	}
@@ -787,11 +789,7 @@ func TestImagesWithoutCatalog(t *testing.T) {
 		t.Errorf("Images with a catalog: %+v, %v", imgs, err)
 	}
 	// Under another prefix nothing is indexed: the catalog's refusal is the error.
-	r, err = oci.Open(host+"/empty", oci.Options{PlainHTTP: true, CacheDir: t.TempDir(), Env: env})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Images(ctx); err == nil || !strings.Contains(err.Error(), "names none") || !strings.Contains(err.Error(), "_catalog") {
+	if _, err := openProxied(t, reg, host, "empty").Images(ctx); err == nil || !strings.Contains(err.Error(), "names none") || !strings.Contains(err.Error(), "_catalog") {
 		t.Errorf("listing with neither index nor catalog: %v", err)
 	}
 	// The index's name is not an image's.
