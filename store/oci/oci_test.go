@@ -425,14 +425,8 @@ func TestChannelsAndListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, im := range imgs {
-		for _, v := range im.Versions {
-			got = append(got, im.Name+":"+v.Version)
-		}
-	}
-	if want := "img:20261122.1 img:20261122.2 img:20261121.5 other:1"; strings.Join(got, " ") != want {
-		t.Errorf("Images: %s, want %s (oldest first, no channel tags)", strings.Join(got, " "), want)
+	if got, want := listed(imgs), "img:20261122.1 img:20261122.2 img:20261121.5 other:1"; got != want {
+		t.Errorf("Images: %s, want %s (oldest first, no channel tags)", got, want)
 	}
 
 	// Another tool's artifact tagged like a version in the repository is
@@ -452,6 +446,17 @@ func TestChannelsAndListing(t *testing.T) {
 	if _, err := s.Version(ctx, "img", "9.9"); err == nil || !strings.Contains(err.Error(), "not an imagectl version") {
 		t.Errorf("Version of another tool's tag: %v", err)
 	}
+}
+
+// listed is IMAGE:VERSION of each version listed, in order.
+func listed(imgs []store.Image) string {
+	var out []string
+	for _, im := range imgs {
+		for _, v := range im.Versions {
+			out = append(out, im.Name+":"+v.Version)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // pushForeign tags an empty artifact of another type as image:tag, as
@@ -775,14 +780,8 @@ func TestImagesWithoutCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatalf("listing without a catalog: %v", err)
 	}
-	var got []string
-	for _, im := range imgs {
-		for _, v := range im.Versions {
-			got = append(got, im.Name+":"+v.Version)
-		}
-	}
-	if want := "cpu-node:1.0 gpu-node:1.0"; strings.Join(got, " ") != want {
-		t.Errorf("Images without a catalog: %s, want %s", strings.Join(got, " "), want)
+	if got, want := listed(imgs), "cpu-node:1.0 gpu-node:1.0"; got != want {
+		t.Errorf("Images without a catalog: %s, want %s", got, want)
 	}
 	// The index is not an image, with a catalog either.
 	if imgs, err := s.Images(ctx); err != nil || len(imgs) != 2 {
