@@ -20,9 +20,9 @@ type BuildOptions struct {
 	// store is not refused.
 	DryRun bool
 	// Stage has the build write its outputs into a staging directory
-	// (Build.OutputDir): the store's own (Stager: a directory store, a
-	// registry store's cache), so that publishing renames rather than
-	// copies them; else a temporary directory Publish reads from.
+	// (Build.OutputDir): inside a directory store, so that publishing them
+	// renames rather than copies them; a temporary directory for a remote
+	// store, which Publish pushes from.
 	Stage bool
 	// Now is the clock of a generated version; time.Now when zero.
 	Now time.Time
@@ -81,8 +81,8 @@ func StartBuild(ctx context.Context, d Versions, opts BuildOptions) (*Build, err
 		b.Parent = latest.Version
 	}
 	if !opts.DryRun && opts.Stage {
-		if st, ok := versionsOf(d).(Stager); ok {
-			b.OutputDir, b.remove, err = st.Staging()
+		if dir, ok := versionsOf(d).(*Dir); ok {
+			b.OutputDir, b.remove, err = dir.Staging()
 			b.move = true
 		} else {
 			b.OutputDir, err = os.MkdirTemp("", "imagectl-build-")

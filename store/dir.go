@@ -88,20 +88,13 @@ func exists(p string) bool {
 // outputs into, so that publishing them (with PublishOptions.Move) renames
 // rather than copies them. remove deletes it and whatever is left in it.
 func (d *Dir) Staging() (dir string, remove func(), err error) {
-	return StagingIn(filepath.Join(d.Root, stagingDir))
-}
-
-// StagingIn makes a build's staging directory under parent, removing the
-// ones crashed processes left there; remove deletes it and whatever is
-// left in it. It is how a Stager makes its staging directories.
-func StagingIn(parent string) (dir string, remove func(), err error) {
+	parent := filepath.Join(d.Root, stagingDir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", nil, fmt.Errorf("creating the staging directory %s: %w", parent, err)
+		return "", nil, fmt.Errorf("creating the store's staging directory: %w", err)
 	}
-	sweepStaging(parent)
 	dir, err = os.MkdirTemp(parent, "build-")
 	if err != nil {
-		return "", nil, fmt.Errorf("creating a staging directory in %s: %w", parent, err)
+		return "", nil, fmt.Errorf("creating a staging directory in the store: %w", err)
 	}
 	return dir, func() { os.RemoveAll(dir) }, nil
 }

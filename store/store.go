@@ -127,21 +127,11 @@ type Artifact struct {
 	ValidationScript string
 }
 
-// Stager is a store that gives builds a staging directory on the file
-// system its files end up on (a directory store's root, a registry
-// store's cache), so that publishing with PublishOptions.Move renames
-// rather than copies. remove deletes the directory and what is left in it.
-type Stager interface {
-	Staging() (dir string, remove func(), err error)
-}
-
 // PublishOptions adjust Publish.
 type PublishOptions struct {
 	// Move renames the files into the store instead of copying them (a
 	// build that staged its outputs inside the store); across file systems
-	// it copies and removes them. A registry store pushes them and then
-	// moves the tgz into its cache, so that the published version's tgz is
-	// a local file without a download.
+	// it copies and removes them.
 	Move bool
 	// Now is the clock for Version.Published; time.Now when nil.
 	Now func() time.Time

@@ -592,63 +592,6 @@ func TestConcurrentReaders(t *testing.T) {
 		}
 	}
 }
-
-// A build staged by a registry store writes into the store's cache: the
-// published tgz moves into the cache, so that the version's tgz is a local
-// file at once (no download), and the staging directory goes on Close.
-func TestBuildStagedInCache(t *testing.T) {
-	ctx := context.Background()
-	reg := ocitest.Start(t)
-	cache := t.TempDir()
-	s := open(t, reg, "staged", oci.Options{CacheDir: cache})
-	b, err := store.StartBuild(ctx, s, store.BuildOptions{Image: "img", Version: "1.0", Stage: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rel, err := filepath.Rel(cache, b.OutputDir); err != nil || strings.HasPrefix(rel, "..") {
-		t.Fatalf("staging directory %s is not in the cache %s", b.OutputDir, cache)
-	}
-	tgz, man := storetest.Artifact(t, b.OutputDir, "img", "1.0", storetest.Options{})
-	want, err := digest.File(ctx, tgz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := b.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Tarball == "" || filepath.Dir(v.Tarball) != v.Dir {
-		t.Fatalf("published version's tgz %q, want a file in %s", v.Tarball, v.Dir)
-	}
-	if d, err := digest.File(ctx, v.Tarball); err != nil || d != want {
-		t.Errorf("the version's local tgz is %v, %v; want %v", d, err, want)
-	}
-	if _, err := os.Stat(tgz); !os.IsNotExist(err) {
-		t.Errorf("the staged tgz is still there: %v", err)
-	}
-	b.Close()
-	if _, err := os.Stat(b.OutputDir); !os.IsNotExist(err) {
-		t.Errorf("the staging directory is still there: %v", err)
-	}
-	// The cached tgz serves reads; the registry has it for other readers.
-	blob, err := v.OpenTarball(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readAll(t, blob, v.Size); err != nil {
-		t.Errorf("reading the cached tgz: %v", err)
-	}
-	other, err := open(t, reg, "staged", oci.Options{}).Version(ctx, "img", "1.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := other.LocalTarball(ctx); err != nil {
-		t.Errorf("fetching the tgz from the registry: %v", err)
-	} else if d, err := digest.File(ctx, p); err != nil || d != want {
-		t.Errorf("the registry's tgz is %v, %v; want %v", d, err, want)
-	}
-}
-
 // A tgz streamed from the registry survives responses cut short: each read
 // resumes with a range request from where the response stopped, up to its
 // attempts; past them, the read fails and says how far it got.

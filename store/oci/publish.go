@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -109,50 +108,8 @@ func exists(p string) bool {
 
 // Publish implements store.Versions: it pushes the files the registry does
 // not have yet, the version's manifest, its signature when the store has
-// a signer, and then the version's tag. With opts.Move the pushed tgz then
-// moves into the cache (adopt).
+// a signer, and then the version's tag.
 func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.PublishOptions) (*store.Version, error) {
-	v, err := s.publish(ctx, a, opts)
-	if err != nil || !opts.Move {
-		return v, err
-	}
-	s.adopt(a.Tarball, v)
-	return v, nil
-}
-
-// Staging implements store.Stager: a build's staging directory in the
-// cache, so that its published tgz moves into the cache by a rename.
-func (s *Store) Staging() (string, func(), error) {
-	return store.StagingIn(filepath.Join(s.cacheDir, "staging"))
-}
-
-// adopt moves a published tgz into the cache, as the blob its digest names
-// (the push checked its bytes against that digest), and links it into the
-// version's directory, so that the version's tgz is a local file without
-// a download. Where it cannot (another file system), the version stays
-// remote and a read downloads it: nothing is lost but time.
-func (s *Store) adopt(tgz string, v *store.Version) {
-	blob := s.blobPath(godigest.NewDigestFromEncoded(godigest.SHA256, v.SHA256))
-	if st, err := os.Stat(tgz); err != nil || !st.Mode().IsRegular() || st.Size() != v.Size {
-		return
-	}
-	if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
-		return
-	}
-	if err := os.Chmod(tgz, 0o644); err != nil {
-		return
-	}
-	if err := os.Rename(tgz, blob); err != nil {
-		return
-	}
-	p := filepath.Join(s.versionDir(v.Image, v.Version), manifest.FilesFor(v.Image, v.Version).Tarball)
-	if err := linkInto(blob, p); err != nil {
-		return
-	}
-	v.Tarball = p
-}
-
-func (s *Store) publish(ctx context.Context, a store.Artifact, opts store.PublishOptions) (*store.Version, error) {
 	m, err := a.ReadManifest()
 	if err != nil {
 		return nil, err
