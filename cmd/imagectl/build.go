@@ -129,12 +129,20 @@ store's latest version of the image.`,
 			}
 			if rf.output == "json" {
 				// One object per line, like the events before it.
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"type": "result", "tarball": res.Tarball,
+				result := map[string]any{"type": "result", "tarball": res.Tarball,
 					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sbom": res.SBOM, "provenance": res.Provenance,
 					"sha256": res.Manifest.Artifact.SHA256,
-					"size":   res.Manifest.Artifact.Size, "signatures": sigs})
+					"size":   res.Manifest.Artifact.Size, "signatures": sigs}
+				if ref := sb.registryRef(); ref != "" {
+					result["ref"] = ref
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(result)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n", res.Tarball, res.Manifest.Artifact.SHA256,
+			tgz := res.Tarball
+			if tgz == "" { // pushed to a registry store, not kept here
+				tgz = sb.registryRef()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
 				res.Manifest.Artifact.Size, res.ManifestPath, res.ValidationScript, res.SBOM, res.Provenance)
 			for _, s := range sigs {
 				fmt.Fprintln(cmd.OutOrStdout(), s)

@@ -194,6 +194,9 @@ func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
 type storeBuild struct {
 	b    *store.Build
 	root string
+	// ref is the published version's registry reference ("" in a
+	// directory store), where a registry store's tgz is: not kept locally.
+	ref string
 }
 
 // newStoreBuild returns nil when neither --store nor $IMAGECTL_STORE is
@@ -243,6 +246,15 @@ func (sb *storeBuild) outputDir(flag string) string {
 	return sb.b.OutputDir
 }
 
+// registryRef is the published version's registry reference, "" when
+// there is none (no store, or a directory store).
+func (sb *storeBuild) registryRef() string {
+	if sb == nil {
+		return ""
+	}
+	return sb.ref
+}
+
 func (sb *storeBuild) parentVersion() string {
 	if sb == nil {
 		return ""
@@ -261,6 +273,7 @@ func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []s
 		return nil, err
 	}
 	res.Tarball, res.ManifestPath, res.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
+	sb.ref = v.Ref
 	res.SBOM, res.Provenance = v.Path(res.SBOM), v.Path(res.Provenance)
 	out := make([]string, len(sigs))
 	for i, s := range sigs {

@@ -592,6 +592,7 @@ func TestConcurrentReaders(t *testing.T) {
 		}
 	}
 }
+
 // A tgz streamed from the registry survives responses cut short: each read
 // resumes with a range request from where the response stopped, up to its
 // attempts; past them, the read fails and says how far it got.
