@@ -86,6 +86,27 @@ func CloneDir(cacheRoot, remote string) string {
 	return filepath.Join(cacheRoot, "catalogs", hex.EncodeToString(sum[:])[:16])
 }
 
+// dropLegacyClone removes the clone an earlier imagectl kept for a remote
+// with credentials under the hash of the whole URL, token included, with
+// the token in its config: the clone is now under the hash of the URL
+// without them (CloneDir), and that token must not rest in the cache. Only
+// a clone dir CloneDir chose is looked beside; a failure leaves it.
+func dropLegacyClone(dir, remote string) {
+	stored := storedRemote(remote)
+	if stored == remote {
+		return
+	}
+	root := filepath.Dir(filepath.Dir(dir))
+	if CloneDir(root, remote) != dir {
+		return
+	}
+	sum := sha256.Sum256([]byte(remote))
+	legacy := filepath.Join(root, "catalogs", hex.EncodeToString(sum[:])[:16])
+	if legacy != dir {
+		os.RemoveAll(legacy)
+	}
+}
+
 // absRemote makes a remote that is a relative path to a directory
 // absolute: git would take it relative to the clone, and two working
 // directories must not share one clone for two catalogs.
@@ -138,6 +159,7 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 		}
 		c.dir = CloneDir(filepath.Join(base, "imagectl"), remote)
 	}
+	dropLegacyClone(c.dir, remote)
 	unlock, err := c.lock(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -181,9 +203,9 @@ func (c *Catalog) initClone(ctx context.Context) error {
 		if _, err := c.git(ctx, nil, "remote", "add", "origin", stored); err != nil {
 			return fmt.Errorf("making the clone %s: %w", c.dir, err)
 		}
-	case url == c.remote && url != stored:
-		// A clone an earlier imagectl made with the credentials in its
-		// config: they go.
+	case url != stored && storedRemote(url) == stored:
+		// A clone an earlier imagectl made with the credentials (these or
+		// a rotated token) in its config: they go.
 		if _, err := c.git(ctx, nil, "remote", "set-url", "origin", stored); err != nil {
 			return fmt.Errorf("removing the credentials from the clone %s: %w", c.dir, err)
 		}
@@ -198,12 +220,26 @@ func (c *Catalog) initClone(ctx context.Context) error {
 // the cache; credentialEnv hands it to each git that talks to the remote),
 // any other as given (an ssh user is not a secret).
 func storedRemote(remote string) string {
-	u, err := url.Parse(remote)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User == nil {
+	u, ok := credentialURL(remote)
+	if !ok {
 		return remote
 	}
 	u.User = nil
 	return u.String()
+}
+
+// credentialURL parses an http(s) remote that carries a password (a user
+// alone is left to git's credential helpers and .netrc, which a header
+// would override).
+func credentialURL(remote string) (*url.URL, bool) {
+	u, err := url.Parse(remote)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User == nil {
+		return nil, false
+	}
+	if _, ok := u.User.Password(); !ok {
+		return nil, false
+	}
+	return u, true
 }
 
 // credentialEnv is the environment that gives git the credentials of an
@@ -212,8 +248,8 @@ func storedRemote(remote string) string {
 // clone's config, not in a command line another user can read. Nil for a
 // remote without them.
 func credentialEnv(remote string, env []string) []string {
-	u, err := url.Parse(remote)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User == nil {
+	u, ok := credentialURL(remote)
+	if !ok {
 		return nil
 	}
 	pass, _ := u.User.Password()

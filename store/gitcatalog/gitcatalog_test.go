@@ -2,6 +2,8 @@ package gitcatalog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -181,6 +183,18 @@ func TestHTTPCredentials(t *testing.T) {
 	if cfg, err := os.ReadFile(filepath.Join(c.Dir(), ".git", "config")); err != nil || strings.Contains(string(cfg), "s3cret") || !strings.Contains(string(cfg), base+"catalog.git") {
 		t.Errorf("the clone's config keeps the credentials or not the remote: %v\n%s", err, cfg)
 	}
+	// The clone an earlier imagectl kept under the whole URL's hash, token
+	// in its config, goes.
+	sum := sha256.Sum256([]byte(withCreds))
+	legacy := filepath.Join(cache, "catalogs", hex.EncodeToString(sum[:])[:16])
+	gittest.Run(t, t.TempDir(), nil, "init", "-q", legacy)
+	gittest.Run(t, legacy, nil, "remote", "add", "origin", withCreds)
+	if _, err := Open(ctx, withCreds, Options{CacheDir: CloneDir(cache, withCreds), Env: gittest.Env(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
+		t.Errorf("the legacy clone %s with the token is still there: %v", legacy, err)
+	}
 	rotated := strings.Replace(base, "://", "://alice:wrong@", 1) + "catalog.git"
 	if CloneDir(cache, rotated) != c.Dir() {
 		t.Errorf("another token, another clone: %s, %s", CloneDir(cache, rotated), c.Dir())
@@ -191,8 +205,9 @@ func TestHTTPCredentials(t *testing.T) {
 	}
 }
 
-// The clone made by an earlier imagectl, with the credentials in its
-// config, loses them on the next open.
+// The clone made by an earlier imagectl, with credentials in its config
+// (an older token), loses them on the next open; a user alone in the URL
+// is git's credential helpers' to complete, and stays.
 func TestStoredCredentialsRemoved(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -202,12 +217,19 @@ func TestStoredCredentialsRemoved(t *testing.T) {
 	dir := t.TempDir()
 	env := gittest.Env(t)
 	gittest.Run(t, dir, env, "init", "-q")
-	gittest.Run(t, dir, env, "remote", "add", "origin", withCreds)
+	gittest.Run(t, dir, env, "remote", "add", "origin", strings.Replace(withCreds, "s3cret", "old-token", 1))
 	if _, err := Open(ctx, withCreds, Options{CacheDir: dir, Env: env}); err != nil {
 		t.Fatal(err)
 	}
 	if url := strings.TrimSpace(gittest.Run(t, dir, env, "config", "--get", "remote.origin.url")); url != base+"catalog.git" {
 		t.Errorf("origin is %s", url)
+	}
+	userOnly := strings.Replace(base, "://", "://alice@", 1) + "catalog.git"
+	if storedRemote(userOnly) != userOnly || credentialEnv(userOnly, nil) != nil {
+		t.Errorf("a user without a password: stored %s, env %v", storedRemote(userOnly), credentialEnv(userOnly, nil))
+	}
+	if _, err := Open(ctx, userOnly, Options{CacheDir: t.TempDir(), Env: gittest.Credentials(t, base, "alice", "s3cret")}); err != nil {
+		t.Errorf("a user in the URL, the password from git's credential helper: %v", err)
 	}
 }
 
