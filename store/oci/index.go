@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -42,13 +43,19 @@ func (s *Store) indexImage(ctx context.Context, image string) error {
 	}
 	desc, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_1, ArtifactTypeIndexEntry,
 		oras.PackManifestOptions{ManifestAnnotations: map[string]string{AnnotationImage: image}})
-	if err != nil {
-		return s.explain(what, err)
+	if err == nil {
+		err = repo.Tag(ctx, desc, image)
 	}
-	if err := repo.Tag(ctx, desc, image); err != nil {
-		return s.explain(what, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	// Another publisher of the image may have tagged it first (and a
+	// registry with immutable tags refuses the second): it is there.
+	if _, rerr := repo.Resolve(ctx, image); rerr == nil {
+		return nil
+	}
+	return fmt.Errorf("%w (the index lists the images where the registry has no catalog: create the repository %s, or allow pushing to it)",
+		s.explain(what, err), s.indexLocation())
 }
 
 // imageNames are the store's images: those its index names and those the
@@ -71,7 +78,8 @@ func (s *Store) imageNames(ctx context.Context) ([]string, error) {
 	catalogErr := s.catalog(ctx, names)
 	switch {
 	case indexErr != nil && catalogErr != nil:
-		return nil, fmt.Errorf("listing the images of %s: %w", s.Location(), catalogErr)
+		return nil, fmt.Errorf("listing the images of %s: %w", s.Location(),
+			errors.Join(s.explain("listing the store's index "+s.indexLocation(), indexErr), catalogErr))
 	case catalogErr != nil && len(names) == 0:
 		return nil, fmt.Errorf("listing the images of %s: its index %s names none, and %w", s.Location(), s.indexLocation(), catalogErr)
 	case indexErr != nil && len(names) == 0:
