@@ -41,10 +41,15 @@ func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error)
 	if !s.hasStatus {
 		return nil, fmt.Errorf("%s has no %s: not a Debian root filesystem", tgz, statusPath)
 	}
-	if targets := s.unhashedTargets(); len(targets) > 0 {
-		// A wanted hard link whose first copy passed unhashed: a second
-		// pass hashes just those first copies. Rare (a recipe file hard
-		// linked from elsewhere), so the common build reads the tgz once.
+	// A wanted hard link whose first copy passed unhashed: another pass
+	// hashes just those first copies (and follows a hard link met there
+	// to its own, in the pass after). Rare (a recipe file hard linked from
+	// elsewhere), so the common build reads the tgz once.
+	for pass := 0; pass < maxLinks; pass++ {
+		targets := s.unhashedTargets()
+		if len(targets) == 0 {
+			break
+		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("reading the SBOM's inventory from %s: %w", tgz, err)
 		}
@@ -52,10 +57,18 @@ func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error)
 		if err := again.read(ctx, f); err != nil {
 			return nil, fmt.Errorf("reading the SBOM's inventory from %s again, for hard links: %w", tgz, err)
 		}
+		progress := false
 		for _, t := range targets {
 			if h, ok := again.hashed[t]; ok {
-				s.linkTargets[t] = h
+				s.linkTargets[t], progress = h, true
+			} else if next, ok := again.hardlinks[t]; ok {
+				s.linkHops[t], progress = next, true
+			} else if again.wantedSymlinks[t] {
+				s.wantedSymlinks[t], progress = true, true
 			}
+		}
+		if !progress {
+			break
 		}
 	}
 	inv, err := s.inventory()
@@ -79,33 +92,46 @@ type scanner struct {
 	symlinks   map[string]string // symlink -> its target, as written
 	hashed     map[string]File   // by normalized path in the tgz
 	hardlinks  map[string]string // wanted hard link -> its target
-	// linkTargets are unwanted files hashed for a wanted hard link to them.
+	// linkTargets are unwanted files hashed for a wanted hard link to them,
+	// linkHops the unwanted hard links met on the way to them.
 	linkTargets map[string]File
+	linkHops    map[string]string
+	// wantedSymlinks are the wanted paths that are symlinks: not hashed,
+	// and neither is a hard link to one.
+	wantedSymlinks map[string]bool
 
 	// Wanted paths found through a top-level symlink (merged /usr), so
-	// that a file is reported under the path the recipe gave it.
-	fileAlias map[string]string // path in the tgz -> path asked for
-	dirAlias  [][2]string       // {directory in the tgz, directory asked for}
+	// that a file is reported under the path the recipe gave it; a path
+	// asked for as it is in the tgz keeps it (askedFiles, askedDirs).
+	fileAlias  map[string]string // path in the tgz -> path asked for
+	dirAlias   [][2]string       // {directory in the tgz, directory asked for}
+	askedFiles map[string]bool
+	askedDirs  []string
 }
 
 func newScanner(opts ScanOptions) *scanner {
 	s := &scanner{
-		files:       map[string]bool{},
-		copyrights:  map[string][]string{},
-		osReleases:  map[string]OSRelease{},
-		apt:         map[string][]AptSource{},
-		symlinks:    map[string]string{},
-		hashed:      map[string]File{},
-		hardlinks:   map[string]string{},
-		fileAlias:   map[string]string{},
-		linkTargets: map[string]File{},
+		files:          map[string]bool{},
+		copyrights:     map[string][]string{},
+		osReleases:     map[string]OSRelease{},
+		apt:            map[string][]AptSource{},
+		symlinks:       map[string]string{},
+		hashed:         map[string]File{},
+		hardlinks:      map[string]string{},
+		fileAlias:      map[string]string{},
+		linkTargets:    map[string]File{},
+		linkHops:       map[string]string{},
+		wantedSymlinks: map[string]bool{},
 	}
+	s.askedFiles = map[string]bool{}
 	for _, p := range opts.Files {
 		s.files[normalize(p)] = true
+		s.askedFiles[normalize(p)] = true
 	}
 	for _, d := range opts.Dirs {
 		s.dirs = append(s.dirs, normalize(d))
 	}
+	s.askedDirs = append([]string(nil), s.dirs...)
 	return s
 }
 
@@ -158,6 +184,14 @@ func (s *scanner) remap(name, link string) {
 // reported is the path a hashed file is reported under: the one asked for,
 // where it was found through a remapped symlink.
 func (s *scanner) reported(name string) string {
+	if s.askedFiles[name] {
+		return "/" + name
+	}
+	for _, d := range s.askedDirs {
+		if d == "" || strings.HasPrefix(name, d+"/") {
+			return "/" + name
+		}
+	}
 	if f, ok := s.fileAlias[name]; ok {
 		return "/" + f
 	}
@@ -217,12 +251,16 @@ func (s *scanner) entry(hdr *tar.Header, r io.Reader) error {
 	delete(s.symlinks, name)
 	delete(s.hashed, name)
 	delete(s.hardlinks, name)
+	delete(s.wantedSymlinks, name)
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeRegA:
 		return s.regular(name, hdr, r)
 	case tar.TypeSymlink:
 		if interesting(name) {
 			s.symlinks[name] = hdr.Linkname
+		}
+		if s.wanted(name) {
+			s.wantedSymlinks[name] = true
 		}
 		if !strings.Contains(name, "/") {
 			s.remap(name, hdr.Linkname)
@@ -294,6 +332,9 @@ func (s *scanner) inventory() (*Inventory, error) {
 
 	for name := range s.hardlinks {
 		target := s.linkTarget(name)
+		if s.wantedSymlinks[target] {
+			continue // a hard link to a symlink: listed as a symlink is, not at all
+		}
 		f, ok := s.hashed[target]
 		if !ok {
 			f, ok = s.linkTargets[target]
@@ -320,12 +361,16 @@ func (s *scanner) inventory() (*Inventory, error) {
 	return inv, nil
 }
 
-// linkTarget is the first copy a wanted hard link names, through the
-// wanted hard links it names in turn (at most maxLinks of them).
+// linkTarget is the first copy a wanted hard link names, through the hard
+// links it names in turn (wanted ones, and unwanted ones a later pass met;
+// at most maxLinks of them).
 func (s *scanner) linkTarget(name string) string {
 	target := s.hardlinks[name]
 	for hops := 0; hops < maxLinks; hops++ {
 		next, ok := s.hardlinks[target]
+		if !ok {
+			next, ok = s.linkHops[target]
+		}
 		if !ok {
 			break
 		}
@@ -341,7 +386,9 @@ func (s *scanner) unhashedTargets() []string {
 	seen := map[string]bool{}
 	for name := range s.hardlinks {
 		target := s.linkTarget(name)
-		if _, ok := s.hashed[target]; !ok && !seen[target] {
+		_, hashed := s.hashed[target]
+		_, found := s.linkTargets[target]
+		if !hashed && !found && !s.wantedSymlinks[target] && !seen[target] {
 			seen[target] = true
 			targets = append(targets, target)
 		}

@@ -533,3 +533,44 @@ func TestScanHardLinkToUnwantedFile(t *testing.T) {
 		t.Errorf("files %+v, want /opt/b/third last", inv.Files)
 	}
 }
+
+// A wanted hard link reaching its first copy through an unwanted hard
+// link is followed by a further pass; one to a symlink is not hashed, as
+// the symlink itself is not.
+func TestScanHardLinkChains(t *testing.T) {
+	tgz := writeTgz(t,
+		reg("etc/first", "first\n"),
+		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+		hardlink("etc/mid", "etc/first"),
+		symlink("etc/sym", "first"),
+		hardlink("opt/b/via-mid", "etc/mid"),
+		hardlink("opt/b/to-sym", "etc/sym"),
+		symlink("opt/b/own-sym", "via-mid"),
+		hardlink("opt/b/to-own-sym", "opt/b/own-sym"),
+	)
+	inv, err := Scan(context.Background(), tgz, ScanOptions{Dirs: []string{"/opt/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []File{hashed("/opt/b/via-mid", "first\n")}; !reflect.DeepEqual(inv.Files, want) {
+		t.Errorf("files %+v, want %+v", inv.Files, want)
+	}
+}
+
+// A path asked for as the tgz holds it keeps its name when another is
+// asked for through a merged-/usr symlink.
+func TestScanMergedUsrAskedBothWays(t *testing.T) {
+	tgz := writeTgz(t,
+		symlink("lib", "usr/lib"),
+		reg("usr/lib/a/x", "x"),
+		reg("usr/lib/b/y", "y"),
+		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+	)
+	inv, err := Scan(context.Background(), tgz, ScanOptions{Files: []string{"/usr/lib/a/x"}, Dirs: []string{"/lib"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []File{hashed("/lib/b/y", "y"), hashed("/usr/lib/a/x", "x")}; !reflect.DeepEqual(inv.Files, want) {
+		t.Errorf("files %+v, want %+v", inv.Files, want)
+	}
+}
