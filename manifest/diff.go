@@ -37,6 +37,10 @@ type PackageChanges struct {
 	Removed    []Package        `json:"removed"`
 	Upgraded   []PackageVersion `json:"upgraded"`
 	Downgraded []PackageVersion `json:"downgraded"`
+	// NativeArchitecture is the architecture most of the packages have
+	// (not "all"); a change in another is written name:arch, as dpkg
+	// writes a foreign package.
+	NativeArchitecture string `json:"native_architecture,omitempty"`
 }
 
 // PackageVersion is a package whose version changed.
@@ -144,6 +148,10 @@ func ComparePackages(a, b []Package) PackageChanges {
 		return m
 	}
 	ma, mb := index(a), index(b)
+	pc.NativeArchitecture = nativeArchitecture(b)
+	if pc.NativeArchitecture == "" {
+		pc.NativeArchitecture = nativeArchitecture(a)
+	}
 	for _, k := range sortedKeys(ma, mb) {
 		pa, inA := ma[k]
 		pb, inB := mb[k]
@@ -162,6 +170,23 @@ func ComparePackages(a, b []Package) PackageChanges {
 		}
 	}
 	return pc
+}
+
+// nativeArchitecture is the architecture most packages have, "all" aside
+// (the first in name order on a tie); "" for none.
+func nativeArchitecture(ps []Package) string {
+	count := map[string]int{}
+	best := ""
+	for _, p := range ps {
+		if p.Architecture == "" || p.Architecture == "all" {
+			continue
+		}
+		count[p.Architecture]++
+		if n := count[p.Architecture]; n > count[best] || n == count[best] && p.Architecture < best {
+			best = p.Architecture
+		}
+	}
+	return best
 }
 
 // debLess orders versions as dpkg does; unparsable ones by string.

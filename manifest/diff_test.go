@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -93,21 +94,29 @@ func TestDiffGolden(t *testing.T) {
 	}
 }
 
-// A package changed in two architectures is written name:arch, as dpkg
-// writes it; a package in one architecture keeps its plain name.
+// A package of another architecture than most (a foreign one) is written
+// name:arch, as dpkg writes it, whether or not its native twin changed.
 func TestDiffMultiArchPackages(t *testing.T) {
 	a := []Package{{Name: "libc6", Version: "2.36-9", Architecture: "amd64"}, {Name: "libc6", Version: "2.36-9", Architecture: "i386"},
-		{Name: "jq", Version: "1.6", Architecture: "amd64"}}
+		{Name: "jq", Version: "1.6", Architecture: "amd64"}, {Name: "tzdata", Version: "1", Architecture: "all"}}
 	b := []Package{{Name: "libc6", Version: "2.36-9+deb12u4", Architecture: "amd64"}, {Name: "libc6", Version: "2.36-9+deb12u4", Architecture: "i386"},
-		{Name: "jq", Version: "1.7", Architecture: "amd64"}}
-	d := &Diff{Packages: ComparePackages(a, b)}
-	var text bytes.Buffer
-	if err := d.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"↑ libc6:amd64 2.36-9 -> 2.36-9+deb12u4", "↑ libc6:i386 2.36-9 -> 2.36-9+deb12u4", "↑ jq 1.6 -> 1.7"} {
-		if !bytes.Contains(text.Bytes(), []byte(want)) {
-			t.Errorf("diff does not show %q:\n%s", want, text.String())
+		{Name: "jq", Version: "1.7", Architecture: "amd64"}, {Name: "tzdata", Version: "2", Architecture: "all"}}
+	render := func(a, b []Package) string {
+		var text bytes.Buffer
+		if err := (&Diff{Packages: ComparePackages(a, b)}).WriteText(&text); err != nil {
+			t.Fatal(err)
 		}
+		return text.String()
+	}
+	got := render(a, b)
+	for _, want := range []string{"↑ libc6 2.36-9 -> 2.36-9+deb12u4", "↑ libc6:i386 2.36-9 -> 2.36-9+deb12u4", "↑ jq 1.6 -> 1.7", "↑ tzdata 1 -> 2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("diff does not show %q:\n%s", want, got)
+		}
+	}
+	// Only the foreign one changed.
+	b[0].Version = a[0].Version
+	if got := render(a, b); !strings.Contains(got, "↑ libc6:i386 2.36-9 -> 2.36-9+deb12u4") || strings.Contains(got, "↑ libc6 ") {
+		t.Errorf("only libc6:i386 upgraded:\n%s", got)
 	}
 }

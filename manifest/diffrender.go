@@ -48,23 +48,10 @@ func (d *Diff) sections(emit func(title string, lines []string)) {
 			emit(title, lines)
 		}
 	}
-	// A package name met in more than one architecture is written
-	// name:arch, as dpkg writes it, wherever it appears.
-	archs := map[string]map[string]bool{}
-	seen := func(name, arch string) {
-		if archs[name] == nil {
-			archs[name] = map[string]bool{}
-		}
-		archs[name][arch] = true
-	}
-	for _, p := range append(append([]Package(nil), d.Packages.Added...), d.Packages.Removed...) {
-		seen(p.Name, p.Architecture)
-	}
-	for _, p := range append(append([]PackageVersion(nil), d.Packages.Upgraded...), d.Packages.Downgraded...) {
-		seen(p.Name, p.Architecture)
-	}
+	// A package of another architecture than most is written name:arch,
+	// as dpkg writes a foreign package.
 	name := func(n, arch string) string {
-		if len(archs[n]) > 1 && arch != "" {
+		if arch != "" && arch != "all" && arch != d.Packages.NativeArchitecture {
 			return n + ":" + arch
 		}
 		return n

@@ -118,7 +118,8 @@ func TestDiff(t *testing.T) {
 				{Name: "bash", Architecture: "amd64", From: "5.2.15-2", To: "1:5.0-1"},
 				{Name: "libc6", Architecture: "amd64", From: "2.36-9", To: "2.36-9+deb12u4"},
 			},
-			Downgraded: []manifest.PackageVersion{{Name: "tilde", Architecture: "all", From: "1.0", To: "1.0~rc1"}},
+			Downgraded:         []manifest.PackageVersion{{Name: "tilde", Architecture: "all", From: "1.0", To: "1.0~rc1"}},
+			NativeArchitecture: "amd64",
 		},
 	}
 	if !reflect.DeepEqual(d, want) {
