@@ -48,7 +48,9 @@ type Config struct {
 	// is deleted: one another uploader is sending grows with each of its
 	// chunks. Default the longest a live uploader of this configuration
 	// goes without progress: a chunk's Retries+1 tries of Timeout each and
-	// the backoffs between them (6 min 31 s with the defaults).
+	// the backoffs between them (6 min 31 s with the defaults). A file
+	// with only its last chunk missing gets at least LastChunkTimeout and
+	// a backoff (MAAS hashes the file inside that request).
 	StallTimeout time.Duration
 	// PollInterval is how often those waits look (default 2 s).
 	PollInterval time.Duration

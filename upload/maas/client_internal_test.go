@@ -30,3 +30,31 @@ func TestWaitDefaults(t *testing.T) {
 		t.Errorf("StallTimeout %v, SettleTimeout %v; want 32s, 2m0s", c.cfg.StallTimeout, c.cfg.SettleTimeout)
 	}
 }
+
+// An incomplete file is waited for by what may still come: its middle
+// chunks (StallTimeout), its last chunk, during which MAAS hashes the
+// whole file and shows no progress (LastChunkTimeout), or MAAS's hashing
+// and sync once all its bytes are there (SettleTimeout).
+func TestWaitLimit(t *testing.T) {
+	c, err := New(Config{URL: "http://maas.example:5240/MAAS", APIKey: "a:b:c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 1 << 30
+	last := 100 * (1 - float64(DefaultChunkSize)/size) // one chunk to go
+	for _, tc := range []struct {
+		progress float64
+		want     time.Duration
+	}{
+		{0, c.cfg.StallTimeout},
+		{50, c.cfg.StallTimeout},
+		{last - 0.5, c.cfg.StallTimeout},
+		{last, 15*time.Minute + time.Second},
+		{99.9999, 15*time.Minute + time.Second},
+		{100, c.cfg.SettleTimeout},
+	} {
+		if got := c.waitLimit(size, tc.progress); got != tc.want {
+			t.Errorf("waitLimit(%d, %v) = %v, want %v", size, tc.progress, got, tc.want)
+		}
+	}
+}

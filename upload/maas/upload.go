@@ -270,6 +270,23 @@ type watched struct {
 	grew bool
 }
 
+// waitLimit is how long an incomplete file of size bytes at progress
+// percent may make no progress before it counts as abandoned: with all
+// its bytes, SettleTimeout; with only a last chunk missing, at least the
+// last chunk's timeout and a backoff (MAAS hashes the file inside that
+// chunk's request, and its bytes show only when the request commits);
+// else StallTimeout.
+func (c *Client) waitLimit(size int64, progress float64) time.Duration {
+	switch {
+	case progress >= 100:
+		return c.cfg.SettleTimeout
+	case float64(size)*(100-progress)/100 <= float64(max(c.cfg.ChunkSize, DefaultChunkSize))+1:
+		return max(c.cfg.StallTimeout, c.cfg.LastChunkTimeout+c.cfg.Backoff(1))
+	default:
+		return c.cfg.StallTimeout
+	}
+}
+
 // watch polls an incomplete resource until its newest file completes, is
 // replaced, goes, or makes no progress for Config.StallTimeout (for a file
 // with all its bytes, which MAAS is hashing or syncing to the regions,
@@ -281,12 +298,7 @@ func (u *upload) watch(ctx context.Context, res *Resource) (watched, error) {
 		return watched{outcome: watchStalled, limit: 0}, nil
 	}
 	uri, last, since := f.UploadURI, f.Progress, time.Now()
-	limit := func() time.Duration {
-		if last >= 100 {
-			return u.c.cfg.SettleTimeout
-		}
-		return u.c.cfg.StallTimeout
-	}
+	limit := func() time.Duration { return u.c.waitLimit(f.Size, last) }
 	told, grew := false, false
 	for {
 		if time.Since(since) >= limit() {
