@@ -144,7 +144,7 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 				if fromRecipe[[2]string{strings.TrimSuffix(withoutCredentials(uri), "/"), suite}] {
 					continue
 				}
-				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: path.Base(src.File), URI: uri,
+				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: path.Base(src.File), URI: withoutCredentials(uri),
 					Suite: suite, Components: src.Components, ConfiguredIn: src.File})
 			}
 		}

@@ -26,7 +26,7 @@ func TestProvenanceAptRepositoriesOnce(t *testing.T) {
 	inv := &sbom.Inventory{AptSources: []sbom.AptSource{
 		{File: "/etc/apt/sources.list.d/cuda.sources", URIs: []string{"https://developer.download.example/compute/cuda/repos/ubuntu2404/x86_64"},
 			Suites: []string{"/"}},
-		{File: "/etc/apt/sources.list.d/ubuntu.sources", URIs: []string{"http://archive.ubuntu.com/ubuntu/"},
+		{File: "/etc/apt/sources.list.d/ubuntu.sources", URIs: []string{"http://mirror:token@archive.ubuntu.com/ubuntu/"},
 			Suites: []string{"noble", "noble-updates"}, Components: []string{"main"}},
 	}}
 	b := provenanceOf(plan, &manifest.Manifest{Artifact: &manifest.Artifact{SHA256: sixtyFour("d")}}, inv, "pgzip")
@@ -43,7 +43,7 @@ func TestProvenanceAptRepositoriesOnce(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("apt repositories\n%+v\nwant\n%+v", got, want)
 	}
-	if b.Base.URI != "https://images.example/base.img" {
+	if b.Base.URI != "https://images.example/base.img" { // and the mirror's token above
 		t.Errorf("base URI %q: credentials kept", b.Base.URI)
 	}
 }

@@ -193,14 +193,17 @@ func (s *Store) cacheBlob(ctx context.Context, repo *remote.Repository, desc oci
 	p := s.blobPath(desc.Digest)
 	if st, err := os.Stat(p); err == nil {
 		d, err := digest.File(ctx, p)
-		if err != nil && ctx.Err() != nil {
-			return "", err
+		if err != nil {
+			return "", fmt.Errorf("checking the cached copy %s: %w", p, err)
 		}
-		if err == nil && st.Size() == desc.Size && d.String() == desc.Digest.String() {
+		if d.Size == desc.Size && d.String() == desc.Digest.String() {
 			return p, nil
 		}
-		if err := os.Remove(p); err != nil {
-			return "", fmt.Errorf("dropping the cached copy %s, which does not match %s: %w", p, desc.Digest, err)
+		// Dropped, unless another process has put a new copy there since.
+		if now, err := os.Stat(p); err == nil && os.SameFile(st, now) {
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				return "", fmt.Errorf("dropping the cached copy %s, which does not match %s: %w", p, desc.Digest, err)
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
