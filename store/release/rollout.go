@@ -141,13 +141,29 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 		par = DefaultParallel
 	}
 	out := &RolloutResult{Image: image, Version: version, Canary: o.Canary, Sites: make([]SiteRollout, len(order))}
+	// Once cancelled, the sites not started are still reported with the
+	// version their catalog says they run, read within one short bound
+	// for all of them, so that Ctrl-C returns promptly even when the
+	// catalog is slow or unreachable.
+	var afterCancel context.Context
+	cancelAfter := func() {}
+	defer func() { cancelAfter() }()
+	readCtx := func() context.Context {
+		if ctx.Err() == nil {
+			return ctx
+		}
+		if afterCancel == nil {
+			afterCancel, cancelAfter = context.WithTimeout(context.WithoutCancel(ctx), AfterCancelReads)
+		}
+		return afterCancel
+	}
 	rest := order
 	if o.Canary != "" {
 		out.Sites[0] = o.promoteSite(ctx, image, version, order[0], true)
 		rest = order[1:]
 		if r := out.Sites[0]; r.Result != RolloutOK && r.Result != RolloutAlready {
 			for i, s := range rest {
-				out.Sites[i+1] = o.skipped(ctx, image, s, "canary failed")
+				out.Sites[i+1] = o.skipped(readCtx(), image, s, "canary failed")
 			}
 			return out, nil
 		}
@@ -155,23 +171,13 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 	base := len(order) - len(rest)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, par)
-	// Once cancelled, the sites not started are still reported with the
-	// version their catalog says they run, read within one short bound
-	// for all of them, so that Ctrl-C returns promptly even when the
-	// catalog is slow or unreachable.
-	var afterCancel context.Context
 	for i, s := range rest {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			if afterCancel == nil {
-				var cancel context.CancelFunc
-				afterCancel, cancel = context.WithTimeout(context.WithoutCancel(ctx), AfterCancelReads)
-				defer cancel()
-			}
-			out.Sites[base+i] = o.skipped(afterCancel, image, s, "not started: "+context.Cause(ctx).Error())
+			out.Sites[base+i] = o.skipped(readCtx(), image, s, "not started: "+context.Cause(ctx).Error())
 			continue
 		}
 		wg.Add(1)
