@@ -161,17 +161,6 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 	// lose track of it for a moment (CNCF distribution does) and refuse a
 	// manifest naming it: the blobs it lacks are pushed again, and the
 	// manifest, up to three times.
-	// A version already published is compared before anything is pushed,
-	// so that other content under it is refused without uploading a byte;
-	// the comparison after the push below settles a race with another
-	// publisher.
-	if old, err := repo.Resolve(ctx, version); err == nil {
-		if err := s.same(ctx, repo, old, fs, what); err != nil {
-			return nil, err
-		}
-	} else if !isNotFound(err) {
-		return nil, s.explain(what+": resolving the tag", err)
-	}
 	var desc ocispec.Descriptor
 	var layers []ocispec.Descriptor
 	pushAll := func() error {
@@ -183,6 +172,23 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 			layers = append(layers, f.desc)
 		}
 		return nil
+	}
+	// A version already published is compared before anything is pushed,
+	// so that other content under it is refused without uploading a byte;
+	// the same content is the same version once the tgz is checked against
+	// the manifest (pushBlob hashes it: the registry has it), with no new
+	// manifest pushed. The comparison after the push below settles a race
+	// with another publisher.
+	if old, err := repo.Resolve(ctx, version); err == nil {
+		if err := s.same(ctx, repo, old, fs, what); err != nil {
+			return nil, err
+		}
+		if err := pushAll(); err != nil {
+			return nil, err
+		}
+		return s.existing(ctx, image, version, what)
+	} else if !isNotFound(err) {
+		return nil, s.explain(what+": resolving the tag", err)
 	}
 	for attempt := 1; ; attempt++ {
 		if err := pushAll(); err != nil {
@@ -203,15 +209,7 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 		if err := s.same(ctx, repo, old, fs, what); err != nil {
 			return nil, err
 		}
-		if err := s.indexImage(ctx, image); err != nil { // a version published before the index
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		v, err := s.Version(ctx, image, version)
-		if err != nil {
-			return nil, err
-		}
-		v.Existed = true
-		return v, nil
+		return s.existing(ctx, image, version, what)
 	} else if !isNotFound(err) {
 		return nil, s.explain(what+": resolving the tag", err)
 	}
@@ -249,6 +247,21 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 		return nil, s.explain(what+": tagging the version", err)
 	}
 	return s.Version(ctx, image, version)
+}
+
+// existing is the version published already with the same content, as
+// Publish returns it (Existed), recorded in the index should it have been
+// published before the index was.
+func (s *Store) existing(ctx context.Context, image, version, what string) (*store.Version, error) {
+	if err := s.indexImage(ctx, image); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	v, err := s.Version(ctx, image, version)
+	if err != nil {
+		return nil, err
+	}
+	v.Existed = true
+	return v, nil
 }
 
 // blobUnknown reports whether the registry refused a manifest because a
