@@ -123,7 +123,7 @@ type guestFile struct {
 // (cloud-init's datasource, network config and NoCloud seed), then the
 // smoke unit and its script.
 func guestFiles(p guestPlan, instanceID string) []guestFile {
-	return []guestFile{
+	files := []guestFile{
 		{"/etc/cloud/cloud.cfg.d/95-cloudconfig-imagectl-smoke.cfg", datasourceConfig, 0o644},
 		{"/etc/cloud/cloud.cfg.d/50-curtin-networking.cfg", networkConfig, 0o644},
 		{"/var/lib/cloud/seed/nocloud/meta-data", seedMetaData(instanceID), 0o644},
@@ -132,7 +132,27 @@ func guestFiles(p guestPlan, instanceID string) []guestFile {
 		{smokeScript, smokeScriptFor(p, defaultGuestPaths), 0o755},
 		{smokeUnit, smokeUnitFile, 0o644},
 	}
+	if p.emulated {
+		files = append(files, guestFile{emulatedAllowance, emulatedAllowanceConf, 0o644})
+	}
+	return files
 }
+
+// emulatedAllowance is the drop-in a boot under TCG gets for the units
+// whose own start timeout is sized for hardware: netplan's Open vSwitch
+// units (netplan-ovs-cleanup and one per bridge, 10 s each: a Python
+// program and ovs-vsctl calls that take longer under emulation, most of
+// all on a loaded host), through systemd's prefix drop-in for every unit
+// named netplan-ovs-*. Under KVM none is written: the boot is judged as
+// the hardware would run it.
+const emulatedAllowance = "/etc/systemd/system/netplan-ovs-.service.d/imagectl-smoke-emulated.conf"
+
+const emulatedAllowanceConf = `# Written by imagectl smoke for a boot under TCG (software emulation,
+# 10-30x slower than hardware): netplan's Open vSwitch units get 5 min to
+# start instead of the 10 s they are given for hardware.
+[Service]
+TimeoutStartSec=5min
+`
 
 // yamlQuote writes s as a JSON string, which YAML reads as a double-quoted
 // scalar whatever s holds.

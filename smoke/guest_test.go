@@ -141,6 +141,19 @@ func TestGuestFiles(t *testing.T) {
 		!strings.Contains(files[smokeScript], "--stage 'converged'") || files[smokeUnit] == "" {
 		t.Errorf("files %v", files)
 	}
+	if _, ok := files[emulatedAllowance]; ok {
+		t.Error("the emulation allowance is written for a boot that is not emulated")
+	}
+	// Under TCG, netplan's OVS units (10 s each, sized for hardware) get
+	// more time through systemd's prefix drop-in.
+	p.emulated = true
+	files = map[string]string{}
+	for _, f := range guestFiles(p, "i-1") {
+		files[f.path] = f.content
+	}
+	if c := files["/etc/systemd/system/netplan-ovs-.service.d/imagectl-smoke-emulated.conf"]; !strings.Contains(c, "[Service]\nTimeoutStartSec=5min\n") {
+		t.Errorf("emulation allowance %q", c)
+	}
 }
 
 // A bootstrap that never ends keeps cloud-final, and so the boot, from

@@ -21,6 +21,9 @@ type guestPlan struct {
 	profile    string
 	stage      string
 	bootstrap  *bootstrapSpec // nil: none runs
+	// emulated: the boot runs under TCG, 10-30x slower than the hardware
+	// the image is for (emulatedAllowance).
+	emulated bool
 }
 
 // bootstrapSpec is a site bootstrap to run at first boot: a bundle's

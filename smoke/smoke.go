@@ -301,6 +301,10 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 
 	done := r.Phase(PhaseDeploy, "lay "+filepath.Base(tgz)+" onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)")
 	start := time.Now()
+	plan.emulated = accel == "tcg"
+	if plan.emulated {
+		r.Log("under TCG: netplan's Open vSwitch units get 5 min to start instead of their 10 s (" + emulatedAllowance + ")")
+	}
 	dep, err := deploy(ctx, tgz, disk, deployConfig{
 		accel: accel, size: opts.DiskSize, guest: plan, initramfs: opts.UpdateInitramfs, log: r.Log,
 	})
