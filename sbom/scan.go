@@ -54,6 +54,7 @@ func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error)
 			return nil, fmt.Errorf("reading the SBOM's inventory from %s: %w", tgz, err)
 		}
 		again := newScanner(ScanOptions{Files: targets})
+		again.hashOnly = true
 		if err := again.read(ctx, f); err != nil {
 			return nil, fmt.Errorf("reading the SBOM's inventory from %s again, for hard links: %w", tgz, err)
 		}
@@ -83,6 +84,9 @@ func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error)
 type scanner struct {
 	files map[string]bool // wanted files, normalized
 	dirs  []string        // wanted directories, normalized
+	// hashOnly: a further pass for hard links hashes the wanted files and
+	// parses nothing (the first pass has the packages, licenses and OS).
+	hashOnly bool
 
 	hasStatus  bool
 	packages   []Package
@@ -282,6 +286,7 @@ func (s *scanner) regular(name string, hdr *tar.Header, r io.Reader) error {
 	}
 	var err error
 	switch {
+	case s.hashOnly:
 	case name == statusPath:
 		if hdr.Size > statusLimit {
 			return fmt.Errorf("%s is %d bytes, more than the %d bytes an SBOM reads of it", statusPath, hdr.Size, statusLimit)
