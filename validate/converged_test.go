@@ -472,3 +472,50 @@ func TestCIDRInside(t *testing.T) {
 		}
 	}
 }
+
+// libvirtd exits after 120 s without clients (--timeout 120 in Debian's and
+// Ubuntu's unit) and its sockets start it again: inactive with a listening
+// trigger socket is ready; failed, or no socket listening, is not.
+func TestSocketActivatedServiceIdle(t *testing.T) {
+	t.Parallel()
+	var others []string
+	for _, u := range sliceUnits {
+		if u != "libvirtd" {
+			others = append(others, u)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		setup   func(h *host)
+		status  string
+		details []string
+	}{
+		{"socket listens", func(h *host) {
+			h.active(append(others, "libvirtd.socket")...)
+			h.triggers("libvirtd", "libvirtd-admin.socket", "libvirtd-ro.socket", "libvirtd.socket")
+		}, "PASS", []string{"inactive while idle", "libvirtd.socket listens"}},
+		{"no socket listens", func(h *host) {
+			h.active(others...)
+			h.triggers("libvirtd", "libvirtd-ro.socket", "libvirtd.socket")
+		}, "FAIL", []string{"inactive"}},
+		{"not socket activated", func(h *host) {
+			h.active(append(others, "libvirtd.socket")...)
+		}, "FAIL", []string{"inactive"}},
+		{"failed", func(h *host) {
+			h.active(append(others, "libvirtd.socket")...)
+			h.failed("libvirtd")
+			h.triggers("libvirtd", "libvirtd.socket")
+		}, "FAIL", []string{"failed"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := convergedHost(t, "awk")
+			c.setup(h)
+			o := h.run(profilesManifest(), "--profile", "slice", "--stage", "converged")
+			o.expect(t, "service-active:libvirtd", c.status, c.details...)
+			if c.status == "PASS" && (o.code != 0 || len(o.failed()) > 0) {
+				t.Errorf("exit %d:\n%s%s", o.code, o.out, o.stderr)
+			}
+		})
+	}
+}

@@ -115,7 +115,17 @@ func (h *host) unstub(name string) { os.Remove(filepath.Join(h.bin, name)) }
 // active makes systemctl report the units active (and enabled).
 func (h *host) active(units ...string) { h.env["FAKE_ACTIVE"] = strings.Join(units, " ") }
 
-// fakeSystemctl answers is-active and is-enabled from $FAKE_ACTIVE.
+// failed makes systemctl report the units failed.
+func (h *host) failed(units ...string) { h.env["FAKE_FAILED"] = strings.Join(units, " ") }
+
+// triggers makes systemctl show the sockets as the unit's TriggeredBy.
+func (h *host) triggers(unit string, sockets ...string) {
+	h.env["FAKE_TRIGGERS"] = strings.TrimSpace(h.env["FAKE_TRIGGERS"] + " " + unit + "=" + strings.Join(sockets, ","))
+}
+
+// fakeSystemctl answers is-active and is-enabled from $FAKE_ACTIVE and
+// $FAKE_FAILED, and show --property=TriggeredBy --value from $FAKE_TRIGGERS
+// (unit=socket,socket ...), as systemd 252 prints them.
 const fakeSystemctl = `case $1 in
 is-active | is-enabled)
 	for u in ${FAKE_ACTIVE:-}; do
@@ -124,8 +134,26 @@ is-active | is-enabled)
 			exit 0
 		fi
 	done
+	for u in ${FAKE_FAILED:-}; do
+		if [ "$1" = is-active ] && [ "$u" = "$2" ]; then
+			echo failed
+			exit 3
+		fi
+	done
 	[ "$1" = is-active ] && echo inactive || echo disabled
 	exit 3
+	;;
+show)
+	if [ "$2" = --property=TriggeredBy ] && [ "$3" = --value ]; then
+		for t in ${FAKE_TRIGGERS:-}; do
+			if [ "${t%%=*}" = "$4" ]; then
+				echo "${t#*=}" | tr , ' '
+				exit 0
+			fi
+		done
+		echo
+		exit 0
+	fi
 	;;
 esac
 echo "systemctl stand-in: $*" >&2
