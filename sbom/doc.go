@@ -16,7 +16,10 @@
 // each with a pkg:deb purl, its source package, its maintainer as supplier
 // and the SPDX expression of its copyright file's licenses as declared
 // license), the bundles (SPDXRef-Bundle-<name>, files analyzed, which
-// CONTAIN their files) and the recipe's files. Debian license names SPDX
+// CONTAIN their files) and SPDXRef-Recipe-files, files analyzed, which
+// CONTAINS the recipe's other files: SPDXRef-Image itself is not files
+// analyzed, and SPDX 2.3 (7.8.1) lets such a package contain no files.
+// Debian license names SPDX
 // does not know become LicenseRef- identifiers, each stated once in the
 // document's extracted licensing infos.
 //

@@ -24,11 +24,16 @@ const Namespace = "https://github.com/gpuaas/imagectl/spdx"
 // is the image, the one the document describes.
 const RootID = "Image"
 
+// recipeFilesID is the package of the recipe's files outside bundles.
+const recipeFilesID = "Recipe-files"
+
 // Document makes the SPDX 2.3 document of an image: the image is the
 // described package (SPDXRef-Image); it contains the Debian packages
 // (SPDXRef-DEB-<name>-<arch>, with their purls, source packages and
 // declared licenses), the bundles (SPDXRef-Bundle-<name>, with their files)
-// and the recipe's files. The same inputs make the same document.
+// and the recipe's other files (in SPDXRef-Recipe-files). Every package
+// that contains files has them analyzed, with a verification code. The
+// same inputs make the same document.
 func Document(img Image, inv *Inventory) (*spdx.Document, error) {
 	switch {
 	case inv == nil:
@@ -128,9 +133,26 @@ func Document(img Image, inv *Inventory) (*spdx.Document, error) {
 			relate(doc, string(sp.PackageSPDXIdentifier), common.TypeRelationshipContains, string(f.FileSPDXIdentifier))
 		}
 	}
+	// The image's package is not file-analyzed (its other files are not
+	// listed), and SPDX 2.3 (7.8) lets such a package contain no files: the
+	// recipe's own files get a package of their own that is.
+	var loose []*spdx.File
 	for i, f := range files {
 		if owner[i] < 0 {
-			relate(doc, RootID, common.TypeRelationshipContains, string(f.FileSPDXIdentifier))
+			loose = append(loose, f)
+		}
+	}
+	if len(loose) > 0 {
+		id := ids.take(recipeFilesID)
+		comment := "files the recipe placed in the image outside its bundles, hashed as the tgz holds them"
+		sp, err := filesPackage(img.Name+"-recipe-files", img.Version, comment, loose, id)
+		if err != nil {
+			return nil, fmt.Errorf("making the SPDX document of %s-%s: %w", img.Name, img.Version, err)
+		}
+		doc.Packages = append(doc.Packages, sp)
+		relate(doc, RootID, common.TypeRelationshipContains, id)
+		for _, f := range loose {
+			relate(doc, id, common.TypeRelationshipContains, string(f.FileSPDXIdentifier))
 		}
 	}
 	doc.Files = files
@@ -248,18 +270,24 @@ func spdxFile(f File, id string) *spdx.File {
 
 // bundlePackage is the SPDX package of a staged bundle, its files analyzed.
 func bundlePackage(b Bundle, files []*spdx.File, id string) (*spdx.Package, error) {
-	code, err := utils.GetVerificationCode(files, "")
-	if err != nil {
-		return nil, fmt.Errorf("computing the verification code of bundle %s: %w", b.Name, err)
-	}
 	comment := "bundle staged at " + b.Destination
 	if b.Digest != "" {
 		comment += "; imagectl digest " + b.Digest
 	}
+	return filesPackage(b.Name, b.Digest, comment, files, id)
+}
+
+// filesPackage is an SPDX package of the given files, analyzed: its
+// verification code is computed over them.
+func filesPackage(name, version, comment string, files []*spdx.File, id string) (*spdx.Package, error) {
+	code, err := utils.GetVerificationCode(files, "")
+	if err != nil {
+		return nil, fmt.Errorf("computing the verification code of %s: %w", name, err)
+	}
 	return &spdx.Package{
-		PackageName:               b.Name,
+		PackageName:               name,
 		PackageSPDXIdentifier:     common.ElementID(id),
-		PackageVersion:            b.Digest,
+		PackageVersion:            version,
 		PackageDownloadLocation:   NoAssertion,
 		FilesAnalyzed:             true,
 		IsFilesAnalyzedTagPresent: true,

@@ -200,10 +200,19 @@ func TestDocument(t *testing.T) {
 		}
 	}
 	wantImage := []common.ElementID{"DEB-absdoc-all", "DEB-bash-amd64", "DEB-held-all", "DEB-libc6-amd64", "DEB-libfoo-dev-amd64",
-		"DEB-libfoo1-amd64", "DEB-libfoo1-i386", "Bundle-tool", "File-etc-apt-sources.list", "File-etc-imagectl-recipe.conf"}
+		"DEB-libfoo1-amd64", "DEB-libfoo1-i386", "Bundle-tool", "Recipe-files"}
 	if !reflect.DeepEqual(contained["Image"], wantImage) {
 		t.Errorf("image contains %v, want %v", contained["Image"], wantImage)
 	}
+	wantRecipe := []common.ElementID{"File-etc-apt-sources.list", "File-etc-imagectl-recipe.conf"}
+	if !reflect.DeepEqual(contained["Recipe-files"], wantRecipe) {
+		t.Errorf("recipe files %v, want %v", contained["Recipe-files"], wantRecipe)
+	}
+	if rf := pkgs["Recipe-files"]; rf == nil || rf.PackageName != "gpu-node-recipe-files" || rf.PackageVersion != "2024.06.1" ||
+		!rf.FilesAnalyzed || rf.PackageVerificationCode == nil {
+		t.Errorf("recipe files package %+v", rf)
+	}
+	checkContainsRule(t, doc)
 	wantBundle := []common.ElementID{"File-opt-tool-bin-tool", "File-opt-tool-bin-tool-again", "File-opt-tool-share-data.txt"}
 	if !reflect.DeepEqual(contained["Bundle-tool"], wantBundle) {
 		t.Errorf("bundle contains %v, want %v", contained["Bundle-tool"], wantBundle)
@@ -290,7 +299,7 @@ func TestDocumentIDs(t *testing.T) {
 		ids = append(ids, string(f.FileSPDXIdentifier))
 	}
 	want := []string{"Image", "DEB-libstdc--6-amd64", "DEB-libstdc--6-amd64-2", "DEB-noarch-none", "Bundle-inner", "Bundle-my-bundle", "Bundle-outer",
-		"File-opt-a-b-x", "File-opt-a-b-x-2", "File-opt-nested-inner-f"}
+		"Recipe-files", "File-opt-a-b-x", "File-opt-a-b-x-2", "File-opt-nested-inner-f"}
 	if !reflect.DeepEqual(ids, want) {
 		t.Errorf("ids %q, want %q", ids, want)
 	}
@@ -316,6 +325,7 @@ func TestDocumentIDs(t *testing.T) {
 	if err := spdxlib.ValidateDocument(back); err != nil {
 		t.Error(err)
 	}
+	checkContainsRule(t, back)
 }
 
 func TestDocumentErrors(t *testing.T) {
@@ -366,6 +376,33 @@ func TestPurl(t *testing.T) {
 		u, err := packageurl.FromString(got)
 		if err != nil || u.Version != c.p.Version || u.Name != c.p.Name {
 			t.Errorf("%s parses as %+v, %v", got, u, err)
+		}
+	}
+}
+
+// checkContainsRule holds the document to SPDX 2.3's 7.8.1, which
+// tools-golang's validation does not check and SPDX's Python tools do: a
+// package whose files were not analyzed contains no files, and one whose
+// files were has a verification code.
+func checkContainsRule(t *testing.T, doc *spdx.Document) {
+	t.Helper()
+	files := map[common.ElementID]bool{}
+	for _, f := range doc.Files {
+		files[f.FileSPDXIdentifier] = true
+	}
+	pkgs := map[common.ElementID]*spdx.Package{}
+	for _, p := range doc.Packages {
+		pkgs[p.PackageSPDXIdentifier] = p
+		if p.FilesAnalyzed && p.PackageVerificationCode == nil {
+			t.Errorf("package %s: files analyzed, no verification code", p.PackageSPDXIdentifier)
+		}
+	}
+	for _, r := range doc.Relationships {
+		if r.Relationship != common.TypeRelationshipContains || !files[r.RefB.ElementRefID] {
+			continue
+		}
+		if p := pkgs[r.RefA.ElementRefID]; p == nil || !p.FilesAnalyzed {
+			t.Errorf("%s CONTAINS file %s, but its files are not analyzed (SPDX 2.3 7.8.1)", r.RefA.ElementRefID, r.RefB.ElementRefID)
 		}
 	}
 }
