@@ -374,44 +374,22 @@ func (c Cache) LastUsed(e *Entry) time.Time {
 	return st.ModTime()
 }
 
-// Prune removes entries not used for olderThan (0: no age limit), then the
-// least recently used ones until the cache holds at most maxBytes (0: no
-// size limit; negative: remove them all), and half-written leftovers. It
-// returns what it removed.
-func (c Cache) Prune(maxBytes int64, olderThan time.Duration) ([]Entry, error) {
-	unlock, err := c.Lock(true)
+// Sweep removes what a build that died left half-written. The caller holds
+// the exclusive lock. Which entries go when the cache is bounded is the
+// cache package's call: it weighs them with the rest of the cache directory.
+func (c Cache) Sweep() error {
+	tmps, err := filepath.Glob(filepath.Join(c.Dir, "entries", ".tmp-*"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer unlock()
-	if tmps, _ := filepath.Glob(filepath.Join(c.Dir, "entries", ".tmp-*")); len(tmps) > 0 {
-		for _, t := range tmps {
-			os.RemoveAll(t)
-		}
+	var errs []error
+	for _, t := range tmps {
+		errs = append(errs, os.RemoveAll(t))
 	}
-	entries, err := c.List()
-	if err != nil {
-		return nil, err
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sweeping the layer cache %s: %w", c.Dir, err)
 	}
-	sort.Slice(entries, func(i, j int) bool { return c.LastUsed(&entries[i]).Before(c.LastUsed(&entries[j])) })
-	var total int64
-	for _, e := range entries {
-		total += e.Bytes
-	}
-	var removed []Entry
-	for _, e := range entries {
-		old := olderThan > 0 && time.Since(c.LastUsed(&e)) > olderThan
-		big := maxBytes < 0 || (maxBytes > 0 && total > maxBytes)
-		if !old && !big {
-			continue
-		}
-		if err := c.Remove(&e); err != nil {
-			return removed, err
-		}
-		total -= e.Bytes
-		removed = append(removed, e)
-	}
-	return removed, nil
+	return nil
 }
 
 func diskUsage(dir string) int64 {

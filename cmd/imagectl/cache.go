@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/cache"
 )
 
 func newCacheCmd(env []string) *cobra.Command {
@@ -22,21 +22,24 @@ func newCacheCmd(env []string) *cobra.Command {
 			}
 			cacheDir = d
 		}
-		return filepath.Join(cacheDir, "layers"), nil
+		return cacheDir, nil
 	}
 	cmd := &cobra.Command{
 		Use:   "cache",
-		Short: "Show and bound the layer cache",
-		Long: `The layer cache holds the disk state after each layer of past builds, as
-deltas against the layer before, so that rebuilds apply only what changed.
-ls lists the snapshots; prune removes the least recently used ones.`,
+		Short: "Show and bound the cache: layer snapshots and fetched registry versions",
+		Long: `The cache directory holds two things that grow with use. The layer cache
+holds the disk state after each layer of past builds, as deltas against the
+layer before, so that rebuilds apply only what changed. The registry cache
+holds what reads of an OCI store fetched: every version's small files, and
+the tgzs check and smoke fetched whole. ls lists both; prune removes the least
+recently used of either until the whole fits.`,
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "the cache directory builds use (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
 	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 
 	ls := &cobra.Command{
 		Use:     "ls",
-		Short:   "List the cached layer snapshots",
+		Short:   "List the layer snapshots and fetched registry versions",
 		Example: "  imagectl cache ls\n  imagectl cache ls -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,29 +47,33 @@ ls lists the snapshots; prune removes the least recently used ones.`,
 			if err != nil {
 				return err
 			}
-			c := layercache.Cache{Dir: d}
-			entries, err := c.List()
+			c, err := cache.List(d)
 			if err != nil {
 				return err
 			}
 			if output == "json" {
-				if entries == nil {
-					entries = []layercache.Entry{}
-				}
-				for i := range entries {
-					entries[i].Meta = nil
-				}
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"directory": d, "entries": entries})
+				c.Layers = withoutMeta(c.Layers)
+				return writeJSON(cmd.OutOrStdout(), c)
 			}
-			var total int64
 			w := cmd.OutOrStdout()
+			layers := cache.Layers(d)
 			fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", "KEY", "IMAGE", "LAYER", "CREATED", "SIZE", "LAST USED")
-			for _, e := range entries {
-				total += e.Bytes
+			for _, e := range c.Layers {
 				fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", shortKey(e.Key), e.Image, e.Layer, e.Created.Local().Format("2006-01-02 15:04:05"),
-					humanBytes(e.Bytes), c.LastUsed(&e).Local().Format("2006-01-02 15:04:05"))
+					humanBytes(e.Bytes), layers.LastUsed(&e).Local().Format("2006-01-02 15:04:05"))
 			}
-			fmt.Fprintf(w, "%d snapshots, %s in %s\n", len(entries), humanBytes(total), d)
+			fmt.Fprintf(w, "%d snapshots, %s in %s\n", len(c.Layers), humanBytes(c.LayerBytes), c.LayersDir)
+			if len(c.Registry) > 0 {
+				fmt.Fprintf(w, "\n%-60s %-4s %10s %s\n", "REGISTRY VERSION", "TGZ", "SIZE", "LAST USED")
+				for _, v := range c.Registry {
+					tgz := "no"
+					if v.Tarball {
+						tgz = "yes"
+					}
+					fmt.Fprintf(w, "%-60s %-4s %10s %s\n", v.Ref, tgz, humanBytes(v.Bytes), v.LastUsed.Local().Format("2006-01-02 15:04:05"))
+				}
+			}
+			fmt.Fprintf(w, "%d registry versions, %s in %s\n", len(c.Registry), humanBytes(c.RegistryBytes), c.RegistryDir)
 			return nil
 		},
 	}
@@ -75,9 +82,11 @@ ls lists the snapshots; prune removes the least recently used ones.`,
 	var olderThan time.Duration
 	prune := &cobra.Command{
 		Use:   "prune",
-		Short: "Remove least recently used snapshots",
-		Long: `Prune removes snapshots not used for --older-than, then the least recently
-used ones until the cache fits in --max-size. With neither, it empties the cache.`,
+		Short: "Remove the least recently used layer snapshots and registry versions",
+		Long: `Prune removes layer snapshots and fetched registry versions not used for
+--older-than, then the least recently used of either until the cache fits in
+--max-size, the two counted together. With neither flag, it empties both.
+Builds and registry reads wait while it runs.`,
 		Example: "  imagectl cache prune --max-size 50G\n  imagectl cache prune --older-than 720h",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,32 +103,34 @@ used ones until the cache fits in --max-size. With neither, it empties the cache
 			if maxSize == "" && olderThan == 0 {
 				limit = -1 // everything goes
 			}
-			c := layercache.Cache{Dir: d}
-			removed, err := c.Prune(limit, olderThan)
+			p, err := cache.Prune(d, limit, olderThan)
 			if err != nil {
 				return err
 			}
-			var freed int64
-			for _, e := range removed {
-				freed += e.Bytes
-			}
 			if output == "json" {
-				if removed == nil {
-					removed = []layercache.Entry{}
-				}
-				for i := range removed {
-					removed[i].Meta = nil
-				}
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"removed": removed, "freed_bytes": freed})
+				p.Layers = withoutMeta(p.Layers)
+				return writeJSON(cmd.OutOrStdout(), p)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %d snapshots, %s freed\n", len(removed), humanBytes(freed))
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %d snapshots and %d registry versions, %s freed\n",
+				len(p.Layers), len(p.Registry), humanBytes(p.FreedBytes))
 			return nil
 		},
 	}
 	prune.Flags().StringVar(&maxSize, "max-size", "", "keep the cache under this size (e.g. 50G, 800M)")
-	prune.Flags().DurationVar(&olderThan, "older-than", 0, "remove snapshots not used for this long (e.g. 720h)")
+	prune.Flags().DurationVar(&olderThan, "older-than", 0, "remove what was not used for this long (e.g. 720h)")
 	cmd.AddCommand(ls, prune)
 	return cmd
+}
+
+// withoutMeta drops what the builder recorded about each layer, which the
+// listing does not show.
+func withoutMeta(es []layercache.Entry) []layercache.Entry {
+	out := make([]layercache.Entry, len(es))
+	for i, e := range es {
+		e.Meta = nil
+		out[i] = e
+	}
+	return out
 }
 
 func shortKey(k string) string {

@@ -108,13 +108,24 @@ func TestCacheLsPrune(t *testing.T) {
 	}
 	out, _, code = imagectl(t, nil, "cache", "prune", "--cache-dir", cacheDir, "-o", "json")
 	var res struct {
-		Removed []layercache.Entry `json:"removed"`
+		Removed         []layercache.Entry `json:"removed"`
+		RegistryRemoved []json.RawMessage  `json:"registry_removed"`
+		Freed           int64              `json:"freed_bytes"`
 	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Removed) != 2 {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Removed) != 2 || res.RegistryRemoved == nil || res.Freed <= 0 {
 		t.Fatalf("cache prune: exit %d, %v\n%s", code, err, out)
 	}
 	out, _, _ = imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir)
-	if !strings.Contains(out, "0 snapshots") {
+	if !strings.Contains(out, "0 snapshots") || !strings.Contains(out, "0 registry versions, 0 B in "+filepath.Join(cacheDir, "oci")) {
 		t.Errorf("after prune:\n%s", out)
+	}
+	out, _, _ = imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir, "-o", "json")
+	var ls struct {
+		Directory string            `json:"directory"`
+		Entries   []json.RawMessage `json:"entries"`
+		Registry  []json.RawMessage `json:"registry_versions"`
+	}
+	if err := json.Unmarshal([]byte(out), &ls); err != nil || ls.Directory != filepath.Join(cacheDir, "layers") || ls.Entries == nil || ls.Registry == nil {
+		t.Errorf("cache ls -o json: %v\n%s", err, out)
 	}
 }

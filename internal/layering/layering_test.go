@@ -55,8 +55,8 @@ var layers = []layer{
 	{name: "remote stores (versions in an OCI registry, promotions in git)", pkgs: []string{
 		"store/gitcatalog", "store/gitcatalog/gittest", "store/oci", "store/oci/ocitest",
 	}},
-	{name: "executors and releases (the libguestfs executor, promotion to sites, opening a store by name)", pkgs: []string{
-		"builder/guestfs", "store/release", "store/storeopen", "store/storetest",
+	{name: "executors and releases (the libguestfs executor, promotion to sites, opening a store by name, the cache directory as a whole)", pkgs: []string{
+		"builder/guestfs", "cache", "store/release", "store/storeopen", "store/storetest",
 	}},
 	{name: "the CLI", pkgs: []string{
 		"cmd/imagectl",

@@ -40,7 +40,11 @@
 // (CacheDir/versions/REGISTRY/REPO/VERSION), so that signatures are beside
 // the files they sign. The tgz stays remote until asked for: read at
 // offsets through HTTP range requests (Version.OpenTarball), or fetched
-// into the cache (Version.LocalTarball).
+// into the cache (Version.LocalTarball). Readers hold the cache's lock
+// (CacheDir/lock) shared while they place files and mark the version's
+// directory used; Cache lists the versions, and removes them with the
+// blobs no other version links, under the lock held exclusive (the cache
+// package prunes it with the layer cache).
 //
 // Credentials come from $IMAGECTL_REGISTRY_USERNAME and
 // $IMAGECTL_REGISTRY_PASSWORD when set (CI), else from the Docker/ORAS

@@ -148,9 +148,15 @@ func (s *Store) Version(ctx context.Context, image, version string) (*store.Vers
 func (s *Store) fetchSmall(ctx context.Context, repo *remote.Repository, rv *remoteVersion, what string) (*store.Version, error) {
 	v := rv.v
 	v.Dir = s.versionDir(v.Image, v.Version)
+	unlock, err := s.cache().Lock(false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer unlock()
 	if err := os.MkdirAll(v.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	defer touch(v.Dir)
 	for i, f := range v.Files {
 		if f.Role == store.RoleTarball {
 			continue
@@ -178,6 +184,9 @@ func (s *Store) fetchSmall(ctx context.Context, repo *remote.Repository, rv *rem
 	}
 	return v, nil
 }
+
+// cache is the store's cache directory.
+func (s *Store) cache() Cache { return Cache{Dir: s.cacheDir} }
 
 // blobPath is where the cache keeps a blob.
 func (s *Store) blobPath(d godigest.Digest) string {
@@ -372,6 +381,11 @@ func (e evictOnMismatch) ReadAt(p []byte, off int64) (int, error) {
 // the version's directory.
 func (r *remoteTarball) FetchTarball(ctx context.Context) (string, error) {
 	what := "fetching " + r.v.Ref + "'s tgz"
+	unlock, err := r.s.cache().Lock(false)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	defer unlock()
 	blob, err := r.s.cacheBlob(ctx, r.repo, r.desc)
 	if err != nil {
 		return "", r.s.explain(what, err)
@@ -383,6 +397,7 @@ func (r *remoteTarball) FetchTarball(ctx context.Context) (string, error) {
 	if err := linkInto(blob, p); err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
+	touch(r.dir)
 	return p, nil
 }
 

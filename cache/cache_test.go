@@ -1,0 +1,231 @@
+package cache_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/cache"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/oci"
+	"github.com/gpuaas/imagectl/store/oci/ocitest"
+	"github.com/gpuaas/imagectl/store/storetest"
+)
+
+// layerEntries saves snapshots of two layers of a small disk into the
+// cache directory's layer cache.
+func layerEntries(t *testing.T, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	disk := filepath.Join(t.TempDir(), "disk.raw")
+	b := make([]byte, 8<<20)
+	rand.New(rand.NewSource(1)).Read(b)
+	if err := os.WriteFile(disk, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lc := cache.Layers(dir)
+	parent, err := lc.BaseTable(ctx, "sha256:root", disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"sha256:l1", "sha256:l2"} {
+		f, err := os.OpenFile(disk, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt(b[:1<<20], int64(i+1)<<21)
+		f.Close()
+		if parent, err = lc.Save(ctx, layercache.Entry{Key: key, Layer: key[7:], Image: "img"}, disk, parent); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// usedLayer sets when a layer snapshot was last used.
+func usedLayer(t *testing.T, dir, key string, at time.Time) {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(dir, cache.LayersDir, "entries", "*", "*", "entry.json"))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e layercache.Entry
+		if json.Unmarshal(b, &e) == nil && e.Key == key {
+			if err := os.Chtimes(p, at, at); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no layer snapshot %s", key)
+}
+
+// usedVersion sets when a registry version was last read.
+func usedVersion(t *testing.T, v *store.Version, at time.Time) {
+	t.Helper()
+	if err := os.Chtimes(v.Dir, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func blobs(t *testing.T, dir string) []string {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, cache.RegistryDir, "blobs", "sha256", "*"))
+	return names
+}
+
+// Layer snapshots and the versions a real registry's reads left in the
+// cache are pruned together: by age, then least recently used first until
+// the whole fits, each registry blob freed with the last version that
+// links it; a version pruned is fetched again on the next read.
+func TestPruneBothParts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	layerEntries(t, dir)
+
+	reg := ocitest.Start(t)
+	env := []string{oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password}
+	pub, err := oci.Open(reg.Host+"/team", oci.Options{CacheDir: t.TempDir(), CAFile: reg.CAFile, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []string{"1.0", "2.0"} {
+		tgz, m := storetest.Artifact(t, t.TempDir(), "img", version, storetest.Options{})
+		if _, err := pub.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: m}, store.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := oci.Open(reg.Host+"/team", oci.Options{CacheDir: filepath.Join(dir, cache.RegistryDir), CAFile: reg.CAFile, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := r.Version(ctx, "img", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.LocalTarball(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := r.Version(ctx, "img", "2.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Now()
+	usedLayer(t, dir, "sha256:l1", now.Add(-5*time.Hour))
+	usedVersion(t, v1, now.Add(-4*time.Hour))
+	usedLayer(t, dir, "sha256:l2", now.Add(-3*time.Hour))
+	usedVersion(t, v2, now.Add(-time.Hour))
+
+	c, err := cache.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Layers) != 2 || len(c.Registry) != 2 || c.LayerBytes <= 0 || c.RegistryBytes <= 0 {
+		t.Fatalf("listed %+v", c)
+	}
+	if got := c.Registry[0]; got.Ref != reg.Host+"/team/img:1.0" || !got.Tarball || got.Dir != v1.Dir || c.Registry[1].Tarball {
+		t.Errorf("registry versions %+v", c.Registry)
+	}
+	var versionBytes int64
+	for _, v := range c.Registry {
+		versionBytes += v.Bytes
+	}
+	if c.RegistryBytes > versionBytes {
+		t.Errorf("the registry cache takes %d bytes, more than its versions' %d", c.RegistryBytes, versionBytes)
+	}
+	// A download a crash cut short.
+	half := filepath.Join(dir, cache.RegistryDir, "blobs", "sha256", ".fetch-123")
+	if err := os.WriteFile(half, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := cache.Prune(dir, 0, 270*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Layers) != 1 || p.Layers[0].Key != "sha256:l1" || len(p.Registry) != 0 {
+		t.Fatalf("prune by age removed %+v", p)
+	}
+	if _, err := os.Stat(half); !os.IsNotExist(err) {
+		t.Errorf("the cut download is still there: %v", err)
+	}
+
+	// One byte too many: the least recently used goes, v1 with its tgz.
+	c, _ = cache.List(dir)
+	before := len(blobs(t, dir))
+	p, err = cache.Prune(dir, c.LayerBytes+c.RegistryBytes-1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Layers) != 0 || len(p.Registry) != 1 || p.Registry[0].Ref != reg.Host+"/team/img:1.0" || p.FreedBytes < v1.Size {
+		t.Fatalf("prune by size removed %+v", p)
+	}
+	after, _ := cache.List(dir)
+	if len(after.Registry) != 1 || after.Registry[0].Dir != v2.Dir || len(after.Layers) != 1 {
+		t.Fatalf("left %+v", after)
+	}
+	if got := c.LayerBytes + c.RegistryBytes - after.LayerBytes - after.RegistryBytes; got != p.FreedBytes {
+		t.Errorf("freed %d bytes, the cache shrank by %d", p.FreedBytes, got)
+	}
+	if n := len(blobs(t, dir)); n >= before-1 {
+		t.Errorf("%d blobs before, %d after: v1's own blobs were not freed", before, n)
+	}
+	// v2's files, some of them blobs v1 shared, are all there.
+	for _, f := range v2.Files {
+		if f.Role == store.RoleTarball {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(v2.Dir, f.Name)); err != nil {
+			t.Errorf("v2 lost %s: %v", f.Name, err)
+		}
+	}
+	if again, err := r.Version(ctx, "img", "2.0"); err != nil || again.Manifest == "" {
+		t.Errorf("reading v2 after the prune: %v", err)
+	}
+	// The read marked v2 used.
+	if c, err := cache.List(dir); err != nil || len(c.Registry) != 1 || time.Since(c.Registry[0].LastUsed) > time.Minute {
+		t.Errorf("after reading v2 again: %+v, %v", c, err)
+	}
+	// A pruned version is fetched again.
+	again, err := r.Version(ctx, "img", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := again.LocalTarball(ctx); err != nil {
+		t.Fatal(err)
+	} else if st, err := os.Stat(p); err != nil || st.Size() != v1.Size {
+		t.Errorf("v1's tgz fetched again: %v", err)
+	}
+
+	// No bound: everything goes.
+	if p, err = cache.Prune(dir, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err = cache.List(dir)
+	if err != nil || len(c.Layers) != 0 || len(c.Registry) != 0 || len(blobs(t, dir)) != 0 {
+		t.Errorf("after emptying: %+v, %v, blobs %v", c, err, blobs(t, dir))
+	}
+	if len(p.Layers) != 1 || len(p.Registry) != 2 {
+		t.Errorf("emptying removed %+v", p)
+	}
+}
+
+// An empty or absent cache directory lists nothing and prunes nothing.
+func TestEmpty(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	c, err := cache.List(dir)
+	if err != nil || len(c.Layers) != 0 || len(c.Registry) != 0 || c.Layers == nil || c.Registry == nil {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	p, err := cache.Prune(dir, -1, 0)
+	if err != nil || len(p.Layers)+len(p.Registry) != 0 || p.FreedBytes != 0 {
+		t.Fatalf("%+v, %v", p, err)
+	}
+}
