@@ -3,6 +3,8 @@ module github.com/gpuaas/imagectl
 go 1.26.8
 
 require (
+	// OWASP CycloneDX's Go library: the SBOM as a CycloneDX 1.6 BOM, written and read (sbom).
+	github.com/CycloneDX/cyclonedx-go v0.12.0
 	// OpenPGP armor decoding for apt keys fetched by URL (apt wants binary keyrings).
 	github.com/ProtonMail/go-crypto v1.5.2
 	// "did you mean" for names HCL does not already suggest (collectors, -var names).
@@ -51,6 +53,8 @@ require (
 )
 
 require (
+	// Tests only: the CycloneDX BOM checked against CycloneDX's JSON schema (sbom).
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	// Tests only: bcrypt for the test registry's htpasswd (store/oci/ocitest).
 	golang.org/x/crypto v0.55.0
 	golang.org/x/sys v0.47.0

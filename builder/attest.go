@@ -24,10 +24,11 @@ import (
 const maxDocument = signing.MaxEnvelopeSize / 4 * 3 * 9 / 10
 
 // documents are the files a build writes that describe its tgz: the SPDX
-// SBOM, the provenance statement, and the statement that attests the SBOM
-// for the tgz (signed, when the build signs, with the provenance).
+// SBOM, the same as CycloneDX, the provenance statement, and the statement
+// that attests the SPDX SBOM for the tgz (signed, when the build signs,
+// with the provenance).
 type documents struct {
-	sbom, provenance, sbomStatement []byte
+	sbom, cyclonedx, provenance, sbomStatement []byte
 }
 
 // describe reads the packed tgz's inventory and makes the build's SBOM and
@@ -70,9 +71,24 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	}
 	m.SBOM = &manifest.Document{File: plan.Artifacts.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
 
+	bom, err := sbom.CycloneDX(img, inv)
+	if err != nil {
+		return nil, fmt.Errorf("making the CycloneDX SBOM of %s: %w", tgz, err)
+	}
+	if d.cyclonedx, err = sbom.MarshalCycloneDX(bom); err != nil {
+		return nil, fmt.Errorf("encoding the CycloneDX SBOM of %s: %w", tgz, err)
+	}
+	if len(d.cyclonedx) > maxDocument {
+		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d a store carries beside a version (bundles of very many files?)", tgz, len(d.cyclonedx), maxDocument)
+	}
+	d.cyclonedx = plan.redact(d.cyclonedx)
+	m.CycloneDX = &manifest.Document{File: plan.Artifacts.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
+
 	b := provenanceOf(plan, m, inv, packer)
-	b.Byproducts = []provenance.Resource{{Name: m.SBOM.File, SHA256: m.SBOM.SHA256,
-		Annotations: map[string]string{"mediaType": "application/spdx+json"}}}
+	b.Byproducts = []provenance.Resource{
+		{Name: m.SBOM.File, SHA256: m.SBOM.SHA256, Annotations: map[string]string{"mediaType": "application/spdx+json"}},
+		{Name: m.CycloneDX.File, SHA256: m.CycloneDX.SHA256, Annotations: map[string]string{"mediaType": "application/vnd.cyclonedx+json"}},
+	}
 	if d.provenance, err = provenance.Statement(b); err != nil {
 		return nil, fmt.Errorf("making the provenance of %s: %w", tgz, err)
 	}

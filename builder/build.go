@@ -85,8 +85,8 @@ type Result struct {
 	ManifestPath     string
 	ValidationScript string
 	// SBOM and Provenance are the SPDX document and the in-toto statement
-	// beside the tgz.
-	SBOM, Provenance string
+	// beside the tgz; CycloneDX the SBOM as CycloneDX.
+	SBOM, Provenance, CycloneDX string
 	// Signatures are the signature files published with them, if signed:
 	// the tgz's and the manifest's, and the DSSE attestations.
 	Signatures []string
@@ -251,7 +251,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 		CompressionLevel: plan.Artifacts.CompressionLevel, Entries: pack.Entries, Packer: packer}
 
 	// 7. The SBOM, read from the packed tgz, and the provenance.
-	end = rep.Phase(PhaseDescribe, plan.Artifacts.SBOM+", "+plan.Artifacts.Provenance)
+	end = rep.Phase(PhaseDescribe, plan.Artifacts.SBOM+", "+plan.Artifacts.CycloneDX+", "+plan.Artifacts.Provenance)
 	docs, err := describe(ctx, plan, m, tgz.Name(), packer)
 	end(err)
 	if err != nil {
@@ -343,6 +343,7 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		ValidationScript: filepath.Join(outDir, a.ValidationScript),
 		SBOM:             filepath.Join(outDir, a.SBOM),
 		Provenance:       filepath.Join(outDir, a.Provenance),
+		CycloneDX:        filepath.Join(outDir, a.CycloneDX),
 		Manifest:         m,
 	}
 	sigs := map[string][]byte{}
@@ -360,7 +361,7 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 			return nil, fmt.Errorf("signing the build: %w", err)
 		}
 	}
-	// The script, the SBOM and provenance, the signatures, the tgz, then
+	// The script, the SBOMs and provenance, the signatures, the tgz, then
 	// the manifest, published in that order, all or none: a manifest
 	// under its final name always describes a complete, signed tgz beside
 	// it.
@@ -370,6 +371,9 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		return nil, err
 	}
 	if err := set.WriteFile(res.SBOM, docs.sbom, 0o644); err != nil {
+		return nil, err
+	}
+	if err := set.WriteFile(res.CycloneDX, docs.cyclonedx, 0o644); err != nil {
 		return nil, err
 	}
 	if err := set.WriteFile(res.Provenance, docs.provenance, 0o644); err != nil {

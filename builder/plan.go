@@ -170,7 +170,10 @@ type Artifacts struct {
 	SBOMAttestation       string `json:"sbom_attestation"`
 	Provenance            string `json:"provenance"`
 	ProvenanceAttestation string `json:"provenance_attestation"`
-	CompressionLevel      int    `json:"compression_level"`
+	// CycloneDX is the SBOM as CycloneDX, vouched for by the signed
+	// manifest's digest of it.
+	CycloneDX        string `json:"cyclonedx"`
+	CompressionLevel int    `json:"compression_level"`
 	SignKey               string `json:"sign_key,omitempty"`
 }
 
@@ -297,6 +300,7 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		SBOMAttestation:        files.SBOMAttestation,
 		Provenance:             files.Provenance,
 		ProvenanceAttestation:  files.ProvenanceAttestation,
+		CycloneDX:              files.CycloneDX,
 		CompressionLevel:       img.Artifact.CompressionLevel,
 		SignKey:                img.Artifact.SignKey,
 	}

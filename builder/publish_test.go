@@ -38,7 +38,8 @@ func TestPublishSigned(t *testing.T) {
 	arts := Artifacts{Tarball: f.Tarball, Manifest: f.Manifest, ValidationScript: f.ValidationScript,
 		Signature: f.TarballSignature, SigstoreBundle: f.TarballBundle,
 		ManifestSignature: f.ManifestSignature, ManifestSigstoreBundle: f.ManifestBundle,
-		SBOM: f.SBOM, SBOMAttestation: f.SBOMAttestation, Provenance: f.Provenance, ProvenanceAttestation: f.ProvenanceAttestation}
+		SBOM: f.SBOM, SBOMAttestation: f.SBOMAttestation, Provenance: f.Provenance, ProvenanceAttestation: f.ProvenanceAttestation,
+		CycloneDX: f.CycloneDX}
 	hook := func(r SignRequest) (map[string][]byte, error) {
 		_, files, err := signer.SignBuilt(context.Background(), r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
@@ -71,7 +72,7 @@ func TestPublishSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Signatures) != 6 || len(files(dir)) != 11 {
+	if len(res.Signatures) != 6 || len(files(dir)) != 12 {
 		t.Fatalf("published %v with signatures %v", files(dir), res.Signatures)
 	}
 	r, err := signing.VerifyArtifact(context.Background(), verifier, res.Tarball, res.ManifestPath)
@@ -84,8 +85,8 @@ func TestPublishSigned(t *testing.T) {
 	if _, err := publishOnce(t, dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := files(dir); len(got) != 5 {
-		t.Errorf("after an unsigned rebuild: %v (want the tgz, manifest, script, SBOM and provenance)", got)
+	if got := files(dir); len(got) != 6 {
+		t.Errorf("after an unsigned rebuild: %v (want the tgz, manifest, script, SBOMs and provenance)", got)
 	}
 
 	// A signing failure publishes nothing.
@@ -115,8 +116,9 @@ func TestPublishSigned(t *testing.T) {
 func testDocuments(t *testing.T, m *manifest.Manifest, arts Artifacts) *documents {
 	t.Helper()
 	at := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-	doc, err := sbom.Document(sbom.Image{Name: "demo", Version: "1", Tarball: arts.Tarball, SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"},
-		&sbom.Inventory{OS: sbom.OSRelease{ID: "debian", VersionID: "12"}})
+	img := sbom.Image{Name: "demo", Version: "1", Tarball: arts.Tarball, SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"}
+	inv := &sbom.Inventory{OS: sbom.OSRelease{ID: "debian", VersionID: "12"}}
+	doc, err := sbom.Document(img, inv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +126,14 @@ func testDocuments(t *testing.T, m *manifest.Manifest, arts Artifacts) *document
 	if d.sbom, err = sbom.Marshal(doc); err != nil {
 		t.Fatal(err)
 	}
+	bom, err := sbom.CycloneDX(img, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.cyclonedx, err = sbom.MarshalCycloneDX(bom); err != nil {
+		t.Fatal(err)
+	}
+	m.CycloneDX = &manifest.Document{File: arts.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
 	subject := provenance.Resource{Name: arts.Tarball, SHA256: m.Artifact.SHA256}
 	if d.sbomStatement, err = provenance.SBOMStatement(subject, d.sbom); err != nil {
 		t.Fatal(err)

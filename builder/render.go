@@ -149,6 +149,7 @@ func (p *Plan) writeText(w io.Writer) error {
 	pf("  %s\n", a.Manifest)
 	pf("  %s\n", a.ValidationScript)
 	pf("  %s  (SBOM, SPDX 2.3)\n", a.SBOM)
+	pf("  %s  (SBOM, CycloneDX 1.6)\n", a.CycloneDX)
 	pf("  %s  (SLSA v1 provenance)\n", a.Provenance)
 	if a.SignKey != "" {
 		pf("  signing: key %s\n", a.SignKey)

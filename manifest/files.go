@@ -28,6 +28,9 @@ const (
 	// in-toto statement with a SLSA v1 provenance predicate.
 	SBOMExt       = ".spdx.json"
 	ProvenanceExt = ".provenance.json"
+	// CycloneDXExt is the same SBOM as CycloneDX 1.6 JSON, for the tools
+	// that read only CycloneDX (Dependency-Track).
+	CycloneDXExt = ".cdx.json"
 	// AttestationExt replaces a statement's or document's .json: the DSSE
 	// envelope, in cosign's attestation format, that signs it for the tgz
 	// (x-1.0.provenance.dsse.json, x-1.0.spdx.dsse.json).
@@ -48,9 +51,11 @@ type Files struct {
 	TarballSignature, TarballBundle   string
 	ManifestSignature, ManifestBundle string
 	SmokeLog, SmokeTimeline           string
-	// SBOM and Provenance, and the signed attestations of each.
+	// SBOM and Provenance, and the signed attestations of each; the SBOM
+	// as CycloneDX.
 	SBOM, SBOMAttestation             string
 	Provenance, ProvenanceAttestation string
+	CycloneDX                         string
 }
 
 // FilesFor names the files of image name at version, without a directory.
@@ -94,6 +99,7 @@ func filesOf(stem, tgz string) Files {
 		SmokeTimeline:    stem + SmokeTimelineExt,
 		SBOM:             stem + SBOMExt,
 		Provenance:       stem + ProvenanceExt,
+		CycloneDX:        stem + CycloneDXExt,
 	}
 	f.SBOMAttestation, f.ProvenanceAttestation = Attestation(f.SBOM), Attestation(f.Provenance)
 	f.TarballSignature, f.TarballBundle = Signatures(f.Tarball)
@@ -101,7 +107,7 @@ func filesOf(stem, tgz string) Files {
 	return f
 }
 
-// ReadDocument reads a document beside the tgz (the SBOM, the provenance)
+// ReadDocument reads a document beside the tgz (the SBOMs, the provenance)
 // within limit bytes and checks that it is the one d records.
 func ReadDocument(path string, d *Document, limit int64) ([]byte, error) {
 	if d == nil {

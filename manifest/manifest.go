@@ -56,9 +56,11 @@ type Manifest struct {
 	Artifact *Artifact `json:"artifact,omitempty"`
 	// SBOM and Provenance are the documents beside the tgz that describe
 	// it (made from it, so also absent in the build marker): the signed
-	// manifest vouches for them by digest.
+	// manifest vouches for them by digest. CycloneDX is the SBOM in
+	// CycloneDX, absent from builds before it was made.
 	SBOM       *Document `json:"sbom,omitempty"`
 	Provenance *Document `json:"provenance,omitempty"`
+	CycloneDX  *Document `json:"cyclonedx,omitempty"`
 }
 
 // Document is a file beside the tgz that describes it: an SBOM or a
@@ -66,8 +68,8 @@ type Manifest struct {
 type Document struct {
 	File   string `json:"file"`
 	SHA256 string `json:"sha256"`
-	// Format is the document's standard: "SPDX-2.3", or the in-toto
-	// predicate type of a statement.
+	// Format is the document's standard: "SPDX-2.3", "CycloneDX-1.6", or
+	// the in-toto predicate type of a statement.
 	Format string `json:"format"`
 }
 
@@ -393,7 +395,7 @@ func (m *Manifest) Marshal() ([]byte, error) {
 // and the documents made from it.
 func (m *Manifest) Marker() ([]byte, error) {
 	c := *m
-	c.Artifact, c.SBOM, c.Provenance = nil, nil, nil
+	c.Artifact, c.SBOM, c.Provenance, c.CycloneDX = nil, nil, nil, nil
 	return c.Marshal()
 }
 

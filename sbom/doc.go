@@ -3,8 +3,9 @@
 // each with its source package and the licenses its copyright file states,
 // the OS it is, the apt repositories it is configured with, and the hashes
 // of the files the recipe wrote and the bundles staged), the SPDX 2.3 JSON
-// document made of that with spdx/tools-golang, and reading such a
-// document back (imagectl's or another tool's) for imagectl diff.
+// document made of that with spdx/tools-golang, the same inventory as a
+// CycloneDX 1.6 BOM with CycloneDX's Go library, and reading either kind
+// back (imagectl's or another tool's) for imagectl diff.
 //
 // Scan reads the tgz once, as a stream, keeping only what it parsed (never
 // whole files) and within bounds: a dpkg status file over 64 MiB is
@@ -24,7 +25,8 @@
 // document's extracted licensing infos.
 //
 // Read takes the described package's name and version and the packages
-// with a pkg:deb purl from any SPDX JSON document, so that imagectl diff
-// compares imagectl's SBOM with syft's (syft dir:/scan of a root
-// filesystem, -o spdx-json) as it compares two of imagectl's.
+// with a pkg:deb purl from any SPDX JSON document or CycloneDX JSON BOM, so
+// that imagectl diff compares imagectl's SBOM with syft's (syft dir:/scan
+// of a root filesystem, -o spdx-json or cyclonedx-json) as it compares two
+// of imagectl's.
 package sbom

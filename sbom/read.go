@@ -2,11 +2,13 @@ package sbom
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 
+	cdx "github.com/CycloneDX/cyclonedx-go"
 	"github.com/package-url/packageurl-go"
 	spdxjson "github.com/spdx/tools-golang/json"
 	"github.com/spdx/tools-golang/spdx"
@@ -15,12 +17,13 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-// readLimit is the largest SPDX document Read reads.
+// readLimit is the largest SBOM Read reads.
 var readLimit int64 = 256 << 20
 
-// Read reads an SPDX JSON document (2.3, or 2.2 and 2.1, which
-// tools-golang converts), imagectl's or another tool's, bounded in size.
-// It takes:
+// Read reads an SBOM, imagectl's or another tool's, bounded in size: an
+// SPDX JSON document (2.3, or 2.2 and 2.1, which tools-golang converts) or
+// a CycloneDX JSON BOM (its "bomFormat" says so; the versions cyclonedx-go
+// reads). Of SPDX it takes:
 //   - the root package: the one the document DESCRIBES (imagectl's
 //     SPDXRef-Image; syft's SPDXRef-DocumentRoot-..., named after the
 //     directory or image it scanned), its name and version; the document's
@@ -31,10 +34,13 @@ var readLimit int64 = 256 << 20
 //     versionInfo when the purl has none) and arch qualifier, sorted by name
 //     and architecture. Other packages (syft's binaries, language
 //     packages), files and licenses are not read.
+//
+// Of CycloneDX, the same from metadata.component and the components with a
+// deb purl, nested ones included.
 func Read(r io.Reader) (*Summary, error) {
 	s, err := read(r)
 	if err != nil {
-		return nil, fmt.Errorf("reading an SPDX document: %w", err)
+		return nil, fmt.Errorf("reading an SBOM: %w", err)
 	}
 	return s, nil
 }
@@ -43,12 +49,12 @@ func Read(r io.Reader) (*Summary, error) {
 func ReadFile(path string) (*Summary, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the SPDX document: %w", err)
+		return nil, fmt.Errorf("reading the SBOM: %w", err)
 	}
 	defer f.Close()
 	s, err := read(f)
 	if err != nil {
-		return nil, fmt.Errorf("reading the SPDX document %s: %w", path, err)
+		return nil, fmt.Errorf("reading the SBOM %s: %w", path, err)
 	}
 	return s, nil
 }
@@ -58,7 +64,7 @@ func read(r io.Reader) (s *Summary, err error) {
 	// null (a package of null): its panic is this document's error.
 	defer func() {
 		if p := recover(); p != nil {
-			s, err = nil, fmt.Errorf("not a well-formed SPDX document (%v)", p)
+			s, err = nil, fmt.Errorf("not a well-formed SBOM (%v)", p)
 		}
 	}()
 	b, err := io.ReadAll(io.LimitReader(r, readLimit+1))
@@ -68,22 +74,16 @@ func read(r io.Reader) (s *Summary, err error) {
 	if int64(len(b)) > readLimit {
 		return nil, fmt.Errorf("larger than the %d bytes imagectl reads of one", readLimit)
 	}
-	doc, err := spdxjson.Read(bytes.NewReader(b))
+	var format struct {
+		BOMFormat string `json:"bomFormat"`
+	}
+	if json.Unmarshal(b, &format) == nil && format.BOMFormat == "CycloneDX" {
+		s, err = readCycloneDX(b)
+	} else {
+		s, err = readSPDX(b)
+	}
 	if err != nil {
 		return nil, err
-	}
-	s = &Summary{Name: doc.DocumentName}
-	if root := describedPackage(doc); root != nil {
-		s.Name, s.Version = root.PackageName, root.PackageVersion
-	}
-	s.Packages = []manifest.Package{}
-	for _, p := range doc.Packages {
-		if p == nil {
-			continue
-		}
-		if mp, ok := debOf(p); ok {
-			s.Packages = append(s.Packages, mp)
-		}
 	}
 	sort.SliceStable(s.Packages, func(i, j int) bool {
 		a, b := s.Packages[i], s.Packages[j]
@@ -94,6 +94,63 @@ func read(r io.Reader) (s *Summary, err error) {
 	})
 	return s, nil
 }
+
+func readSPDX(b []byte) (*Summary, error) {
+	doc, err := spdxjson.Read(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{Name: doc.DocumentName, Packages: []manifest.Package{}}
+	if root := describedPackage(doc); root != nil {
+		s.Name, s.Version = root.PackageName, root.PackageVersion
+	}
+	for _, p := range doc.Packages {
+		if p == nil {
+			continue
+		}
+		for _, ref := range p.PackageExternalReferences {
+			if ref == nil || ref.RefType != "purl" {
+				continue
+			}
+			if mp, ok := debOf(ref.Locator, p.PackageVersion); ok {
+				s.Packages = append(s.Packages, mp)
+				break
+			}
+		}
+	}
+	return s, nil
+}
+
+// readCycloneDX reads a CycloneDX JSON BOM: its subject
+// (metadata.component) and the components, nested ones included, with a
+// deb purl.
+func readCycloneDX(b []byte) (*Summary, error) {
+	var bom cdx.BOM
+	if err := cdx.NewBOMDecoder(bytes.NewReader(b), cdx.BOMFileFormatJSON).Decode(&bom); err != nil {
+		return nil, fmt.Errorf("not a well-formed CycloneDX BOM: %w", err)
+	}
+	s := &Summary{Packages: []manifest.Package{}}
+	if bom.Metadata != nil && bom.Metadata.Component != nil {
+		s.Name, s.Version = bom.Metadata.Component.Name, bom.Metadata.Component.Version
+	}
+	var walk func(cs *[]cdx.Component, depth int)
+	walk = func(cs *[]cdx.Component, depth int) {
+		if cs == nil || depth > maxNesting {
+			return
+		}
+		for _, c := range *cs {
+			if mp, ok := debOf(c.PackageURL, c.Version); ok {
+				s.Packages = append(s.Packages, mp)
+			}
+			walk(c.Components, depth+1)
+		}
+	}
+	walk(bom.Components, 0)
+	return s, nil
+}
+
+// maxNesting bounds how deep readCycloneDX follows nested components.
+const maxNesting = 64
 
 // describedPackage is the one package the document describes, or nil.
 func describedPackage(doc *spdx.Document) *spdx.Package {
@@ -109,23 +166,17 @@ func describedPackage(doc *spdx.Document) *spdx.Package {
 	return nil
 }
 
-// debOf is the Debian package a package's deb purl names.
-func debOf(p *spdx.Package) (manifest.Package, bool) {
-	for _, ref := range p.PackageExternalReferences {
-		if ref == nil || ref.RefType != "purl" {
-			continue
-		}
-		u, err := packageurl.FromString(ref.Locator)
-		if err != nil || u.Type != packageurl.TypeDebian {
-			continue
-		}
-		version := u.Version
-		if version == "" {
-			version = p.PackageVersion
-		}
-		return manifest.Package{Name: u.Name, Version: version, Architecture: u.Qualifiers.Map()["arch"]}, true
+// debOf is the Debian package a deb purl names; version is the package's
+// own, for a purl without one.
+func debOf(purl, version string) (manifest.Package, bool) {
+	u, err := packageurl.FromString(purl)
+	if err != nil || u.Type != packageurl.TypeDebian {
+		return manifest.Package{}, false
 	}
-	return manifest.Package{}, false
+	if u.Version != "" {
+		version = u.Version
+	}
+	return manifest.Package{Name: u.Name, Version: version, Architecture: u.Qualifiers.Map()["arch"]}, true
 }
 
 // Diff is the package changes from a to b, as imagectl diff shows them:

@@ -45,6 +45,47 @@ func TestReadSyft(t *testing.T) {
 	}
 }
 
+// imagectl's CycloneDX BOM reads as its SPDX document does; syft's (syft
+// convert of the SPDX fixture, CycloneDX 1.7) as syft's SPDX does.
+func TestReadCycloneDX(t *testing.T) {
+	inv, b, _ := testDocument(t)
+	spdx, err := Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bom, err := CycloneDX(testImage(), inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := MarshalCycloneDX(bom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Read(bytes.NewReader(cb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s, spdx) {
+		t.Errorf("from CycloneDX\n got %+v\nwant %+v", s, spdx)
+	}
+
+	syftSPDX, err := ReadFile(filepath.Join("testdata", "syft-debian.spdx.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syftCDX, err := ReadFile(filepath.Join("testdata", "syft-debian.cdx.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(syftCDX.Packages, syftSPDX.Packages) || syftCDX.Name != "/tmp/rootfs" {
+		t.Errorf("syft's CycloneDX\n got %+v\nwant the packages of %+v", syftCDX, syftSPDX)
+	}
+	if _, err := Read(strings.NewReader(`{"bomFormat": "CycloneDX", "specVersion": "1.6", "components": {}}`)); err == nil ||
+		!strings.Contains(err.Error(), "CycloneDX") {
+		t.Errorf("a malformed BOM: %v", err)
+	}
+}
+
 func TestReadErrors(t *testing.T) {
 	for _, c := range []struct{ name, doc, want string }{
 		{"not JSON", "<spdx/>", "invalid character"},

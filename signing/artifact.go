@@ -268,6 +268,12 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 		}
 		add("sbom attestation", beside.SBOMAttestation, err)
 	}
+	// The CycloneDX SBOM has no attestation of its own: the signed
+	// manifest's digest vouches for it.
+	if d := m.CycloneDX; d != nil {
+		_, err := manifest.ReadDocument(beside.CycloneDX, d, maxAttestation)
+		add("cyclonedx sbom", beside.CycloneDX, err)
+	}
 	if d := m.Provenance; d != nil {
 		_, err := manifest.ReadDocument(beside.Provenance, d, maxAttestation)
 		add("provenance", beside.Provenance, err)

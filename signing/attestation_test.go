@@ -39,14 +39,16 @@ func documented(t *testing.T, k keys, stem string) (tgz, man string, statements 
 	}
 	beside := manifest.FilesBeside(tgz)
 	sbomDoc := []byte(`{"spdxVersion": "SPDX-2.3", "name": "` + stem + `"}` + "\n")
+	cdxDoc := []byte(`{"bomFormat": "CycloneDX", "specVersion": "1.6"}` + "\n")
 	prov := statement(m.Artifact.SHA256, slsaV1, `{"buildDefinition":{"buildType":"t","externalParameters":{"a":"b"}},"runDetails":{"builder":{"id":"https://example.com/b"}}}`)
-	for p, b := range map[string][]byte{beside.SBOM: sbomDoc, beside.Provenance: prov} {
+	for p, b := range map[string][]byte{beside.SBOM: sbomDoc, beside.CycloneDX: cdxDoc, beside.Provenance: prov} {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	m.SBOM = &manifest.Document{File: stem + ".spdx.json", SHA256: hexOf(sbomDoc), Format: "SPDX-2.3"}
 	m.Provenance = &manifest.Document{File: stem + ".provenance.json", SHA256: hexOf(prov), Format: slsaV1}
+	m.CycloneDX = &manifest.Document{File: stem + ".cdx.json", SHA256: hexOf(cdxDoc), Format: "CycloneDX-1.6"}
 	mb, _ := m.Marshal()
 	if err := os.WriteFile(man, mb, 0o644); err != nil {
 		t.Fatal(err)
@@ -79,7 +81,7 @@ func TestVerifyDocuments(t *testing.T) {
 	for _, c := range r.Checks {
 		names = append(names, c.Name)
 	}
-	if got := strings.Join(names, ","); !strings.Contains(got, "sbom,sbom attestation,provenance,provenance attestation") {
+	if got := strings.Join(names, ","); !strings.Contains(got, "sbom,sbom attestation,cyclonedx sbom,provenance,provenance attestation") {
 		t.Errorf("checks %s", got)
 	}
 
@@ -91,6 +93,12 @@ func TestVerifyDocuments(t *testing.T) {
 	}{
 		{"sbom changed", "sbom", "changed since the build", func(t *testing.T) {
 			appendTo(t, beside.SBOM, " ")
+		}},
+		{"cyclonedx changed", "cyclonedx sbom", "changed since the build", func(t *testing.T) {
+			appendTo(t, beside.CycloneDX, " ")
+		}},
+		{"cyclonedx missing", "cyclonedx sbom", "no such file", func(t *testing.T) {
+			os.Remove(beside.CycloneDX)
 		}},
 		{"provenance changed", "provenance", "changed since the build", func(t *testing.T) {
 			appendTo(t, beside.Provenance, " ")

@@ -197,7 +197,7 @@ func (d *Dir) same(old *index, files []File, what string) (*Version, error) {
 		return out
 	}
 	a, b := content(old.Files), content(files)
-	for _, role := range []string{RoleTarball, RoleManifest, RoleValidationScript, RoleSBOM, RoleProvenance} {
+	for _, role := range ContentRoles {
 		x, y := a[role], b[role]
 		switch {
 		case x.SHA256 == y.SHA256:

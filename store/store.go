@@ -230,10 +230,17 @@ const (
 	RoleSignature        = "signature"
 	RoleSBOM             = "sbom"
 	RoleProvenance       = "provenance"
+	// RoleCycloneDX is the SBOM as CycloneDX.
+	RoleCycloneDX = "cyclonedx"
 	// RoleAttestation is a DSSE envelope signing the SBOM or the
 	// provenance for the tgz.
 	RoleAttestation = "attestation"
 )
+
+// ContentRoles are the roles of a version's content, one file each: a
+// version published again must have the same file in each (signatures
+// and attestations may differ, signed anew).
+var ContentRoles = []string{RoleTarball, RoleManifest, RoleValidationScript, RoleSBOM, RoleCycloneDX, RoleProvenance}
 
 // Source is one file of an artifact: where it is, and its name and role
 // in a version.
@@ -257,7 +264,7 @@ func (a Artifact) Sources(image, version string) []Source {
 	if script != "" {
 		out = append(out, Source{script, names.ValidationScript, RoleValidationScript})
 	}
-	optional := []Source{{beside.SBOM, names.SBOM, RoleSBOM}, {beside.Provenance, names.Provenance, RoleProvenance}}
+	optional := []Source{{beside.SBOM, names.SBOM, RoleSBOM}, {beside.CycloneDX, names.CycloneDX, RoleCycloneDX}, {beside.Provenance, names.Provenance, RoleProvenance}}
 	for _, f := range out[:2] {
 		sig, bundle := manifest.Signatures(f.Path)
 		sigName, bundleName := manifest.Signatures(f.Name)
@@ -279,7 +286,7 @@ func VersionFiles(image, version string) map[string]string {
 	n := manifest.FilesFor(image, version)
 	return map[string]string{n.Tarball: RoleTarball, n.Manifest: RoleManifest, n.ValidationScript: RoleValidationScript,
 		n.TarballSignature: RoleSignature, n.TarballBundle: RoleSignature, n.ManifestSignature: RoleSignature, n.ManifestBundle: RoleSignature,
-		n.SBOM: RoleSBOM, n.Provenance: RoleProvenance, n.SBOMAttestation: RoleAttestation, n.ProvenanceAttestation: RoleAttestation}
+		n.SBOM: RoleSBOM, n.CycloneDX: RoleCycloneDX, n.Provenance: RoleProvenance, n.SBOMAttestation: RoleAttestation, n.ProvenanceAttestation: RoleAttestation}
 }
 
 // Promotion is one entry of a site's history for an image: the site runs

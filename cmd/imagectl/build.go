@@ -130,7 +130,7 @@ store's latest version of the image.`,
 			if rf.output == "json" {
 				// One object per line, like the events before it.
 				result := map[string]any{"type": "result", "tarball": res.Tarball,
-					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sbom": res.SBOM, "provenance": res.Provenance,
+					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sbom": res.SBOM, "cyclonedx": res.CycloneDX, "provenance": res.Provenance,
 					"sha256": res.Manifest.Artifact.SHA256,
 					"size":   res.Manifest.Artifact.Size, "signatures": sigs}
 				if ref := sb.registryRef(); ref != "" {
@@ -142,8 +142,8 @@ store's latest version of the image.`,
 			if tgz == "" { // pushed to a registry store, not kept here
 				tgz = sb.registryRef()
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
-				res.Manifest.Artifact.Size, res.ManifestPath, res.ValidationScript, res.SBOM, res.Provenance)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
+				res.Manifest.Artifact.Size, res.ManifestPath, res.ValidationScript, res.SBOM, res.CycloneDX, res.Provenance)
 			for _, s := range sigs {
 				fmt.Fprintln(cmd.OutOrStdout(), s)
 			}

@@ -107,6 +107,17 @@ func TestDemoRebuildSignedAndDiffed(t *testing.T) {
 	if p := sd.Packages; len(p.Added) != 1 || p.Added[0].Name != "tree" || len(p.Removed)+len(p.Upgraded)+len(p.Downgraded) != 0 {
 		t.Errorf("SBOM package changes %+v, want exactly tree added", p)
 	}
+	// So do the CycloneDX ones, and either kind against the other.
+	for _, pair := range [][2]string{{a + ".cdx.json", b + ".cdx.json"}, {a + ".spdx.json", b + ".cdx.json"}} {
+		stdout, stderr, code = imagectl(t, env, "diff", pair[0], pair[1], "-o", "json")
+		var cd manifest.Diff
+		if err := json.Unmarshal([]byte(stdout), &cd); code != 1 || err != nil {
+			t.Fatalf("diff %s %s: exit %d, want 1, %v\n%s", pair[0], pair[1], code, err, stderr)
+		}
+		if p := cd.Packages; len(p.Added) != 1 || p.Added[0].Name != "tree" || len(p.Removed)+len(p.Upgraded)+len(p.Downgraded) != 0 {
+			t.Errorf("diff %s %s: package changes %+v, want exactly tree added", pair[0], pair[1], p)
+		}
+	}
 }
 
 // checkSupplyChain checks a signed build's SBOM and provenance: the SBOM
@@ -182,6 +193,14 @@ func checkSupplyChain(t *testing.T, env []string, stem, pub string) {
 	}
 	if _, stderr, code := imagectl(t, env, "diff", stem+".spdx.json", syftOut); code != 0 {
 		t.Errorf("imagectl diff of its SBOM and syft's: exit %d, want 0\n%s", code, stderr)
+	}
+	if m.CycloneDX == nil || m.CycloneDX.Format != sbom.CycloneDXFormat {
+		t.Errorf("the manifest records no CycloneDX SBOM: %+v", m.CycloneDX)
+	} else if _, err := manifest.ReadDocument(stem+".cdx.json", m.CycloneDX, 64<<20); err != nil {
+		t.Error(err)
+	}
+	if _, stderr, code := imagectl(t, env, "diff", stem+".cdx.json", syftOut); code != 0 {
+		t.Errorf("imagectl diff of its CycloneDX SBOM and syft's: exit %d, want 0\n%s", code, stderr)
 	}
 
 	// The real cosign verifies both attestations for the tgz, and for no

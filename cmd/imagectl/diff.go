@@ -31,14 +31,16 @@ equal, 1 when they differ and 2 on trouble. Given IMAGE and two versions it
 compares their manifests from the store (--store; a registry's are fetched,
 small, into the local cache).
 
-Given two SPDX JSON SBOMs (imagectl's <name>-<version>.spdx.json, or another
-tool's such as syft's spdx-json) it compares their Debian packages (those
+Given two SBOMs, SPDX JSON or CycloneDX JSON in any mix (imagectl's
+<name>-<version>.spdx.json and .cdx.json, or another tool's such as syft's
+spdx-json and cyclonedx-json), it compares their Debian packages (those
 with a pkg:deb purl): added, removed, upgraded and downgraded. --sbom does
 the same for two versions from the store.`,
 		Example: `  imagectl diff artifacts/gpuaas-h200-host-ubuntu2404-1.3.0.manifest.json artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json
   imagectl diff old.manifest.json new.manifest.json --output markdown >> RELEASE-NOTES.md
   imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --store oci://registry.example.com/imagectl
   imagectl diff old.spdx.json new.spdx.json
+  imagectl diff old.cdx.json new.cdx.json
   imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --sbom`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -60,7 +62,7 @@ the same for two versions from the store.`,
 					}
 					paths = append(paths, p)
 				}
-			} else if sboms || strings.HasSuffix(paths[0], manifest.SBOMExt) || strings.HasSuffix(paths[1], manifest.SBOMExt) {
+			} else if sboms || isSBOM(paths[0]) || isSBOM(paths[1]) {
 				sboms = true
 			}
 			d, err := compare(paths, sboms)
@@ -90,9 +92,14 @@ the same for two versions from the store.`,
 	}
 	sf.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown")
-	cmd.Flags().BoolVar(&sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json files, this is the default)")
+	cmd.Flags().BoolVar(&sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json or .cdx.json files, this is the default)")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "markdown"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// isSBOM is whether a file is named as an SBOM: .spdx.json, .cdx.json.
+func isSBOM(path string) bool {
+	return strings.HasSuffix(path, manifest.SBOMExt) || strings.HasSuffix(path, manifest.CycloneDXExt)
 }
 
 // sbomOf is the SBOM a manifest records, in dir.

@@ -274,7 +274,7 @@ func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []s
 	}
 	res.Tarball, res.ManifestPath, res.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
 	sb.ref = v.Ref
-	res.SBOM, res.Provenance = v.Path(res.SBOM), v.Path(res.Provenance)
+	res.SBOM, res.CycloneDX, res.Provenance = v.Path(res.SBOM), v.Path(res.CycloneDX), v.Path(res.Provenance)
 	out := make([]string, len(sigs))
 	for i, s := range sigs {
 		out[i] = v.Path(s)

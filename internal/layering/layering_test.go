@@ -115,6 +115,8 @@ var restricted = []struct {
 		"the registry client is the registry store's own"},
 	{"github.com/spdx/tools-golang", []string{"sbom"}, true,
 		"the SPDX document is the sbom package's own"},
+	{"github.com/CycloneDX/cyclonedx-go", []string{"sbom"}, true,
+		"the CycloneDX BOM is the sbom package's own"},
 	{"github.com/in-toto/attestation", []string{"provenance"}, true,
 		"in-toto statements and SLSA provenance are the provenance package's own"},
 }

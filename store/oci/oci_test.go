@@ -522,8 +522,19 @@ func TestCosignVerify(t *testing.T) {
 	for _, f := range got.Files {
 		roles[f.Role]++
 	}
-	if roles[store.RoleSBOM] != 1 || roles[store.RoleProvenance] != 1 || roles[store.RoleAttestation] != 0 {
-		t.Errorf("version files by role %v: want the SBOM and provenance (published unattested: the store signs them for the registry)", roles)
+	if roles[store.RoleSBOM] != 1 || roles[store.RoleCycloneDX] != 1 || roles[store.RoleProvenance] != 1 || roles[store.RoleAttestation] != 0 {
+		t.Errorf("version files by role %v: want the SBOMs and provenance (published unattested: the store signs them for the registry)", roles)
+	}
+	// Other tools find the CycloneDX SBOM by its media type.
+	var cdxLayers int
+	for _, l := range fetchManifest(t, reg, "signed/x/img", "1.0")["layers"].([]any) {
+		l := l.(map[string]any)
+		if l["mediaType"] == "application/vnd.cyclonedx+json" && l["annotations"].(map[string]any)["org.opencontainers.image.title"] == "img-1.0.cdx.json" {
+			cdxLayers++
+		}
+	}
+	if cdxLayers != 1 {
+		t.Errorf("%d CycloneDX layers titled img-1.0.cdx.json, want 1", cdxLayers)
 	}
 }
 

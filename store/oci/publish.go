@@ -39,6 +39,7 @@ const (
 	MediaTypeSignature        = "application/vnd.gpuaas.imagectl.signature.v1+base64"
 	MediaTypeSigstoreBundle   = "application/vnd.dev.sigstore.bundle.v0.3+json"
 	MediaTypeSPDX             = "application/spdx+json"
+	MediaTypeCycloneDX        = "application/vnd.cyclonedx+json"
 	MediaTypeInToto           = "application/vnd.in-toto+json"
 	MediaTypeDSSE             = "application/vnd.dsse.envelope.v1+json"
 
@@ -86,6 +87,8 @@ func mediaTypeOf(src store.Source) string {
 		return MediaTypeSPDX
 	case store.RoleProvenance:
 		return MediaTypeInToto
+	case store.RoleCycloneDX:
+		return MediaTypeCycloneDX
 	case store.RoleAttestation:
 		return MediaTypeDSSE
 	case store.RoleSignature:
@@ -308,7 +311,7 @@ func (s *Store) same(ctx context.Context, repo *remote.Repository, old ocispec.D
 			ours[f.role] = f.desc.Digest
 		}
 	}
-	for _, role := range []string{store.RoleTarball, store.RoleManifest, store.RoleValidationScript, store.RoleSBOM, store.RoleProvenance} {
+	for _, role := range store.ContentRoles {
 		x, y := have[role], ours[role]
 		switch {
 		case x == y:

@@ -47,6 +47,8 @@ func roleOf(mediaType string) string {
 		return store.RoleSBOM
 	case MediaTypeInToto:
 		return store.RoleProvenance
+	case MediaTypeCycloneDX:
+		return store.RoleCycloneDX
 	case MediaTypeDSSE:
 		return store.RoleAttestation
 	}

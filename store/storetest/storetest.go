@@ -104,21 +104,31 @@ func Keys(t testing.TB, dir string) (*signing.Signer, string) {
 	return s, pubPath
 }
 
-// documents writes an SBOM of one package and a provenance statement
-// beside the tgz, made as a build makes them, and records them in m.
+// documents writes an SBOM of one package (SPDX and CycloneDX) and a
+// provenance statement beside the tgz, made as a build makes them, and
+// records them in m.
 func documents(t testing.TB, tgz string, m *manifest.Manifest) {
 	t.Helper()
 	beside := manifest.FilesBeside(tgz)
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	name := filepath.Base(tgz)
-	doc, err := sbom.Document(sbom.Image{Name: m.Image.Name, Version: m.Image.Version, Architecture: "amd64", Tarball: name,
-		SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"},
-		&sbom.Inventory{OS: sbom.OSRelease{ID: "debian", VersionID: "12"}, Packages: []sbom.Package{{Name: "base-files",
-			Version: "12.4+deb12u5", Architecture: "amd64", Source: "base-files", SourceVersion: "12.4+deb12u5", License: "GPL-2.0-or-later", Licenses: []string{"GPL-2+"}}}})
+	img := sbom.Image{Name: m.Image.Name, Version: m.Image.Version, Architecture: "amd64", Tarball: name,
+		SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"}
+	inv := &sbom.Inventory{OS: sbom.OSRelease{ID: "debian", VersionID: "12"}, Packages: []sbom.Package{{Name: "base-files",
+		Version: "12.4+deb12u5", Architecture: "amd64", Source: "base-files", SourceVersion: "12.4+deb12u5", License: "GPL-2.0-or-later", Licenses: []string{"GPL-2+"}}}}
+	doc, err := sbom.Document(img, inv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb, err := sbom.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bom, err := sbom.CycloneDX(img, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := sbom.MarshalCycloneDX(bom)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +143,12 @@ func documents(t testing.TB, tgz string, m *manifest.Manifest) {
 	for _, f := range []struct {
 		path string
 		data []byte
-	}{{beside.SBOM, sb}, {beside.Provenance, pb}} {
+	}{{beside.SBOM, sb}, {beside.CycloneDX, cb}, {beside.Provenance, pb}} {
 		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	m.SBOM = &manifest.Document{File: filepath.Base(beside.SBOM), SHA256: digest.Bytes(sb).Hex(), Format: sbom.Format}
 	m.Provenance = &manifest.Document{File: filepath.Base(beside.Provenance), SHA256: digest.Bytes(pb).Hex(), Format: provenance.PredicateType}
+	m.CycloneDX = &manifest.Document{File: filepath.Base(beside.CycloneDX), SHA256: digest.Bytes(cb).Hex(), Format: sbom.CycloneDXFormat}
 }
