@@ -174,7 +174,7 @@ type Artifacts struct {
 	// manifest's digest of it.
 	CycloneDX        string `json:"cyclonedx"`
 	CompressionLevel int    `json:"compression_level"`
-	SignKey               string `json:"sign_key,omitempty"`
+	SignKey          string `json:"sign_key,omitempty"`
 }
 
 // MAASTarget is the boot resource the image becomes.
