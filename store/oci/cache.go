@@ -167,19 +167,31 @@ func (c Cache) Remove(v CachedVersion) (int64, error) {
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return 0, fmt.Errorf("removing %s from the registry cache: %s is not a version directory of %s", v.Ref, v.Dir, root)
 	}
-	// Copies (where a link failed) are freed with the directory; links,
-	// with the blob's last link, by the sweep.
-	var freed int64
-	if entries, err := os.ReadDir(v.Dir); err == nil {
-		for _, e := range entries {
-			if info, err := e.Info(); err == nil && info.Mode().IsRegular() && links(info) <= 1 {
-				freed += diskBytes(info)
-			}
-		}
-	}
-	if err := os.RemoveAll(v.Dir); err != nil {
+	// Only the version's own files go: a directory below it is another
+	// repository's (a prefix that nests under this one). Copies (where a
+	// link failed) are freed with the file; links with the blob's last
+	// link, by the sweep.
+	entries, err := os.ReadDir(v.Dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("removing %s from the registry cache: %w", v.Ref, err)
 	}
+	var freed int64
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if err := os.Remove(filepath.Join(v.Dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return freed, fmt.Errorf("removing %s from the registry cache: %w", v.Ref, err)
+		}
+		if info.Mode().IsRegular() && links(info) <= 1 {
+			freed += diskBytes(info)
+		}
+	}
+	os.Remove(v.Dir) // unless another repository's directories are below it
 	// The repository's directories it leaves empty go too.
 	for d := filepath.Dir(v.Dir); d != root && strings.HasPrefix(d, root); d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
