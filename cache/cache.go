@@ -1,14 +1,15 @@
-// Package cache owns imagectl's cache directory as a whole
-// ($IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl): listing what it
-// holds and bounding it. Two parts of it grow with use: the layer cache's
-// snapshots (layers/, builder/layercache), and the versions the registry
-// store fetched (oci/, store/oci: small files of every version read, tgzs
+// Package cache owns the listing and bounding of the parts of imagectl's
+// cache directory ($IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)
+// that grow with every build and read: the layer cache's snapshots
+// (layers/, builder/layercache) and the versions the registry store
+// fetched (oci/, store/oci: small files of every version read, tgzs
 // fetched whole for check and smoke). Prune weighs both together, least
-// recently used first, under one size bound, so that a CI builder's disk
-// stays bounded whichever part grows.
+// recently used first, under one size bound. The downloaded base images
+// (base/, one per recipe base) and the git catalogs' clones are not its.
 package cache
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -71,11 +72,25 @@ func List(dir string) (*Contents, error) {
 	return c, nil
 }
 
-// Pruned is what Prune removed.
+// Pruned is what Prune removed, and the registry versions it left
+// because they were read within oci.InUse.
 type Pruned struct {
 	Layers     []layercache.Entry  `json:"removed"`
 	Registry   []oci.CachedVersion `json:"registry_removed"`
+	InUse      []oci.CachedVersion `json:"registry_in_use"`
 	FreedBytes int64               `json:"freed_bytes"`
+}
+
+// PruneOptions bound the cache.
+type PruneOptions struct {
+	// MaxBytes is the most the two parts may take together (0: no size
+	// limit; negative: remove everything not in use).
+	MaxBytes int64
+	// OlderThan removes what was not used for this long (0: no age limit).
+	OlderThan time.Duration
+	// Waiting, when set, is called once if Prune has to wait for builds or
+	// registry reads to finish.
+	Waiting func()
 }
 
 // item is one thing Prune may remove, of either kind.
@@ -85,26 +100,27 @@ type item struct {
 	version  *oci.CachedVersion
 }
 
-// Prune removes what was not used for olderThan (0: no age limit), then the
-// least recently used layer snapshots and registry versions, of either
-// kind, until the two together take at most maxBytes (0: no size limit;
-// negative: remove everything), and what crashed builds and downloads
-// left half-written. It holds both parts' locks exclusive: builds and
-// registry reads wait for it, and it waits for them.
-func Prune(dir string, maxBytes int64, olderThan time.Duration) (*Pruned, error) {
-	layers, reg := Layers(dir), Registry(dir)
-	unlockLayers, err := layers.Lock(true)
-	if err != nil {
-		return nil, err
-	}
-	defer unlockLayers()
-	unlockReg, err := reg.Lock(true)
-	if err != nil {
-		return nil, err
-	}
-	defer unlockReg()
+// lockRetry is how often Prune tries the two locks again while builds or
+// registry reads hold one of them.
+const lockRetry = 500 * time.Millisecond
 
-	p := &Pruned{Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}}
+// Prune removes what was not used for OlderThan, then the least recently
+// used layer snapshots and registry versions, of either kind, until the two
+// together take at most MaxBytes, and what crashed builds and downloads
+// left half-written. It leaves the registry versions read within
+// oci.InUse, whose readers may not have opened their files yet. It holds
+// both parts' locks exclusive, taking them only together: while a build or
+// a registry read holds one, it waits (until ctx ends) holding neither, so
+// that neither kind of work waits on the other through it.
+func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) {
+	layers, reg := Layers(dir), Registry(dir)
+	unlock, err := lockBoth(ctx, layers, reg, opts.Waiting)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	p := &Pruned{Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, InUse: []oci.CachedVersion{}}
 	if err := layers.Sweep(); err != nil {
 		return p, err
 	}
@@ -117,6 +133,7 @@ func Prune(dir string, maxBytes int64, olderThan time.Duration) (*Pruned, error)
 	if err != nil {
 		return p, err
 	}
+	now := time.Now()
 	var items []item
 	for i := range c.Layers {
 		items = append(items, item{lastUsed: layers.LastUsed(&c.Layers[i]), layer: &c.Layers[i]})
@@ -127,8 +144,8 @@ func Prune(dir string, maxBytes int64, olderThan time.Duration) (*Pruned, error)
 	sort.SliceStable(items, func(i, j int) bool { return items[i].lastUsed.Before(items[j].lastUsed) })
 	total := c.LayerBytes + c.RegistryBytes
 	for _, it := range items {
-		old := olderThan > 0 && time.Since(it.lastUsed) > olderThan
-		big := maxBytes < 0 || (maxBytes > 0 && total > maxBytes)
+		old := opts.OlderThan > 0 && now.Sub(it.lastUsed) > opts.OlderThan
+		big := opts.MaxBytes < 0 || (opts.MaxBytes > 0 && total > opts.MaxBytes)
 		if !old && !big {
 			continue
 		}
@@ -140,6 +157,10 @@ func Prune(dir string, maxBytes int64, olderThan time.Duration) (*Pruned, error)
 			freed = it.layer.Bytes
 			p.Layers = append(p.Layers, *it.layer)
 		} else {
+			if now.Sub(it.lastUsed) < oci.InUse {
+				p.InUse = append(p.InUse, *it.version)
+				continue
+			}
 			if freed, err = reg.Remove(*it.version); err != nil {
 				return p, err
 			}
@@ -149,4 +170,34 @@ func Prune(dir string, maxBytes int64, olderThan time.Duration) (*Pruned, error)
 		p.FreedBytes += freed
 	}
 	return p, nil
+}
+
+// lockBoth takes both parts' locks exclusive, or neither.
+func lockBoth(ctx context.Context, layers layercache.Cache, reg oci.Cache, waiting func()) (func(), error) {
+	for {
+		unlockLayers, ok, err := layers.TryLock(true)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			unlockReg, ok, err := reg.TryLock(true)
+			if err != nil {
+				unlockLayers()
+				return nil, err
+			}
+			if ok {
+				return func() { unlockReg(); unlockLayers() }, nil
+			}
+			unlockLayers()
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for builds and registry reads to finish before pruning %s: %w", filepath.Dir(layers.Dir), ctx.Err())
+		case <-time.After(lockRetry):
+		}
+	}
 }

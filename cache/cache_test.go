@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,7 +147,7 @@ func TestPruneBothParts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := cache.Prune(dir, 0, 270*time.Minute)
+	p, err := cache.Prune(ctx, dir, cache.PruneOptions{OlderThan: 270 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestPruneBothParts(t *testing.T) {
 	// One byte too many: the least recently used goes, v1 with its tgz.
 	c, _ = cache.List(dir)
 	before := len(blobs(t, dir))
-	p, err = cache.Prune(dir, c.LayerBytes+c.RegistryBytes-1, 0)
+	p, err = cache.Prune(ctx, dir, cache.PruneOptions{MaxBytes: c.LayerBytes + c.RegistryBytes - 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +205,27 @@ func TestPruneBothParts(t *testing.T) {
 		t.Errorf("v1's tgz fetched again: %v", err)
 	}
 
-	// No bound: everything goes.
-	if p, err = cache.Prune(dir, -1, 0); err != nil {
+	// Versions just read are in use: even emptying the cache leaves them.
+	if p, err = cache.Prune(ctx, dir, cache.PruneOptions{MaxBytes: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Layers) != 1 || len(p.Registry) != 0 || len(p.InUse) != 2 {
+		t.Fatalf("emptying with both versions just read removed %+v", p)
+	}
+	if _, err := os.Stat(filepath.Join(again.Dir, filepath.Base(again.Manifest))); err != nil {
+		t.Errorf("a version in use lost its manifest: %v", err)
+	}
+	// No longer in use: everything goes.
+	usedVersion(t, v1, now.Add(-time.Hour))
+	usedVersion(t, v2, now.Add(-time.Hour))
+	if p, err = cache.Prune(ctx, dir, cache.PruneOptions{MaxBytes: -1}); err != nil {
 		t.Fatal(err)
 	}
 	c, err = cache.List(dir)
 	if err != nil || len(c.Layers) != 0 || len(c.Registry) != 0 || len(blobs(t, dir)) != 0 {
 		t.Errorf("after emptying: %+v, %v, blobs %v", c, err, blobs(t, dir))
 	}
-	if len(p.Layers) != 1 || len(p.Registry) != 2 {
+	if len(p.Layers) != 0 || len(p.Registry) != 2 || len(p.InUse) != 0 {
 		t.Errorf("emptying removed %+v", p)
 	}
 }
@@ -224,8 +237,42 @@ func TestEmpty(t *testing.T) {
 	if err != nil || len(c.Layers) != 0 || len(c.Registry) != 0 || c.Layers == nil || c.Registry == nil {
 		t.Fatalf("%+v, %v", c, err)
 	}
-	p, err := cache.Prune(dir, -1, 0)
+	p, err := cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: -1})
 	if err != nil || len(p.Layers)+len(p.Registry) != 0 || p.FreedBytes != 0 {
 		t.Fatalf("%+v, %v", p, err)
+	}
+}
+
+// While a registry read holds its part's lock, Prune waits holding
+// neither (a build takes the layer cache meanwhile), says so once, and
+// gives up when its context ends.
+func TestPruneWaitsHoldingNeither(t *testing.T) {
+	dir := t.TempDir()
+	unlockRead, err := cache.Registry(dir).Lock(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlockRead()
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := cache.Prune(ctx, dir, cache.PruneOptions{MaxBytes: -1, Waiting: func() { close(waited) }})
+		done <- err
+	}()
+	<-waited
+	unlockBuild, err := cache.Layers(dir).Lock(false) // would block if Prune held it
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockBuild()
+	cancel()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "waiting for builds and registry reads") {
+		t.Errorf("prune cancelled while waiting: %v", err)
+	}
+	// Once the read ends, Prune runs.
+	unlockRead()
+	if _, err := cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: -1}); err != nil {
+		t.Error(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
+	"github.com/google/uuid"
 )
 
 // CycloneDXFormat is the CycloneDX SBOM's standard, as the build manifest
@@ -21,8 +22,9 @@ const CycloneDXFormat = "CycloneDX-1.6"
 // declared license expression, source package and architecture as
 // properties), the bundles (applications whose files are nested
 // components with their SHA-1 and SHA-256) and the recipe's other files.
-// The serial number is derived from the tgz's digest, so the same inputs
-// make the same BOM.
+// The serial number is a name-based (SHA-1, version 5) UUID of the BOM's
+// own content, so the same inputs make the same BOM and any change, even
+// of the timestamp alone, a new serial number, as CycloneDX requires.
 func CycloneDX(img Image, inv *Inventory) (*cdx.BOM, error) {
 	switch {
 	case inv == nil:
@@ -37,8 +39,6 @@ func CycloneDX(img Image, inv *Inventory) (*cdx.BOM, error) {
 	sum := strings.ToLower(img.SHA256)
 	bom := cdx.NewBOM()
 	bom.SpecVersion = cdx.SpecVersion1_6
-	// An RFC 4122 URN from the tgz's digest: stable for the same tgz.
-	bom.SerialNumber = fmt.Sprintf("urn:uuid:%s-%s-5%s-8%s-%s", sum[0:8], sum[8:12], sum[13:16], sum[17:20], sum[20:32])
 	root := cdx.Component{
 		BOMRef:      "image:" + img.Name + "@" + img.Version,
 		Type:        cdx.ComponentTypeOS,
@@ -144,10 +144,20 @@ func CycloneDX(img Image, inv *Inventory) (*cdx.BOM, error) {
 		comps = append(comps, c)
 		deps = append(deps, c.BOMRef)
 	}
-	bom.Components = &comps
-	bom.Dependencies = &[]cdx.Dependency{{Ref: root.BOMRef, Dependencies: &deps}}
+	if len(comps) > 0 {
+		bom.Components = &comps
+		bom.Dependencies = &[]cdx.Dependency{{Ref: root.BOMRef, Dependencies: &deps}}
+	}
+	content, err := MarshalCycloneDX(bom)
+	if err != nil {
+		return nil, err
+	}
+	bom.SerialNumber = uuid.NewSHA1(serialSpace, content).URN()
 	return bom, nil
 }
+
+// serialSpace is the UUID namespace of imagectl's BOM serial numbers.
+var serialSpace = uuid.MustParse("5c0d6e2a-8f0b-4c3e-9a59-1d2e7b8f4a61")
 
 // MarshalCycloneDX encodes a BOM as indented JSON with a final newline.
 func MarshalCycloneDX(bom *cdx.BOM) ([]byte, error) {

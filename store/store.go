@@ -250,9 +250,9 @@ type Source struct {
 
 // Sources lists the artifact's files under their names in a version of
 // image: the tgz and the manifest, then those of the validation script,
-// the SBOM, the provenance, the signatures of the tgz and the manifest
-// and the attestations that exist beside the tgz. Every store holds these
-// and no others.
+// the SBOMs (SPDX, CycloneDX), the provenance, the signatures of the tgz
+// and the manifest and the attestations that exist beside the tgz. Every
+// store holds these and no others.
 func (a Artifact) Sources(image, version string) []Source {
 	names := manifest.FilesFor(image, version)
 	beside := manifest.FilesBeside(a.Tarball)

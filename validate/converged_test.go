@@ -501,6 +501,10 @@ func TestSocketActivatedServiceIdle(t *testing.T) {
 		{"not socket activated", func(h *host) {
 			h.active(append(others, "libvirtd.socket")...)
 		}, "FAIL", []string{"inactive"}},
+		{"started by a timer", func(h *host) {
+			h.active(append(others, "libvirtd.timer")...)
+			h.triggers("libvirtd", "libvirtd.timer")
+		}, "FAIL", []string{"inactive"}},
 		{"failed", func(h *host) {
 			h.active(append(others, "libvirtd.socket")...)
 			h.failed("libvirtd")

@@ -247,7 +247,7 @@ check_service_enabled() {
 
 # A socket-activated daemon may exit while idle and is started again by its
 # socket on the next connection: libvirtd runs with --timeout 120 on Debian
-# and Ubuntu. Inactive (never failed) with a listening trigger socket is ready.
+# and Ubuntu. Inactive (not failed) with a listening trigger socket is ready.
 check_service_active() {
 	if needs_host "service-active:$1"; then
 		return
@@ -257,6 +257,7 @@ check_service_active() {
 	fi
 	if [ "$state" = inactive ]; then
 		for sock in $(systemctl show --property=TriggeredBy --value "$1" 2>/dev/null); do
+			case $sock in *.socket) ;; *) continue ;; esac # not a timer's or a path's
 			if [ "$(systemctl is-active "$sock" 2>/dev/null)" = active ]; then
 				result PASS "service-active:$1" "inactive while idle, $sock listens and starts it on demand"
 				return

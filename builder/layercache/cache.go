@@ -91,22 +91,39 @@ func (c Cache) dir(e *Entry) string { return filepath.Join(c.keyDir(e.Key), shor
 // Lock takes the cache's lock, shared (builds) or exclusive (prune), and
 // returns its release.
 func (c Cache) Lock(exclusive bool) (func(), error) {
+	unlock, _, err := c.lock(exclusive, true)
+	return unlock, err
+}
+
+// TryLock takes the cache's lock if no one holds it against this use: ok
+// is false, with no error, when someone does.
+func (c Cache) TryLock(exclusive bool) (unlock func(), ok bool, err error) {
+	return c.lock(exclusive, false)
+}
+
+func (c Cache) lock(exclusive, wait bool) (func(), bool, error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return nil, err
+		return nil, false, fmt.Errorf("locking the layer cache: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(c.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, false, fmt.Errorf("locking the layer cache: %w", err)
 	}
 	how := syscall.LOCK_SH
 	if exclusive {
 		how = syscall.LOCK_EX
 	}
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
 	if err := syscall.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("locking the layer cache: %w", err)
+		if !wait && errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("locking the layer cache: %w", err)
 	}
-	return func() { f.Close() }, nil
+	return func() { f.Close() }, true, nil
 }
 
 // BaseTable returns the cluster table of a prepared base disk, hashing the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/cache"
+	"github.com/gpuaas/imagectl/store/oci"
 )
 
 func newCacheCmd(env []string) *cobra.Command {
@@ -86,7 +87,9 @@ recently used of either until the whole fits.`,
 		Long: `Prune removes layer snapshots and fetched registry versions not used for
 --older-than, then the least recently used of either until the cache fits in
 --max-size, the two counted together. With neither flag, it empties both.
-Builds and registry reads wait while it runs.`,
+Registry versions read in the last 15 minutes are kept: their readers may
+still be opening them. It waits for running builds and registry reads to
+finish, and they wait while it runs. Downloaded base images are not pruned.`,
 		Example: "  imagectl cache prune --max-size 50G\n  imagectl cache prune --older-than 720h",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -103,7 +106,9 @@ Builds and registry reads wait while it runs.`,
 			if maxSize == "" && olderThan == 0 {
 				limit = -1 // everything goes
 			}
-			p, err := cache.Prune(d, limit, olderThan)
+			p, err := cache.Prune(cmd.Context(), d, cache.PruneOptions{MaxBytes: limit, OlderThan: olderThan, Waiting: func() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "waiting for running builds and registry reads to finish (Ctrl-C stops)")
+			}})
 			if err != nil {
 				return err
 			}
@@ -111,8 +116,14 @@ Builds and registry reads wait while it runs.`,
 				p.Layers = withoutMeta(p.Layers)
 				return writeJSON(cmd.OutOrStdout(), p)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %d snapshots and %d registry versions, %s freed\n",
-				len(p.Layers), len(p.Registry), humanBytes(p.FreedBytes))
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "removed %d snapshots and %d registry versions, %s freed\n", len(p.Layers), len(p.Registry), humanBytes(p.FreedBytes))
+			if len(p.InUse) > 0 {
+				fmt.Fprintf(w, "kept %d registry versions read in the last %s, in use:\n", len(p.InUse), oci.InUse)
+				for _, v := range p.InUse {
+					fmt.Fprintf(w, "  %s\n", v.Ref)
+				}
+			}
 			return nil
 		},
 	}

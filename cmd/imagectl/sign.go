@@ -121,9 +121,12 @@ least one of them must be), and that the manifest's artifact sha256 and size
 are the tgz's. When the manifest records an SBOM and a provenance statement
 (every build since imagectl made them), it checks that each is the file the
 manifest records and that its DSSE attestation (.spdx.dsse.json,
-.provenance.dsse.json) verifies under the key for this tgz and carries it.
+.provenance.dsse.json) verifies under the key for this tgz and carries it;
+the CycloneDX SBOM (.cdx.json), which has no attestation of its own, must be
+the file the signed manifest records.
 It exits 1 when anything fails, naming the check and the file: a wrong key,
-a changed tgz, manifest, SBOM or provenance, a manifest or attestation of
+a changed tgz, manifest, SBOM or provenance, a missing SBOM the manifest
+records, a manifest or attestation of
 another tgz, a missing signature, attestation or manifest. No transparency
 log is consulted.`,
 		Example: `  imagectl verify artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.pub

@@ -14,10 +14,11 @@ import (
 
 // Cache is the registry store's local cache directory (Options.CacheDir):
 // the blobs it downloaded and the version directories they are linked
-// into. Readers hold its lock shared while they place files; Prune holds it
-// exclusive, so that it never takes a blob from under a reader about to
-// link it. A reader with a tgz already open keeps reading it when Prune
-// removes it.
+// into. Readers hold its lock shared while they place files and mark the
+// version used; pruning holds it exclusive, so that it never takes a blob
+// from under a reader about to link it, and leaves the versions read in
+// the last InUse, whose readers may not have opened their files yet. A
+// reader with a file already open keeps reading it when it is removed.
 type Cache struct{ Dir string }
 
 // CachedVersion is one version in the cache: the small files every read
@@ -36,34 +37,56 @@ type CachedVersion struct {
 	LastUsed time.Time `json:"last_used"`
 }
 
-// Lock takes the cache's lock, shared (readers) or exclusive (Prune), and
-// returns its release.
+// Lock takes the cache's lock, shared (readers) or exclusive (pruning),
+// and returns its release.
 func (c Cache) Lock(exclusive bool) (func(), error) {
+	unlock, _, err := c.lock(exclusive, true)
+	return unlock, err
+}
+
+// TryLock takes the cache's lock if no one holds it against this use: ok
+// is false, with no error, when someone does.
+func (c Cache) TryLock(exclusive bool) (unlock func(), ok bool, err error) {
+	return c.lock(exclusive, false)
+}
+
+func (c Cache) lock(exclusive, wait bool) (func(), bool, error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
+		return nil, false, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
 	}
 	f, err := os.OpenFile(filepath.Join(c.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
+		return nil, false, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
 	}
 	how := syscall.LOCK_SH
 	if exclusive {
 		how = syscall.LOCK_EX
 	}
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
 	if err := syscall.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
+		if !wait && errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
 	}
-	return func() { f.Close() }, nil
+	return func() { f.Close() }, true, nil
 }
+
+// InUse is how long after a read a version counts as in use: its reader
+// may still be opening the files it was given (check, smoke, verify), so
+// pruning leaves it.
+const InUse = 15 * time.Minute
 
 // List returns the cached versions, least recently used first.
 func (c Cache) List() ([]CachedVersion, error) {
 	root := filepath.Join(c.Dir, "versions")
 	var out []CachedVersion
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) && p == root {
-			return filepath.SkipDir
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // absent, or removed meanwhile by a prune
 		}
 		if err != nil || !d.IsDir() {
 			return err
@@ -88,6 +111,9 @@ func (c Cache) List() ([]CachedVersion, error) {
 // it holds files (REGISTRY/REPOSITORY.../VERSION), else a step on the way.
 func readVersionDir(root, dir string) (CachedVersion, bool, error) {
 	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return CachedVersion{}, false, nil
+	}
 	if err != nil {
 		return CachedVersion{}, false, err
 	}
@@ -204,9 +230,13 @@ func (c Cache) Remove(v CachedVersion) (int64, error) {
 
 // Sweep removes what no version holds, and returns the space that freed:
 // blobs of removed versions (a blob is hard linked into each version that
-// has it, so one with no other link is no version's) and downloads a crash
-// left half-written. The caller holds the exclusive lock.
+// has it, so one with no other link is no version's), downloads and links
+// a crash left half-made, and version directories a failed read left
+// empty. The caller holds the exclusive lock.
 func (c Cache) Sweep() (int64, error) {
+	if err := c.sweepVersions(); err != nil {
+		return 0, err
+	}
 	dir := filepath.Join(c.Dir, "blobs", "sha256")
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -234,6 +264,36 @@ func (c Cache) Sweep() (int64, error) {
 		return freed, fmt.Errorf("sweeping the registry cache %s: %w", c.Dir, err)
 	}
 	return freed, nil
+}
+
+// sweepVersions removes linkInto's staged links (.NAME.tmp-*) and the
+// empty directories under versions/.
+func (c Cache) sweepVersions() error {
+	root := filepath.Join(c.Dir, "versions")
+	var dirs []string
+	var errs []error
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir():
+			if p != root {
+				dirs = append(dirs, p)
+			}
+		case strings.HasPrefix(d.Name(), ".") && strings.Contains(d.Name(), ".tmp-"):
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- { // deepest first
+		os.Remove(dirs[i]) // only when empty
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sweeping the registry cache %s: %w", c.Dir, err)
+	}
+	return nil
 }
 
 // links is a file's hard link count (1 where the system does not say).

@@ -817,3 +817,55 @@ func TestRepublishPushesNothing(t *testing.T) {
 		t.Errorf("publishing the same version again made %d writes to the registry", n)
 	}
 }
+
+// A version with a file of a kind this imagectl does not know (one a later
+// imagectl publishes) is read without it; a known kind under a name no
+// version has is still refused.
+func TestReadsFilesOfLaterKinds(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	if _, err := open(t, reg, "fwd", oci.Options{}).Publish(ctx, artifact(t, "img", "1", nil), store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	repo := testRepo(t, reg, "fwd/img")
+	_, rc, err := repo.FetchReference(ctx, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m ocispec.Manifest
+	err = json.NewDecoder(rc).Decode(&m)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	retag := func(mediaType, title string) {
+		t.Helper()
+		data := []byte("a file " + title)
+		d := ocispec.Descriptor{MediaType: mediaType, Digest: godigest.FromBytes(data), Size: int64(len(data)),
+			Annotations: map[string]string{ocispec.AnnotationTitle: title}}
+		if err := repo.Blobs().Push(ctx, d, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		m2 := m
+		m2.Layers = append(append([]ocispec.Descriptor{}, m.Layers...), d)
+		mb, _ := json.Marshal(m2)
+		md := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: godigest.FromBytes(mb), Size: int64(len(mb))}
+		if err := repo.PushReference(ctx, md, bytes.NewReader(mb), "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retag("application/vnd.example.later+json", "img-1.later.json")
+	v, err := open(t, reg, "fwd", oci.Options{}).Version(ctx, "img", "1")
+	if err != nil {
+		t.Fatalf("reading a version with a file of a later kind: %v", err)
+	}
+	for _, f := range v.Files {
+		if f.Name == "img-1.later.json" {
+			t.Errorf("the unknown file was read: %+v", f)
+		}
+	}
+	retag(oci.MediaTypeSPDX, "../../evil.json")
+	if _, err := open(t, reg, "fwd", oci.Options{}).Version(ctx, "img", "1"); err == nil || !strings.Contains(err.Error(), "unexpected layer") {
+		t.Errorf("an SBOM under a name no version has: %v", err)
+	}
+}

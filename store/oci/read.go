@@ -103,7 +103,12 @@ func (s *Store) describe(ctx context.Context, repo *remote.Repository, image, ta
 	var tgz ocispec.Descriptor
 	for _, l := range m.Layers {
 		name, role := l.Annotations[ocispec.AnnotationTitle], roleOf(l.MediaType)
-		if allowed[name] != role || role == "" || l.Digest.Algorithm() != godigest.SHA256 || l.Digest.Validate() != nil {
+		if role == "" {
+			// A file of a kind a later imagectl publishes: not read, so
+			// that this one still reads the version.
+			continue
+		}
+		if allowed[name] != role || l.Digest.Algorithm() != godigest.SHA256 || l.Digest.Validate() != nil {
 			return nil, fmt.Errorf("version manifest %s: unexpected layer %q (%s, %s)", desc.Digest, name, l.MediaType, l.Digest)
 		}
 		delete(allowed, name)
