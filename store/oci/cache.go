@@ -166,16 +166,14 @@ func (c Cache) Usage() (int64, error) {
 		if err != nil {
 			return nil // gone meanwhile
 		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			n += info.Size()
-			return nil
-		}
-		k := [2]uint64{uint64(st.Dev), st.Ino}
-		if !seen[k] {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			k := [2]uint64{uint64(st.Dev), st.Ino}
+			if seen[k] {
+				return nil // another link of a blob counted
+			}
 			seen[k] = true
-			n += st.Blocks * 512
 		}
+		n += diskBytes(info)
 		return nil
 	})
 	if err != nil {
