@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/filelock"
 )
 
 // Cache is the registry store's local cache directory (Options.CacheDir):
@@ -51,28 +53,11 @@ func (c Cache) TryLock(exclusive bool) (unlock func(), ok bool, err error) {
 }
 
 func (c Cache) lock(exclusive, wait bool) (func(), bool, error) {
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return nil, false, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
-	}
-	f, err := os.OpenFile(filepath.Join(c.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, ok, err := filelock.Lock(filepath.Join(c.Dir, "lock"), exclusive, wait)
 	if err != nil {
 		return nil, false, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
 	}
-	how := syscall.LOCK_SH
-	if exclusive {
-		how = syscall.LOCK_EX
-	}
-	if !wait {
-		how |= syscall.LOCK_NB
-	}
-	if err := syscall.Flock(int(f.Fd()), how); err != nil {
-		f.Close()
-		if !wait && errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
-	}
-	return func() { f.Close() }, true, nil
+	return unlock, ok, nil
 }
 
 // InUse is how long after a read a version counts as in use: its reader
