@@ -102,29 +102,19 @@ func CycloneDX(img Image, inv *Inventory) (*cdx.BOM, error) {
 		deps = append(deps, c.BOMRef)
 	}
 
-	// Each file belongs to the bundle whose destination holds it (the
-	// deepest), as in the SPDX document, or stands alone.
-	bundles := append([]Bundle(nil), img.Bundles...)
-	sort.SliceStable(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
-	files := append([]File(nil), inv.Files...)
-	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	// Each file belongs to the bundle whose destination holds it, as in
+	// the SPDX document, or stands alone.
+	bundles, files, owner := ownedFiles(img.Bundles, inv.Files)
 	owned := make([][]cdx.Component, len(bundles))
-	for _, f := range files {
-		owner := -1
-		for b, bd := range bundles {
-			dest := "/" + normalize(bd.Destination)
-			if under(f.Path, dest) && (owner < 0 || len(dest) > len("/"+normalize(bundles[owner].Destination))) {
-				owner = b
-			}
-		}
+	for i, f := range files {
 		fc := cdx.Component{
 			BOMRef: ref("file:" + f.Path),
 			Type:   cdx.ComponentTypeFile,
 			Name:   f.Path,
 			Hashes: &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA1, Value: f.SHA1}, {Algorithm: cdx.HashAlgoSHA256, Value: f.SHA256}},
 		}
-		if owner >= 0 {
-			owned[owner] = append(owned[owner], fc)
+		if owner[i] >= 0 {
+			owned[owner[i]] = append(owned[owner[i]], fc)
 		} else {
 			comps = append(comps, fc)
 			deps = append(deps, fc.BOMRef)

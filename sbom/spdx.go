@@ -93,25 +93,7 @@ func Document(img Image, inv *Inventory) (*spdx.Document, error) {
 		addRefs(refs, p)
 	}
 
-	// Each file belongs to the bundle whose destination holds it (the
-	// deepest, should destinations nest), or to the image.
-	bundles := append([]Bundle(nil), img.Bundles...)
-	sort.SliceStable(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
-	dests := make([]string, len(bundles))
-	for b, bd := range bundles {
-		dests[b] = "/" + normalize(bd.Destination)
-	}
-	invFiles := append([]File(nil), inv.Files...)
-	sort.SliceStable(invFiles, func(i, j int) bool { return invFiles[i].Path < invFiles[j].Path })
-	owner := make([]int, len(invFiles))
-	for i, f := range invFiles {
-		owner[i] = -1
-		for b, dest := range dests {
-			if under(f.Path, dest) && (owner[i] < 0 || len(dest) > len(dests[owner[i]])) {
-				owner[i] = b
-			}
-		}
-	}
+	bundles, invFiles, owner := ownedFiles(img.Bundles, inv.Files)
 	files := make([]*spdx.File, len(invFiles))
 	for i, f := range invFiles {
 		files[i] = spdxFile(f, ids.take("File-"+sanitize(strings.TrimPrefix(f.Path, "/"))))
@@ -298,6 +280,31 @@ func filesPackage(name, version, comment string, files []*spdx.File, id string) 
 		PackageComment:            comment,
 		PrimaryPackagePurpose:     "OTHER",
 	}, nil
+}
+
+// ownedFiles sorts the bundles by name and the files by path, and gives
+// each file the index of the bundle whose destination holds it (the
+// deepest, should destinations nest), or -1: the one rule both documents
+// follow.
+func ownedFiles(bs []Bundle, fs []File) (bundles []Bundle, files []File, owner []int) {
+	bundles = append([]Bundle(nil), bs...)
+	sort.SliceStable(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
+	dests := make([]string, len(bundles))
+	for b, bd := range bundles {
+		dests[b] = "/" + normalize(bd.Destination)
+	}
+	files = append([]File(nil), fs...)
+	sort.SliceStable(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	owner = make([]int, len(files))
+	for i, f := range files {
+		owner[i] = -1
+		for b, dest := range dests {
+			if under(f.Path, dest) && (owner[i] < 0 || len(dest) > len(dests[owner[i]])) {
+				owner[i] = b
+			}
+		}
+	}
+	return bundles, files, owner
 }
 
 // under reports whether an absolute path is in directory dir.
