@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/store/oci"
 )
 
@@ -175,15 +176,15 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 // lockBoth takes both parts' locks exclusive, or neither.
 func lockBoth(ctx context.Context, layers layercache.Cache, reg oci.Cache, waiting func()) (func(), error) {
 	for {
-		unlockLayers, ok, err := layers.TryLock(true)
+		unlockLayers, ok, err := filelock.Lock(layers.LockPath(), true, false)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("locking the layer cache %s: %w", layers.Dir, err)
 		}
 		if ok {
-			unlockReg, ok, err := reg.TryLock(true)
+			unlockReg, ok, err := filelock.Lock(reg.LockPath(), true, false)
 			if err != nil {
 				unlockLayers()
-				return nil, err
+				return nil, fmt.Errorf("locking the registry cache %s: %w", reg.Dir, err)
 			}
 			if ok {
 				return func() { unlockReg(); unlockLayers() }, nil

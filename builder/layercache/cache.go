@@ -89,25 +89,18 @@ func (c Cache) keyDir(key string) string { return filepath.Join(c.Dir, "entries"
 // dir is where an entry's files are.
 func (c Cache) dir(e *Entry) string { return filepath.Join(c.keyDir(e.Key), short(e.State)) }
 
-// Lock takes the cache's lock, shared (builds) or exclusive (prune), and
+// LockPath is the cache's lock file: shared while building, exclusive to
+// prune (filelock).
+func (c Cache) LockPath() string { return filepath.Join(c.Dir, "lock") }
+
+// Lock waits for the cache's lock, shared (builds) or exclusive, and
 // returns its release.
 func (c Cache) Lock(exclusive bool) (func(), error) {
-	unlock, _, err := c.lock(exclusive, true)
-	return unlock, err
-}
-
-// TryLock takes the cache's lock if no one holds it against this use: ok
-// is false, with no error, when someone does.
-func (c Cache) TryLock(exclusive bool) (unlock func(), ok bool, err error) {
-	return c.lock(exclusive, false)
-}
-
-func (c Cache) lock(exclusive, wait bool) (func(), bool, error) {
-	unlock, ok, err := filelock.Lock(filepath.Join(c.Dir, "lock"), exclusive, wait)
+	unlock, _, err := filelock.Lock(c.LockPath(), exclusive, true)
 	if err != nil {
-		return nil, false, fmt.Errorf("locking the layer cache %s: %w", c.Dir, err)
+		return nil, fmt.Errorf("locking the layer cache %s: %w", c.Dir, err)
 	}
-	return unlock, ok, nil
+	return unlock, nil
 }
 
 // BaseTable returns the cluster table of a prepared base disk, hashing the

@@ -39,25 +39,18 @@ type CachedVersion struct {
 	LastUsed time.Time `json:"last_used"`
 }
 
-// Lock takes the cache's lock, shared (readers) or exclusive (pruning),
-// and returns its release.
+// LockPath is the cache's lock file: shared while reading, exclusive to
+// prune (filelock).
+func (c Cache) LockPath() string { return filepath.Join(c.Dir, "lock") }
+
+// Lock waits for the cache's lock, shared (readers) or exclusive, and
+// returns its release.
 func (c Cache) Lock(exclusive bool) (func(), error) {
-	unlock, _, err := c.lock(exclusive, true)
-	return unlock, err
-}
-
-// TryLock takes the cache's lock if no one holds it against this use: ok
-// is false, with no error, when someone does.
-func (c Cache) TryLock(exclusive bool) (unlock func(), ok bool, err error) {
-	return c.lock(exclusive, false)
-}
-
-func (c Cache) lock(exclusive, wait bool) (func(), bool, error) {
-	unlock, ok, err := filelock.Lock(filepath.Join(c.Dir, "lock"), exclusive, wait)
+	unlock, _, err := filelock.Lock(c.LockPath(), exclusive, true)
 	if err != nil {
-		return nil, false, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
+		return nil, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
 	}
-	return unlock, ok, nil
+	return unlock, nil
 }
 
 // InUse is how long after a read a version counts as in use: its reader
