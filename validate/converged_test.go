@@ -484,6 +484,9 @@ func TestSocketActivatedServiceIdle(t *testing.T) {
 			others = append(others, u)
 		}
 	}
+	// The subtests run in parallel and each appends to others: clip it so
+	// every append copies instead of writing into one shared spare slot.
+	others = slices.Clip(others)
 	for _, c := range []struct {
 		name    string
 		setup   func(h *host)
