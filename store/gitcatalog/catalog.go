@@ -192,8 +192,11 @@ func (c *Catalog) Record(ctx context.Context, site string, p store.Promotion) er
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if attempt > 1 && tip == base {
-			// Rejected, yet nothing moved: not a race we can retry.
+		if attempt > 1 && tip == base && !lockContended(pushErr) {
+			// Rejected, yet nothing moved: not a race we can retry. (A
+			// push that lost the remote's ref lock to another push that
+			// then failed too sees nothing moved either: that one is
+			// retried.)
 			return fmt.Errorf("%s: pushing to %s: %w", what, c.Location(), pushErr)
 		}
 		recheck := attempt == 1 || base == "" || tip == ""
@@ -229,6 +232,10 @@ func (c *Catalog) Record(ctx context.Context, site string, p store.Promotion) er
 			return fmt.Errorf("%s: pushing to %s: %w", what, c.Location(), pushErr)
 		}
 		if attempt == maxAttempts {
+			if tip, _ := c.fetch(ctx); tip == base && lockContended(pushErr) {
+				return fmt.Errorf("%s: pushing to %s: the remote's lock on the branch %s was held at the last of %d attempts, giving up (a push that crashed leaves refs/heads/%s.lock behind on the remote): %w",
+					what, c.Location(), c.branch, attempt, c.branch, pushErr)
+			}
 			return fmt.Errorf("%s: pushing to %s: the branch %s moved under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
 		}
 		// Full jitter over a quarter of the default schedule: up to 250 ms,
@@ -346,6 +353,22 @@ func rejected(stderr string) bool {
 	for _, s := range []string{"[rejected]", "non-fast-forward", "fetch first", "stale info",
 		"cannot lock ref", "failed to update ref", "incorrect old value", "failed to push some refs"} {
 		if strings.Contains(stderr, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockContended is whether a push was refused because another push held
+// the remote's ref lock at that moment: transient, unlike a refusal by a
+// hook or a protected branch.
+func lockContended(err error) bool {
+	var ge *gitError
+	if !errors.As(err, &ge) {
+		return false
+	}
+	for _, s := range []string{"cannot lock ref", ".lock': File exists", "Unable to create"} {
+		if strings.Contains(ge.stderr, s) {
 			return true
 		}
 	}

@@ -347,6 +347,43 @@ func testPushRace(t *testing.T, remote, bare string, env []string) {
 	}
 }
 
+// TestPushLockContended holds the remote's ref lock during a Record's
+// first push, as another push does while the remote updates the branch:
+// nothing moved, yet the refusal is transient, and the next push lands.
+// A lock held for good is reported as such after the last attempt.
+func TestPushLockContended(t *testing.T) {
+	t.Parallel()
+	for _, tc := range remotes {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			remote, bare, env := tc.remote(t)
+			a := open(t, remote, env)
+			record(t, a, "lab", prom("imga", "1", "", "alice", ""))
+			lock := filepath.Join(bare, "refs", "heads", "main.lock")
+			pushes := 0
+			a.beforePush = func() {
+				switch pushes++; pushes {
+				case 1:
+					if err := os.WriteFile(lock, nil, 0o644); err != nil {
+						t.Error(err)
+					}
+				case 2:
+					if err := os.Remove(lock); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			record(t, a, "lab", prom("imga", "2", "1", "alice", ""))
+			if pushes != 2 {
+				t.Errorf("%d pushes, want 2", pushes)
+			}
+			if h, err := open(t, remote, env).History(ctx, "lab", "imga"); err != nil || versions(h) != "1 2" {
+				t.Errorf("history %s %v", versions(h), err)
+			}
+		})
+	}
+}
+
 // TestRecordProcesses races imagectl processes on separate clones (other
 // machines): six promote chains of their own image, two race on one
 // image, retrying on ErrConflict.
