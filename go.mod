@@ -16,6 +16,8 @@ require (
 	// for the host-side packer (builder/ext4tar); its file reads are not used
 	// (they ignore holes, see docs/host-side-packing.md).
 	github.com/diskfs/go-diskfs v1.9.4
+	// The CycloneDX BOM's serial number: a name-based (v5) UUID of its content (sbom).
+	github.com/google/uuid v1.6.0
 	github.com/hashicorp/hcl/v2 v2.25.0
 	// The in-toto attestation framework's Go bindings: the statement and SLSA v1
 	// provenance types and their validation (provenance).
@@ -72,7 +74,6 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/go-containerregistry v0.21.9 // indirect
 	github.com/google/go-querystring v1.1.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/juju/collections v1.0.4 // indirect
 	github.com/juju/errors v1.0.0 // indirect
