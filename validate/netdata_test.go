@@ -115,9 +115,6 @@ func TestNetdataCollectorsCollect(t *testing.T) {
 				if calls := h.httpCalls(); len(calls) != 1 || calls[0] != "http://127.0.0.1:19998/api/v1/charts" {
 					t.Errorf("asked %v", calls)
 				}
-				if o.elapsed > 10*time.Second {
-					t.Errorf("took %s with every collector there", o.elapsed)
-				}
 			})
 		}
 	}
@@ -156,9 +153,15 @@ func TestNetdataCollectorsMissing(t *testing.T) {
 						t.Errorf("remediation %q", l.remediation)
 					}
 				}
-				// At least the bound, and well below a bound per collector.
-				if o.elapsed < 3*time.Second || o.elapsed > 10*time.Second {
+				// At least the bound, and one bound for all: a question a
+				// second (counted, not timed: a loaded machine is slow) and
+				// not one wait per collector, which would ask four times as
+				// often.
+				if o.elapsed < 3*time.Second {
 					t.Errorf("took %s to wait 3s for collectors", o.elapsed)
+				}
+				if n := len(h.httpCalls()); n > 3+2 {
+					t.Errorf("asked Netdata %d times in a 3s wait", n)
 				}
 			})
 		}
@@ -186,7 +189,7 @@ func TestNetdataCollectorsAppearLate(t *testing.T) {
 	o := h.run(netdataManifest(20, "cgroups", "apps"))
 	o.expect(t, "netdata-collector:cgroups", "PASS")
 	o.expect(t, "netdata-collector:apps", "PASS")
-	if n := len(h.httpCalls()); n != 3 || o.elapsed > 10*time.Second {
+	if n := len(h.httpCalls()); n != 3 {
 		t.Errorf("%d calls, %s", n, o.elapsed)
 	}
 }

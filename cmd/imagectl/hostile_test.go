@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ import (
 
 // startImagectl starts imagectl (this test binary, see TestMain) in the
 // repository root with args and extra environment.
-func startImagectl(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, stdout, stderr *bytes.Buffer) {
+func startImagectl(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, stdout, stderr *output) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -38,7 +39,7 @@ func startImagectl(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, s
 	}
 	cmd = exec.Command(exe, args...)
 	cmd.Env = append(append(os.Environ(), "IMAGECTL_TEST_MAIN=1"), env...)
-	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	stdout, stderr = &output{}, &output{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -52,9 +53,37 @@ func startImagectl(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, s
 	return cmd, stdout, stderr
 }
 
+// output is what a child process prints, safe to read while it prints.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// waitFor waits at most limit for the output to hold s.
+func (o *output) waitFor(t *testing.T, s string, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !strings.Contains(o.String(), s); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q after %s; the output:\n%s", s, limit, o)
+		}
+	}
+}
+
 // waitExit waits at most limit for imagectl to end and returns its exit
 // status (-1 when a signal killed it).
-func waitExit(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, limit time.Duration) int {
+func waitExit(t *testing.T, cmd *exec.Cmd, stderr *output, limit time.Duration) int {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -305,11 +334,14 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 	cmd, _, stderr := startImagectl(t, nil, "fmt", fifo)
 	waitForReader(t, fifo)
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGINT} {
-		if err := cmd.Process.Signal(sig); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	// The second only once the first was taken: two signals sent close
+	// together may reach the process as one.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	stderr.waitFor(t, "SIGINT: stopping (send it again", 10*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
 	}
 	code := waitExit(t, cmd, stderr, 10*time.Second)
 	if code != exitInterrupted || !strings.Contains(stderr.String(), "SIGINT again: exiting at once with status 130") {

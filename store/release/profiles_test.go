@@ -213,7 +213,7 @@ func TestPromoteProfileTransient(t *testing.T) {
 	ps := f.withProfile(t, "demo")
 	f.opts.ConfigureProfile = func(c *profile.Config) {
 		c.Backoff = func(int) time.Duration { return time.Millisecond }
-		c.Timeout = 300 * time.Millisecond
+		c.Timeout = time.Second
 	}
 	ps.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.Unavailable, Times: 2})
 	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)

@@ -221,7 +221,7 @@ func TestUploadReplacesAPartialUpload(t *testing.T) {
 
 // fast is for faults that hold a request: the client gives up quickly.
 func fast(c *maas.Config) {
-	c.Timeout, c.LastChunkTimeout = 300*time.Millisecond, 400*time.Millisecond
+	c.Timeout, c.LastChunkTimeout = time.Second, 1500*time.Millisecond
 }
 
 func TestUploadFaults(t *testing.T) {

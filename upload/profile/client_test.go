@@ -150,7 +150,7 @@ func TestServerErrorsRetried(t *testing.T) {
 }
 
 func TestTimeoutAfterAccept(t *testing.T) {
-	sim, c := setup(t, func(c *profile.Config) { c.Timeout = 200 * time.Millisecond })
+	sim, c := setup(t, func(c *profile.Config) { c.Timeout = time.Second })
 	sim.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.TimeoutAfterAccept})
 	res, err := c.Set(ctx, "demo-1-0-0", "k")
 	if err != nil || res.Outcome != profile.Confirmed || res.Attempts != 1 {
