@@ -24,11 +24,12 @@ import (
 const maxDocument = signing.MaxEnvelopeSize / 4 * 3 * 9 / 10
 
 // documents are the files a build writes that describe its tgz: the SPDX
-// SBOM, the same as CycloneDX, the provenance statement, and the statement
-// that attests the SPDX SBOM for the tgz (signed, when the build signs,
-// with the provenance).
+// SBOM, the same as CycloneDX, the provenance statement, and the
+// statements that attest each SBOM for the tgz (signed, when the build
+// signs, with the provenance).
 type documents struct {
-	sbom, cyclonedx, provenance, sbomStatement []byte
+	sbom, cyclonedx, provenance       []byte
+	sbomStatement, cyclonedxStatement []byte
 }
 
 // describe reads the packed tgz's inventory and makes the build's SBOM and
@@ -66,7 +67,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	}
 	d.sbom = plan.redact(d.sbom)
 	subject := provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256}
-	if d.sbomStatement, err = provenance.SBOMStatement(subject, d.sbom); err != nil {
+	if d.sbomStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.sbom); err != nil {
 		return nil, err
 	}
 	m.SBOM = &manifest.Document{File: plan.Artifacts.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
@@ -79,9 +80,12 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 		return nil, fmt.Errorf("encoding the CycloneDX SBOM of %s: %w", tgz, err)
 	}
 	if len(d.cyclonedx) > maxDocument {
-		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d a store carries beside a version (bundles of very many files?)", tgz, len(d.cyclonedx), maxDocument)
+		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.cyclonedx), maxDocument)
 	}
 	d.cyclonedx = plan.redact(d.cyclonedx)
+	if d.cyclonedxStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.cyclonedx); err != nil {
+		return nil, err
+	}
 	m.CycloneDX = &manifest.Document{File: plan.Artifacts.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
 
 	b := provenanceOf(plan, m, inv, packer)

@@ -356,6 +356,7 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 			Attestations: map[string][]byte{
 				filepath.Join(outDir, a.ProvenanceAttestation): docs.provenance,
 				filepath.Join(outDir, a.SBOMAttestation):       docs.sbomStatement,
+				filepath.Join(outDir, a.CycloneDXAttestation):  docs.cyclonedxStatement,
 			}}
 		if sigs, err = sign(req); err != nil {
 			return nil, fmt.Errorf("signing the build: %w", err)
@@ -394,7 +395,7 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		return nil, err
 	}
 	// Signatures of an earlier artifact of the same name would not match.
-	for _, name := range []string{a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle, a.ProvenanceAttestation, a.SBOMAttestation} {
+	for _, name := range []string{a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle, a.ProvenanceAttestation, a.SBOMAttestation, a.CycloneDXAttestation} {
 		if p := filepath.Join(outDir, name); sigs[p] == nil {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("removing the signature of an earlier build: %w", err)

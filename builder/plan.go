@@ -164,17 +164,16 @@ type Artifacts struct {
 	ManifestSignature      string `json:"manifest_signature"`
 	ManifestSigstoreBundle string `json:"manifest_sigstore_bundle"`
 	ValidationScript       string `json:"validation_script"`
-	// SBOM and Provenance describe the tgz; with a key, each is signed
-	// for it as a DSSE attestation.
+	// SBOM (SPDX), its CycloneDX form and Provenance describe the tgz;
+	// with a key, each is signed for it as a DSSE attestation.
 	SBOM                  string `json:"sbom"`
 	SBOMAttestation       string `json:"sbom_attestation"`
 	Provenance            string `json:"provenance"`
 	ProvenanceAttestation string `json:"provenance_attestation"`
-	// CycloneDX is the SBOM as CycloneDX, vouched for by the signed
-	// manifest's digest of it.
-	CycloneDX        string `json:"cyclonedx"`
-	CompressionLevel int    `json:"compression_level"`
-	SignKey          string `json:"sign_key,omitempty"`
+	CycloneDX             string `json:"cyclonedx"`
+	CycloneDXAttestation  string `json:"cyclonedx_attestation"`
+	CompressionLevel      int    `json:"compression_level"`
+	SignKey               string `json:"sign_key,omitempty"`
 }
 
 // MAASTarget is the boot resource the image becomes.
@@ -301,6 +300,7 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		Provenance:             files.Provenance,
 		ProvenanceAttestation:  files.ProvenanceAttestation,
 		CycloneDX:              files.CycloneDX,
+		CycloneDXAttestation:   files.CycloneDXAttestation,
 		CompressionLevel:       img.Artifact.CompressionLevel,
 		SignKey:                img.Artifact.SignKey,
 	}

@@ -39,7 +39,7 @@ func TestPublishSigned(t *testing.T) {
 		Signature: f.TarballSignature, SigstoreBundle: f.TarballBundle,
 		ManifestSignature: f.ManifestSignature, ManifestSigstoreBundle: f.ManifestBundle,
 		SBOM: f.SBOM, SBOMAttestation: f.SBOMAttestation, Provenance: f.Provenance, ProvenanceAttestation: f.ProvenanceAttestation,
-		CycloneDX: f.CycloneDX}
+		CycloneDX: f.CycloneDX, CycloneDXAttestation: f.CycloneDXAttestation}
 	hook := func(r SignRequest) (map[string][]byte, error) {
 		_, files, err := signer.SignBuilt(context.Background(), r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
@@ -72,7 +72,7 @@ func TestPublishSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Signatures) != 6 || len(files(dir)) != 12 {
+	if len(res.Signatures) != 7 || len(files(dir)) != 13 {
 		t.Fatalf("published %v with signatures %v", files(dir), res.Signatures)
 	}
 	r, err := signing.VerifyArtifact(context.Background(), verifier, res.Tarball, res.ManifestPath)
@@ -135,7 +135,10 @@ func testDocuments(t *testing.T, m *manifest.Manifest, arts Artifacts) *document
 	}
 	m.CycloneDX = &manifest.Document{File: arts.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
 	subject := provenance.Resource{Name: arts.Tarball, SHA256: m.Artifact.SHA256}
-	if d.sbomStatement, err = provenance.SBOMStatement(subject, d.sbom); err != nil {
+	if d.sbomStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.sbom); err != nil {
+		t.Fatal(err)
+	}
+	if d.cyclonedxStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.cyclonedx); err != nil {
 		t.Fatal(err)
 	}
 	if d.provenance, err = provenance.Statement(provenance.Build{Subject: subject, ImagectlVersion: "test", Host: "h",

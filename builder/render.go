@@ -154,7 +154,7 @@ func (p *Plan) writeText(w io.Writer) error {
 	if a.SignKey != "" {
 		pf("  signing: key %s\n", a.SignKey)
 		pf("    %s, %s\n    %s, %s\n", a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle)
-		pf("    %s, %s  (attestations)\n", a.ProvenanceAttestation, a.SBOMAttestation)
+		pf("    %s, %s, %s  (attestations)\n", a.ProvenanceAttestation, a.SBOMAttestation, a.CycloneDXAttestation)
 	} else {
 		pf("  signing: none (no sign_key or --sign-key)\n")
 	}

@@ -33,14 +33,41 @@ const (
 	CycloneDXExt = ".cdx.json"
 	// AttestationExt replaces a statement's or document's .json: the DSSE
 	// envelope, in cosign's attestation format, that signs it for the tgz
-	// (x-1.0.provenance.dsse.json, x-1.0.spdx.dsse.json).
+	// (x-1.0.provenance.dsse.json, x-1.0.spdx.dsse.json, x-1.0.cdx.dsse.json).
 	AttestationExt = ".dsse.json"
 )
 
-// SPDXPredicateType is the predicate type of an in-toto statement that
-// carries the SBOM (cosign's --type spdxjson): what provenance makes,
+// SPDXPredicateType and CycloneDXPredicateType are the predicate types of
+// the in-toto statements that carry the SBOM as SPDX (cosign's --type
+// spdxjson) and as CycloneDX (--type cyclonedx): what provenance makes,
 // signing verifies and the registry store attaches.
-const SPDXPredicateType = "https://spdx.dev/Document"
+const (
+	SPDXPredicateType      = "https://spdx.dev/Document"
+	CycloneDXPredicateType = "https://cyclonedx.org/bom"
+)
+
+// SBOMFile is one of the SBOMs a manifest records, where it lies beside
+// the tgz and how it is attested: as the predicate of an in-toto
+// statement about the tgz, of PredicateType, in the DSSE envelope at
+// Attestation.
+type SBOMFile struct {
+	Name                             string // "sbom" (SPDX), "cyclonedx sbom"
+	Document                         *Document
+	Path, Attestation, PredicateType string
+}
+
+// SBOMs are the SBOMs m records, beside the tgz whose files are f: SPDX,
+// then CycloneDX; none for a build before imagectl made them.
+func (m *Manifest) SBOMs(f Files) []SBOMFile {
+	var out []SBOMFile
+	if m.SBOM != nil {
+		out = append(out, SBOMFile{"sbom", m.SBOM, f.SBOM, f.SBOMAttestation, SPDXPredicateType})
+	}
+	if m.CycloneDX != nil {
+		out = append(out, SBOMFile{"cyclonedx sbom", m.CycloneDX, f.CycloneDX, f.CycloneDXAttestation, CycloneDXPredicateType})
+	}
+	return out
+}
 
 // Files are the paths of one build's files.
 type Files struct {
@@ -51,11 +78,16 @@ type Files struct {
 	TarballSignature, TarballBundle   string
 	ManifestSignature, ManifestBundle string
 	SmokeLog, SmokeTimeline           string
-	// SBOM and Provenance, and the signed attestations of each; the SBOM
-	// as CycloneDX.
+	// SBOM (SPDX), Provenance and the SBOM as CycloneDX, and the signed
+	// attestation of each.
 	SBOM, SBOMAttestation             string
 	Provenance, ProvenanceAttestation string
-	CycloneDX                         string
+	CycloneDX, CycloneDXAttestation   string
+}
+
+// Attestations are the attestations beside a tgz, each a DSSE envelope.
+func (f Files) Attestations() []string {
+	return []string{f.SBOMAttestation, f.CycloneDXAttestation, f.ProvenanceAttestation}
 }
 
 // FilesFor names the files of image name at version, without a directory.
@@ -102,6 +134,7 @@ func filesOf(stem, tgz string) Files {
 		CycloneDX:        stem + CycloneDXExt,
 	}
 	f.SBOMAttestation, f.ProvenanceAttestation = Attestation(f.SBOM), Attestation(f.Provenance)
+	f.CycloneDXAttestation = Attestation(f.CycloneDX)
 	f.TarballSignature, f.TarballBundle = Signatures(f.Tarball)
 	f.ManifestSignature, f.ManifestBundle = Signatures(f.Manifest)
 	return f

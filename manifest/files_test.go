@@ -10,7 +10,7 @@ func TestFiles(t *testing.T) {
 		SmokeLog: "x-1.0.smoke.log", SmokeTimeline: "x-1.0.smoke-timeline.json",
 		SBOM: "x-1.0.spdx.json", SBOMAttestation: "x-1.0.spdx.dsse.json",
 		Provenance: "x-1.0.provenance.json", ProvenanceAttestation: "x-1.0.provenance.dsse.json",
-		CycloneDX: "x-1.0.cdx.json",
+		CycloneDX: "x-1.0.cdx.json", CycloneDXAttestation: "x-1.0.cdx.dsse.json",
 	}
 	if got := FilesFor("x", "1.0"); got != want {
 		t.Errorf("FilesFor: %+v", got)

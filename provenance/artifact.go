@@ -12,15 +12,16 @@ import (
 // maxDocument bounds an SBOM or a statement read from disk.
 const maxDocument = 256 << 20
 
-// SBOMStatement is the in-toto statement that attests an SPDX document
-// for the tgz subject: the document is its predicate, as cosign attest
-// --type spdxjson makes it.
-func SBOMStatement(subject Resource, spdxJSON []byte) ([]byte, error) {
+// SBOMStatement is the in-toto statement that attests an SBOM for the tgz
+// subject: the document is its predicate, of predicateType (SPDX or
+// CycloneDX), as cosign attest --type spdxjson or --type cyclonedx makes
+// it.
+func SBOMStatement(subject Resource, predicateType string, doc []byte) ([]byte, error) {
 	sum, err := digest.Parse(subject.SHA256)
 	if err != nil {
 		return nil, fmt.Errorf("attesting the SBOM of %s: its sha256: %w", subject.Name, err)
 	}
-	if !json.Valid(spdxJSON) {
+	if !json.Valid(doc) {
 		return nil, fmt.Errorf("attesting the SBOM of %s: the SBOM is not JSON", subject.Name)
 	}
 	st := struct {
@@ -29,7 +30,7 @@ func SBOMStatement(subject Resource, spdxJSON []byte) ([]byte, error) {
 		PredicateType string          `json:"predicateType"`
 		Predicate     json.RawMessage `json:"predicate"`
 	}{statementType, []subjectJSON{{Name: subject.Name, Digest: map[string]string{"sha256": digest.Digest{Sum: sum}.Hex()}}},
-		manifest.SPDXPredicateType, json.RawMessage(spdxJSON)}
+		predicateType, json.RawMessage(doc)}
 	return json.Marshal(st)
 }
 
@@ -66,9 +67,10 @@ func WithSubject(statement []byte, r Resource) ([]byte, error) {
 
 // Statements are the in-toto statements about a built tgz that its
 // manifest records, by the path of the DSSE envelope that attests each:
-// the provenance statement beside it and the statement that carries its
-// SBOM. Each file must be the one the manifest records by digest. A
-// manifest of a build before imagectl made them records none.
+// the provenance statement beside it and the statements that carry its
+// SBOM as SPDX and as CycloneDX. Each file must be the one the manifest
+// records by digest. A manifest of a build before imagectl made them
+// records none.
 func Statements(tarball, manifestPath string) (map[string][]byte, error) {
 	m, err := manifest.Read(manifestPath)
 	if err != nil {
@@ -86,12 +88,13 @@ func Statements(tarball, manifestPath string) (map[string][]byte, error) {
 		}
 		out[beside.ProvenanceAttestation] = b
 	}
-	if d := m.SBOM; d != nil {
-		b, err := manifest.ReadDocument(beside.SBOM, d, maxDocument)
+	subject := Resource{Name: filepath.Base(tarball), SHA256: m.Artifact.SHA256}
+	for _, s := range m.SBOMs(beside) {
+		b, err := manifest.ReadDocument(s.Path, s.Document, maxDocument)
 		if err != nil {
 			return nil, err
 		}
-		if out[beside.SBOMAttestation], err = SBOMStatement(Resource{Name: filepath.Base(tarball), SHA256: m.Artifact.SHA256}, b); err != nil {
+		if out[s.Attestation], err = SBOMStatement(subject, s.PredicateType, b); err != nil {
 			return nil, err
 		}
 	}

@@ -71,8 +71,7 @@ func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string, 
 		return nil, err
 	}
 	// Attestations of an earlier build of the same name would not match.
-	beside := manifest.FilesBeside(tarball)
-	for _, p := range []string{beside.SBOMAttestation, beside.ProvenanceAttestation} {
+	for _, p := range manifest.FilesBeside(tarball).Attestations() {
 		if _, ok := a.envelopes[p]; !ok {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("removing the attestation of an earlier build: %w", err)
@@ -257,22 +256,16 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 		}
 		out = append(out, c)
 	}
-	if d := m.SBOM; d != nil {
-		doc, err := manifest.ReadDocument(beside.SBOM, d, maxAttestation)
-		add("sbom", beside.SBOM, err)
-		stmt, err := v.VerifyAttestation(ctx, beside.SBOMAttestation, td.Hex(), manifest.SPDXPredicateType)
+	for _, s := range m.SBOMs(beside) {
+		doc, err := manifest.ReadDocument(s.Path, s.Document, maxAttestation)
+		add(s.Name, s.Path, err)
+		stmt, err := v.VerifyAttestation(ctx, s.Attestation, td.Hex(), s.PredicateType)
 		if err == nil && doc != nil {
 			if same, perr := samePredicate(stmt, doc); perr != nil || !same {
-				err = fmt.Errorf("%s attests an SBOM other than %s", beside.SBOMAttestation, beside.SBOM)
+				err = fmt.Errorf("%s attests an SBOM other than %s", s.Attestation, s.Path)
 			}
 		}
-		add("sbom attestation", beside.SBOMAttestation, err)
-	}
-	// The CycloneDX SBOM has no attestation of its own: the signed
-	// manifest's digest vouches for it.
-	if d := m.CycloneDX; d != nil {
-		_, err := manifest.ReadDocument(beside.CycloneDX, d, maxAttestation)
-		add("cyclonedx sbom", beside.CycloneDX, err)
+		add(s.Name+" attestation", s.Attestation, err)
 	}
 	if d := m.Provenance; d != nil {
 		_, err := manifest.ReadDocument(beside.Provenance, d, maxAttestation)
@@ -290,8 +283,7 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 // manifest, and the attestations beside the tgz, if any.
 func RemoveArtifactSignatures(tarball, manifestPath string) error {
 	errs := []error{RemoveSignatures(tarball), RemoveSignatures(manifestPath)}
-	beside := manifest.FilesBeside(tarball)
-	for _, p := range []string{beside.SBOMAttestation, beside.ProvenanceAttestation} {
+	for _, p := range manifest.FilesBeside(tarball).Attestations() {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -56,13 +56,14 @@ func documented(t *testing.T, k keys, stem string) (tgz, man string, statements 
 	statements = map[string][]byte{
 		beside.ProvenanceAttestation: prov,
 		beside.SBOMAttestation:       statement(m.Artifact.SHA256, manifest.SPDXPredicateType, string(sbomDoc)),
+		beside.CycloneDXAttestation:  statement(m.Artifact.SHA256, manifest.CycloneDXPredicateType, string(cdxDoc)),
 	}
 	a, err := signing.SignArtifact(context.Background(), k.signer, tgz, man, statements)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Files()) != 6 {
-		t.Fatalf("signed files %v, want four signatures and two attestations", a.Files())
+	if len(a.Files()) != 7 {
+		t.Fatalf("signed files %v, want four signatures and three attestations", a.Files())
 	}
 	return tgz, man, statements
 }
@@ -81,7 +82,7 @@ func TestVerifyDocuments(t *testing.T) {
 	for _, c := range r.Checks {
 		names = append(names, c.Name)
 	}
-	if got := strings.Join(names, ","); !strings.Contains(got, "sbom,sbom attestation,cyclonedx sbom,provenance,provenance attestation") {
+	if got := strings.Join(names, ","); !strings.Contains(got, "sbom,sbom attestation,cyclonedx sbom,cyclonedx sbom attestation,provenance,provenance attestation") {
 		t.Errorf("checks %s", got)
 	}
 
@@ -111,6 +112,12 @@ func TestVerifyDocuments(t *testing.T) {
 		}},
 		{"attestations swapped", "sbom attestation", "predicate type", func(t *testing.T) {
 			copyFile(t, beside.ProvenanceAttestation, beside.SBOMAttestation)
+		}},
+		{"cyclonedx attestation missing", "cyclonedx sbom attestation", "no such file", func(t *testing.T) {
+			os.Remove(beside.CycloneDXAttestation)
+		}},
+		{"the SPDX attestation as CycloneDX's", "cyclonedx sbom attestation", "predicate type", func(t *testing.T) {
+			copyFile(t, beside.SBOMAttestation, beside.CycloneDXAttestation)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -232,7 +232,7 @@ const (
 	RoleProvenance       = "provenance"
 	// RoleCycloneDX is the SBOM as CycloneDX.
 	RoleCycloneDX = "cyclonedx"
-	// RoleAttestation is a DSSE envelope signing the SBOM or the
+	// RoleAttestation is a DSSE envelope signing an SBOM or the
 	// provenance for the tgz.
 	RoleAttestation = "attestation"
 )
@@ -270,8 +270,9 @@ func (a Artifact) Sources(image, version string) []Source {
 		sigName, bundleName := manifest.Signatures(f.Name)
 		optional = append(optional, Source{sig, sigName, RoleSignature}, Source{bundle, bundleName, RoleSignature})
 	}
-	optional = append(optional, Source{beside.SBOMAttestation, names.SBOMAttestation, RoleAttestation},
-		Source{beside.ProvenanceAttestation, names.ProvenanceAttestation, RoleAttestation})
+	for i, a := range beside.Attestations() {
+		optional = append(optional, Source{a, names.Attestations()[i], RoleAttestation})
+	}
 	for _, f := range optional {
 		if exists(f.Path) {
 			out = append(out, f)
@@ -284,9 +285,13 @@ func (a Artifact) Sources(image, version string) []Source {
 // roles (Sources' names).
 func VersionFiles(image, version string) map[string]string {
 	n := manifest.FilesFor(image, version)
-	return map[string]string{n.Tarball: RoleTarball, n.Manifest: RoleManifest, n.ValidationScript: RoleValidationScript,
+	m := map[string]string{n.Tarball: RoleTarball, n.Manifest: RoleManifest, n.ValidationScript: RoleValidationScript,
 		n.TarballSignature: RoleSignature, n.TarballBundle: RoleSignature, n.ManifestSignature: RoleSignature, n.ManifestBundle: RoleSignature,
-		n.SBOM: RoleSBOM, n.CycloneDX: RoleCycloneDX, n.Provenance: RoleProvenance, n.SBOMAttestation: RoleAttestation, n.ProvenanceAttestation: RoleAttestation}
+		n.SBOM: RoleSBOM, n.CycloneDX: RoleCycloneDX, n.Provenance: RoleProvenance}
+	for _, a := range n.Attestations() {
+		m[a] = RoleAttestation
+	}
+	return m
 }
 
 // Promotion is one entry of a site's history for an image: the site runs

@@ -123,7 +123,7 @@ func TestDemoRebuildSignedAndDiffed(t *testing.T) {
 // checkSupplyChain checks a signed build's SBOM and provenance: the SBOM
 // is valid SPDX 2.3 by spdx/tools-golang and lists the manifest's
 // packages, syft finds the same packages in the tgz's extracted tree, the
-// real cosign verifies both attestations for the tgz and refuses them for
+// real cosign verifies the three attestations for the tgz and refuses them for
 // a changed one, and imagectl verify refuses a changed SBOM.
 func checkSupplyChain(t *testing.T, env []string, stem, pub string) {
 	m, err := manifest.Read(stem + ".manifest.json")
@@ -203,8 +203,8 @@ func checkSupplyChain(t *testing.T, env []string, stem, pub string) {
 		t.Errorf("imagectl diff of its CycloneDX SBOM and syft's: exit %d, want 0\n%s", code, stderr)
 	}
 
-	// The real cosign verifies both attestations for the tgz, and for no
-	// other.
+	// The real cosign verifies the three attestations for the tgz, and for
+	// no other.
 	cosign := signingtest.Cosign(t)
 	dir := t.TempDir() // cosign runs there
 	pub, err = filepath.Abs(pub)
@@ -220,7 +220,8 @@ func checkSupplyChain(t *testing.T, env []string, stem, pub string) {
 	if err := os.WriteFile(changed, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ typ, envelope string }{{"slsaprovenance1", stem + ".provenance.dsse.json"}, {"spdxjson", stem + ".spdx.dsse.json"}} {
+	for _, tc := range []struct{ typ, envelope string }{{"slsaprovenance1", stem + ".provenance.dsse.json"},
+		{"spdxjson", stem + ".spdx.dsse.json"}, {"cyclonedx", stem + ".cdx.dsse.json"}} {
 		args := []string{"verify-blob-attestation", "--key", pub, "--insecure-ignore-tlog=true", "--type", tc.typ, "--signature", tc.envelope}
 		// cosign reads at most 128 MiB of a blob unless told more.
 		big := []string{"COSIGN_MAX_ATTACHMENT_SIZE=4GiB"}

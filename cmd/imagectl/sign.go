@@ -63,9 +63,9 @@ func newSignCmd(env []string) *cobra.Command {
 		Long: `Sign signs a tgz and the build manifest beside it (<name>-<version>.manifest.json)
 with a cosign private key (password from $COSIGN_PASSWORD), and writes beside
 each a base64 signature (.sig) and a Sigstore bundle (.sigstore.json), and,
-when the manifest records an SBOM and a provenance statement, attests each for
-the tgz as a DSSE envelope (.spdx.dsse.json, .provenance.dsse.json): all of
-them or none. It refuses when the manifest's artifact sha256 or size is not
+when the manifest records SBOMs and a provenance statement, attests each for
+the tgz as a DSSE envelope (.spdx.dsse.json, .cdx.dsse.json,
+.provenance.dsse.json): all of them or none. It refuses when the manifest's artifact sha256 or size is not
 the tgz's, or a document is not the one the manifest records. cosign verifies
 the result offline:
 
@@ -118,12 +118,11 @@ func newVerifyCmd() *cobra.Command {
 		Long: `Verify checks, with a cosign public key and offline, the signature of a tgz
 and of the build manifest beside it (each .sig and .sigstore.json present; at
 least one of them must be), and that the manifest's artifact sha256 and size
-are the tgz's. When the manifest records an SBOM and a provenance statement
+are the tgz's. When the manifest records SBOMs and a provenance statement
 (every build since imagectl made them), it checks that each is the file the
 manifest records and that its DSSE attestation (.spdx.dsse.json,
-.provenance.dsse.json) verifies under the key for this tgz and carries it;
-the CycloneDX SBOM (.cdx.json), which has no attestation of its own, must be
-the file the signed manifest records.
+.cdx.dsse.json, .provenance.dsse.json) verifies under the key for this tgz
+and carries it.
 It exits 1 when anything fails, naming the check and the file: a wrong key,
 a changed tgz, manifest, SBOM or provenance, a missing SBOM the manifest
 records, a manifest or attestation of

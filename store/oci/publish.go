@@ -474,10 +474,10 @@ func attestationTag(d godigest.Digest) string {
 
 // attest pushes the version's attestations as cosign does, so that cosign
 // verify-attestation finds them for the version's manifest desc: the
-// provenance statement and the SBOM's, each made about desc as well as
-// the tgz, signed as a DSSE envelope, one layer each, in a manifest
-// tagged sha256-HEX.att. A version without them (an artifact built
-// before imagectl made them) gets none.
+// provenance statement and the SBOMs' (SPDX and CycloneDX), each made
+// about desc as well as the tgz, signed as a DSSE envelope, one layer
+// each, in a manifest tagged sha256-HEX.att. A version without them (an
+// artifact built before imagectl made them) gets none.
 func (s *Store) attest(ctx context.Context, repo *remote.Repository, image string, desc ocispec.Descriptor, m *manifest.Manifest, fs []file) error {
 	subject := provenance.Resource{Name: s.registry + "/" + s.repoName(image), SHA256: desc.Digest.Encoded()}
 	var layers []blob
@@ -491,13 +491,17 @@ func (s *Store) attest(ctx context.Context, repo *remote.Repository, image strin
 				return err
 			}
 			predicateType, stmt = m.Provenance.Format, b
-		case f.role == store.RoleSBOM && m.SBOM != nil:
-			b, err := manifest.ReadDocument(f.path, m.SBOM, maxSmallFile)
+		case f.role == store.RoleSBOM && m.SBOM != nil, f.role == store.RoleCycloneDX && m.CycloneDX != nil:
+			d, ptype := m.SBOM, manifest.SPDXPredicateType
+			if f.role == store.RoleCycloneDX {
+				d, ptype = m.CycloneDX, manifest.CycloneDXPredicateType
+			}
+			b, err := manifest.ReadDocument(f.path, d, maxSmallFile)
 			if err != nil {
 				return err
 			}
-			predicateType = manifest.SPDXPredicateType
-			if stmt, err = provenance.SBOMStatement(provenance.Resource{Name: m.Artifact.File, SHA256: m.Artifact.SHA256}, b); err != nil {
+			predicateType = ptype
+			if stmt, err = provenance.SBOMStatement(provenance.Resource{Name: m.Artifact.File, SHA256: m.Artifact.SHA256}, ptype, b); err != nil {
 				return err
 			}
 		default:
