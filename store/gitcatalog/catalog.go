@@ -22,7 +22,7 @@ import (
 const schemaVersion = 1
 
 // maxAttempts bounds Record's pushes when other machines keep moving the
-// branch.
+// branch (or holding its lock).
 const maxAttempts = 10
 
 // file is one site and image's promotion history, sites/SITE/IMAGE.json.
@@ -232,11 +232,14 @@ func (c *Catalog) Record(ctx context.Context, site string, p store.Promotion) er
 			return fmt.Errorf("%s: pushing to %s: %w", what, c.Location(), pushErr)
 		}
 		if attempt == maxAttempts {
-			if tip, _ := c.fetch(ctx); tip == base && lockContended(pushErr) {
+			if !lockContended(pushErr) {
+				return fmt.Errorf("%s: pushing to %s: the branch %s moved under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
+			}
+			if tip, err := c.fetch(ctx); err == nil && tip == base {
 				return fmt.Errorf("%s: pushing to %s: the remote's lock on the branch %s was held at the last of %d attempts, giving up (a push that crashed leaves refs/heads/%s.lock behind on the remote): %w",
 					what, c.Location(), c.branch, attempt, c.branch, pushErr)
 			}
-			return fmt.Errorf("%s: pushing to %s: the branch %s moved under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
+			return fmt.Errorf("%s: pushing to %s: the branch %s moved or was locked under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
 		}
 		// Full jitter over a quarter of the default schedule: up to 250 ms,
 		// 500 ms, 1 s, … 7.5 s, so that racing machines spread out.
@@ -367,12 +370,10 @@ func lockContended(err error) bool {
 	if !errors.As(err, &ge) {
 		return false
 	}
-	for _, s := range []string{"cannot lock ref", ".lock': File exists", "Unable to create"} {
-		if strings.Contains(ge.stderr, s) {
-			return true
-		}
-	}
-	return false
+	// git's lock error is "cannot lock ref 'R': Unable to create
+	// 'R.lock': STRERROR"; only EEXIST is another holder, where EACCES or a
+	// name clash would not pass with a retry.
+	return strings.Contains(ge.stderr, ".lock': File exists")
 }
 
 // changedBy are the promotions at the end of hist since the image last ran

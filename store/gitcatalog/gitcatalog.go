@@ -41,7 +41,9 @@
 // changed this site and image's file it re-reads it and checks p.Previous
 // again; when they changed other files only, p.Previous still holds. Either
 // way it rebuilds its commit on the new tip and pushes again, up to
-// maxAttempts times, waiting a random, growing while between attempts.
+// maxAttempts times, waiting a random, growing while between attempts. A
+// push refused because another push held the remote's ref lock at that
+// moment is retried the same way, even when the branch did not move.
 package gitcatalog
 
 import (

@@ -350,7 +350,6 @@ func testPushRace(t *testing.T, remote, bare string, env []string) {
 // TestPushLockContended holds the remote's ref lock during a Record's
 // first push, as another push does while the remote updates the branch:
 // nothing moved, yet the refusal is transient, and the next push lands.
-// A lock held for good is reported as such after the last attempt.
 func TestPushLockContended(t *testing.T) {
 	t.Parallel()
 	for _, tc := range remotes {
