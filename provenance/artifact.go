@@ -19,10 +19,10 @@ const maxDocument = 256 << 20
 func SBOMStatement(subject Resource, predicateType string, doc []byte) ([]byte, error) {
 	sum, err := digest.Parse(subject.SHA256)
 	if err != nil {
-		return nil, fmt.Errorf("attesting the SBOM of %s: its sha256: %w", subject.Name, err)
+		return nil, fmt.Errorf("attesting the SBOM (%s) of %s: its sha256: %w", predicateType, subject.Name, err)
 	}
 	if !json.Valid(doc) {
-		return nil, fmt.Errorf("attesting the SBOM of %s: the SBOM is not JSON", subject.Name)
+		return nil, fmt.Errorf("attesting the SBOM (%s) of %s: the SBOM is not JSON", predicateType, subject.Name)
 	}
 	st := struct {
 		Type          string          `json:"_type"`

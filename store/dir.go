@@ -30,7 +30,9 @@ const DefaultDir = "imagectl-store"
 //	<root>/.staging/                    versions being published
 //	<root>/.sites/<site>.json           each site's promotion catalog
 //	<root>/<image>/<version>/version.json   the version's index (files, sha256s)
-//	<root>/<image>/<version>/<image>-<version>.tgz, .manifest.json, -validate.sh, *.sig, *.sigstore.json
+//	<root>/<image>/<version>/<image>-<version>.tgz, .manifest.json, -validate.sh,
+//	                                    .spdx.json, .cdx.json, .provenance.json,
+//	                                    *.sig, *.sigstore.json, *.dsse.json
 type Dir struct {
 	Root string
 }

@@ -270,8 +270,9 @@ func (a Artifact) Sources(image, version string) []Source {
 		sigName, bundleName := manifest.Signatures(f.Name)
 		optional = append(optional, Source{sig, sigName, RoleSignature}, Source{bundle, bundleName, RoleSignature})
 	}
+	attestationNames := names.Attestations()
 	for i, a := range beside.Attestations() {
-		optional = append(optional, Source{a, names.Attestations()[i], RoleAttestation})
+		optional = append(optional, Source{a, attestationNames[i], RoleAttestation})
 	}
 	for _, f := range optional {
 		if exists(f.Path) {

@@ -65,9 +65,9 @@ with a cosign private key (password from $COSIGN_PASSWORD), and writes beside
 each a base64 signature (.sig) and a Sigstore bundle (.sigstore.json), and,
 when the manifest records SBOMs and a provenance statement, attests each for
 the tgz as a DSSE envelope (.spdx.dsse.json, .cdx.dsse.json,
-.provenance.dsse.json): all of them or none. It refuses when the manifest's artifact sha256 or size is not
-the tgz's, or a document is not the one the manifest records. cosign verifies
-the result offline:
+.provenance.dsse.json): all of them or none. It refuses when the manifest's
+artifact sha256 or size is not the tgz's, or a document is not the one the
+manifest records. cosign verifies the result offline:
 
   cosign verify-blob --key cosign.pub --insecure-ignore-tlog --signature X.tgz.sig X.tgz
   cosign verify-blob --key cosign.pub --insecure-ignore-tlog --bundle X.tgz.sigstore.json \

@@ -16,8 +16,9 @@
 //	REGISTRY/PREFIX/IMAGE:sha256-HEX.sig the version manifest's cosign signature, when
 //	                                    published with a signer: `cosign verify --key`
 //	                                    accepts it
-//	REGISTRY/PREFIX/IMAGE:sha256-HEX.att the SBOM's and provenance's attestations, in
-//	                                    cosign's format (`cosign verify-attestation`)
+//	REGISTRY/PREFIX/IMAGE:sha256-HEX.att the SBOMs' (SPDX, CycloneDX) and provenance's
+//	                                    attestations, in cosign's format
+//	                                    (`cosign verify-attestation`)
 //	REGISTRY/PREFIX/imagectl.index:IMAGE the store's index: one tag per image, so that
 //	                                    the images are listed where the registry has
 //	                                    no catalog (/v2/_catalog: Docker Hub, GHCR, ECR)

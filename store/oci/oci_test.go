@@ -865,6 +865,16 @@ func TestReadsFilesOfLaterKinds(t *testing.T) {
 			t.Errorf("the unknown file was read: %+v", f)
 		}
 	}
+	// An attestation of a kind this imagectl does not make: skipped too.
+	retag(oci.MediaTypeDSSE, "img-1.later.dsse.json")
+	if v, err = open(t, reg, "fwd", oci.Options{}).Version(ctx, "img", "1"); err != nil {
+		t.Fatalf("reading a version with an attestation of a later kind: %v", err)
+	}
+	for _, f := range v.Files {
+		if f.Name == "img-1.later.dsse.json" {
+			t.Errorf("the unknown attestation was read: %+v", f)
+		}
+	}
 	retag(oci.MediaTypeSPDX, "../../evil.json")
 	if _, err := open(t, reg, "fwd", oci.Options{}).Version(ctx, "img", "1"); err == nil || !strings.Contains(err.Error(), "unexpected layer") {
 		t.Errorf("an SBOM under a name no version has: %v", err)

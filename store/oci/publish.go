@@ -480,10 +480,20 @@ func attestationTag(d godigest.Digest) string {
 // artifact built before imagectl made them) gets none.
 func (s *Store) attest(ctx context.Context, repo *remote.Repository, image string, desc ocispec.Descriptor, m *manifest.Manifest, fs []file) error {
 	subject := provenance.Resource{Name: s.registry + "/" + s.repoName(image), SHA256: desc.Digest.Encoded()}
+	// The SBOMs the manifest records, by their path beside the tgz.
+	sboms := map[string]manifest.SBOMFile{}
+	for _, f := range fs {
+		if f.role == store.RoleTarball {
+			for _, sb := range m.SBOMs(manifest.FilesBeside(f.path)) {
+				sboms[sb.Path] = sb
+			}
+		}
+	}
 	var layers []blob
 	for _, f := range fs {
 		var predicateType string
 		var stmt []byte
+		sb, isSBOM := sboms[f.path]
 		switch {
 		case f.role == store.RoleProvenance && m.Provenance != nil:
 			b, err := manifest.ReadDocument(f.path, m.Provenance, maxSmallFile)
@@ -491,17 +501,13 @@ func (s *Store) attest(ctx context.Context, repo *remote.Repository, image strin
 				return err
 			}
 			predicateType, stmt = m.Provenance.Format, b
-		case f.role == store.RoleSBOM && m.SBOM != nil, f.role == store.RoleCycloneDX && m.CycloneDX != nil:
-			d, ptype := m.SBOM, manifest.SPDXPredicateType
-			if f.role == store.RoleCycloneDX {
-				d, ptype = m.CycloneDX, manifest.CycloneDXPredicateType
-			}
-			b, err := manifest.ReadDocument(f.path, d, maxSmallFile)
+		case isSBOM && (f.role == store.RoleSBOM || f.role == store.RoleCycloneDX):
+			b, err := manifest.ReadDocument(f.path, sb.Document, maxSmallFile)
 			if err != nil {
 				return err
 			}
-			predicateType = ptype
-			if stmt, err = provenance.SBOMStatement(provenance.Resource{Name: m.Artifact.File, SHA256: m.Artifact.SHA256}, ptype, b); err != nil {
+			predicateType = sb.PredicateType
+			if stmt, err = provenance.SBOMStatement(provenance.Resource{Name: m.Artifact.File, SHA256: m.Artifact.SHA256}, sb.PredicateType, b); err != nil {
 				return err
 			}
 		default:

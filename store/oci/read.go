@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -99,13 +100,19 @@ func (s *Store) describe(ctx context.Context, repo *remote.Repository, image, ta
 	rv := &remoteVersion{desc: desc, m: m}
 	v := &store.Version{Image: image, Version: version, Ref: s.ref(image, version)}
 	v.Published, _ = time.Parse(time.RFC3339, m.Annotations[ocispec.AnnotationCreated])
-	allowed := store.VersionFiles(image, version)
+	known := store.VersionFiles(image, version)
+	allowed := maps.Clone(known)
 	var tgz ocispec.Descriptor
 	for _, l := range m.Layers {
 		name, role := l.Annotations[ocispec.AnnotationTitle], roleOf(l.MediaType)
 		if role == "" {
 			// A file of a kind a later imagectl publishes: not read, so
 			// that this one still reads the version.
+			continue
+		}
+		if _, ok := known[name]; !ok && (role == store.RoleSignature || role == store.RoleAttestation) {
+			// A signature or attestation a later imagectl adds (as this
+			// one added the CycloneDX SBOM's): not read either.
 			continue
 		}
 		if allowed[name] != role || l.Digest.Algorithm() != godigest.SHA256 || l.Digest.Validate() != nil {
