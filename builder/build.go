@@ -395,8 +395,9 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 		return nil, err
 	}
 	// Signatures of an earlier artifact of the same name would not match.
-	for _, name := range []string{a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle, a.ProvenanceAttestation, a.SBOMAttestation, a.CycloneDXAttestation} {
-		if p := filepath.Join(outDir, name); sigs[p] == nil {
+	beside := manifest.FilesBeside(res.Tarball)
+	for _, p := range append([]string{beside.TarballSignature, beside.TarballBundle, beside.ManifestSignature, beside.ManifestBundle}, beside.Attestations()...) {
+		if sigs[p] == nil {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("removing the signature of an earlier build: %w", err)
 			}

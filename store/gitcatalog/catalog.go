@@ -232,14 +232,11 @@ func (c *Catalog) Record(ctx context.Context, site string, p store.Promotion) er
 			return fmt.Errorf("%s: pushing to %s: %w", what, c.Location(), pushErr)
 		}
 		if attempt == maxAttempts {
-			if !lockContended(pushErr) {
-				return fmt.Errorf("%s: pushing to %s: the branch %s moved under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
-			}
-			if tip, err := c.fetch(ctx); err == nil && tip == base {
+			if lockContended(pushErr) {
 				return fmt.Errorf("%s: pushing to %s: the remote's lock on the branch %s was held at the last of %d attempts, giving up (a push that crashed leaves refs/heads/%s.lock behind on the remote): %w",
 					what, c.Location(), c.branch, attempt, c.branch, pushErr)
 			}
-			return fmt.Errorf("%s: pushing to %s: the branch %s moved or was locked under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
+			return fmt.Errorf("%s: pushing to %s: the branch %s moved under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
 		}
 		// Full jitter over a quarter of the default schedule: up to 250 ms,
 		// 500 ms, 1 s, … 7.5 s, so that racing machines spread out.

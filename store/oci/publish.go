@@ -501,7 +501,7 @@ func (s *Store) attest(ctx context.Context, repo *remote.Repository, image strin
 				return err
 			}
 			predicateType, stmt = m.Provenance.Format, b
-		case isSBOM && (f.role == store.RoleSBOM || f.role == store.RoleCycloneDX):
+		case isSBOM:
 			b, err := manifest.ReadDocument(f.path, sb.Document, maxSmallFile)
 			if err != nil {
 				return err
