@@ -81,9 +81,12 @@ that need formatting are listed and the exit status is 1 if there are any.`,
 }
 
 func fmtStdin(cmd *cobra.Command) error {
-	src, err := io.ReadAll(cmd.InOrStdin())
+	src, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), recipes.MaxInputSize+1))
 	if err != nil {
-		return err
+		return fmt.Errorf("reading standard input: %w", err)
+	}
+	if len(src) > recipes.MaxInputSize {
+		return fmt.Errorf("standard input is larger than %d bytes (1 MiB), the most imagectl reads of an HCL file", recipes.MaxInputSize)
 	}
 	out, diags := recipes.Format(src, "<stdin>")
 	if diags.HasErrors() {

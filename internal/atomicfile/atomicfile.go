@@ -4,28 +4,41 @@
 // aborted or crashed write leaves no file under the final name. A Set
 // publishes several files all or none (a build's outputs, a signature
 // pair, a key pair).
+//
+// It writes only regular files: the final name may be absent, a regular
+// file, or a symbolic link that resolves to a regular file (the link is
+// kept and its target replaced). Anything else there (a device such as
+// /dev/null, a FIFO, a socket, a directory, a dangling link) is refused,
+// so that imagectl, which runs as root, never replaces what is not a file.
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // File is a file being written; Commit publishes it, Abort discards it.
 // Abort after Commit does nothing, so `defer f.Abort()` is always safe.
 type File struct {
 	*os.File
-	final   string
+	final   string // where it is published: a link's target when the name was a link
 	done    bool
 	renamed bool // under its final name (even if the directory sync then failed)
 }
 
 // Create starts writing the file that will be published at path with the
-// given permissions.
+// given permissions. path must be absent, a regular file or a link to one
+// (see the package doc); a regular file replaced keeps its owner.
 func Create(path string, perm os.FileMode) (*File, error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	final, old, err := target(path)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(final), "."+filepath.Base(final)+".tmp-*")
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +47,82 @@ func Create(path string, perm os.FileMode) (*File, error) {
 		os.Remove(tmp.Name())
 		return nil, err
 	}
-	return &File{File: tmp, final: path}, nil
+	if old != nil {
+		if st, ok := old.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+			// The file stays its owner's; only root can give it back.
+			if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil {
+				tmp.Close()
+				os.Remove(tmp.Name())
+				return nil, err
+			}
+		}
+	}
+	return &File{File: tmp, final: final}, nil
+}
+
+// NotRegularError is Create's refusal of a name that holds something other
+// than a regular file.
+type NotRegularError struct {
+	Path string
+	What string // "a character device", "a FIFO", ...
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("refusing to write %s: it is %s, not a regular file", e.Path, e.What)
+}
+
+// target resolves the name a file is to be published under: the name
+// itself, or the regular file a link there leads to. It returns the
+// existing regular file's information, nil when there is none.
+func target(path string) (string, fs.FileInfo, error) {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return path, nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	final := path
+	if st.Mode()&fs.ModeSymlink != 0 {
+		resolved, err := filepath.EvalSymlinks(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil, &NotRegularError{Path: path, What: "a symbolic link to nothing"}
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("resolving %s: %w", path, err)
+		}
+		if st, err = os.Lstat(resolved); err != nil {
+			return "", nil, err
+		}
+		final = resolved
+	}
+	if !st.Mode().IsRegular() {
+		what := kind(st.Mode())
+		if final != path {
+			what = "a link to " + final + ", " + what
+		}
+		return "", nil, &NotRegularError{Path: path, What: what}
+	}
+	return final, st, nil
+}
+
+// kind names a file type the way an error should.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "not a regular file"
 }
 
 // Commit flushes the file to disk and renames it to its final name.
@@ -51,6 +139,12 @@ func (f *File) Commit() error {
 	if err := f.Close(); err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("writing %s: %w", f.final, err)
+	}
+	// Something may have taken the name since Create: the rename would
+	// replace it, so look again.
+	if st, err := os.Lstat(f.final); err == nil && !st.Mode().IsRegular() {
+		os.Remove(f.Name())
+		return &NotRegularError{Path: f.final, What: kind(st.Mode())}
 	}
 	if err := os.Rename(f.Name(), f.final); err != nil {
 		os.Remove(f.Name())
@@ -87,7 +181,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 }
 
 // Replace writes data to an existing file atomically, keeping its
-// permissions.
+// permissions and owner (through a link, the link's target).
 func Replace(path string, data []byte) error {
 	st, err := os.Stat(path)
 	if err != nil {

@@ -1,6 +1,11 @@
 package atomicfile
 
 import (
+	"errors"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,5 +105,94 @@ func TestReplaceKeepsMode(t *testing.T) {
 	}
 	if err := Replace(filepath.Join(t.TempDir(), "none"), nil); !os.IsNotExist(err) {
 		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// A name that holds anything but a regular file is refused, and left as it
+// was: as root, a rename would replace a device node (the probe replaced
+// /dev/full with a regular file).
+func TestRefusesWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "dir")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "nothing"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	toFIFO := filepath.Join(dir, "to-fifo")
+	if err := os.Symlink("fifo", toFIFO); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{fifo: "a FIFO", sub: "a directory", dangling: "a symbolic link to nothing", toFIFO: "a FIFO"}
+	if os.Geteuid() == 0 {
+		// The null device's numbers, made here: were it replaced, only
+		// this copy would be.
+		null := filepath.Join(dir, "null")
+		if err := syscall.Mknod(null, syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+			t.Fatal(err)
+		}
+		cases[null] = "a character device"
+	}
+	for p, what := range cases {
+		before, _ := os.Lstat(p)
+		err := WriteFile(p, []byte("x"), 0o644)
+		var nr *NotRegularError
+		if !errors.As(err, &nr) || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), p) {
+			t.Errorf("WriteFile(%s): %v; want a refusal naming it and %q", p, err, what)
+		}
+		after, _ := os.Lstat(p)
+		if after == nil || after.Mode() != before.Mode() {
+			t.Errorf("%s changed: %v -> %v", p, before.Mode(), after)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != len(cases) {
+		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// Through a link to a regular file, the target is written and the link
+// kept (fmt on a linked recipe used to replace the link with a copy); the
+// target keeps its mode and, as root, its owner.
+func TestWritesThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real", "recipe.hcl")
+	if err := os.Mkdir(filepath.Dir(real), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(real, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(real, 4321, 4321); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link.hcl")
+	if err := os.Symlink("real/recipe.hcl", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Replace(link, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link is gone: %v %v", st, err)
+	}
+	st, err := os.Stat(real)
+	if b, _ := os.ReadFile(real); err != nil || string(b) != "new" || st.Mode().Perm() != 0o640 {
+		t.Fatalf("target: %q %v %v", b, st.Mode(), err)
+	}
+	if os.Geteuid() == 0 {
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 4321 || sys.Gid != 4321 {
+			t.Errorf("owner %d:%d, want 4321:4321", sys.Uid, sys.Gid)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(real)); len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
 	}
 }
