@@ -1,8 +1,8 @@
 // Package textsafe owns how text that came from input (a recipe, a tar
 // entry name, a manifest, an SBOM, a server's answer) is made safe to
-// print: Terminal and Escape for a terminal or a log, where a control
-// character, an escape sequence, a bidi override or invalid UTF-8 is
-// written as a Go escape (\x1b, \u202e, \xff) instead of driving the
+// print: Terminal, Escape and Fprintf for a terminal or a log, where a
+// control character, an escape sequence, a bidi override or invalid UTF-8
+// is written as a Go escape (\x1b, \u202e, \xff) instead of driving the
 // terminal or starting a line of its own; MarkdownText and MarkdownCode
 // for a Markdown document, where nothing from the data becomes a heading,
 // a list, a link, a table or HTML. JSON needs neither: its encoding
@@ -11,6 +11,8 @@ package textsafe
 
 import (
 	"fmt"
+	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -44,6 +46,37 @@ func Escape(s, keep string) string {
 		i += size
 	}
 	return b.String()
+}
+
+// Fprintf is fmt.Fprintf with every argument that is text (a string, a
+// type whose kind is string, an error) escaped as Terminal does, so that a
+// format's own newlines are the only ones printed: for output whose values
+// came from input.
+func Fprintf(w io.Writer, format string, args ...any) (int, error) {
+	return fmt.Fprintf(w, format, Args(args...)...)
+}
+
+// Args returns args with every text argument escaped as Terminal does (see
+// Fprintf), the others as they are.
+func Args(args ...any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = Terminal(v)
+		case error:
+			out[i] = Terminal(v.Error())
+		case fmt.Stringer:
+			out[i] = a
+		default:
+			if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
+				out[i] = Terminal(rv.String())
+			} else {
+				out[i] = a
+			}
+		}
+	}
+	return out
 }
 
 // clean reports whether Escape(s, keep) is s.

@@ -1,6 +1,8 @@
 package textsafe
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -78,5 +80,15 @@ func TestMarkdownCode(t *testing.T) {
 		if got := MarkdownCode(c.in); got != c.want {
 			t.Errorf("MarkdownCode(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+type kind string
+
+func TestFprintf(t *testing.T) {
+	var b strings.Builder
+	Fprintf(&b, "%s|%v|%s|%d|%-6s|%q\n", "a\x1b", errors.New("e\nf"), kind("k\r"), 42, "pad", "q\x07")
+	if got, want := b.String(), `a\x1b|e\nf|k\r|42|pad   |"q\\a"`+"\n"; got != want {
+		t.Errorf("Fprintf wrote %q, want %q", got, want)
 	}
 }
