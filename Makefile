@@ -91,6 +91,7 @@ lint: build
 
 fuzz:
 	$(GO) test ./recipes -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/textsafe -run '^$$' -fuzz '^FuzzTerminal$$' -fuzztime $(FUZZTIME)
 
 base-image: $(BASE_VARS)
 

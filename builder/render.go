@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -37,6 +38,9 @@ func (p *Plan) redacted(w io.Writer, b []byte) error {
 func (p *Plan) redact(b []byte) []byte {
 	for _, s := range p.secrets {
 		b = bytes.ReplaceAll(b, []byte(s), []byte("(sensitive)"))
+		if e := textsafe.Terminal(s); e != s { // as WriteText prints it
+			b = bytes.ReplaceAll(b, []byte(e), []byte("(sensitive)"))
+		}
 		if q, err := json.Marshal(s); err == nil {
 			inner := q[1 : len(q)-1]
 			b = bytes.ReplaceAll(b, inner, []byte("(sensitive)"))
@@ -45,7 +49,9 @@ func (p *Plan) redact(b []byte) []byte {
 	return b
 }
 
-// WriteText writes the plan for a person to read before a build.
+// WriteText writes the plan for a person to read before a build. What the
+// recipe holds (a title, a description, names, paths) is escaped
+// (textsafe.Terminal): it can neither drive the terminal nor start a line.
 func (p *Plan) WriteText(w io.Writer) error {
 	var buf bytes.Buffer
 	if err := p.writeText(&buf); err != nil {
@@ -56,7 +62,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 
 func (p *Plan) writeText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	pf := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	pf := func(format string, args ...any) { textsafe.Fprintf(bw, format, args...) }
 
 	pf("Plan for image %s %s (%s)\n", p.Image.Name, p.Image.Version, p.Image.Architecture)
 	pf("  title:        %s\n", p.Image.Title)
@@ -173,14 +179,14 @@ func (p *Plan) writeText(w io.Writer) error {
 }
 
 func writeStep(w io.Writer, s steps.Step) {
-	fmt.Fprintf(w, "     - %s\n", s.Summary())
+	textsafe.Fprintf(w, "     - %s\n", s.Summary())
 	if b, ok := s.(steps.StageBundle); ok {
 		for _, e := range b.Entries {
 			switch e.Type {
 			case "file":
-				fmt.Fprintf(w, "         %s %s %s (%d bytes)\n", steps.ModeString(e.Mode), e.SHA256[:12], path.Join(b.Destination, e.Path), e.Size)
+				textsafe.Fprintf(w, "         %s %s %s (%d bytes)\n", steps.ModeString(e.Mode), e.SHA256[:12], path.Join(b.Destination, e.Path), e.Size)
 			case "symlink":
-				fmt.Fprintf(w, "         %s -> %s\n", path.Join(b.Destination, e.Path), e.Target)
+				textsafe.Fprintf(w, "         %s -> %s\n", path.Join(b.Destination, e.Path), e.Target)
 			}
 		}
 	}

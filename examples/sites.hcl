@@ -8,7 +8,8 @@ site "maas280" {
   # `maas apikey --username admin`, exported by CI.
   api_key_env  = "MAAS280_API_KEY"
   architecture = "amd64/generic" # default
-  # Each API request and each chunk but the last (default 60s).
+  # Each API request and each chunk but the last (default 60s). A MAAS
+  # that refuses connections is reported within it, not retried past it.
   timeout = "60s"
 
   # The GPUaaS deploy profile promote and rollback point at the promoted
@@ -25,7 +26,8 @@ site "maas280" {
     # The image whose promotions the profile follows (required: a profile
     # selects one image, and promoting another must not repoint it).
     image = "gpuaas-h200-host-ubuntu2404"
-    # Each admin API request (default 30s).
+    # Each admin API request (default 30s); as for MAAS, a refused
+    # connection is not retried past it.
     timeout = "30s"
   }
 }

@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/textsafe"
 )
 
-// WriteText writes the diff for a terminal, grouped by what changed.
+// WriteText writes the diff for a terminal, grouped by what changed. What
+// the manifests or SBOMs hold is escaped (textsafe.Terminal): it can
+// neither drive the terminal nor start a line.
 func (d *Diff) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s %s -> %s %s\n", d.A.Name, d.A.Version, d.B.Name, d.B.Version)
+	textsafe.Fprintf(bw, "%s %s -> %s %s\n", d.A.Name, d.A.Version, d.B.Name, d.B.Version)
 	if d.Equal {
 		fmt.Fprintln(bw, "  no differences in content")
 		return bw.Flush()
@@ -18,16 +22,20 @@ func (d *Diff) WriteText(w io.Writer) error {
 	d.sections(func(title string, lines []string) {
 		fmt.Fprintf(bw, "\n%s\n", title)
 		for _, l := range lines {
-			fmt.Fprintf(bw, "  %s\n", l)
+			textsafe.Fprintf(bw, "  %s\n", l)
 		}
 	})
 	return bw.Flush()
 }
 
-// WriteMarkdown writes the diff as a release-note section.
+// WriteMarkdown writes the diff as a release-note section. What the
+// manifests or SBOMs hold is Markdown's text, never its syntax: escaped in
+// the heading (textsafe.MarkdownText), a code span in each change
+// (textsafe.MarkdownCode), so that it adds no heading, link, table or HTML
+// to the notes.
 func (d *Diff) WriteMarkdown(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "## %s %s → %s\n", d.B.Name, d.A.Version, d.B.Version)
+	fmt.Fprintf(bw, "## %s %s → %s\n", textsafe.MarkdownText(d.B.Name), textsafe.MarkdownText(d.A.Version), textsafe.MarkdownText(d.B.Version))
 	if d.Equal {
 		fmt.Fprintln(bw, "\nNo differences in content.")
 		return bw.Flush()
@@ -35,7 +43,7 @@ func (d *Diff) WriteMarkdown(w io.Writer) error {
 	d.sections(func(title string, lines []string) {
 		fmt.Fprintf(bw, "\n### %s\n\n", title)
 		for _, l := range lines {
-			fmt.Fprintf(bw, "- `%s`\n", strings.ReplaceAll(l, "`", "'"))
+			fmt.Fprintf(bw, "- %s\n", textsafe.MarkdownCode(l))
 		}
 	})
 	return bw.Flush()

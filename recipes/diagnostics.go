@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/gpuaas/imagectl/internal/textsafe"
 )
 
 // SortDiagnostics orders diagnostics by file and position, those without a
@@ -144,37 +145,10 @@ func pluralWord(n int, word string) string {
 	return word + "s"
 }
 
-// escapeText returns s with every character that is not printable (control
-// characters, C1 controls, bidi overrides and other format characters,
-// invalid UTF-8) written as a Go escape, so that text from a recipe cannot
-// drive the terminal it is printed on. Characters in keep stay as they are.
-func escapeText(s, keep string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (!strconv.IsPrint(r) && !strings.ContainsRune(keep, r)) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case strings.ContainsRune(keep, r) || (r != utf8.RuneError && strconv.IsPrint(r)):
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRuneToASCII(r) // '\x1b', '\u0085', '\ufffd'
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	return b.String()
-}
+// escapeText writes the characters of s that are not printable as Go
+// escapes, keeping those in keep (textsafe.Escape), so that text from a
+// recipe cannot drive the terminal it is printed on.
+func escapeText(s, keep string) string { return textsafe.Escape(s, keep) }
 
 // cutRunes returns s cut to at most n characters, "..." marking a cut.
 func cutRunes(s string, n int) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/cache"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/store/oci"
 )
 
@@ -60,7 +61,7 @@ recently used of either until the whole fits.`,
 			layers := cache.Layers(d)
 			fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", "KEY", "IMAGE", "LAYER", "CREATED", "SIZE", "LAST USED")
 			for _, e := range c.Layers {
-				fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", shortKey(e.Key), e.Image, e.Layer, e.Created.Local().Format("2006-01-02 15:04:05"),
+				textsafe.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", shortKey(e.Key), e.Image, e.Layer, e.Created.Local().Format("2006-01-02 15:04:05"),
 					humanBytes(e.Bytes), layers.LastUsed(&e).Local().Format("2006-01-02 15:04:05"))
 			}
 			fmt.Fprintf(w, "%d snapshots, %s in %s\n", len(c.Layers), humanBytes(c.LayerBytes), c.LayersDir)
@@ -71,7 +72,7 @@ recently used of either until the whole fits.`,
 					if v.Tarball {
 						tgz = "yes"
 					}
-					fmt.Fprintf(w, "%-60s %-4s %10s %s\n", v.Ref, tgz, humanBytes(v.Bytes), v.LastUsed.Local().Format("2006-01-02 15:04:05"))
+					textsafe.Fprintf(w, "%-60s %-4s %10s %s\n", v.Ref, tgz, humanBytes(v.Bytes), v.LastUsed.Local().Format("2006-01-02 15:04:05"))
 				}
 			}
 			fmt.Fprintf(w, "%d registry versions, %s in %s\n", len(c.Registry), humanBytes(c.RegistryBytes), c.RegistryDir)
@@ -121,7 +122,7 @@ finish, and they wait while it runs. Downloaded base images are not pruned.`,
 			if len(p.InUse) > 0 {
 				fmt.Fprintf(w, "kept %d registry versions read in the last %s, in use:\n", len(p.InUse), oci.InUse)
 				for _, v := range p.InUse {
-					fmt.Fprintf(w, "  %s\n", v.Ref)
+					textsafe.Fprintf(w, "  %s\n", v.Ref)
 				}
 			}
 			return nil

@@ -2,11 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storeopen"
 	"github.com/gpuaas/imagectl/validate"
@@ -61,15 +61,17 @@ its tgz from a registry into the local cache, verified, when it is remote.`,
 					return err
 				}
 			} else {
+				// Messages carry the tgz's entry names and waiver reasons
+				// the manifest's: escaped, one line each.
 				for _, f := range r.Findings {
 					if f.Waived {
-						fmt.Fprintf(cmd.OutOrStdout(), "%s (waived: %s): %s: %s\n", f.Severity, f.WaiverReason, f.Check, f.Message)
+						textsafe.Fprintf(cmd.OutOrStdout(), "%s (waived: %s): %s: %s\n", f.Severity, f.WaiverReason, f.Check, f.Message)
 						continue
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
+					textsafe.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
 				}
 				if len(r.Findings) == 0 {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: deployable, no findings\n", strings.Join(args, " "))
+					textsafe.Fprintf(cmd.OutOrStdout(), "%s: deployable, no findings\n", strings.Join(args, " "))
 				}
 			}
 			if !r.Deployable {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/store"
@@ -50,13 +51,13 @@ the same for two versions from the store.`,
 				for _, ver := range args[1:] {
 					v, err := sf.version(cmd.Context(), env, args[0], ver, false)
 					if err != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
+						fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err))
 						return exitError{2}
 					}
 					p := v.Manifest
 					if sboms {
 						if p, err = sbomOf(v.Manifest, v.Dir); err != nil {
-							fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s %s: %v\n", args[0], ver, err)
+							textsafe.Fprintf(cmd.ErrOrStderr(), "imagectl: %s %s: %v\n", args[0], ver, err)
 							return exitError{2}
 						}
 					}
@@ -67,7 +68,7 @@ the same for two versions from the store.`,
 			}
 			d, err := compare(paths, sboms)
 			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
+				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err))
 				return exitError{2}
 			}
 			switch output {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 )
 
 // progress renders the events of a build, a smoke test or an upload: JSON
@@ -30,16 +31,18 @@ func progress(w io.Writer, jsonOut, terminal bool) func(event.Event) {
 		if terminal {
 			ok, fail, run = "\x1b[32m✓\x1b[0m", "\x1b[31m✗\x1b[0m", "\x1b[2m…\x1b[0m"
 		}
-		what := e.Phase
+		// Summaries and messages carry what a recipe or a server said:
+		// escaped, so that only our own colours drive the terminal.
+		what := textsafe.Terminal(e.Phase)
 		if e.Type == "step" {
-			what = e.Layer + ": " + e.Summary
+			what = textsafe.Terminal(e.Layer + ": " + e.Summary)
 		}
 		switch {
 		case e.Type == "log":
-			fmt.Fprintf(w, "     %s\n", e.Message)
+			fmt.Fprintf(w, "     %s\n", textsafe.Terminal(e.Message))
 		case e.Type == "progress":
 			if terminal && e.Total > 0 {
-				fmt.Fprintf(w, "\r     %s %3d%%", e.Phase, e.Done*100/e.Total)
+				fmt.Fprintf(w, "\r     %s %3d%%", what, e.Done*100/e.Total)
 				if e.Done == e.Total {
 					fmt.Fprintln(w)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
@@ -212,7 +213,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	}
 	if !res.OK() {
 		if c.output != "json" {
-			fmt.Fprintf(stderr, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
+			textsafe.Fprintf(stderr, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
 		}
 		return exitError{1}
 	}
@@ -224,7 +225,7 @@ func rolloutTable(w io.Writer, res *release.RolloutResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SITE\tRESULT\tVERSION\tPREVIOUS\tDETAIL")
 	for _, s := range res.Sites {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Site, s.Result, dash(s.Version), dash(s.Previous), s.Detail)
+		textsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Site, s.Result, dash(s.Version), dash(s.Previous), s.Detail)
 	}
 	return tw.Flush()
 }
@@ -308,30 +309,30 @@ func printPromotion(w io.Writer, output string, res *release.Result) error {
 	}
 	switch p := res.Promotion; {
 	case p == nil:
-		fmt.Fprintf(w, "site %s already runs %s %s (%s)\n", res.Site, res.Image, res.Version, up)
+		textsafe.Fprintf(w, "site %s already runs %s %s (%s)\n", res.Site, res.Image, res.Version, up)
 	case p.Rollback:
-		fmt.Fprintf(w, "rolled %s at site %s back from %s to %s (%s)\n", res.Image, res.Site, p.Previous, p.Version, up)
+		textsafe.Fprintf(w, "rolled %s at site %s back from %s to %s (%s)\n", res.Image, res.Site, p.Previous, p.Version, up)
 	case p.Previous == "":
-		fmt.Fprintf(w, "promoted %s %s to site %s (%s)\n", res.Image, res.Version, res.Site, up)
+		textsafe.Fprintf(w, "promoted %s %s to site %s (%s)\n", res.Image, res.Version, res.Site, up)
 	default:
-		fmt.Fprintf(w, "promoted %s %s to site %s, replacing %s (%s)\n", res.Image, res.Version, res.Site, p.Previous, up)
+		textsafe.Fprintf(w, "promoted %s %s to site %s, replacing %s (%s)\n", res.Image, res.Version, res.Site, p.Previous, up)
 	}
 	if !res.Verified {
 		fmt.Fprintln(w, "warning: not verified (--insecure-skip-verify)")
 	}
 	for _, warn := range res.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
+		textsafe.Fprintf(w, "warning: %s\n", warn)
 	}
-	fmt.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
+	textsafe.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
 	for _, p := range res.Profiles {
 		switch p.Outcome {
 		case profile.Unchanged:
-			fmt.Fprintf(w, "deploy profile %s of admin site %s already selects %s\n", p.ProfileID, p.SiteID, p.DistroSeries)
+			textsafe.Fprintf(w, "deploy profile %s of admin site %s already selects %s\n", p.ProfileID, p.SiteID, p.DistroSeries)
 		case profile.Confirmed:
-			fmt.Fprintf(w, "deploy profile %s of admin site %s: %s -> %s (the PATCH got no answer; reading the profile back confirmed it)\n",
+			textsafe.Fprintf(w, "deploy profile %s of admin site %s: %s -> %s (the PATCH got no answer; reading the profile back confirmed it)\n",
 				p.ProfileID, p.SiteID, p.Previous, p.DistroSeries)
 		default:
-			fmt.Fprintf(w, "deploy profile %s of admin site %s: %s -> %s\n", p.ProfileID, p.SiteID, p.Previous, p.DistroSeries)
+			textsafe.Fprintf(w, "deploy profile %s of admin site %s: %s -> %s\n", p.ProfileID, p.SiteID, p.Previous, p.DistroSeries)
 		}
 	}
 	if r := res.ProfilePatch; r != nil {
@@ -380,14 +381,14 @@ exits 1 when anything drifted.`,
 
 func statusText(w io.Writer, st *release.SiteStatus) error {
 	if len(st.Images) == 0 {
-		fmt.Fprintf(w, "site %s: nothing promoted, and MAAS holds no version of the store's images\n", st.Site)
+		textsafe.Fprintf(w, "site %s: nothing promoted, and MAAS holds no version of the store's images\n", st.Site)
 	}
 	for _, img := range st.Images {
 		if img.Promoted != "" {
-			fmt.Fprintf(w, "%s: %s promoted by %s at %s, distro_series %s\n", img.Image, img.Promoted, img.PromotedBy,
+			textsafe.Fprintf(w, "%s: %s promoted by %s at %s, distro_series %s\n", img.Image, img.Promoted, img.PromotedBy,
 				img.PromotedAt.Format(time.RFC3339), img.DistroSeries)
 		} else {
-			fmt.Fprintf(w, "%s: not promoted at site %s\n", img.Image, st.Site)
+			textsafe.Fprintf(w, "%s: not promoted at site %s\n", img.Image, st.Site)
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, h := range img.MAAS {
@@ -403,13 +404,13 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 			if h.Promoted {
 				mark = "*"
 			}
-			fmt.Fprintf(tw, "  %s %s\t#%d\t%s\tsha256 %.12s\t%s\n", mark, h.Name, h.ID, state, h.SHA256, match)
+			textsafe.Fprintf(tw, "  %s %s\t#%d\t%s\tsha256 %.12s\t%s\n", mark, h.Name, h.ID, state, h.SHA256, match)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		for _, d := range img.Drift {
-			fmt.Fprintf(w, "  drift: %s: %s\n", d.Kind, d.Message)
+			textsafe.Fprintf(w, "  drift: %s: %s\n", d.Kind, d.Message)
 		}
 	}
 	for _, p := range st.Profiles {
@@ -421,7 +422,7 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 		if p.Drift {
 			mark = fmt.Sprintf(", NOT %s", p.Want)
 		}
-		fmt.Fprintf(w, "deploy profile %s of admin site %s selects %s%s\n", p.ProfileID, p.SiteID, sel, mark)
+		textsafe.Fprintf(w, "deploy profile %s of admin site %s selects %s%s\n", p.ProfileID, p.SiteID, sel, mark)
 	}
 	return nil
 }
@@ -456,13 +457,13 @@ func newHistoryCmd(env []string) *cobra.Command {
 				if p.Rollback {
 					v += " (rollback)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.At.Format(time.RFC3339), v, dash(p.Previous), p.By, p.Reason)
+				textsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.At.Format(time.RFC3339), v, dash(p.Previous), p.By, p.Reason)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			if cur != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "site %s runs %s %s\n", site, args[0], cur)
+				textsafe.Fprintf(cmd.OutOrStdout(), "site %s runs %s %s\n", site, args[0], cur)
 			}
 			return nil
 		},
@@ -519,10 +520,10 @@ left alone. It only says what it would delete unless --yes.`,
 			}
 			w := cmd.OutOrStdout()
 			for _, h := range res.Delete {
-				fmt.Fprintf(w, "%s %s (boot resource %d, %s %s)\n", verb, h.Name, h.ID, h.Image, h.Version)
+				textsafe.Fprintf(w, "%s %s (boot resource %d, %s %s)\n", verb, h.Name, h.ID, h.Image, h.Version)
 			}
 			for _, k := range res.Kept {
-				fmt.Fprintf(w, "kept %s (boot resource %d): %s\n", k.Name, k.ID, k.Why)
+				textsafe.Fprintf(w, "kept %s (boot resource %d): %s\n", k.Name, k.ID, k.Why)
 			}
 			if !yes && len(res.Delete) > 0 {
 				fmt.Fprintln(w, "dry run: --yes deletes them")

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/internal/textsafe"
 )
 
 type streams struct {
@@ -43,15 +45,22 @@ func run(ctx context.Context, args []string, s streams, env []string) int {
 		case !strings.Contains(msg, cause):
 			msg += " (" + cause + ")"
 		}
-		fmt.Fprintf(s.err, "imagectl: %s\n", msg)
+		fmt.Fprintf(s.err, "imagectl: %s\n", textsafe.Escape(msg, "\n\t"))
 		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(s.err, "imagectl: %v\n", err)
+		fmt.Fprintf(s.err, "imagectl: %s\n", errorText(err))
 		return 1
 	}
 }
+
+// errorText is err's message for the terminal: whatever it carries from
+// input (a server's answer, an entry name, a path), no control character
+// reaches the terminal but the newlines and tabs that lay out its lines.
+// Values that could hold a newline of their own are escaped where they
+// enter the message.
+func errorText(err error) string { return textsafe.Escape(err.Error(), "\n\t") }
 
 func newRootCmd(s streams, env []string) *cobra.Command {
 	root := &cobra.Command{

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/signing"
@@ -96,9 +97,9 @@ manifest records. cosign verifies the result offline:
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), a)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n", a.Tarball.File, a.Tarball.SHA256, a.Tarball.Size)
+			textsafe.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n", a.Tarball.File, a.Tarball.SHA256, a.Tarball.Size)
 			for _, f := range a.Files() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", f)
+				textsafe.Fprintf(cmd.OutOrStdout(), "%s\n", f)
 			}
 			return nil
 		},
@@ -157,12 +158,12 @@ log is consulted.`,
 				if !c.OK {
 					status = "FAIL"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %-25s %s\n", status, c.Name, c.File)
+				textsafe.Fprintf(cmd.OutOrStdout(), "%s %-25s %s\n", status, c.Name, c.File)
 			}
 			if err := r.Err(); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "verified %s (sha256 %s, %d bytes) and %s\n", r.Tarball, r.SHA256, r.Size, r.Manifest)
+			textsafe.Fprintf(cmd.OutOrStdout(), "verified %s (sha256 %s, %d bytes) and %s\n", r.Tarball, r.SHA256, r.Size, r.Manifest)
 			return nil
 		},
 	}

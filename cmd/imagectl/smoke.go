@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/smoke"
 	"github.com/gpuaas/imagectl/store"
@@ -123,7 +124,7 @@ remote; the console log and timeline then go to the current directory.`,
 				printFiles(out, res)
 			}
 			if errors.Is(err, smoke.ErrFailed) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %v\n", err)
+				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err))
 				return exitError{1}
 			}
 			return err
@@ -147,14 +148,14 @@ remote; the console log and timeline then go to the current directory.`,
 
 func printSmoke(w io.Writer, r *smoke.Result) {
 	for _, l := range r.Lines {
-		fmt.Fprintf(w, "%-4s %s: %s\n", l.Status, l.Check, l.Detail)
+		textsafe.Fprintf(w, "%-4s %s: %s\n", l.Status, l.Check, l.Detail)
 		if l.Status == "FAIL" && l.Remediation != "" {
-			fmt.Fprintf(w, "     remediation: %s\n", strings.ReplaceAll(l.Remediation, "\n", "\n                  "))
+			fmt.Fprintf(w, "     remediation: %s\n", strings.ReplaceAll(textsafe.Escape(l.Remediation, "\n"), "\n", "\n                  "))
 		}
 	}
-	fmt.Fprintf(w, "profile %s, stage %s\n", r.Profile, r.Stage)
+	textsafe.Fprintf(w, "profile %s, stage %s\n", r.Profile, r.Stage)
 	if b := r.Bootstrap; b != nil {
-		fmt.Fprintf(w, "site bootstrap %s (%s): ", b.Bundle, b.Entrypoint)
+		textsafe.Fprintf(w, "site bootstrap %s (%s): ", b.Bundle, b.Entrypoint)
 		if b.Exit == nil {
 			fmt.Fprintln(w, "did not finish")
 		} else {
@@ -162,17 +163,17 @@ func printSmoke(w io.Writer, r *smoke.Result) {
 		}
 	}
 	if r.SystemState != "" {
-		fmt.Fprintf(w, "boot: system %s", r.SystemState)
+		textsafe.Fprintf(w, "boot: system %s", r.SystemState)
 		for i, u := range r.FailedUnits {
 			if i == 0 {
 				fmt.Fprint(w, ", failed units:")
 			}
-			fmt.Fprint(w, " ", u)
+			textsafe.Fprintf(w, " %s", u)
 		}
 		fmt.Fprintln(w)
 	}
 	if r.KernelCmdline != "" {
-		fmt.Fprintf(w, "kernel command line: %s\n", r.KernelCmdline)
+		textsafe.Fprintf(w, "kernel command line: %s\n", r.KernelCmdline)
 	}
 	total := 0.0
 	for _, s := range r.Seconds {
@@ -211,12 +212,12 @@ func printTimeline(w io.Writer, t *smoke.Timeline, base *smoke.Timeline, baseFil
 		}
 	}
 	if len(t.Missing) > 0 {
-		fmt.Fprintf(w, "  not seen: %s\n", strings.Join(t.Missing, ", "))
+		textsafe.Fprintf(w, "  not seen: %s\n", strings.Join(t.Missing, ", "))
 	}
 	if base != nil {
-		fmt.Fprintf(w, "  baseline: %s (%s %s, %s, profile %s, stage %s)\n", baseFile, base.Image, base.Version, base.Accelerator, base.Profile, base.Stage)
+		textsafe.Fprintf(w, "  baseline: %s (%s %s, %s, profile %s, stage %s)\n", baseFile, base.Image, base.Version, base.Accelerator, base.Profile, base.Stage)
 		if base.Accelerator != t.Accelerator {
-			fmt.Fprintf(w, "  the baseline ran under %s and this run under %s: their times do not compare\n", base.Accelerator, t.Accelerator)
+			textsafe.Fprintf(w, "  the baseline ran under %s and this run under %s: their times do not compare\n", base.Accelerator, t.Accelerator)
 		}
 	}
 }
@@ -230,9 +231,9 @@ func num(f *float64, format string) string {
 }
 
 func printFiles(w io.Writer, r *smoke.Result) {
-	fmt.Fprintf(w, "console log: %s\n", r.ConsoleLog)
+	textsafe.Fprintf(w, "console log: %s\n", r.ConsoleLog)
 	if r.TimelineFile != "" {
-		fmt.Fprintf(w, "timeline: %s\n", r.TimelineFile)
+		textsafe.Fprintf(w, "timeline: %s\n", r.TimelineFile)
 	}
 }
 

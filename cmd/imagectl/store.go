@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/signing"
@@ -108,7 +109,7 @@ func newImagesCmd(env []string) *cobra.Command {
 			fmt.Fprintln(tw, "IMAGE\tVERSION\tPUBLISHED\tSIZE\tSHA256\tSIGNED")
 			for _, img := range imgs {
 				for _, v := range img.Versions {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.12s\t%s\n", img.Name, v.Version, v.Published.Format(time.RFC3339), v.Size, v.SHA256, yesNo(v.Signed()))
+					textsafe.Fprintf(tw, "%s\t%s\t%s\t%d\t%.12s\t%s\n", img.Name, v.Version, v.Published.Format(time.RFC3339), v.Size, v.SHA256, yesNo(v.Signed()))
 				}
 			}
 			return tw.Flush()
@@ -163,28 +164,28 @@ func newShowCmd(env []string) *cobra.Command {
 
 func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "%s %s: %s\n", v.Image, v.Version, m.Image.Title)
-	fmt.Fprintf(tw, "  published\t%s\n", v.Published.Format(time.RFC3339))
-	fmt.Fprintf(tw, "  tgz\t%d bytes, sha256 %s\n", v.Size, v.SHA256)
-	fmt.Fprintf(tw, "  signed\t%s\n", yesNo(v.Signed()))
+	textsafe.Fprintf(w, "%s %s: %s\n", v.Image, v.Version, m.Image.Title)
+	textsafe.Fprintf(tw, "  published\t%s\n", v.Published.Format(time.RFC3339))
+	textsafe.Fprintf(tw, "  tgz\t%d bytes, sha256 %s\n", v.Size, v.SHA256)
+	textsafe.Fprintf(tw, "  signed\t%s\n", yesNo(v.Signed()))
 	if t := m.MAAS; t != nil {
-		fmt.Fprintf(tw, "  maas\t%s as %s (distro_series %s, base %s)\n", t.Name, t.VersionedName, t.DistroSeries, t.BaseImage)
+		textsafe.Fprintf(tw, "  maas\t%s as %s (distro_series %s, base %s)\n", t.Name, t.VersionedName, t.DistroSeries, t.BaseImage)
 	}
 	if p := m.Lineage.ParentVersion; p != "" {
-		fmt.Fprintf(tw, "  parent\t%s\n", p)
+		textsafe.Fprintf(tw, "  parent\t%s\n", p)
 	}
 	if r := m.Lineage.SourceRevision; r != "" {
-		fmt.Fprintf(tw, "  source\t%s\n", r)
+		textsafe.Fprintf(tw, "  source\t%s\n", r)
 	}
 	errs := len(m.DeployErrors())
-	fmt.Fprintf(tw, "  deployability\t%d findings, %d blocking\n", len(m.Deploy), errs)
-	fmt.Fprintf(tw, "  directory\t%s\n", v.Dir)
+	textsafe.Fprintf(tw, "  deployability\t%d findings, %d blocking\n", len(m.Deploy), errs)
+	textsafe.Fprintf(tw, "  directory\t%s\n", v.Dir)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, f := range v.Files {
-		fmt.Fprintf(tw, "    %s\t%s\t%d\t%.12s\n", f.Name, f.Role, f.Size, f.SHA256)
+		textsafe.Fprintf(tw, "    %s\t%s\t%d\t%.12s\n", f.Name, f.Role, f.Size, f.SHA256)
 	}
 	return tw.Flush()
 }
@@ -279,7 +280,7 @@ func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []s
 	for i, s := range sigs {
 		out[i] = v.Path(s)
 	}
-	fmt.Fprintf(log, "published %s %s in the store %s\n", v.Image, v.Version, sb.root)
+	textsafe.Fprintf(log, "published %s %s in the store %s\n", v.Image, v.Version, sb.root)
 	return out, nil
 }
 
@@ -357,7 +358,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 			if v.Ref != "" {
 				where = v.Ref
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s: %s\n  sha256 %s, %d bytes, signed: %s\n", verb, v.Image, v.Version, where, v.SHA256, v.Size, yesNo(v.Signed()))
+			textsafe.Fprintf(cmd.OutOrStdout(), "%s %s %s: %s\n  sha256 %s, %d bytes, signed: %s\n", verb, v.Image, v.Version, where, v.SHA256, v.Size, yesNo(v.Signed()))
 			return nil
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/release"
@@ -100,7 +101,7 @@ json prints one JSON event per line on stdout.`,
 			if res.Skipped {
 				verb = "already held"
 			}
-			fmt.Fprintf(out, "%s %s to site %s as %s (boot resource %d, %q)\ndistro_series: %s\n",
+			textsafe.Fprintf(out, "%s %s to site %s as %s (boot resource %d, %q)\ndistro_series: %s\n",
 				verb, what, res.Site, res.Name, res.Resource.ID, res.Title, res.DistroSeries)
 			return nil
 		},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -46,7 +47,7 @@ a file it reads blocks; a second one exits at once.`,
 					"layers": len(r.Image.Layers), "enabled_layers": enabled, "diagnostics": []any{},
 				})
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (image %s, %d layers, %d enabled)\n", args[0], r.Image.Name, len(r.Image.Layers), enabled)
+			_, err = textsafe.Fprintf(cmd.OutOrStdout(), "%s: valid (image %s, %d layers, %d enabled)\n", args[0], r.Image.Name, len(r.Image.Layers), enabled)
 			return err
 		},
 	}

@@ -1,11 +1,15 @@
 // Package backoff owns the waits between the attempts of imagectl's HTTP
 // clients (upload/maas, upload/profile): the default schedule, 1 s
-// doubling up to 30 s, and a wait that ends early with its context. When
-// to retry is each client's own.
+// doubling up to 30 s, a wait that ends early with its context, and the
+// bound on retrying a request that could not connect (Within,
+// NoConnection). When to retry
+// is each client's own.
 package backoff
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
 )
 
@@ -30,4 +34,20 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Within reports whether a retry after wait would start within limit of
+// start, the first try. A request that could not connect (NoConnection) is
+// retried only while this holds, so that a server that is not there is
+// reported in about the configured timeout, not after every backoff of the
+// schedule.
+func Within(start time.Time, limit, wait time.Duration) bool {
+	return time.Since(start)+wait <= limit
+}
+
+// NoConnection reports whether err is a failure to connect: a refused
+// connection, an unknown host, no route (a dial error).
+func NoConnection(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -3,6 +3,9 @@ package backoff
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -28,5 +31,31 @@ func TestSleep(t *testing.T) {
 	start := time.Now()
 	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
 		t.Errorf("a cancelled sleep: %v after %v", err, time.Since(start))
+	}
+}
+
+func TestWithin(t *testing.T) {
+	start := time.Now().Add(-3 * time.Second)
+	if !Within(start, 5*time.Second, time.Second) {
+		t.Error("a retry 4 s after the first try is not within 5 s")
+	}
+	if Within(start, 5*time.Second, 4*time.Second) {
+		t.Error("a retry 7 s after the first try is within 5 s")
+	}
+}
+
+func TestNoConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = http.Get("http://" + addr + "/")
+	if err == nil || !NoConnection(fmt.Errorf("listing: %w", err)) {
+		t.Errorf("a refused connection (%v) is not NoConnection", err)
+	}
+	if NoConnection(context.DeadlineExceeded) || NoConnection(errors.New("503")) {
+		t.Error("a timeout or an answer is NoConnection")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	gomaasapi "github.com/juju/gomaasapi/v2"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -147,11 +148,11 @@ type APIError struct {
 	Message string
 }
 
+// Error says what MAAS answered: its body cut to 500 characters and escaped
+// (textsafe.Terminal), so that it can neither drive the terminal nor start
+// a line of its own.
 func (e *APIError) Error() string {
-	msg := strings.TrimSpace(e.Message)
-	if len(msg) > 500 {
-		msg = msg[:500] + "…"
-	}
+	msg := textsafe.Terminal(textsafe.Cut(strings.TrimSpace(e.Message), 500))
 	hint := ""
 	switch e.Status {
 	case http.StatusUnauthorized:
@@ -191,12 +192,19 @@ func (c *Client) sleep(ctx context.Context, n int) error {
 }
 
 // withRetries runs f until it succeeds, fails for good, or runs out of
-// retries; event reports each retry.
+// retries; event reports each retry. A request that could not connect (a
+// refused connection, an unknown host) is sent again only within the
+// Timeout of the first try (backoff.Within), so that a MAAS that is not
+// there is reported in about the site's timeout, not after every backoff.
 func (c *Client) withRetries(ctx context.Context, event func(string), f func() error) error {
+	start := time.Now()
 	for n := 1; ; n++ {
 		err := f()
 		if err == nil || !retryable(ctx, err) || n > c.cfg.Retries {
 			return err
+		}
+		if backoff.NoConnection(err) && !backoff.Within(start, c.cfg.Timeout, c.cfg.Backoff(n)) {
+			return fmt.Errorf("%w (tried %d times within the timeout of %v)", err, n, c.cfg.Timeout)
 		}
 		if event != nil {
 			event(fmt.Sprintf("retry %d/%d after %v", n, c.cfg.Retries, err))

@@ -35,5 +35,6 @@
 //
 // Inject adds faults per request kind (internal/simfault schedules them): a
 // timeout after the request was applied, a 503, a connection dropped
-// mid-chunk, a corrupted chunk.
+// mid-chunk, a corrupted chunk, a refusal with a status and body of the
+// test's choosing.
 package maassim

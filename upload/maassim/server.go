@@ -1,6 +1,7 @@
 package maassim
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding"
@@ -79,6 +80,10 @@ const (
 	// Corrupt flips a bit of the chunk's first byte as it is stored
 	// (chunks only), as a faulty network path or disk would.
 	Corrupt FaultKind = "corrupt"
+	// Refuse answers Fault.Status (default 400) with Fault.Body as its
+	// text, without applying the request: MAAS refusing it in words of
+	// its own.
+	Refuse FaultKind = "refuse"
 )
 
 // Fault is an injected failure for requests of one kind.
@@ -91,6 +96,9 @@ type Fault struct {
 	Times int
 	// RetryAfter, for Unavailable, sets the Retry-After header (seconds).
 	RetryAfter int
+	// Status and Body are Refuse's answer.
+	Status int
+	Body   string
 }
 
 // Server is a running simulated MAAS.
@@ -404,6 +412,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		case Corrupt:
 			body = &flipFirst{r: r.Body}
+		case Refuse:
+			textError(w, cmp.Or(fault.Status, http.StatusBadRequest), fault.Body)
+			return
 		}
 	}
 	if isChunkRoute {

@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -210,6 +212,9 @@ type answer struct {
 	// noAnswer is set when the request got no response (a timeout, a
 	// dropped connection): it may or may not have been applied.
 	noAnswer error
+	// noConnection is set when it could not even connect (refused, an
+	// unknown host): it was not applied.
+	noConnection bool
 }
 
 const maxBody = 1 << 20
@@ -251,7 +256,7 @@ func (c *Client) do(ctx context.Context, method string, body []byte, key string)
 		} else if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			why = ue.Err.Error()
 		}
-		return answer{noAnswer: errors.New(why)}, nil
+		return answer{noAnswer: errors.New(why), noConnection: backoff.NoConnection(err)}, nil
 	}
 	a := answer{status: resp.StatusCode, body: b}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
@@ -264,27 +269,29 @@ func (c *Client) apiError(doing string, a answer) *APIError {
 	return &APIError{Doing: doing, Status: a.status, Message: c.message(a.body), TokenSource: c.cfg.TokenSource}
 }
 
-// message is what the server said, at most 300 characters on one line,
-// from a JSON error's usual fields or the raw body, without the token.
+// message is what the server said, at most 300 characters on one line:
+// a JSON error's usual fields, each that is there (an "error" and the
+// "message" that explains it, a problem's "title" and "detail"), else the
+// raw body; without the token, and escaped (textsafe.Terminal).
 func (c *Client) message(b []byte) string {
 	var obj map[string]any
 	msg := string(b)
 	if json.Unmarshal(b, &obj) == nil {
-		for _, k := range []string{"error", "message", "detail", "title"} {
-			if s, ok := obj[k].(string); ok && s != "" {
-				msg = s
-				break
+		var parts []string
+		for _, k := range []string{"error", "title", "message", "detail"} {
+			if s, ok := obj[k].(string); ok && strings.TrimSpace(s) != "" && !slices.Contains(parts, s) {
+				parts = append(parts, s)
 			}
+		}
+		if len(parts) > 0 {
+			msg = strings.Join(parts, ": ")
 		}
 	}
 	if c.cfg.Token != "" {
 		msg = strings.ReplaceAll(msg, c.cfg.Token, "[token]")
 	}
-	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r < ' ' || r == ' ' || r == 0x7f }), " ")
-	if r := []rune(msg); len(r) > 300 {
-		msg = string(r[:300]) + "…"
-	}
-	return msg
+	msg = strings.Join(strings.Fields(msg), " ") // one line
+	return textsafe.Terminal(textsafe.Cut(msg, 300))
 }
 
 // sleep waits for retry n (at least after), or until ctx ends.
@@ -299,6 +306,7 @@ func (c *Client) what() string {
 // Get reads the profile, retrying 5xx, 429 and requests without an answer.
 func (c *Client) Get(ctx context.Context) (*Profile, error) {
 	doing := "reading " + c.what()
+	start := time.Now()
 	for n := 1; ; n++ {
 		a, err := c.do(ctx, http.MethodGet, nil, "")
 		if err != nil {
@@ -326,6 +334,11 @@ func (c *Client) Get(ctx context.Context) (*Profile, error) {
 		}
 		if n > c.cfg.Retries {
 			return nil, fmt.Errorf("gave up after %d attempts: %w", n, last)
+		}
+		// An admin API that is not there is reported in about the
+		// timeout, not after every backoff (backoff.Within).
+		if a.noConnection && !backoff.Within(start, c.cfg.Timeout, max(c.cfg.Backoff(n), a.retryAfter)) {
+			return nil, fmt.Errorf("gave up after %d attempts within the timeout of %v: %w", n, c.cfg.Timeout, last)
 		}
 		if err := c.sleep(ctx, n, a.retryAfter); err != nil {
 			return nil, fmt.Errorf("%s: %w", doing, err)

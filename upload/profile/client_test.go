@@ -131,6 +131,19 @@ func TestConflict(t *testing.T) {
 	}
 }
 
+// A 409 that names the conflict in "error" and explains it in "message"
+// shows both; what the server wrote is escaped, on one line.
+func TestConflictShowsErrorAndMessage(t *testing.T) {
+	sim, c := setup(t)
+	sim.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.Conflict, Error: "profile_locked",
+		Message: "profile h200 is locked by deployment 42 \x1b]0;owned\x07\u009b2J\u202e until it ends\nerror: fake"})
+	_, err := c.Set(ctx, "demo-1-0-0", "k")
+	want := `refused the change as a conflict (409 Conflict: profile_locked: profile h200 is locked by deployment 42 \x1b]0;owned\a\u009b2J\u202e until it ends error: fake)`
+	if !profile.IsConflict(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v\nwant it to hold %s", err, want)
+	}
+}
+
 func TestServerErrorsRetried(t *testing.T) {
 	sim, c := setup(t)
 	sim.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.Unavailable, Times: 2},

@@ -67,8 +67,11 @@ type Fault struct {
 	After int
 	// Times is how many requests it hits; 0 means 1, -1 means all.
 	Times int
-	// Message is the 409's error message.
+	// Message is the 409's error message. With Error, the 409 is
+	// {"error": Error, "message": Message}, as an API that names the
+	// conflict and explains it answers; without, {"error": Message}.
 	Message string
+	Error   string
 	// RetryAfter, for Unavailable, sets the Retry-After header (seconds).
 	RetryAfter int
 }
@@ -248,6 +251,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			jsonError(w, http.StatusForbidden, "this token may not edit MAAS site profiles")
 			return
 		case Conflict:
+			if fault.Error != "" {
+				writeJSON(w, http.StatusConflict, map[string]string{"error": fault.Error, "message": fault.Message})
+				return
+			}
 			jsonError(w, http.StatusConflict, fault.Message)
 			return
 		case Unavailable:
