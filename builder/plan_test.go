@@ -27,10 +27,10 @@ type planCase struct {
 var fixedNow = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 var planCases = []planCase{
-	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow}, roots: []string{"testdata/bundles"},
-		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=../testdata/bundles"}}},
-	{name: "h200-doca", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1.4.0"}, roots: []string{"testdata/bundles"},
-		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=../testdata/bundles", "enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
+	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow},
+		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=testdata/bundles"}}},
+	{name: "h200-doca", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1.4.0"},
+		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=testdata/bundles", "enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
 	{name: "h200-debian", recipe: "testdata/h200-debian.hcl",
 		inputs: recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
 	{name: "demo", recipe: "examples/demo.hcl",

@@ -69,6 +69,7 @@ store's latest version of the image.`,
   imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			rf.dryRun = dryRun
 			r, err := rf.load(cmd, args[0], env)
 			if err != nil {
 				return err

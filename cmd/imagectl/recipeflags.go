@@ -17,6 +17,10 @@ type recipeFlags struct {
 	varFiles []string
 	roots    []string
 	output   string
+	// dryRun loads for a plan that is only shown (build --dry-run):
+	// bundles whose sources need a variable without a value are shown
+	// unresolved, with one warning, rather than failing the load.
+	dryRun bool
 }
 
 func (f *recipeFlags) register(cmd *cobra.Command) {
@@ -48,6 +52,7 @@ func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*reci
 	r, diags, err := p.Load(cmd.Context(), path, recipes.Options{
 		Inputs: recipes.Inputs{Env: env, Files: f.varFiles, Flags: f.vars},
 		Roots:  f.roots,
+		DryRun: f.dryRun,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("loading recipe %s: %w", path, context.Cause(cmd.Context()))
