@@ -12,38 +12,38 @@ import (
 // Terraform and Packer: relative to the working directory, and not held to
 // the recipe's tree (--root), which guards what a recipe names by itself.
 // Values carry where they came from through every expression as cty marks:
-// each string the user gave is marked with its own text (typed), and
-// templates, conditionals, locals, functions and layer variables carry the
-// marks of what they were made from. A path is the user's when it starts
-// with a text the user gave: "${var.site_bootstrap_dir}/h200-ib" is, while
-// "bundles/${var.name}" stays the recipe's path with a name from the user.
+// the value of a variable the user set is marked with that variable
+// (typed), and templates, conditionals, locals, functions and layer
+// variables carry the marks of what they were made from. A path is the
+// user's when it starts with a text the user gave (a string in the value of
+// a variable it is marked with): "${var.site_bootstrap_dir}/h200-ib" is,
+// while "bundles/${var.name}" stays the recipe's path with a name from the
+// user.
 //
 // Var files are read the same way: their paths are relative to the working
 // directory, not to the var file (Packer and Terraform do the same).
 
-// typed marks a string the user gave on the command line, with its text.
-type typed struct{ text string }
+// typed marks what is made from the value of a variable the user set (-var,
+// a var file, IMAGECTL_VAR_*). One mark for the whole value, whatever its
+// size: cty passes a collection's marks on to its elements.
+type typed struct{ v *Variable }
 
-// markTyped marks every non-empty known string in v, at any depth, with its
-// own text.
-func markTyped(v cty.Value) cty.Value {
-	out, err := cty.Transform(v, func(_ cty.Path, v cty.Value) (cty.Value, error) {
-		if v.Type() == cty.String && v.IsKnown() && !v.IsNull() && !v.IsMarked() && v.AsString() != "" {
-			return v.Mark(typed{v.AsString()}), nil
-		}
-		return v, nil
-	})
-	if err != nil {
-		return v
-	}
-	return out
-}
-
-// userTyped reports whether s starts with a text the user gave, among the
-// marks of the value s was read from.
+// userTyped reports whether s starts with a text the user gave: a string in
+// the value of a variable among marks, those of the value s was read from.
 func userTyped(s string, marks cty.ValueMarks) bool {
 	for m := range marks {
-		if t, ok := m.(typed); ok && strings.HasPrefix(s, t.text) {
+		t, ok := m.(typed)
+		if !ok {
+			continue
+		}
+		found := false
+		_ = cty.Walk(t.v.Value, func(_ cty.Path, e cty.Value) (bool, error) {
+			if e.Type() == cty.String && e.IsKnown() && !e.IsNull() && e.AsString() != "" && strings.HasPrefix(s, e.AsString()) {
+				found = true
+			}
+			return !found, nil
+		})
+		if found {
 			return true
 		}
 	}

@@ -137,7 +137,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs, unset map[string]b
 			invalid[v.Name] = true
 			return
 		}
-		v.Value, v.Source, v.origin = val, source, markTyped(val)
+		v.Value, v.Source, v.origin = val, source, val.Mark(typed{v})
 		delete(invalid, v.Name)
 	}
 
@@ -197,7 +197,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs, unset map[string]b
 				invalid[v.Name] = true
 				continue
 			}
-			v.Value, v.Source, v.origin = cv, "var-file "+f, markTyped(cv)
+			v.Value, v.Source, v.origin = cv, "var-file "+f, cv.Mark(typed{v})
 			delete(invalid, v.Name)
 		}
 	}
@@ -219,7 +219,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs, unset map[string]b
 
 	for _, v := range vars {
 		if invalid[v.Name] {
-			v.Value = cty.DynamicVal
+			v.Value, v.origin = cty.DynamicVal, cty.NilVal
 		}
 	}
 	return append(diags, requireValues(vars, func(v *Variable) *hcl.Diagnostic {
