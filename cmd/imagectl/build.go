@@ -37,7 +37,9 @@ func newBuildCmd(env []string) *cobra.Command {
 		Long: `Build resolves a recipe's variables and layers into the ordered steps a
 build executes. With --dry-run it prints that plan - base image and checksum,
 each layer with its steps and digest, kernel args, Netdata, bundles with their
-file hashes, artifact names and the MAAS target - and touches nothing.
+file hashes, artifact names and the MAAS target - and touches nothing. A
+bundle whose source needs a variable without a value is shown unresolved,
+with one warning naming what a build needs; a build refuses it.
 
 Without --dry-run it runs the plan: verifies the base image's checksum
 (downloading it once into the cache), customizes a raw working copy of it

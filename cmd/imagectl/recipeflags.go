@@ -24,9 +24,9 @@ type recipeFlags struct {
 }
 
 func (f *recipeFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: -var name=value (repeatable; highest precedence)")
-	cmd.Flags().StringArrayVar(&f.varFiles, "var-file", nil, "read variables from an HCL file of name = value lines (repeatable)")
-	cmd.Flags().StringArrayVar(&f.roots, "root", nil, "also allow file, bundle and key sources from this directory tree (repeatable)")
+	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: -var name=value (repeatable; highest precedence; a path is relative to the working directory)")
+	cmd.Flags().StringArrayVar(&f.varFiles, "var-file", nil, "read variables from an HCL file of name = value lines (repeatable; paths in it are relative to the working directory)")
+	cmd.Flags().StringArrayVar(&f.roots, "root", nil, "also allow file, bundle and key sources the recipe names from this directory tree (repeatable; paths given as variables need none)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 }
