@@ -143,6 +143,7 @@ test: lint test-tools
 	$(GO) test -count=1 -race -short -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -short ./...
 	$(MAKE) --no-print-directory fuzz
+	$(BIN) build recipes/h200.hcl --dry-run >/dev/null
 	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --version 0.0.0-ci >/dev/null
 	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --output json --version 0.0.0-ci >/dev/null
 	$(BIN) build testdata/h200-debian.hcl -var-file $(BASE_VARS) --dry-run >/dev/null

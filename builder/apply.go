@@ -298,6 +298,9 @@ func AddKernelArgs(grub []byte, args []string) []byte {
 // destination, re-hashing every file against the plan so a bundle that
 // changed since planning fails the build instead of shipping unplanned bytes.
 func (a *applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
+	if s.Unresolved {
+		return fmt.Errorf("staging bundle %s: unresolved (%s)", s.Name, s.Reason)
+	}
 	if _, err := a.s.Run(ctx, "mkdir -p "+shellQuote(s.Destination)); err != nil {
 		return err
 	}

@@ -102,6 +102,9 @@ type Result struct {
 // complete; a failed or cancelled build leaves none of them and no work
 // directory behind.
 func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err error) {
+	if err := plan.Resolved(); err != nil {
+		return nil, err
+	}
 	if opts.Executor == nil {
 		return nil, errors.New("no executor: this imagectl was built without libguestfs support (build it with -tags guestfs)")
 	}

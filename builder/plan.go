@@ -3,6 +3,7 @@ package builder
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -84,14 +85,17 @@ type BaseRef struct {
 // parent's key (the base checksum at the root): equal keys mean equal disk
 // states, which is what a layer cache keys on.
 type PlanLayer struct {
-	Name        string       `json:"name"`
-	Description string       `json:"description,omitempty"`
-	File        string       `json:"file,omitempty"`
-	FileDigest  string       `json:"file_digest,omitempty"`
-	Enabled     bool         `json:"enabled"`
-	Digest      string       `json:"digest,omitempty"`
-	Key         string       `json:"key,omitempty"`
-	Steps       []steps.Step `json:"-"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	File        string `json:"file,omitempty"`
+	FileDigest  string `json:"file_digest,omitempty"`
+	Enabled     bool   `json:"enabled"`
+	Digest      string `json:"digest,omitempty"`
+	Key         string `json:"key,omitempty"`
+	// Unresolved: a step is an unresolved bundle (a dry run's), so the
+	// layer has no digest, and neither it nor any layer after it a key.
+	Unresolved bool         `json:"unresolved,omitempty"`
+	Steps      []steps.Step `json:"-"`
 }
 
 // MarshalJSON writes the layer with its steps, each with its kind.
@@ -126,15 +130,19 @@ type NetworkRef struct {
 	WaitOnlineAny            bool `json:"wait_online_any"`
 }
 
-// BundleRef summarizes a staged bundle (its entries are in its step).
+// BundleRef summarizes a staged bundle (its entries are in its step). An
+// unresolved one (a dry run's, see recipes.Options.DryRun) has no digest,
+// and Reason says what it needs.
 type BundleRef struct {
 	Name        string `json:"name"`
 	Source      string `json:"source"`
 	Destination string `json:"destination"`
 	Entrypoint  string `json:"entrypoint"`
-	Digest      string `json:"digest"`
+	Digest      string `json:"digest,omitempty"`
 	Files       int    `json:"files"`
 	Bytes       int64  `json:"bytes"`
+	Unresolved  bool   `json:"unresolved,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // ValidationRef is the extra on-host validation the recipe asks for.
@@ -243,6 +251,9 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 			if v.Value.Type() == cty.String && v.Value.IsKnown() && !v.Value.IsNull() && len(v.Value.AsString()) >= 4 {
 				p.secrets = append(p.secrets, v.Value.AsString())
 			}
+		} else if !v.Value.IsWhollyKnown() {
+			// Unset in a dry run: a build needs a value.
+			pv.Value = json.RawMessage(`null`)
 		} else {
 			b, err := ctyjson.Marshal(v.Value, v.Value.Type())
 			if err != nil {
@@ -260,9 +271,15 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 	parent := img.Base.Checksum
 	for _, l := range compiled {
 		pl := &PlanLayer{Name: l.Name, Description: l.Description, File: l.File, FileDigest: l.FileDigest,
-			Enabled: l.Enabled, Digest: l.Digest, Steps: l.Steps}
+			Enabled: l.Enabled, Digest: l.Digest, Unresolved: l.Unresolved, Steps: l.Steps}
 		if l.Enabled {
-			pl.Key = chainKey(parent, l.Digest)
+			// A key chains what is known: none after an unresolved layer.
+			if l.Unresolved {
+				parent = ""
+			}
+			if parent != "" {
+				pl.Key = chainKey(parent, l.Digest)
+			}
 			parent = pl.Key
 		}
 		p.Layers = append(p.Layers, pl)
@@ -275,7 +292,8 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		p.Network = &NetworkRef{WaitOnlineTimeoutSeconds: int(n.WaitOnlineTimeout.Seconds()), WaitOnlineAny: n.WaitOnlineAny}
 	}
 	for _, b := range img.Bundles {
-		br := BundleRef{Name: b.Name, Source: b.Source, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest}
+		br := BundleRef{Name: b.Name, Source: b.Source, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest,
+			Unresolved: b.Unresolved != "", Reason: b.Unresolved}
 		for _, e := range b.Entries {
 			if e.Type == "file" {
 				br.Files++
@@ -313,6 +331,23 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 			Architecture: img.Architecture, Filetype: m.Filetype, BaseImage: m.BaseImage, Site: m.Site}
 	}
 	return p, nil
+}
+
+// Resolved says why the plan cannot be built, naming each unresolved
+// bundle, or returns nil when it can: a dry run's plan may show bundles it
+// could not read (recipes.Options.DryRun), which a build refuses before
+// anything runs.
+func (p *Plan) Resolved() error {
+	var missing []string
+	for _, b := range p.Bundles {
+		if b.Unresolved {
+			missing = append(missing, fmt.Sprintf("bundle %s is unresolved (%s)", b.Name, b.Reason))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("cannot build %s: %s", p.Image.Name, strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 func chainKey(parent, layer string) string {

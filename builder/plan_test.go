@@ -2,9 +2,12 @@ package builder
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,20 +25,25 @@ type planCase struct {
 	inputs recipes.Inputs
 	roots  []string
 	opts   PlanOptions
+	dryRun bool
 }
 
 var fixedNow = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 var planCases = []planCase{
-	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow}, roots: []string{"testdata/bundles"},
-		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=../testdata/bundles"}}},
-	{name: "h200-doca", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1.4.0"}, roots: []string{"testdata/bundles"},
-		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=../testdata/bundles", "enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
+	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow},
+		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=testdata/bundles"}}},
+	{name: "h200-doca", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1.4.0"},
+		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=testdata/bundles", "enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
 	{name: "h200-debian", recipe: "testdata/h200-debian.hcl",
 		inputs: recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
 	{name: "demo", recipe: "examples/demo.hcl",
 		inputs: recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
 	{name: "full", recipe: "testdata/recipes/valid/full.hcl", roots: []string{"testdata"}},
+	// The design's own example on a fresh clone: no site_bootstrap_dir, so
+	// the bundles are unresolved, without digests, as is the layer that
+	// stages them and every key from there on.
+	{name: "h200-unresolved", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow}, dryRun: true},
 }
 
 // chdirRoot runs the test from the repository root, so that recipe paths in
@@ -67,7 +75,7 @@ func chdirRoot(t testing.TB) {
 func loadPlan(t testing.TB, tc planCase) *Plan {
 	t.Helper()
 	p := recipes.NewParser()
-	r, diags := p.LoadFile(tc.recipe, recipes.Options{Inputs: tc.inputs, Roots: tc.roots})
+	r, diags := p.LoadFile(tc.recipe, recipes.Options{Inputs: tc.inputs, Roots: tc.roots, DryRun: tc.dryRun})
 	if diags.HasErrors() {
 		var buf bytes.Buffer
 		_ = recipes.WriteDiagnostics(&buf, p.Files(), diags, false)
@@ -221,5 +229,46 @@ func BenchmarkPlanH200(b *testing.B) {
 	chdirRoot(b)
 	for b.Loop() {
 		loadPlan(b, planCases[0])
+	}
+}
+
+// refusingExecutor fails the test when a build launches an appliance.
+type refusingExecutor struct{ t *testing.T }
+
+func (e refusingExecutor) Open(context.Context, string, SessionOptions) (Session, error) {
+	e.t.Error("the build launched an appliance")
+	return nil, errors.New("no appliance in this test")
+}
+
+// refusingTransport fails the test when a build downloads anything.
+type refusingTransport struct{ t *testing.T }
+
+func (r refusingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.t.Errorf("the build fetched %s", req.URL)
+	return nil, errors.New("no network in this test")
+}
+
+// TestBuildRefusesUnresolvedPlan checks that a dry run's plan with
+// unresolved bundles is refused by Build before anything runs: no base image
+// is looked at, no artifact directory made, no appliance launched.
+func TestBuildRefusesUnresolvedPlan(t *testing.T) {
+	chdirRoot(t)
+	plan := loadPlan(t, planCase{recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1"}, dryRun: true})
+	out := filepath.Join(t.TempDir(), "out")
+	offline := &http.Client{Transport: refusingTransport{t}}
+	_, err := Build(context.Background(), plan, BuildOptions{Executor: refusingExecutor{t}, OutputDir: out, CacheDir: t.TempDir(), HTTPClient: offline})
+	if err == nil {
+		t.Fatal("a plan with unresolved bundles was built")
+	}
+	for _, want := range []string{"bundle h200-ib is unresolved", "bundle h200-slice-vm is unresolved", "var.site_bootstrap_dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused build made its artifact directory (%v)", err)
+	}
+	if err := loadPlan(t, planCases[0]).Resolved(); err != nil {
+		t.Errorf("a plan with every bundle resolved is refused: %v", err)
 	}
 }

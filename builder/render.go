@@ -105,7 +105,14 @@ func (p *Plan) writeText(w io.Writer) error {
 		if l.Description != "" {
 			pf("     %s\n", l.Description)
 		}
-		pf("     digest %s\n     key    %s\n", l.Digest, l.Key)
+		switch {
+		case l.Unresolved:
+			pf("     digest unresolved (a bundle is unresolved)\n")
+		case l.Key == "":
+			pf("     digest %s\n     key    unresolved (a layer below is unresolved)\n", l.Digest)
+		default:
+			pf("     digest %s\n     key    %s\n", l.Digest, l.Key)
+		}
 		for _, s := range l.Steps {
 			writeStep(bw, s)
 		}
@@ -127,6 +134,10 @@ func (p *Plan) writeText(w io.Writer) error {
 		pf("Network:      wait-online bounded to %ds%s\n", nw.WaitOnlineTimeoutSeconds, any)
 	}
 	for _, b := range p.Bundles {
+		if b.Unresolved {
+			pf("Bundle:       %s: %s -> %s UNRESOLVED: %s; entrypoint %s\n", b.Name, b.Source, b.Destination, b.Reason, b.Entrypoint)
+			continue
+		}
 		pf("Bundle:       %s: %s -> %s (%d files, %d bytes, %s), entrypoint %s\n", b.Name, b.Source, b.Destination, b.Files, b.Bytes, b.Digest, b.Entrypoint)
 	}
 	pf("Validation:   %s", p.Validation.Script)

@@ -40,7 +40,10 @@ type Layer struct {
 	FileDigest string
 	Enabled    bool
 	Steps      []steps.Step
+	// Digest is empty when the layer is Unresolved: a step of it is an
+	// unresolved bundle (a dry run's), whose content is not known.
 	Digest     string
+	Unresolved bool
 }
 
 // Compile turns a recipe's image into its ordered layers. Disabled layers
@@ -65,6 +68,9 @@ func Compile(img *recipes.Image) ([]*Layer, error) {
 		if !l.Enabled {
 			continue
 		}
+		if l.Unresolved = unresolved(l.Steps); l.Unresolved {
+			continue
+		}
 		d, err := steps.Digest(l.Steps)
 		if err != nil {
 			return nil, fmt.Errorf("digesting layer %q: %w", l.Name, err)
@@ -72,6 +78,16 @@ func Compile(img *recipes.Image) ([]*Layer, error) {
 		l.Digest = d
 	}
 	return out, nil
+}
+
+// unresolved reports whether a step of list is an unresolved bundle.
+func unresolved(list []steps.Step) bool {
+	for _, s := range list {
+		if b, ok := s.(steps.StageBundle); ok && b.Unresolved {
+			return true
+		}
+	}
+	return false
 }
 
 // layerSteps orders a layer's content: repositories before the packages
@@ -163,7 +179,8 @@ func configSteps(img *recipes.Image) []steps.Step {
 		out = append(out, steps.Services{Enable: []string{"netdata"}})
 	}
 	for _, b := range img.Bundles {
-		sb := steps.StageBundle{Name: b.Name, Source: b.Source, SourcePath: b.Path, Archive: b.Archive, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest}
+		sb := steps.StageBundle{Name: b.Name, Source: b.Source, SourcePath: b.Path, Archive: b.Archive, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest,
+			Unresolved: b.Unresolved != "", Reason: b.Unresolved}
 		for _, e := range b.Entries {
 			sb.Entries = append(sb.Entries, steps.BundleEntry{Path: e.Path, Type: e.Type, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Target: e.Target})
 		}

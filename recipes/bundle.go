@@ -12,10 +12,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/gpuaas/imagectl/internal/fsmode"
 )
@@ -182,4 +185,155 @@ func inspectBundle(b *Bundle, checksumRange *hcl.Range, sourceRange *hcl.Range) 
 			Subject: checksumRange}}
 	}
 	return nil
+}
+
+// A dry run shows the plan of a recipe whose bundles are not at hand (the
+// design's own example, imagectl build recipes/h200.hcl --dry-run, on a fresh
+// clone): a variable without a value that only bundle sources use leaves
+// those bundles unresolved, and one warning says what a build needs.
+
+// bundleOnlyVariables names the variables that the recipe in body uses in
+// bundle sources and nowhere else: only those may stay without a value in a
+// dry run. A reference it cannot name (var["x"], var itself) makes it name
+// none.
+func bundleOnlyVariables(body hcl.Body) map[string]bool {
+	sb, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return nil
+	}
+	var sources []hcl.Range
+	for _, img := range sb.Blocks {
+		if img.Type != "image" {
+			continue
+		}
+		for _, b := range img.Body.Blocks {
+			if at, ok := b.Body.Attributes["source"]; ok && b.Type == "bundle" {
+				sources = append(sources, at.Expr.Range())
+			}
+		}
+	}
+	inSource := func(r hcl.Range) bool {
+		for _, s := range sources {
+			if s.Start.Byte <= r.Start.Byte && r.End.Byte <= s.End.Byte {
+				return true
+			}
+		}
+		return false
+	}
+	only, elsewhere, unnamed := map[string]bool{}, map[string]bool{}, false
+	hclsyntax.VisitAll(sb, func(n hclsyntax.Node) hcl.Diagnostics {
+		e, ok := n.(*hclsyntax.ScopeTraversalExpr)
+		if !ok || e.Traversal.RootName() != "var" {
+			return nil
+		}
+		var at hcl.TraverseAttr
+		if len(e.Traversal) > 1 {
+			at, ok = e.Traversal[1].(hcl.TraverseAttr)
+		}
+		switch {
+		case !ok || len(e.Traversal) < 2:
+			unnamed = true
+		case inSource(e.SrcRange):
+			only[at.Name] = true
+		default:
+			elsewhere[at.Name] = true
+		}
+		return nil
+	})
+	if unnamed {
+		return nil
+	}
+	for name := range elsewhere {
+		delete(only, name)
+	}
+	return only
+}
+
+// unsetIn names, sorted, the variables without a value (a dry run's) that
+// the attribute's expression uses.
+func (l *loader) unsetIn(a attrs, name string) []string {
+	at, ok := a.m[name]
+	if !ok || len(l.unset) == 0 {
+		return nil
+	}
+	var needs []string
+	for _, tr := range at.Expr.Variables() {
+		if len(tr) < 2 || tr.RootName() != "var" {
+			continue
+		}
+		if ref, ok := tr[1].(hcl.TraverseAttr); ok && l.unset[ref.Name] && !slices.Contains(needs, ref.Name) {
+			needs = append(needs, ref.Name)
+		}
+	}
+	sort.Strings(needs)
+	return needs
+}
+
+// written is the attribute's expression as the recipe writes it, without
+// the quotes of a string: "${var.site_bootstrap_dir}/h200-ib".
+func (l *loader) written(a attrs, name string) string {
+	rng := a.rng(name)
+	f := l.parser.files[rng.Filename]
+	if f == nil {
+		return ""
+	}
+	s := string(rng.SliceBytes(f.Bytes))
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	return s
+}
+
+// unresolvedWarning is the one warning of a dry run with unresolved
+// bundles: which bundles, and the values a build needs. It is nil when every
+// bundle is resolved.
+func unresolvedWarning(vars []*Variable, img *Image) *hcl.Diagnostic {
+	var bundles []string
+	for _, b := range img.Bundles {
+		if b.Unresolved != "" {
+			bundles = append(bundles, strconv.Quote(b.Name))
+		}
+	}
+	var unset []*Variable
+	for _, v := range vars {
+		if v.Source == "unset" {
+			unset = append(unset, v)
+		}
+	}
+	if len(bundles) == 0 || len(unset) == 0 {
+		return nil
+	}
+	var names, flags, envs []string
+	for _, v := range unset {
+		names = append(names, v.Name)
+		flags = append(flags, fmt.Sprintf("-var %s=...", v.Name))
+		envs = append(envs, EnvPrefix+v.Name)
+	}
+	plural := func(n int, one, many string) string {
+		if n == 1 {
+			return one
+		}
+		return many
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagWarning,
+		Summary:  fmt.Sprintf("No value for %s %s: %s unresolved", plural(len(unset), "variable", "variables"), joinQuoted(names), plural(len(bundles), "bundle", "bundles")),
+		Detail: fmt.Sprintf("This dry run shows %s %s unresolved, without digest or files. A build needs %s: set %s with %s, in a -var-file, or with the environment %s %s.",
+			plural(len(bundles), "bundle", "bundles"), strings.Join(bundles, ", "), joinVars(names), plural(len(unset), "it", "them"),
+			strings.Join(flags, " "), plural(len(unset), "variable", "variables"), strings.Join(envs, ", ")),
+		Subject: unset[0].DeclRange.Ptr(),
+	}
+}
+
+// joinVars writes names as var.a, var.b.
+func joinVars(names []string) string {
+	return "var." + strings.Join(names, ", var.")
+}
+
+func joinQuoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }

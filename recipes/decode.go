@@ -15,15 +15,19 @@ import (
 // that depends on a variable that already failed: the failure has been
 // reported once and is not reported again here). Type errors are collected
 // in diags with the attribute's expression as subject.
+//
+// Values come back without marks; the marks of an attribute's value (where
+// its parts came from, origin.go) are kept aside for path.
 type attrs struct {
 	m      hcl.Attributes
 	ctx    *hcl.EvalContext
 	diags  *hcl.Diagnostics
 	failed map[string]bool
+	marks  map[string]cty.ValueMarks
 }
 
 func newAttrs(content *hcl.BodyContent, ctx *hcl.EvalContext, diags *hcl.Diagnostics) attrs {
-	return attrs{m: content.Attributes, ctx: ctx, diags: diags, failed: map[string]bool{}}
+	return attrs{m: content.Attributes, ctx: ctx, diags: diags, failed: map[string]bool{}, marks: map[string]cty.ValueMarks{}}
 }
 
 // decodeBody decodes body against schema, adding what that reports to
@@ -61,6 +65,8 @@ func (a attrs) value(name string, ty cty.Type) (cty.Value, bool) {
 	}
 	v, diags := at.Expr.Value(a.ctx)
 	*a.diags = append(*a.diags, diags...)
+	v, marks := v.UnmarkDeep()
+	a.marks[name] = marks
 	if diags.HasErrors() || !v.IsWhollyKnown() {
 		a.failed[name] = true
 		return cty.NilVal, false
@@ -100,6 +106,13 @@ func convertErrText(err error, ty cty.Type) string {
 		return "a list of strings is required"
 	}
 	return err.Error()
+}
+
+// path reads a string attribute that names a file or directory, and
+// whether the user typed it (-var, a var file, IMAGECTL_VAR_*: origin.go).
+func (a attrs) path(name string) (string, bool) {
+	p := a.str(name, "")
+	return p, userTyped(p, a.marks[name])
 }
 
 func (a attrs) str(name, def string) string {
@@ -217,7 +230,10 @@ func (a attrs) strList(name string) ([]string, []hcl.Range) {
 	return out, ranges
 }
 
-// strMap reads a map of any values (used for template and layer variables).
+// anyMap reads a map of any values (used for template and layer variables).
+// Its values keep their marks (where they came from, origin.go), the map's
+// own ones included: a layer file's paths made from them are the user's
+// when theirs were.
 func (a attrs) anyMap(name string) (map[string]cty.Value, bool) {
 	at, ok := a.m[name]
 	if !ok {
@@ -225,6 +241,7 @@ func (a attrs) anyMap(name string) (map[string]cty.Value, bool) {
 	}
 	v, diags := at.Expr.Value(a.ctx)
 	*a.diags = append(*a.diags, diags...)
+	v, marks := v.Unmark()
 	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
 		return nil, false
 	}
@@ -232,7 +249,11 @@ func (a attrs) anyMap(name string) (map[string]cty.Value, bool) {
 		a.errorAt(name, "Incorrect attribute value type", fmt.Sprintf("%q must be an object, such as { name = value }.", name))
 		return nil, false
 	}
-	return v.AsValueMap(), true
+	m := v.AsValueMap()
+	for k, ev := range m {
+		m[k] = ev.WithMarks(marks)
+	}
+	return m, true
 }
 
 func (a attrs) errorAt(name, summary, detail string) {

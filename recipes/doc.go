@@ -5,6 +5,13 @@
 // formatting, and the rendering of diagnostics with file:line:col and a
 // snippet.
 //
+// It also owns which files a recipe may read (paths.go) and where a path
+// comes from (origin.go): what a recipe names by itself is relative to the
+// file that names it and held to its tree (--root allows more), while a path
+// the user typed (-var, var files, IMAGECTL_VAR_*) is relative to the working
+// directory and theirs. For a dry run (Options.DryRun) a bundle whose source
+// needs a variable without a value is left unresolved rather than failing.
+//
 // Everything a recipe can get wrong is reported as an hcl.Diagnostic with a
 // source range, and all of them are collected before the caller sees them.
 // The package never reads a base image or touches a disk: what a recipe

@@ -169,18 +169,24 @@ var distinctFunc = function.New(&function.Spec{
 
 var stringParam = []function.Parameter{{Name: "path", Type: cty.String}}
 
+// pathParam is the path argument of a file function: it keeps its marks, so
+// the function knows whether the user typed it (pathOf), and passes them on
+// to its result.
+var pathParam = function.Parameter{Name: "path", Type: cty.String, AllowMarked: true}
+
 // fileFunc reads a file of the tree as a string, up to maxResultBytes.
 func fileFunc(t tree, baseDir string) function.Function {
 	return function.New(&function.Spec{
 		Description: "Reads a file in the recipe's tree as a UTF-8 string.",
-		Params:      stringParam,
+		Params:      []function.Parameter{pathParam},
 		Type:        function.StaticReturnType(cty.String),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			b, _, err := t.readSource(baseDir, args[0].AsString(), maxResultBytes)
+			p, userPath := pathOf(args[0])
+			b, _, err := t.readSource(baseDir, p, userPath, maxResultBytes)
 			if err != nil {
 				return cty.NilVal, err
 			}
-			return cty.StringVal(string(b)), nil
+			return cty.StringVal(string(b)).WithMarks(args[0].Marks()), nil
 		},
 	})
 }
@@ -190,15 +196,16 @@ func fileFunc(t tree, baseDir string) function.Function {
 func fileExistsFunc(t tree, baseDir string) function.Function {
 	return function.New(&function.Spec{
 		Description: "Reports whether a file exists in the recipe's tree.",
-		Params:      stringParam,
+		Params:      []function.Parameter{pathParam},
 		Type:        function.StaticReturnType(cty.Bool),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			real, err := t.resolve(baseDir, args[0].AsString())
+			p, userPath := pathOf(args[0])
+			real, err := t.resolve(baseDir, p, userPath)
 			if err != nil {
-				return cty.False, nil
+				return cty.False.WithMarks(args[0].Marks()), nil
 			}
 			st, err := os.Stat(real)
-			return cty.BoolVal(err == nil && st.Mode().IsRegular()), nil
+			return cty.BoolVal(err == nil && st.Mode().IsRegular()).WithMarks(args[0].Marks()), nil
 		},
 	})
 }
@@ -208,11 +215,11 @@ func fileExistsFunc(t tree, baseDir string) function.Function {
 func fileSHA256Func(t tree, baseDir string) function.Function {
 	return function.New(&function.Spec{
 		Description: "Returns the hex sha256 of a file in the recipe's tree.",
-		Params:      stringParam,
+		Params:      []function.Parameter{pathParam},
 		Type:        function.StaticReturnType(cty.String),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			p := args[0].AsString()
-			real, err := t.resolve(baseDir, p)
+			p, userPath := pathOf(args[0])
+			real, err := t.resolve(baseDir, p, userPath)
 			if err != nil {
 				return cty.NilVal, err
 			}
@@ -225,7 +232,7 @@ func fileSHA256Func(t tree, baseDir string) function.Function {
 			if err != nil {
 				return cty.NilVal, err
 			}
-			return cty.StringVal(d.Hex()), nil
+			return cty.StringVal(d.Hex()).WithMarks(args[0].Marks()), nil
 		},
 	})
 }
@@ -293,19 +300,26 @@ func templateFileFunc(t tree, baseDir string, fns map[string]function.Function) 
 	return function.New(&function.Spec{
 		Description: "Renders a template file in the recipe's tree with the given variables.",
 		Params: []function.Parameter{
-			{Name: "path", Type: cty.String},
+			pathParam,
 			{Name: "vars", Type: cty.DynamicPseudoType},
 		},
 		Type: function.StaticReturnType(cty.String),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			return renderTemplate(t, baseDir, args[0].AsString(), args[1], fns)
+			p, userPath := pathOf(args[0])
+			v, err := renderTemplate(t, baseDir, p, userPath, args[1], fns)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			return v.WithMarks(args[0].Marks()), nil
 		},
 	})
 }
 
-// renderTemplate renders the template file p with vars (an object or map).
-func renderTemplate(t tree, baseDir, p string, vars cty.Value, fns map[string]function.Function) (cty.Value, error) {
-	src, real, err := t.readSource(baseDir, p, MaxInputSize)
+// renderTemplate renders the template file p (userPath: the user typed it)
+// with vars (an object or map). The result carries no marks: it is content,
+// not a path.
+func renderTemplate(t tree, baseDir, p string, userPath bool, vars cty.Value, fns map[string]function.Function) (cty.Value, error) {
+	src, real, err := t.readSource(baseDir, p, userPath, MaxInputSize)
 	if err != nil {
 		return cty.NilVal, err
 	}
@@ -331,6 +345,7 @@ func renderTemplate(t tree, baseDir, p string, vars cty.Value, fns map[string]fu
 	if diags.HasErrors() {
 		return cty.NilVal, fmt.Errorf("rendering template %s: %s", p, diags.Error())
 	}
+	v, _ = v.UnmarkDeep()
 	sv, err := toString(v)
 	if err != nil {
 		return cty.NilVal, fmt.Errorf("rendering template %s: %w", p, err)

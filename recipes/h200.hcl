@@ -9,8 +9,11 @@
 #
 # The bundles come from the operators' infra checkout:
 #
-#   imagectl build recipes/h200.hcl --root /srv/infra \
+#   imagectl build recipes/h200.hcl \
 #     -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap
+#
+# Without it, imagectl build recipes/h200.hcl --dry-run shows the plan with
+# the bundles unresolved.
 
 variable "version" {
   type        = string
@@ -157,7 +160,7 @@ variable "sign_key" {
 
 variable "site_bootstrap_dir" {
   type        = string
-  description = "The infra checkout's env/maas/site-bootstrap directory, holding h200-ib/ and h200-slice-vm/ (pass --root for a directory outside this tree)."
+  description = "The infra checkout's env/maas/site-bootstrap directory, holding h200-ib/ and h200-slice-vm/ (relative to the working directory)."
 }
 
 variable "netdata_repository" {

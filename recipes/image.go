@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -130,7 +129,8 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 func (l *loader) decodeBase(base *Base, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	_, a := decodeBody(b.Body, baseSchema, ctx, &diags)
-	base.Source = a.str("source", "")
+	var userPath bool
+	base.Source, userPath = a.path("source")
 	switch {
 	case !a.ok("source"):
 	case strings.Contains(base.Source, "://"):
@@ -144,11 +144,7 @@ func (l *loader) decodeBase(base *Base, b *hcl.Block, ctx *hcl.EvalContext) hcl.
 		// A local base image may live anywhere (a cache, a download
 		// directory); only its checksum is trusted. Missing is an error
 		// only for a real build, which verifies it first.
-		p := base.Source
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(l.recipeDir, p)
-		}
-		base.Path = p
+		base.Path = located(l.recipeDir, base.Source, userPath)
 	}
 	base.Checksum = a.str("checksum", "")
 	if a.ok("checksum") {
@@ -230,7 +226,15 @@ func decodeNetwork(n *Network, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnosti
 func (l *loader) decodeArtifact(art *Artifact, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	_, a := decodeBody(b.Body, artifactSchema, ctx, &diags)
-	art.Directory = a.str("directory", art.Directory)
+	if a.has("directory") {
+		dir, userPath := a.path("directory")
+		if a.ok("directory") {
+			art.Directory = dir
+			if userPath && strings.TrimSpace(dir) != "" {
+				art.Directory = located(l.recipeDir, dir, true)
+			}
+		}
+	}
 	if strings.TrimSpace(art.Directory) == "" {
 		a.errorAt("directory", "Empty artifact directory", "Give the directory the build writes into.")
 	}
@@ -238,11 +242,14 @@ func (l *loader) decodeArtifact(art *Artifact, b *hcl.Block, ctx *hcl.EvalContex
 	if art.CompressionLevel < 1 || art.CompressionLevel > 9 {
 		a.errorAt("compression_level", "Invalid compression level", fmt.Sprintf("%d is not a gzip level from 1 (fastest) to 9 (smallest).", art.CompressionLevel))
 	}
-	art.SignKey = a.str("sign_key", "")
+	key, userPath := a.path("sign_key")
+	art.SignKey = key
 	if art.SignKey != "" {
-		p := art.SignKey
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(l.recipeDir, p)
+		p := located(l.recipeDir, art.SignKey, userPath)
+		if userPath {
+			// The user's key, relative to where they are: the build
+			// reads it from here (signing.BuildKeyPath).
+			art.SignKey = p
 		}
 		if st, err := os.Stat(p); err != nil {
 			a.warnAt("sign_key", "Signing key not found", fmt.Sprintf("%s: a build would fail when it signs the artifact.", err))
@@ -322,9 +329,13 @@ func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.
 		diags = append(diags, errorAt(b.LabelRanges[0], "Invalid bundle name", msg))
 	}
 	_, a := decodeBody(b.Body, bundleSchema, ctx, &diags)
-	bundle.Source = a.str("source", "")
-	if a.ok("source") {
-		real, err := l.tree.resolve(l.recipeDir, bundle.Source)
+	src, userPath := a.path("source")
+	bundle.Source = src
+	if needs := l.unsetIn(a, "source"); len(needs) > 0 {
+		bundle.Source = l.written(a, "source")
+		bundle.Unresolved = fmt.Sprintf("its source needs %s, which has no value", joinVars(needs))
+	} else if a.ok("source") {
+		real, err := l.tree.resolve(l.recipeDir, bundle.Source, userPath)
 		if err != nil {
 			diags = append(diags, sourceDiag("bundle source", a.rng("source"), err))
 		} else {

@@ -35,6 +35,7 @@ func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 			diags = append(diags, d)
 			continue
 		}
+		val, marks := val.UnmarkDeepWithPaths()
 		cv, err := convertValue(val, v.Type)
 		if err != nil {
 			diags = append(diags, errorAt(given.rng, "Invalid value for layer variable",
@@ -42,7 +43,7 @@ func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 			v.Value = cty.DynamicVal
 			continue
 		}
-		v.Value, v.Source = cv, "layer block"
+		v.Value, v.Source, v.origin = cv, "layer block", cv.MarkWithPaths(marks)
 	}
 	return append(diags, requireValues(vars, func(v *Variable) *hcl.Diagnostic {
 		return &hcl.Diagnostic{
@@ -89,7 +90,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 	}
 	layer.Enabled = a.boolean("enabled", true)
 	layer.Description = a.str("description", "")
-	src := a.str("source", "")
+	src, userPath := a.path("source")
 	if src == "" {
 		return layer, diags
 	}
@@ -98,10 +99,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 			fmt.Sprintf("%q does not end in .hcl; a layer source is an HCL layer file.", src)))
 		return layer, diags
 	}
-	abs := src
-	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(l.recipeDir, src)
-	}
+	abs := located(l.recipeDir, src, userPath)
 	if abs == l.recipePath {
 		diags = append(diags, errorAt(*a.rng("source"), "Layer imports itself",
 			"The layer source is the recipe itself; a layer source must be a layer file."))
@@ -287,7 +285,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 			a.errorAt("components", "Invalid component", fmt.Sprintf("%q is not an apt component name.", c))
 		}
 	}
-	key := a.str("key", "")
+	key, userPath := a.path("key")
 	switch {
 	case !a.ok("key"):
 	case strings.Contains(key, "://"):
@@ -304,7 +302,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 			repo.Key.Display = key
 			break
 		}
-		content, _, err := l.tree.readSource(dir, key, MaxInputSize)
+		content, _, err := l.tree.readSource(dir, key, userPath, MaxInputSize)
 		if err != nil {
 			diags = append(diags, sourceDiag("key file", a.rng("key"), err))
 			break
@@ -349,17 +347,17 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 				f.Origin = "content"
 			}
 		case "source":
-			src := a.str("source", "")
+			src, userPath := a.path("source")
 			if !a.ok("source") {
 				break
 			}
-			if b, _, err := l.tree.readSource(dir, src, maxResultBytes); err != nil {
+			if b, _, err := l.tree.readSource(dir, src, userPath, maxResultBytes); err != nil {
 				diags = append(diags, sourceDiag("file source", a.rng("source"), err))
 			} else {
 				f.Content, f.Origin = b, "source "+src
 			}
 		case "template":
-			tpl := a.str("template", "")
+			tpl, userPath := a.path("template")
 			if !a.ok("template") {
 				break
 			}
@@ -367,9 +365,9 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 			if m, ok := a.anyMap("vars"); ok {
 				vars = cty.ObjectVal(m)
 			}
-			v, err := renderTemplate(l.tree, dir, tpl, vars, ctx.Functions)
+			v, err := renderTemplate(l.tree, dir, tpl, userPath, vars, ctx.Functions)
 			if err != nil {
-				if _, _, rerr := l.tree.readSource(dir, tpl, MaxInputSize); rerr != nil {
+				if _, _, rerr := l.tree.readSource(dir, tpl, userPath, MaxInputSize); rerr != nil {
 					diags = append(diags, sourceDiag("template", a.rng("template"), rerr))
 				} else {
 					a.errorAt("template", "Cannot render template", err.Error()+".")

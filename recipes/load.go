@@ -17,6 +17,11 @@ type Options struct {
 	// Roots are extra directory trees that file, bundle and key sources may
 	// come from, beside the tree of the file that names them.
 	Roots []string
+	// DryRun loads the recipe for a plan that is only shown: a variable
+	// without a value that only bundle sources use leaves those bundles
+	// unresolved (Bundle.Unresolved), with one warning naming what a build
+	// needs, instead of failing. A build refuses such a recipe.
+	DryRun bool
 }
 
 // Parser loads recipes and keeps every file it read (recipe, layer files,
@@ -126,6 +131,9 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 		}
 	}
 	l := &loader{parser: p, tree: tree{extra: roots}, recipePath: absPath, recipeDir: r.Dir}
+	if opts.DryRun {
+		l.unset = bundleOnlyVariables(file.Body)
+	}
 
 	content, d := file.Body.Content(recipeSchema)
 	diags = append(diags, d...)
@@ -133,6 +141,11 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 	ctx, vars, d := l.scope(content.Blocks, r.Dir, opts.Inputs, nil)
 	diags = append(diags, d...)
 	r.Variables = vars
+	for _, v := range vars {
+		if v.Source != "unset" {
+			delete(l.unset, v.Name)
+		}
+	}
 
 	var images hcl.Blocks
 	for _, b := range content.Blocks {
@@ -153,6 +166,9 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 		img, d := l.decodeImage(images[0], ctx)
 		diags = append(diags, d...)
 		r.Image = img
+		if d := unresolvedWarning(vars, img); d != nil {
+			diags = append(diags, d)
+		}
 	}
 	diags = append(diags, p.interrupted()...)
 	if diags.HasErrors() {
@@ -206,6 +222,9 @@ type loader struct {
 	tree       tree
 	recipePath string
 	recipeDir  string
+	// unset are the variables a dry run may leave without a value
+	// (Options.DryRun): those only bundle sources use.
+	unset map[string]bool
 }
 
 // scope decodes the variable and locals blocks of one file (a recipe or a
@@ -233,15 +252,15 @@ func (l *loader) scope(blocks hcl.Blocks, dir string, in Inputs, given *givenVal
 		}
 	}
 	if given == nil {
-		diags = append(diags, resolveVariables(l.parser, vars, in)...)
+		diags = append(diags, resolveVariables(l.parser, vars, in, l.unset)...)
 	} else {
 		diags = append(diags, applyGiven(vars, given)...)
 	}
-	ctx := &hcl.EvalContext{
-		Variables: map[string]cty.Value{"var": varsObject(vars)},
-		Functions: functions(l.tree, dir),
-	}
-	diags = append(diags, checkValidations(vars, ctx)...)
+	fns := functions(l.tree, dir)
+	plain := &hcl.EvalContext{Variables: map[string]cty.Value{"var": varsObject(vars, false)}, Functions: fns}
+	diags = append(diags, checkValidations(vars, plain)...)
+	// The rest of the file sees where values came from (origin.go).
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"var": varsObject(vars, true)}, Functions: fns}
 	locals, d := decodeLocals(localBlocks, ctx)
 	diags = append(diags, d...)
 	ctx.Variables["local"] = locals

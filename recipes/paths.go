@@ -13,12 +13,14 @@ import (
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
-// tree decides which files a recipe may read. A path is resolved against the
-// directory of the file that names it and, after symlinks are followed, must
-// stay inside that directory's tree or under an extra root the caller allows
-// (imagectl --root). This keeps a recipe from reaching into ~/.ssh or /etc of
-// the build machine by accident, and keeps builds reproducible from a
-// checkout.
+// tree decides which files a recipe may read. A path the recipe names by
+// itself is resolved against the directory of the file that names it and,
+// after symlinks are followed, must stay inside that directory's tree or
+// under an extra root the caller allows (imagectl --root). This keeps a
+// recipe from reaching into ~/.ssh or /etc of the build machine by accident,
+// and keeps builds reproducible from a checkout. A path the user typed
+// (userPath, see origin.go) is theirs: resolved against the working
+// directory and not held to the tree.
 type tree struct {
 	extra []string
 }
@@ -26,21 +28,21 @@ type tree struct {
 var errOutside = errors.New("outside the allowed directory tree")
 
 // resolve returns the absolute, symlink-free path of p as named from a file
-// in baseDir.
-func (t tree) resolve(baseDir, p string) (string, error) {
+// in baseDir; userPath says the user typed it.
+func (t tree) resolve(baseDir, p string, userPath bool) (string, error) {
 	if strings.TrimSpace(p) == "" {
 		return "", errors.New("the path is empty")
 	}
-	abs := p
-	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(baseDir, p)
-	}
+	abs := located(baseDir, p, userPath)
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("%s does not exist", abs)
 		}
 		return "", err
+	}
+	if userPath {
+		return real, nil
 	}
 	roots := append([]string{baseDir}, t.extra...)
 	for _, root := range roots {
@@ -81,8 +83,8 @@ func sourceDiag(what string, rng *hcl.Range, err error) *hcl.Diagnostic {
 // larger than limit bytes without reading past it: what a recipe reads
 // lands in memory, the plan and the manifest (templates and keys are HCL
 // input, MaxInputSize; file sources and file() at most maxResultBytes).
-func (t tree) readSource(baseDir, p string, limit int64) ([]byte, string, error) {
-	real, err := t.resolve(baseDir, p)
+func (t tree) readSource(baseDir, p string, userPath bool, limit int64) ([]byte, string, error) {
+	real, err := t.resolve(baseDir, p, userPath)
 	if err != nil {
 		return nil, "", err
 	}

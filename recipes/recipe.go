@@ -36,11 +36,16 @@ type Variable struct {
 	LegacyEnv string
 	Value     cty.Value
 	// Source says where Value came from: "default", "env IMAGECTL_VAR_x",
-	// "var-file f.hcl" or "-var".
+	// "var-file f.hcl" or "-var"; "unset" in a dry run's recipe
+	// (Options.DryRun), where Value is unknown and the bundles that need
+	// it are unresolved.
 	Source    string
 	DeclRange hcl.Range
 
-	broken      bool // its block has errors: already reported
+	broken bool // its block has errors: already reported
+	// origin is Value with the marks of where its parts came from
+	// (origin.go), as expressions see it; cty.NilVal when it has none.
+	origin      cty.Value
 	hasDefault  bool
 	defaultVal  cty.Value
 	validations []*variableValidation
@@ -188,6 +193,11 @@ type Bundle struct {
 	// Digest is the bundle's actual digest, Entries what it holds.
 	Digest  string
 	Entries []BundleEntry
+	// Unresolved, in a dry run's recipe only (Options.DryRun), says why
+	// the bundle could not be read: its source needs a variable without a
+	// value. Source is then the expression as written; Path, Digest and
+	// Entries are empty.
+	Unresolved string
 }
 
 // Network configures the bounded systemd-networkd-wait-online.

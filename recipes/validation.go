@@ -156,6 +156,7 @@ func decodeProfile(name string, b *hcl.Block, ctx *hcl.EvalContext) (manifest.Pr
 	if env, ok := a.anyMap("bootstrap_env"); ok {
 		p.BootstrapEnv = map[string]string{}
 		for k, val := range env {
+			val, _ := val.UnmarkDeep()
 			switch {
 			case !envNameRE.MatchString(k):
 				a.errorAt("bootstrap_env", "Invalid environment variable", fmt.Sprintf("%q is not an environment variable name.", k))

@@ -118,8 +118,10 @@ func inferType(v cty.Value) cty.Type {
 
 // resolveVariables sets every variable's Value from its inputs. Variables
 // that end up without a valid value get cty.DynamicVal so that expressions
-// using them are skipped rather than reported a second time.
-func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
+// using them are skipped rather than reported a second time. A variable
+// without a value that unset names (a dry run's, see Options.DryRun) is not
+// an error here: it is left unknown, with Source "unset", for the caller.
+func resolveVariables(p *Parser, vars []*Variable, in Inputs, unset map[string]bool) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	byName, names := applyDefaults(vars)
 	invalid := map[string]bool{}
@@ -135,7 +137,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 			invalid[v.Name] = true
 			return
 		}
-		v.Value, v.Source = val, source
+		v.Value, v.Source, v.origin = val, source, val.Mark(typed{v})
 		delete(invalid, v.Name)
 	}
 
@@ -195,7 +197,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 				invalid[v.Name] = true
 				continue
 			}
-			v.Value, v.Source = cv, "var-file "+f
+			v.Value, v.Source, v.origin = cv, "var-file "+f, cv.Mark(typed{v})
 			delete(invalid, v.Name)
 		}
 	}
@@ -217,10 +219,14 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs) hcl.Diagnostics {
 
 	for _, v := range vars {
 		if invalid[v.Name] {
-			v.Value = cty.DynamicVal
+			v.Value, v.origin = cty.DynamicVal, cty.NilVal
 		}
 	}
 	return append(diags, requireValues(vars, func(v *Variable) *hcl.Diagnostic {
+		if unset[v.Name] {
+			v.Source = "unset"
+			return nil
+		}
 		return &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  fmt.Sprintf("No value for variable %q", v.Name),
@@ -239,15 +245,15 @@ func applyDefaults(vars []*Variable) (map[string]*Variable, []string) {
 		byName[v.Name] = v
 		names = append(names, v.Name)
 		if v.hasDefault {
-			v.Value, v.Source = v.defaultVal, "default"
+			v.Value, v.Source, v.origin = v.defaultVal, "default", cty.NilVal
 		}
 	}
 	return byName, names
 }
 
 // requireValues reports each variable still without a value (unless its
-// declaration already failed) and marks it unknown so nothing that uses it
-// is reported again.
+// declaration already failed, or missing returns nil) and marks it unknown
+// so nothing that uses it is reported again.
 func requireValues(vars []*Variable, missing func(*Variable) *hcl.Diagnostic) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, v := range vars {
@@ -255,9 +261,11 @@ func requireValues(vars []*Variable, missing func(*Variable) *hcl.Diagnostic) hc
 			continue
 		}
 		if !v.broken {
-			diags = append(diags, missing(v))
+			if d := missing(v); d != nil {
+				diags = append(diags, d)
+			}
 		}
-		v.Value = cty.DynamicVal
+		v.Value, v.origin = cty.DynamicVal, cty.NilVal
 	}
 	return diags
 }
@@ -433,11 +441,17 @@ func inFileOrder(attrs hcl.Attributes) []*hcl.Attribute {
 	return sorted
 }
 
-// varsObject is the var.* object of an evaluation context.
-func varsObject(vars []*Variable) cty.Value {
+// varsObject is the var.* object of an evaluation context. With origins,
+// each value carries the marks of where its parts came from (origin.go), for
+// the expressions of the recipe's body; without, the values are plain, for
+// validation blocks.
+func varsObject(vars []*Variable, origins bool) cty.Value {
 	m := map[string]cty.Value{}
 	for _, v := range vars {
 		m[v.Name] = v.Value
+		if origins && v.origin != cty.NilVal {
+			m[v.Name] = v.origin
+		}
 	}
 	return cty.ObjectVal(m)
 }

@@ -98,6 +98,10 @@ type BundleEntry struct {
 // StageBundle copies a bundle (directory or tarball) under Destination,
 // owned by root, with its modes. The builder re-hashes what it copies and
 // fails when it differs from Entries.
+//
+// In a dry run's plan a bundle may be Unresolved (Reason says why: its
+// source needs a variable without a value): it has no digest and no
+// entries, and no build runs it.
 type StageBundle struct {
 	Name        string        `json:"name"`
 	Source      string        `json:"source"`
@@ -105,8 +109,10 @@ type StageBundle struct {
 	Archive     bool          `json:"archive"`
 	Destination string        `json:"destination"`
 	Entrypoint  string        `json:"entrypoint,omitempty"`
-	Digest      string        `json:"digest"`
+	Digest      string        `json:"digest,omitempty"`
 	Entries     []BundleEntry `json:"entries"`
+	Unresolved  bool          `json:"unresolved,omitempty"`
+	Reason      string        `json:"reason,omitempty"`
 }
 
 // InstallValidationScript writes the on-host validation script generated
@@ -200,6 +206,9 @@ func (s StageBundle) Summary() string {
 			files++
 			size += e.Size
 		}
+	}
+	if s.Unresolved {
+		return fmt.Sprintf("stage bundle %s from %s to %s (unresolved: %s)", s.Name, s.Source, s.Destination, s.Reason)
 	}
 	return fmt.Sprintf("stage bundle %s from %s to %s (%d files, %d bytes, %s)", s.Name, s.Source, s.Destination, files, size, s.Digest)
 }

@@ -37,7 +37,9 @@ func newBuildCmd(env []string) *cobra.Command {
 		Long: `Build resolves a recipe's variables and layers into the ordered steps a
 build executes. With --dry-run it prints that plan - base image and checksum,
 each layer with its steps and digest, kernel args, Netdata, bundles with their
-file hashes, artifact names and the MAAS target - and touches nothing.
+file hashes, artifact names and the MAAS target - and touches nothing. A
+bundle whose source needs a variable without a value is shown unresolved,
+with one warning naming what a build needs; a build refuses it.
 
 Without --dry-run it runs the plan: verifies the base image's checksum
 (downloading it once into the cache), customizes a raw working copy of it
@@ -69,6 +71,7 @@ store's latest version of the image.`,
   imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			rf.dryRun = dryRun
 			r, err := rf.load(cmd, args[0], env)
 			if err != nil {
 				return err

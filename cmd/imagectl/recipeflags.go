@@ -17,12 +17,16 @@ type recipeFlags struct {
 	varFiles []string
 	roots    []string
 	output   string
+	// dryRun loads for a plan that is only shown (build --dry-run):
+	// bundles whose sources need a variable without a value are shown
+	// unresolved, with one warning, rather than failing the load.
+	dryRun bool
 }
 
 func (f *recipeFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: -var name=value (repeatable; highest precedence)")
-	cmd.Flags().StringArrayVar(&f.varFiles, "var-file", nil, "read variables from an HCL file of name = value lines (repeatable)")
-	cmd.Flags().StringArrayVar(&f.roots, "root", nil, "also allow file, bundle and key sources from this directory tree (repeatable)")
+	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: -var name=value (repeatable; highest precedence; a path is relative to the working directory)")
+	cmd.Flags().StringArrayVar(&f.varFiles, "var-file", nil, "read variables from an HCL file of name = value lines (repeatable; paths in it are relative to the working directory)")
+	cmd.Flags().StringArrayVar(&f.roots, "root", nil, "also allow file, bundle and key sources the recipe names from this directory tree (repeatable; paths given as variables need none)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 }
@@ -48,6 +52,7 @@ func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*reci
 	r, diags, err := p.Load(cmd.Context(), path, recipes.Options{
 		Inputs: recipes.Inputs{Env: env, Files: f.varFiles, Flags: f.vars},
 		Roots:  f.roots,
+		DryRun: f.dryRun,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("loading recipe %s: %w", path, context.Cause(cmd.Context()))

@@ -70,10 +70,10 @@ func newRootCmd(s streams, env []string) *cobra.Command {
 a base cloud image, package layers, kernel args, Netdata and site-bootstrap
 bundles, customized through libguestfs into a tgz root filesystem that MAAS
 deploys, with a build manifest and a signature.`,
-		Example: `  export IMAGECTL_VAR_site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap
-  imagectl validate recipes/h200.hcl --root /srv/infra
-  imagectl build recipes/h200.hcl --root /srv/infra --dry-run
-  imagectl build recipes/h200.hcl --root /srv/infra --dry-run -var enable_doca_repos=true --output json
+		Example: `  imagectl build recipes/h200.hcl --dry-run
+  export IMAGECTL_VAR_site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap
+  imagectl validate recipes/h200.hcl
+  imagectl build recipes/h200.hcl --dry-run -var enable_doca_repos=true --output json
   imagectl fmt --check recipes layers
   imagectl diff old.manifest.json new.manifest.json`,
 		SilenceUsage:  true,

@@ -32,7 +32,7 @@ Ctrl-C (or SIGTERM) stops it at any point with exit status 130, even while
 a file it reads blocks; a second one exits at once.`,
 			recipes.MaxDiagnostics, recipes.MaxInputSize, recipes.MaxNesting),
 		Example: `  imagectl validate examples/demo.hcl -var-file base.vars.hcl
-  imagectl validate recipes/h200.hcl --root /srv/infra -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
+  imagectl validate recipes/h200.hcl -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
       -var netdata_retention_mb=512 --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
