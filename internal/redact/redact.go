@@ -44,7 +44,20 @@ func Text(s string) string { return URL(Known(s)) }
 // missing colon ("https//admin:pw@host"), a bad port or host. A word
 // without "@" or "?" is left alone, and so are an e-mail address and an
 // scp-style git remote (git@host:path), whose user is no secret.
-func URL(s string) string {
+func URL(s string) string { return strip(s, func(string) {}) }
+
+// RegisterURL registers the credentials of every URL in s (those URL
+// replaces): for a location that is refused, or used, but whose
+// credentials may still be quoted by something else (a library's error,
+// a tool's output).
+func RegisterURL(s string) {
+	var found []string
+	strip(s, func(v string) { found = append(found, v) })
+	Register(found...)
+}
+
+// strip is URL, calling found with each credential it replaces.
+func strip(s string, found func(string)) string {
 	if !strings.ContainsAny(s, "@?") {
 		return s
 	}
@@ -54,7 +67,7 @@ func URL(s string) string {
 		if i < 0 {
 			i = len(s)
 		}
-		b.WriteString(word(s[:i]))
+		b.WriteString(word(s[:i], found))
 		s = s[i:]
 		j := strings.IndexFunc(s, func(r rune) bool { return !isSpace(r) })
 		if j < 0 {
@@ -79,12 +92,12 @@ func isSpace(r rune) bool {
 var reSecretParam = regexp.MustCompile(`(?i)key|token|secret|passw|pwd|auth|sig|credential|session`)
 
 // word strips the credentials from one word that may be a URL.
-func word(w string) string {
+func word(w string, found func(string)) string {
 	if !strings.ContainsAny(w, "@?") {
 		return w
 	}
 	pre, query, hasQuery := strings.Cut(w, "?")
-	pre = userinfo(pre)
+	pre = userinfo(pre, found)
 	if !hasQuery {
 		return pre
 	}
@@ -98,6 +111,7 @@ func word(w string) string {
 	for _, p := range splitKeep(query[:end], "&;") {
 		name, value, ok := strings.Cut(p, "=")
 		if ok && value != "" && reSecretParam.MatchString(name) {
+			found(value)
 			p = name + "=" + Mask
 		}
 		q.WriteString(p)
@@ -124,7 +138,7 @@ func splitKeep(s, seps string) []string {
 // a password hold an "@"), from after "//" or, without one, after the
 // last "/" before it. An "@" that starts a digest (repo@sha256:...) is
 // none.
-func userinfo(w string) string {
+func userinfo(w string, found func(string)) string {
 	first := strings.IndexByte(w, '@')
 	if first < 0 {
 		return w
@@ -145,12 +159,14 @@ func userinfo(w string) string {
 	if info == "" || reDigest.MatchString(w[at+1:]) {
 		return w
 	}
-	if user, _, ok := strings.Cut(info, ":"); ok {
+	if user, pass, ok := strings.Cut(info, ":"); ok {
+		found(pass)
 		return w[:start] + user + ":" + Mask + w[at:]
 	}
 	if !slashes || strings.Contains(scheme, "ssh") {
 		return w // an e-mail address, git@host:path, ssh://git@host
 	}
+	found(info)
 	return w[:start] + Mask + w[at:]
 }
 

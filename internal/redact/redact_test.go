@@ -126,3 +126,12 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+func TestRegisterURL(t *testing.T) {
+	RegisterURL("oci://user:urlPASSWORD1@h/x https//urlTOKEN2345@h/y http://h/?api_key=urlAPIKEY678")
+	for _, v := range []string{"urlPASSWORD1", "urlTOKEN2345", "urlAPIKEY678"} {
+		if got := Known("a " + v); strings.Contains(got, v) {
+			t.Errorf("%s not registered: %s", v, got)
+		}
+	}
+}
