@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -33,17 +34,8 @@ func (p *Plan) redacted(w io.Writer, b []byte) error {
 }
 
 // redact replaces the values of sensitive variables in b, as they are and
-// as JSON writes them.
-func (p *Plan) redact(b []byte) []byte {
-	for _, s := range p.secrets {
-		b = bytes.ReplaceAll(b, []byte(s), []byte("(sensitive)"))
-		if q, err := json.Marshal(s); err == nil {
-			inner := q[1 : len(q)-1]
-			b = bytes.ReplaceAll(b, inner, []byte("(sensitive)"))
-		}
-	}
-	return b
-}
+// as JSON and Go quoting write them.
+func (p *Plan) redact(b []byte) []byte { return redact.Values(b, p.secrets, "(sensitive)") }
 
 // WriteText writes the plan for a person to read before a build.
 func (p *Plan) WriteText(w io.Writer) error {

@@ -237,6 +237,7 @@ func (l *loader) scope(blocks hcl.Blocks, dir string, in Inputs, given *givenVal
 	} else {
 		diags = append(diags, applyGiven(vars, given)...)
 	}
+	registerSensitive(vars, in)
 	ctx := &hcl.EvalContext{
 		Variables: map[string]cty.Value{"var": varsObject(vars)},
 		Functions: functions(l.tree, dir),

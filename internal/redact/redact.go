@@ -184,8 +184,8 @@ func Values(b []byte, secrets []string, mask string) []byte {
 	return []byte(replacer(forms, mask).Replace(string(b)))
 }
 
-// formsOf is each secret as it is and as JSON and Go quoting write it,
-// trimmed, at least min long, longest first.
+// formsOf is each secret as it is and as JSON and Go quoting write it, at
+// least min long, longest first.
 func formsOf(secrets []string, min int) []string {
 	var forms []string
 	add := func(f string) {
@@ -194,14 +194,12 @@ func formsOf(secrets []string, min int) []string {
 		}
 	}
 	for _, s := range secrets {
-		for _, v := range []string{s, strings.TrimSpace(s)} {
-			add(v)
-			if q, err := json.Marshal(v); err == nil {
-				add(string(q[1 : len(q)-1]))
-			}
-			q := strconv.Quote(v)
-			add(q[1 : len(q)-1])
+		add(s)
+		if q, err := json.Marshal(s); err == nil {
+			add(string(q[1 : len(q)-1]))
 		}
+		q := strconv.Quote(s)
+		add(q[1 : len(q)-1])
 	}
 	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
 	return forms

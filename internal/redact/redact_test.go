@@ -56,7 +56,7 @@ func TestValues(t *testing.T) {
 
 func TestRegisterKnownText(t *testing.T) {
 	secret := "reg1stered-SECRET-" + t.Name()
-	Register(secret+"\n", "short")
+	Register(secret, "short")
 	for _, in := range []string{secret, fmt.Sprintf("%q", secret), "key " + secret + " and more"} {
 		if got := Known(in); strings.Contains(got, secret) {
 			t.Errorf("Known(%q) = %q", in, got)
