@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpuaas/imagectl/internal/redact"
 )
 
 type streams struct {
@@ -25,8 +27,15 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 // run executes imagectl with args and returns the process exit status:
 // exitInterrupted when ctx was cancelled (a signal, see interruptContext)
-// and the command stopped for it.
+// and the command stopped for it. Whatever a command prints goes through
+// redact.Writer, which replaces every secret the process has read (a key,
+// a token, a password, a sensitive variable), and the final error through
+// redact.Text, which also strips the credentials of any URL in it.
 func run(ctx context.Context, args []string, s streams, env []string) int {
+	out, errw := redact.NewWriter(s.out), redact.NewWriter(s.err)
+	defer errw.Flush()
+	defer out.Flush()
+	s = streams{in: s.in, out: out, err: errw}
 	root := newRootCmd(s, env)
 	root.SetArgs(normalizeArgs(args))
 	err := root.ExecuteContext(ctx)
@@ -43,12 +52,12 @@ func run(ctx context.Context, args []string, s streams, env []string) int {
 		case !strings.Contains(msg, cause):
 			msg += " (" + cause + ")"
 		}
-		fmt.Fprintf(s.err, "imagectl: %s\n", msg)
+		fmt.Fprintf(s.err, "imagectl: %s\n", redact.Text(msg))
 		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(s.err, "imagectl: %v\n", err)
+		fmt.Fprintf(s.err, "imagectl: %s\n", redact.Text(err.Error()))
 		return 1
 	}
 }
@@ -115,6 +124,13 @@ func isTerminal(w io.Writer, env []string) bool {
 		if strings.HasPrefix(kv, "NO_COLOR=") || kv == "TERM=dumb" {
 			return false
 		}
+	}
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
 	}
 	f, ok := w.(*os.File)
 	if !ok {

@@ -105,7 +105,8 @@ func word(w string, found func(string)) string {
 	// what quotes it.
 	end := strings.IndexAny(query, "#\"'`>")
 	if end < 0 {
-		end = len(query)
+		// Or at the punctuation of the message the word ends.
+		end = len(strings.TrimRight(query, ".,:;)"))
 	}
 	var q strings.Builder
 	for _, p := range splitKeep(query[:end], "&;") {

@@ -26,6 +26,7 @@ func TestURL(t *testing.T) {
 		// Inside a message, quoted.
 		{`opening OCI store "user:PASS1234@host/x": bad`, `opening OCI store "user:xxxxx@host/x": bad`},
 		{`Get "http://u:PASS1234@h/x?token=T0KEN1234": refused`, `Get "http://u:xxxxx@h/x?token=xxxxx": refused`},
+		{"store http://h/x?token=SECRET1234: refused", "store http://h/x?token=xxxxx: refused"},
 		// Not credentials.
 		{"git@github.com:org/catalog.git", "git@github.com:org/catalog.git"},
 		{"ssh://git@github.com/org/catalog.git", "ssh://git@github.com/org/catalog.git"},
