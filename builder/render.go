@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -34,20 +35,8 @@ func (p *Plan) redacted(w io.Writer, b []byte) error {
 }
 
 // redact replaces the values of sensitive variables in b, as they are and
-// as JSON writes them.
-func (p *Plan) redact(b []byte) []byte {
-	for _, s := range p.secrets {
-		b = bytes.ReplaceAll(b, []byte(s), []byte("(sensitive)"))
-		if e := textsafe.Terminal(s); e != s { // as WriteText prints it
-			b = bytes.ReplaceAll(b, []byte(e), []byte("(sensitive)"))
-		}
-		if q, err := json.Marshal(s); err == nil {
-			inner := q[1 : len(q)-1]
-			b = bytes.ReplaceAll(b, inner, []byte("(sensitive)"))
-		}
-	}
-	return b
-}
+// as JSON, Go quoting and the terminal's escaping write them.
+func (p *Plan) redact(b []byte) []byte { return redact.Values(b, p.secrets, "(sensitive)") }
 
 // WriteText writes the plan for a person to read before a build. What the
 // recipe holds (a title, a description, names, paths) is escaped

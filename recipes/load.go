@@ -256,6 +256,7 @@ func (l *loader) scope(blocks hcl.Blocks, dir string, in Inputs, given *givenVal
 	} else {
 		diags = append(diags, applyGiven(vars, given)...)
 	}
+	registerSensitive(vars, in)
 	fns := functions(l.tree, dir)
 	plain := &hcl.EvalContext{Variables: map[string]cty.Value{"var": varsObject(vars, false)}, Functions: fns}
 	diags = append(diags, checkValidations(vars, plain)...)

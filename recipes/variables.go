@@ -419,6 +419,9 @@ func checkValidations(vars []*Variable, ctx *hcl.EvalContext) hcl.Diagnostics {
 			if mv, d := val.ErrorMessage.Value(ctx); !d.HasErrors() && mv.Type() == cty.String && mv.IsKnown() && !mv.IsNull() {
 				msg = mv.AsString()
 			}
+			if refersToSensitive(val.ErrorMessage, vars) {
+				msg = "The value is not valid; the error message uses a sensitive variable, so it is not shown."
+			}
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  fmt.Sprintf("Invalid value for variable %q", v.Name),

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/internal/redact"
 )
 
 const varsRecipe = `
@@ -177,5 +179,45 @@ func TestParseVarString(t *testing.T) {
 		if got := jsonOf(t, v); got != tc.want {
 			t.Errorf("parseVarString(%q) = %s, want %s", tc.raw, got, tc.want)
 		}
+	}
+}
+
+// TestSensitiveValueNotShown: a sensitive variable's value, interpolated
+// into its validation's error_message, is not in the diagnostic; it is
+// registered with redact, from -var and the environment alike, so no
+// output shows it.
+func TestSensitiveValueNotShown(t *testing.T) {
+	src := strings.Replace(varsRecipe, `variable "size" {`, `variable "token" {
+  type      = string
+  sensitive = true
+  validation {
+    condition     = length(var.token) < 4
+    error_message = "token ${var.token} is too long."
+  }
+}
+variable "pin" {
+  type      = number
+  sensitive = true
+  default   = 1
+}
+variable "size" {`, 1)
+	const secret = "Sens1tive-Planted-Value"
+	for _, in := range []Inputs{
+		{Flags: []string{"token=" + secret}},
+		{Env: []string{EnvPrefix + "token=" + secret}},
+	} {
+		_, msgs := loadString(t, src, in)
+		if !strings.Contains(msgs, "Invalid value for variable \"token\"") || strings.Contains(msgs, secret) {
+			t.Errorf("diagnostics:\n%s", msgs)
+		}
+		if got := redact.Known("x " + secret); strings.Contains(got, secret) {
+			t.Errorf("the value is not registered: %s", got)
+		}
+	}
+	// A value its type refuses is registered too (its diagnostic quotes
+	// it, the CLI's output streams replace it).
+	_, _ = loadString(t, src, Inputs{Flags: []string{"token=abc", "pin=N0t-a-Number-Sensitive"}})
+	if got := redact.Known("N0t-a-Number-Sensitive"); got != redact.Mask {
+		t.Errorf("a refused sensitive value is not registered: %s", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/profile"
@@ -83,8 +84,8 @@ type Group struct {
 type Sites struct {
 	Sites  []*Site
 	Groups []*Group
-	// Files holds the parsed source for diagnostic snippets, with any API
-	// key written in it blanked out.
+	// Files holds the parsed source for diagnostic snippets, with every
+	// value written in it starred out (maskValues).
 	Files map[string]*hcl.File
 }
 
@@ -165,13 +166,14 @@ func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 	out := &Sites{Files: map[string]*hcl.File{}}
 	f, diags := recipes.ParseConfig(src, filename)
 	if diags.HasErrors() {
-		out.Files[filename] = &hcl.File{Bytes: redactAll(src)}
+		out.Files[filename] = &hcl.File{Bytes: maskUnparsed(src)}
 		return out, diags
 	}
-	// Keys written in clear are errors, and never shown in a snippet,
-	// wherever in the file they are.
+	// No value of the file is shown in a snippet: any may be a key or a
+	// token written in the wrong place. Those written in clear are errors.
 	shown := append([]byte(nil), src...)
-	redactSecrets(f.Body.(*hclsyntax.Body), shown, &diags)
+	maskValues(f.Body.(*hclsyntax.Body), shown)
+	checkClearSecrets(f.Body.(*hclsyntax.Body), &diags)
 	out.Files[filename] = &hcl.File{Body: f.Body, Bytes: shown}
 	if diags.HasErrors() {
 		return out, diags
@@ -331,54 +333,116 @@ func (ss *Sites) Group(name string) *Group {
 	return nil
 }
 
-// redactSecrets finds, in every attribute of body and its blocks, an
-// api_key or token, a value shaped like a MAAS API key or a bearer token,
-// a token_env that is no variable name (it may be the token itself) or a
-// URL with credentials: each is an error, and its text is starred out of
-// shown, the copy of the source that diagnostics quote.
-func redactSecrets(body *hclsyntax.Body, shown []byte, diags *hcl.Diagnostics) {
+// checkClearSecrets finds, in every attribute of body and its blocks, an
+// api_key or token, a value shaped like a MAAS API key or a bearer token
+// (surrounding spaces and newlines aside), a token_env that is no
+// variable name, an api_key_env or token_env that looks like a token
+// itself (decodeSite refuses other bad names, unquoted), or a URL with
+// credentials (redact.URL's, a malformed URL's included): each is an
+// error that does not quote the value.
+func checkClearSecrets(body *hclsyntax.Body, diags *hcl.Diagnostics) {
 	for _, a := range body.Attributes {
 		v, d := a.Expr.Value(nil)
 		literal := !d.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull()
+		val := ""
+		if literal {
+			val = v.AsString()
+		}
 		summary, detail := "", ""
 		switch {
-		case a.Name == "api_key" || (literal && reKeyShape.MatchString(v.AsString())):
+		case a.Name == "api_key" || (literal && reKeyShape.MatchString(strings.TrimSpace(val))):
 			summary, detail = "API key written in clear", "A MAAS API key may not be written in the sites file: put it in an environment variable named by api_key_env, or in a file (mode 0600) named by api_key_file."
-		case tokenNames[a.Name] || (literal && reTokenShape.MatchString(strings.TrimSpace(v.AsString()))):
+		case tokenNames[a.Name] || (literal && reTokenShape.MatchString(strings.TrimSpace(val))):
 			summary, detail = "Token written in clear", "An admin API token may not be written in the sites file: put it in an environment variable named by token_env, or in a file (mode 0600) named by token_file, in the deploy_profile block."
-		case a.Name == "token_env" && literal && !reEnvName.MatchString(v.AsString()):
-			summary, detail = "Invalid token_env", "token_env names the environment variable that holds the admin API token (letters, digits and '_'), not the token itself; its value is not shown."
-		case literal && hasURLCredentials(v.AsString()):
+		case literal && ((a.Name == "token_env" && !reEnvName.MatchString(val)) || ((a.Name == "token_env" || a.Name == "api_key_env") && looksLikeToken(val))):
+			what := "the admin API token"
+			if a.Name == "api_key_env" {
+				what = "the MAAS API key"
+			}
+			summary, detail = "Invalid "+a.Name, a.Name+" names the environment variable that holds "+what+" (letters, digits and '_'), not "+what+" itself; its value is not shown."
+		case literal && redact.HasCredentials(val):
 			summary, detail = "Credentials in a URL", "A URL in the sites file may not carry a user, a password or a token: MAAS authenticates with the API key (api_key_env or api_key_file), the admin API with the token (token_env or token_file)."
 		default:
 			continue
 		}
-		r := a.Expr.Range()
-		copy(shown[r.Start.Byte:r.End.Byte], bytes.Repeat([]byte("*"), r.End.Byte-r.Start.Byte))
 		rng := a.SrcRange
 		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Subject: &rng, Detail: detail})
 	}
 	for _, b := range body.Blocks {
-		redactSecrets(b.Body, shown, diags)
+		checkClearSecrets(b.Body, diags)
 	}
 }
 
-// hasURLCredentials reports whether v is a URL with a user or password,
-// or with a query parameter that looks like a credential (?token=…).
-func hasURLCredentials(v string) bool {
-	u, err := url.Parse(strings.TrimSpace(v))
-	if err != nil || u.Host == "" {
-		return false
-	}
-	for k := range u.Query() {
-		if reCredParam.MatchString(k) {
+// looksLikeToken reports whether a value that is a valid variable name is
+// more likely a token: a run of 20 letters and digits of both cases, or
+// of 32 letters and digits, without a '_' (variable names are words).
+func looksLikeToken(v string) bool {
+	for _, run := range strings.FieldsFunc(v, func(r rune) bool { return r == '_' }) {
+		lower := strings.ContainsFunc(run, func(r rune) bool { return r >= 'a' && r <= 'z' })
+		upper := strings.ContainsFunc(run, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+		digit := strings.ContainsFunc(run, func(r rune) bool { return r >= '0' && r <= '9' })
+		if (len(run) >= 20 && lower && upper && digit) || (len(run) >= 32 && digit && (lower || upper)) {
 			return true
 		}
 	}
-	return u.User != nil
+	return false
 }
 
-var reCredParam = regexp.MustCompile(`(?i)token|key|secret|passw|auth`)
+// maskValues stars out, in shown (a copy of the source body was parsed
+// from), the value of every attribute of body and its blocks, keeping
+// newlines so that snippets keep their lines.
+func maskValues(body *hclsyntax.Body, shown []byte) {
+	for _, a := range body.Attributes {
+		r := a.Expr.Range()
+		star(shown[r.Start.Byte:r.End.Byte])
+	}
+	for _, b := range body.Blocks {
+		maskValues(b.Body, shown)
+	}
+}
+
+// star replaces every byte of b but whitespace with '*' (byte for byte,
+// so that diagnostics' columns still point where they did).
+func star(b []byte) {
+	for i, c := range b {
+		if c != '\n' && c != '\r' && c != ' ' && c != '\t' {
+			b[i] = '*'
+		}
+	}
+}
+
+// maskUnparsed hides every value in a sites file that failed to parse,
+// where no attribute is known: each line keeps its indentation and an
+// attribute's name and "=", a block header (type, labels, "{") or closing
+// braces; everything else (values, continued strings, heredocs, comments)
+// is starred out.
+func maskUnparsed(src []byte) []byte {
+	out := append([]byte(nil), src...)
+	for off := 0; off < len(out); {
+		end := bytes.IndexByte(out[off:], '\n')
+		if end < 0 {
+			end = len(out)
+		} else {
+			end += off
+		}
+		line := out[off:end]
+		switch m := reAttrLine.FindSubmatchIndex(line); {
+		case m != nil:
+			star(line[m[3]:])
+		case reBlockLine.Match(line) || reBracesLine.Match(line):
+		default:
+			star(line)
+		}
+		off = end + 1
+	}
+	return out
+}
+
+var (
+	reAttrLine   = regexp.MustCompile(`^(\s*[A-Za-z_][A-Za-z0-9_-]*\s*=)`)
+	reBlockLine  = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_-]*(\s+("[^"]*"|[A-Za-z_][A-Za-z0-9_-]*))*\s*\{\s*$`)
+	reBracesLine = regexp.MustCompile(`^[\s{}]*$`)
+)
 
 func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	s := &Site{Name: b.Labels[0], DeclRange: b.DefRange, Architecture: DefaultArchitecture,
@@ -395,14 +459,15 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	str("maas_url", &s.URL, func(v string) string {
 		u, err := url.Parse(v)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return fmt.Sprintf("%q is not an http(s) URL of a MAAS without credentials, such as \"http://maas.example:5240/MAAS\".", v)
+			return fmt.Sprintf("%q is not an http(s) URL of a MAAS without credentials, such as \"http://maas.example:5240/MAAS\".", redact.URL(v))
 		}
 		return ""
 	})
 	s.URL = strings.TrimSuffix(s.URL, "/")
+	// Never quoted: a key put here by mistake must not be shown.
 	str("api_key_env", &s.APIKeyEnv, func(v string) string {
 		if !reEnvName.MatchString(v) {
-			return fmt.Sprintf("%q is not an environment variable name.", v)
+			return "api_key_env must name an environment variable (letters, digits and '_')."
 		}
 		return ""
 	})
@@ -613,6 +678,7 @@ func (s *Site) APIKey(env []string) (string, error) {
 		}
 		return "", fmt.Errorf("site %q: the API key in %s is not of the form consumer_key:token_key:token_secret", s.Name, where)
 	}
+	redact.Register(key, key[strings.LastIndexByte(key, ':')+1:])
 	return key, nil
 }
 
@@ -625,23 +691,6 @@ func (s *Site) Config(env []string) (maas.Config, error) {
 	return maas.Config{URL: s.URL, APIKey: key, Timeout: s.Timeout, LastChunkTimeout: s.LastChunkTimeout,
 		CompleteTimeout: s.CompleteTimeout}, nil
 }
-
-// redactAll hides what may be a key or token in a file that failed to
-// parse: key- and JWT-shaped strings and whatever follows "api_key =",
-// "token =" and the like.
-func redactAll(src []byte) []byte {
-	stars := func(m []byte) []byte { return bytes.Repeat([]byte("*"), len(m)) }
-	src = reKeyAnywhere.ReplaceAllFunc(src, stars)
-	return reClearKey.ReplaceAllFunc(src, func(m []byte) []byte {
-		i := bytes.IndexByte(m, '=')
-		return append(m[:i+1:i+1], stars(m[i+1:])...)
-	})
-}
-
-var (
-	reKeyAnywhere = regexp.MustCompile(`[A-Za-z0-9]+:[A-Za-z0-9]+:[A-Za-z0-9]+|eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*`)
-	reClearKey    = regexp.MustCompile(`\b(api_key|token|admin_token|api_token|bearer_token|token_env)\s*=[^\n]*`)
-)
 
 // Follows reports whether promotions of image select the profile's image.
 func (p *DeployProfile) Follows(image string) bool { return p.Image == image }
@@ -684,6 +733,7 @@ func (p *DeployProfile) Token(env []string) (string, error) {
 	if msg := profile.CheckToken(tok); msg != "" {
 		return "", fmt.Errorf("site %q: the admin API token in %s %s", p.Site, p.TokenSource(), msg)
 	}
+	redact.Register(tok)
 	return tok, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/redact"
 )
 
 func TestSitesValid(t *testing.T) {
@@ -292,6 +294,86 @@ group "pair" {
 		_, diags := ParseSites([]byte(src+tc.group), "sites.hcl")
 		if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.want) {
 			t.Errorf("%s: diagnostics %v, want %q", tc.group, diags, tc.want)
+		}
+	}
+}
+
+// TestSitesNeverShowSecrets: a secret written anywhere in the sites file,
+// in any shape, is in no diagnostic and in no snippet source, the file
+// parsed or not.
+func TestSitesNeverShowSecrets(t *testing.T) {
+	const secret = "Pl4nted0Secret9Value7xyzQ"
+	site := func(body string) string {
+		return "site \"a\" {\n" + body + "\n}\n"
+	}
+	profile := func(body string) string {
+		return site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"K\"\n  deploy_profile {\n    api_url = \"https://admin.example\"\n    site_id = \"7\"\n    profile_id = \"p\"\n    image = \"demo\"\n" + body + "\n  }")
+	}
+	for name, src := range map[string]string{
+		"key with a newline in api_key_env": site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"aaa:bbb:" + secret + "\\n\""),
+		"key with a space in api_key_env":   site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"aaa:bbb:" + secret + " \""),
+		"key as api_key_file":               site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_file = \" aaa:bbb:" + secret + "\""),
+		"token-like api_key_env":            site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"" + secret + "\""),
+		"token-like token_env":              profile("    token_env = \"ghp_" + secret + "\""),
+		"token with a space in token_env":   profile("    token_env = \"" + secret + " \""),
+		"malformed maas_url with api_key":   site("  maas_url = \"maas.x:5240/MAAS?api_key=" + secret + "\"\n  api_key_env = \"K\""),
+		"maas_url without its colon":        site("  maas_url = \"https//admin:" + secret + "@maas.x/MAAS\"\n  api_key_env = \"K\""),
+		"malformed api_url":                 site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"K\"\n  deploy_profile {\n    api_url = \"https//admin:" + secret + "@x\"\n  }"),
+		"unknown attribute":                 site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"K\"\n  password = \"" + secret + "\""),
+		"unknown attribute, heredoc":        site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"K\"\n  password = <<EOT\n" + secret + "\nEOT"),
+		"bad architecture after a secret":   site("  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"K\"\n  password = \"" + secret + "\"\n  architecture = 1"),
+		"syntax error":                      site("  maas_url = \"http://maas.example/MAAS\"\n  password = \"" + secret + "\" +\n  api_key_env = "),
+		"unterminated string":               site("  maas_url = \"http://maas.example/MAAS\"\n  password = \"" + secret + "\n  api_key_env = \"K\""),
+		"syntax error in a heredoc":         site("  password = <<EOT\n  " + secret + "\n  EOT\n  maas_url = [\n"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ss, diags := ParseSites([]byte(src), "s.hcl")
+			if !diags.HasErrors() {
+				t.Fatalf("no error for\n%s", src)
+			}
+			for _, d := range diags {
+				if strings.Contains(d.Summary+d.Detail, secret[3:12]) {
+					t.Errorf("a diagnostic shows the secret: %s: %s", d.Summary, d.Detail)
+				}
+			}
+			if f := ss.Files["s.hcl"]; f == nil || len(f.Bytes) != len(src) {
+				t.Fatalf("no snippet source of the same length as the file: %v", f)
+			} else if bytes.Contains(f.Bytes, []byte(secret[3:12])) {
+				t.Errorf("the snippet source shows the secret:\n%s", f.Bytes)
+			}
+		})
+	}
+}
+
+// TestSitesSnippetKeepsNames: a snippet hides values, not where they are.
+func TestSitesSnippetKeepsNames(t *testing.T) {
+	src := "site \"a\" {\n  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"K\"\n  architecture = \"amd64\"\n}\n"
+	ss, diags := ParseSites([]byte(src), "s.hcl")
+	if !diags.HasErrors() {
+		t.Fatal("no error")
+	}
+	want := "site \"a\" {\n  maas_url = " + strings.Repeat("*", len(`"http://maas.example/MAAS"`)) + "\n  api_key_env = ***\n  architecture = *******\n}\n"
+	if got := string(ss.Files["s.hcl"].Bytes); got != want {
+		t.Errorf("snippet source:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestSecretsRegistered: a key or token once read is replaced wherever
+// imagectl prints it (redact.Known, the CLI's output streams).
+func TestSecretsRegistered(t *testing.T) {
+	key := "cOnsumer1:t0kenKey22:s3cretPart4Registered"
+	s := &Site{Name: "a", URL: "http://maas.example/MAAS", APIKeyEnv: "K"}
+	if _, err := s.APIKey([]string{"K=" + key + "\n"}); err != nil {
+		t.Fatal(err)
+	}
+	p := &DeployProfile{Site: "a", TokenEnv: "T"}
+	tok := "t0ken-registered-" + t.Name()
+	if _, err := p.Token([]string{"T= " + tok}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{key, "s3cretPart4Registered", tok} {
+		if got := redact.Known("x " + v + " y"); strings.Contains(got, v) {
+			t.Errorf("%s is not registered: %s", v, got)
 		}
 	}
 }

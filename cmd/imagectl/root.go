@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 )
 
@@ -27,8 +28,15 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 // run executes imagectl with args and returns the process exit status:
 // exitInterrupted when ctx was cancelled (a signal, see interruptContext)
-// and the command stopped for it.
+// and the command stopped for it. Whatever a command prints goes through
+// redact.Writer, which replaces every secret the process has read (a key,
+// a token, a password, a sensitive variable), and the final error through
+// redact.Text, which also strips the credentials of any URL in it.
 func run(ctx context.Context, args []string, s streams, env []string) int {
+	out, errw := redact.NewWriter(s.out), redact.NewWriter(s.err)
+	defer errw.Flush()
+	defer out.Flush()
+	s = streams{in: s.in, out: out, err: errw}
 	root := newRootCmd(s, env)
 	root.SetArgs(normalizeArgs(args))
 	err := root.ExecuteContext(ctx)
@@ -45,7 +53,7 @@ func run(ctx context.Context, args []string, s streams, env []string) int {
 		case !strings.Contains(msg, cause):
 			msg += " (" + cause + ")"
 		}
-		fmt.Fprintf(s.err, "imagectl: %s\n", textsafe.Escape(msg, "\n\t"))
+		fmt.Fprintf(s.err, "imagectl: %s\n", textsafe.Escape(redact.Text(msg), "\n\t"))
 		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
@@ -59,8 +67,8 @@ func run(ctx context.Context, args []string, s streams, env []string) int {
 // input (a server's answer, an entry name, a path), no control character
 // reaches the terminal but the newlines and tabs that lay out its lines.
 // Values that could hold a newline of their own are escaped where they
-// enter the message.
-func errorText(err error) string { return textsafe.Escape(err.Error(), "\n\t") }
+// enter the message. No secret is shown (redact.Text).
+func errorText(err error) string { return textsafe.Escape(redact.Text(err.Error()), "\n\t") }
 
 func newRootCmd(s streams, env []string) *cobra.Command {
 	root := &cobra.Command{
@@ -124,6 +132,13 @@ func isTerminal(w io.Writer, env []string) bool {
 		if strings.HasPrefix(kv, "NO_COLOR=") || kv == "TERM=dumb" {
 			return false
 		}
+	}
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
 	}
 	f, ok := w.(*os.File)
 	if !ok {

@@ -63,6 +63,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -146,6 +147,9 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 		return nil, errors.New("opening a git catalog: no remote given")
 	}
 	remote = absRemote(remote)
+	// Its credentials are kept out of every output, whatever quotes them
+	// (git's messages included).
+	redact.RegisterURL(remote)
 	c := &Catalog{remote: remote, branch: opts.Branch, dir: opts.CacheDir, env: opts.Env, now: opts.Now}
 	if c.branch == "" {
 		c.branch = "main"
@@ -178,18 +182,10 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 
 // Location names the remote in messages, with any password in it
 // redacted.
-func (c *Catalog) Location() string { return redact(c.remote) }
+func (c *Catalog) Location() string { return redact.URL(c.remote) }
 
 // Dir is the working clone's directory.
 func (c *Catalog) Dir() string { return c.dir }
-
-func redact(remote string) string {
-	u, err := url.Parse(remote)
-	if err != nil || u.Scheme == "" || u.User == nil {
-		return remote
-	}
-	return u.Redacted()
-}
 
 // initClone makes the cache directory a clone of the remote (git init and
 // the origin remote: the fetch that follows fills it), or checks that the
@@ -212,7 +208,7 @@ func (c *Catalog) initClone(ctx context.Context) error {
 			return fmt.Errorf("removing the credentials from the clone %s: %w", c.dir, err)
 		}
 	case url != stored:
-		return fmt.Errorf("the cache directory %s is a clone of %s, not of this catalog", c.dir, redact(url))
+		return fmt.Errorf("the cache directory %s is a clone of %s, not of this catalog", c.dir, redact.URL(url))
 	}
 	return nil
 }

@@ -72,6 +72,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 )
@@ -126,16 +127,20 @@ var (
 // Open opens the store at ref, REGISTRY/PREFIX (PREFIX may be empty or
 // have several segments). Nothing is contacted until it is used.
 func Open(ref string, opts Options) (*Store, error) {
+	shown := redact.URL(ref) // what messages quote
+	if shown != ref {
+		return nil, fmt.Errorf("opening OCI store %q: a store location carries no credentials: give them in $%s and $%s or a Docker config", shown, UsernameEnv, PasswordEnv)
+	}
 	reg, prefix, _ := strings.Cut(strings.TrimSuffix(ref, "/"), "/")
 	if reg == "" {
-		return nil, fmt.Errorf("opening OCI store %q: no registry (want REGISTRY/PREFIX)", ref)
+		return nil, fmt.Errorf("opening OCI store %q: no registry (want REGISTRY/PREFIX)", shown)
 	}
 	check := registry.Reference{Registry: reg, Repository: strings.TrimPrefix(prefix+"/x", "/")}
 	if err := check.Validate(); err != nil {
-		return nil, fmt.Errorf("opening OCI store %q: %w", ref, err)
+		return nil, fmt.Errorf("opening OCI store %q: %w", shown, err)
 	}
 	if opts.PlainHTTP && !loopback(reg) {
-		return nil, fmt.Errorf("opening OCI store %q: plain HTTP is only allowed to a loopback registry (localhost, 127.0.0.0/8, ::1), not %s: use HTTPS (with a CA file if it has a private CA)", ref, reg)
+		return nil, fmt.Errorf("opening OCI store %q: plain HTTP is only allowed to a loopback registry (localhost, 127.0.0.0/8, ::1), not %s: use HTTPS (with a CA file if it has a private CA)", shown, reg)
 	}
 	env := envLookup(opts.Env)
 	s := &Store{registry: reg, prefix: prefix, cacheDir: opts.CacheDir, plainHTTP: opts.PlainHTTP, signer: opts.Signer}
@@ -144,7 +149,7 @@ func Open(ref string, opts Options) (*Store, error) {
 		if !ok || base == "" {
 			home, err := os.UserHomeDir()
 			if err != nil {
-				return nil, fmt.Errorf("opening OCI store %q: no cache directory: %w", ref, err)
+				return nil, fmt.Errorf("opening OCI store %q: no cache directory: %w", shown, err)
 			}
 			base = filepath.Join(home, ".cache")
 		}
@@ -165,10 +170,10 @@ func Open(ref string, opts Options) (*Store, error) {
 			}
 			pem, err := os.ReadFile(opts.CAFile)
 			if err != nil {
-				return nil, fmt.Errorf("opening OCI store %q: reading the CA file: %w", ref, err)
+				return nil, fmt.Errorf("opening OCI store %q: reading the CA file: %w", shown, err)
 			}
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("opening OCI store %q: CA file %s holds no PEM certificate", ref, opts.CAFile)
+				return nil, fmt.Errorf("opening OCI store %q: CA file %s holds no PEM certificate", shown, opts.CAFile)
 			}
 			tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		}
@@ -179,10 +184,11 @@ func Open(ref string, opts Options) (*Store, error) {
 
 	credStore, where, err := credentialStore(opts.DockerConfig, env)
 	if err != nil {
-		return nil, fmt.Errorf("opening OCI store %q: %w", ref, err)
+		return nil, fmt.Errorf("opening OCI store %q: %w", shown, err)
 	}
 	user, _ := env(UsernameEnv)
 	pass, _ := env(PasswordEnv)
+	redact.Register(pass)
 	override := "not set"
 	if user != "" || pass != "" {
 		override = "set"
@@ -197,7 +203,9 @@ func Open(ref string, opts Options) (*Store, error) {
 			if user != "" || pass != "" {
 				return auth.Credential{Username: user, Password: pass}, nil
 			}
-			return storeCred(ctx, hostport)
+			cred, err := storeCred(ctx, hostport)
+			redact.Register(cred.Password, cred.RefreshToken, cred.AccessToken)
+			return cred, err
 		},
 	}
 	return s, nil

@@ -880,3 +880,14 @@ func TestReadsFilesOfLaterKinds(t *testing.T) {
 		t.Errorf("an SBOM under a name no version has: %v", err)
 	}
 }
+
+// TestOpenHidesCredentials: a location with credentials is refused
+// without quoting them.
+func TestOpenHidesCredentials(t *testing.T) {
+	for _, ref := range []string{"user:0ciPassw0rd@registry.example/x", "registry.example/x?token=0ciPassw0rd"} {
+		_, err := oci.Open(ref, oci.Options{CacheDir: t.TempDir()})
+		if err == nil || strings.Contains(err.Error(), "0ciPassw0rd") {
+			t.Errorf("Open(%q): %v", ref, err)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/gitcatalog"
@@ -54,17 +55,26 @@ type Options struct {
 func Open(ctx context.Context, opts Options) (store.Store, error) {
 	var versions store.Versions
 	ref, isOCI := strings.CutPrefix(opts.Store, Scheme)
+	// Store locations are quoted without credentials (redact.URL): a
+	// location that carries any is refused, and they are kept out of
+	// every output.
+	shown := redact.URL(opts.Store)
 	switch {
+	case shown != opts.Store:
+		// A directory named so is a mistyped URL.
+		redact.RegisterURL(opts.Store)
+		return nil, fmt.Errorf("opening the store %s: a store location carries no credentials: give a registry's in $%s and $%s or a Docker config (docker login)", shown, oci.UsernameEnv, oci.PasswordEnv)
 	case isOCI:
 		s, err := oci.Open(ref, oci.Options{CacheDir: sub(opts.CacheDir, "oci"), Env: opts.Env, CAFile: opts.CAFile, PlainHTTP: opts.PlainHTTP, Signer: opts.Signer})
 		if err != nil {
-			return nil, fmt.Errorf("opening the registry store %s: %w", opts.Store, err)
+			return nil, fmt.Errorf("opening the registry store %s: %w", shown, err)
 		}
 		versions = s
 	case opts.CAFile != "" || opts.PlainHTTP:
-		return nil, fmt.Errorf("--registry-ca and --plain-http apply to a registry store (%sREGISTRY/PREFIX), not to the directory %s", Scheme, opts.Store)
+		return nil, fmt.Errorf("--registry-ca and --plain-http apply to a registry store (%sREGISTRY/PREFIX), not to the directory %s", Scheme, shown)
 	case strings.Contains(opts.Store, "://"):
-		return nil, fmt.Errorf("store %q: a store is a directory or %sREGISTRY/PREFIX", opts.Store, Scheme)
+		redact.RegisterURL(opts.Store)
+		return nil, fmt.Errorf("store %q: a store is a directory or %sREGISTRY/PREFIX", shown, Scheme)
 	default:
 		versions = store.NewDir(opts.Store)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/backoff"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -67,6 +68,7 @@ type Client struct {
 // network in clear.
 func CheckURL(raw string) string {
 	u, err := url.Parse(raw)
+	raw = redact.URL(raw) // quoted below: never with its credentials
 	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return fmt.Sprintf("%q is not an https URL of the admin API without credentials, query or fragment, such as \"https://admin.example.internal\".", raw)
 	}

@@ -397,3 +397,14 @@ func keySuffix(profileID string) string {
 	}
 	return ""
 }
+
+// TestCheckURLHidesCredentials: a refused admin API URL is quoted without
+// the credentials it carries, well-formed or not.
+func TestCheckURLHidesCredentials(t *testing.T) {
+	for _, raw := range []string{"https://admin:S3cretPw99@x.example", "https//admin:S3cretPw99@x.example", "http://x.example/?token=S3cretPw99", "x.example:443?api_key=S3cretPw99"} {
+		msg := profile.CheckURL(raw)
+		if msg == "" || strings.Contains(msg, "S3cretPw99") {
+			t.Errorf("CheckURL(%q) = %q", raw, msg)
+		}
+	}
+}
