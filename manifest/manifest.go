@@ -83,13 +83,18 @@ type Image struct {
 }
 
 // Check says what is wrong with the image's name and version (names.go),
-// naming the field.
+// naming the field. An absent one (a manifest written by hand) is left to
+// what needs it: a store refuses it as a key.
 func (i Image) Check() error {
-	if err := CheckImageName(i.Name); err != nil {
-		return fmt.Errorf("image.name: %w", err)
+	if i.Name != "" {
+		if err := CheckImageName(i.Name); err != nil {
+			return fmt.Errorf("image.name: %w", err)
+		}
 	}
-	if err := CheckVersion(i.Version); err != nil {
-		return fmt.Errorf("image.version: %w", err)
+	if i.Version != "" {
+		if err := CheckVersion(i.Version); err != nil {
+			return fmt.Errorf("image.version: %w", err)
+		}
 	}
 	return nil
 }
