@@ -404,4 +404,3 @@ func packageName(p string) string {
 	}
 	return p
 }
-
