@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
@@ -69,6 +70,13 @@ store's latest version of the image.`,
   imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A version names files and store paths: refused before the
+			// recipe is read (NewPlan holds every caller to the same rule).
+			if version != "" {
+				if err := manifest.CheckVersion(version); err != nil {
+					return fmt.Errorf("--version: %w", err)
+				}
+			}
 			r, err := rf.load(cmd, args[0], env)
 			if err != nil {
 				return err
