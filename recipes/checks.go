@@ -126,7 +126,7 @@ func CheckKernelArg(a string) error {
 }
 
 func checkKernelArg(a string) string {
-	const lines = "the drop-in update-grub sources as shell and GRUB's linux line cannot carry it unquoted"
+	const lines = "the grub.d drop-in that update-grub sources as shell and GRUB's linux line cannot carry it"
 	switch {
 	case a == "":
 		return "A kernel argument is empty."
@@ -136,7 +136,7 @@ func checkKernelArg(a string) string {
 		return fmt.Sprintf("%q contains a control or non-ASCII character: %s.", a, lines)
 	case strings.ContainsAny(a, kernelArgSpecial):
 		c := a[strings.IndexAny(a, kernelArgSpecial)]
-		return fmt.Sprintf("%q contains %q: %s (GRUB would split the line there, the shell would run or glob it). %s", a, c, lines, kernelArgAdvice(a))
+		return fmt.Sprintf("%q contains %q: %s. %s", a, c, lines, kernelArgAdvice(a))
 	case strings.HasPrefix(a, "#"):
 		return fmt.Sprintf("%q starts with '#': GRUB's linux line would read it and the rest of the line as a comment. %s", a, kernelArgAdvice(a))
 	}
@@ -148,7 +148,7 @@ func checkKernelArg(a string) string {
 func kernelArgAdvice(a string) string {
 	m := moduleOptionRE.FindStringSubmatch(a)
 	if m == nil {
-		return "A kernel module's option belongs in /etc/modprobe.d instead, written by a file step of a layer."
+		return "An option that needs it belongs in a file instead: a kernel module's option in /etc/modprobe.d, written by a file step of a layer."
 	}
 	content := fmt.Sprintf("options %s %s=%q\n", m[1], m[2], m[3])
 	return fmt.Sprintf("%q is an option of the kernel module %s: it belongs in /etc/modprobe.d instead, written by a file step of a layer: file %q { content = %s }.",
