@@ -16,6 +16,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/gpuaas/imagectl/builder.Version=$(VERSION)
 TAGS := guestfs
 FUZZTIME ?= 20s
+RULES_FUZZTIME ?= 10s
 BIN := bin/imagectl
 
 # Debian packages: libguestfs and its Go binding (source only), QEMU tools,
@@ -89,9 +90,14 @@ lint: build
 	$(BIN) fmt --check recipes layers examples testdata/recipes/valid testdata/recipes/layers testdata/h200-debian.hcl
 	shellcheck -x -P SCRIPTDIR testdata/bundles/h200-ib/bootstrap.sh testdata/bundles/h200-slice-vm/bootstrap.sh
 
+# The recipe parser, then the rules that keep values out of generated shell
+# and paths: kernel args through the grub.d drop-in, image names and
+# versions as file names (shorter: small, fast properties).
 fuzz:
 	$(GO) test ./recipes -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/textsafe -run '^$$' -fuzz '^FuzzTerminal$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./layers -run '^$$' -fuzz '^FuzzGrubDropIn$$' -fuzztime $(RULES_FUZZTIME)
+	$(GO) test ./manifest -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(RULES_FUZZTIME)
+	$(GO) test ./internal/textsafe -run '^$$' -fuzz '^FuzzTerminal$$' -fuzztime $(RULES_FUZZTIME)
 
 base-image: $(BASE_VARS)
 

@@ -23,6 +23,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -114,7 +115,7 @@ func (a *applier) requiredPackages(ctx context.Context, pkgs []string, install s
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	_, err := a.s.Run(ctx, install+shellJoin(pkgs))
+	_, err := a.s.Run(ctx, install+shell.Join(pkgs))
 	return err
 }
 
@@ -124,13 +125,13 @@ func (a *applier) optionalPackages(ctx context.Context, pkgs []string, install s
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	if _, err := a.s.Run(ctx, install+shellJoin(pkgs)); err == nil {
+	if _, err := a.s.Run(ctx, install+shell.Join(pkgs)); err == nil {
 		return nil
 	} else if !isCommandError(err) {
 		return err
 	}
 	for _, p := range pkgs {
-		_, err := a.s.Run(ctx, install+shellQuote(p))
+		_, err := a.s.Run(ctx, install+shell.Quote(p))
 		switch {
 		case err == nil:
 		case isCommandError(err):
@@ -217,12 +218,12 @@ func fetch(ctx context.Context, client *http.Client, url string) ([]byte, error)
 
 func (a *applier) services(ctx context.Context, s steps.Services) error {
 	if len(s.Enable) > 0 {
-		if _, err := a.s.Run(ctx, "systemctl enable "+shellJoin(s.Enable)); err != nil {
+		if _, err := a.s.Run(ctx, "systemctl enable -- "+shell.Join(s.Enable)); err != nil {
 			return err
 		}
 	}
 	if len(s.Disable) > 0 {
-		if _, err := a.s.Run(ctx, "systemctl disable "+shellJoin(s.Disable)); err != nil {
+		if _, err := a.s.Run(ctx, "systemctl disable -- "+shell.Join(s.Disable)); err != nil {
 			return err
 		}
 	}
@@ -301,7 +302,7 @@ func (a *applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 	if s.Unresolved {
 		return fmt.Errorf("staging bundle %s: unresolved (%s)", s.Name, s.Reason)
 	}
-	if _, err := a.s.Run(ctx, "mkdir -p "+shellQuote(s.Destination)); err != nil {
+	if _, err := a.s.Run(ctx, "mkdir -p -- "+shell.Quote(s.Destination)); err != nil {
 		return err
 	}
 	pr, pw := io.Pipe()

@@ -243,6 +243,18 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		}
 		p.Image.Version, p.Image.VersionFrom = now().UTC().Format("20060102.150405"), "generated"
 	}
+	// The name and version name the build's files and store paths: they
+	// are held to the manifest's rule here, so every caller gets the
+	// check whoever gave them (PlanOptions.Version is build --version).
+	if err := manifest.CheckImageName(img.Name); err != nil {
+		return nil, fmt.Errorf("planning: image name: %w", err)
+	}
+	if err := manifest.CheckVersion(p.Image.Version); err != nil {
+		if p.Image.VersionFrom == "--version" {
+			return nil, fmt.Errorf("--version: %w", err)
+		}
+		return nil, fmt.Errorf("planning %s: version: %w", img.Name, err)
+	}
 
 	for _, v := range r.Variables {
 		pv := PlanVariable{Name: v.Name, Source: v.Source, Sensitive: v.Sensitive}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -57,7 +58,11 @@ func Compile(img *recipes.Image) ([]*Layer, error) {
 		}
 		out = append(out, l)
 	}
-	if boot := bootSteps(img); len(boot) > 0 {
+	boot, err := bootSteps(img)
+	if err != nil {
+		return nil, err
+	}
+	if len(boot) > 0 {
 		out = append(out, &Layer{Name: BootLayer, Description: "kernel args, network wait-online bound", Enabled: true, Steps: boot})
 	}
 	out = append(out,
@@ -156,8 +161,13 @@ const (
 	WaitOnlineDropIn = "/etc/systemd/system/systemd-networkd-wait-online.service.d/10-imagectl-timeout.conf"
 )
 
-func bootSteps(img *recipes.Image) []steps.Step {
+func bootSteps(img *recipes.Image) ([]steps.Step, error) {
 	var out []steps.Step
+	for _, a := range img.Kernel.Args {
+		if err := recipes.CheckKernelArg(a); err != nil {
+			return nil, fmt.Errorf("kernel argument: %w", err)
+		}
+	}
 	if len(img.Kernel.Args) > 0 {
 		out = append(out, steps.KernelArgs{Args: img.Kernel.Args},
 			writeFile(GrubDropIn, 0o644, "root:root", "kernel block", []byte(GrubDropInContent(img.Kernel.Args))))
@@ -165,7 +175,7 @@ func bootSteps(img *recipes.Image) []steps.Step {
 	if n := img.Network; n != nil {
 		out = append(out, writeFile(WaitOnlineDropIn, 0o644, "root:root", "network block", []byte(waitOnlineDropIn(n))))
 	}
-	return out
+	return out, nil
 }
 
 func configSteps(img *recipes.Image) []steps.Step {
@@ -202,12 +212,15 @@ func finalizeSteps(img *recipes.Image) []steps.Step {
 // sources it after /etc/default/grub; it appends each argument to
 // GRUB_CMDLINE_LINUX unless already there, so it never duplicates the edit
 // in /etc/default/grub and never touches GRUB_CMDLINE_LINUX_DEFAULT, which
-// curtin rewrites at deploy with MAAS's kernel_opts.
+// curtin rewrites at deploy with MAAS's kernel_opts. Each argument is
+// single-quoted, so the shell takes it as data whatever it holds; what
+// GRUB's linux line can carry is the recipe's rule (recipes.CheckKernelArg),
+// which Compile holds the args to.
 func GrubDropInContent(args []string) string {
 	return `# Written by imagectl: the recipe's kernel arguments.
 # curtin rewrites GRUB_CMDLINE_LINUX_DEFAULT at deploy and never touches
 # GRUB_CMDLINE_LINUX, so the arguments go here and in /etc/default/grub.
-for imagectl_arg in ` + strings.Join(args, " ") + `; do
+for imagectl_arg in ` + shell.Join(args) + `; do
 	case " ${GRUB_CMDLINE_LINUX} " in
 	*" ${imagectl_arg} "*) ;;
 	*) GRUB_CMDLINE_LINUX="${GRUB_CMDLINE_LINUX:+${GRUB_CMDLINE_LINUX} }${imagectl_arg}" ;;
@@ -254,7 +267,7 @@ func goDModules(n *recipes.Netdata) []string {
 // ship.
 func goDPluginCheck(mods []string) string {
 	return `for p in /usr/libexec/netdata/plugins.d/go.d.plugin /usr/lib/netdata/plugins.d/go.d.plugin; do [ -x "$p" ] && exit 0; done; ` +
-		`echo "the netdata block configures the go.d modules ` + strings.Join(mods, ", ") + `, but the installed Netdata has no go.d.plugin ` +
+		`echo "the netdata block configures the go.d modules "` + shell.Quote(strings.Join(mods, ", ")) + `", but the installed Netdata has no go.d.plugin ` +
 		`(the distribution's netdata package does not ship it): install Netdata from its own repository ` +
 		`(layers/netdata.hcl with repository = \"netdata\"), or drop these collectors" >&2; exit 1`
 }

@@ -106,7 +106,7 @@ func TestCompile(t *testing.T) {
 		NetdataConf:      "bind to = 127.0.0.1:19998",
 		NetdataGoDConf:   "nvidia_smi: yes",
 		WaitOnlineDropIn: "systemd-networkd-wait-online --timeout=30 --any",
-		GrubDropIn:       "for imagectl_arg in quiet; do",
+		GrubDropIn:       "for imagectl_arg in 'quiet'; do",
 	} {
 		if !strings.Contains(files[path], want) {
 			t.Errorf("%s lacks %q:\n%s", path, want, files[path])

@@ -5,8 +5,9 @@
 // artifact section, into the image as its build marker; diff, sign and
 // upload read it.
 //
-// The package also names the files of a build beside its tgz (files.go)
-// and an image's MAAS names (maasname.go).
+// The package also names the files of a build beside its tgz (files.go),
+// an image's MAAS names (maasname.go) and holds the one rule for what an
+// image name and a version may be (names.go).
 package manifest
 
 import (
@@ -79,6 +80,23 @@ type Image struct {
 	Title        string `json:"title"`
 	Version      string `json:"version"`
 	Architecture string `json:"architecture"`
+}
+
+// Check says what is wrong with the image's name and version (names.go),
+// naming the field. An absent one (a manifest written by hand) is left to
+// what needs it: a store refuses it as a key.
+func (i Image) Check() error {
+	if i.Name != "" {
+		if err := CheckImageName(i.Name); err != nil {
+			return fmt.Errorf("image.name: %w", err)
+		}
+	}
+	if i.Version != "" {
+		if err := CheckVersion(i.Version); err != nil {
+			return fmt.Errorf("image.version: %w", err)
+		}
+	}
+	return nil
 }
 
 // MAAS is the custom boot resource the image is uploaded as.
@@ -399,7 +417,8 @@ func (m *Manifest) Marker() ([]byte, error) {
 	return c.Marshal()
 }
 
-// Read loads a manifest file, refusing schema versions it does not know.
+// Read loads a manifest file, refusing schema versions it does not know
+// and image names or versions the name rule refuses.
 func Read(path string) (*Manifest, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -412,7 +431,9 @@ func Read(path string) (*Manifest, error) {
 	return m, nil
 }
 
-// Parse decodes a manifest, refusing schema versions it does not know.
+// Parse decodes a manifest, refusing schema versions it does not know
+// and image names or versions the name rule refuses (names.go): a
+// manifest read back names files and store paths after them.
 func Parse(b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&m); err != nil {
@@ -420,6 +441,9 @@ func Parse(b []byte) (*Manifest, error) {
 	}
 	if m.SchemaVersion != SchemaVersion {
 		return nil, fmt.Errorf("schema version %d, this imagectl reads %d", m.SchemaVersion, SchemaVersion)
+	}
+	if err := m.Image.Check(); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -23,10 +24,19 @@ var (
 	unitRE         = regexp.MustCompile(`^[A-Za-z0-9:_.@\\-]+$`)
 	ownerRE        = regexp.MustCompile(`^([a-z_][a-z0-9_-]*\$?|[0-9]+)(:([a-z_][a-z0-9_-]*\$?|[0-9]+))?$`)
 	modeRE         = regexp.MustCompile(`^0?[0-7]{3,4}$`)
-	versionRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]*$`)
 	architectureRE = regexp.MustCompile(`^(amd64|arm64|armhf|i386|ppc64el|s390x|riscv64)/[a-z0-9-]+$`)
 	baseImageRE    = regexp.MustCompile(`^(ubuntu|centos|rhel|ol)/[a-z0-9.-]+$`)
 )
+
+// sentence is an error's text as a diagnostic's detail: capitalized, with
+// a full stop.
+func sentence(err error) string {
+	s := err.Error()
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
 
 func checkName(kind, n string) string {
 	if !nameRE.MatchString(n) {
@@ -93,21 +103,64 @@ func checkPackage(p string) string {
 	return ""
 }
 
+// kernelArgSpecial are the characters no kernel argument may carry. The
+// args reach shell twice (the grub.d drop-in that update-grub sources,
+// GRUB_CMDLINE_LINUX in /etc/default/grub) and then GRUB's linux line,
+// which grub-mkconfig writes unquoted and GRUB's own shell-like parser
+// splits: there ; | & < > ( ) { } $ ` quotes and backslashes are syntax,
+// and * ? [ ] glob in the shell.
+const kernelArgSpecial = ";|&<>(){}$`'\"\\*?[]"
+
+// moduleOptionRE is a kernel module's option given on the command line:
+// module.option=value.
+var moduleOptionRE = regexp.MustCompile(`^([A-Za-z0-9_-]+)\.([A-Za-z0-9_]+)=(.*)$`)
+
+// CheckKernelArg says why a kernel argument cannot be baked into an image,
+// nil when it can: the rule the recipe's kernel block is checked with,
+// which the compiled drop-in relies on.
+func CheckKernelArg(a string) error {
+	if msg := checkKernelArg(a); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
 func checkKernelArg(a string) string {
+	const lines = "the grub.d drop-in that update-grub sources as shell and GRUB's linux line cannot carry it"
 	switch {
 	case a == "":
 		return "A kernel argument is empty."
-	case strings.ContainsAny(a, " \t\n\r"):
+	case strings.ContainsAny(a, " \t\n\r\v\f"):
 		return fmt.Sprintf("%q contains whitespace: give each argument as its own list element.", a)
-	case strings.ContainsAny(a, "\"'`\\$"):
-		return fmt.Sprintf("%q contains a quote, backslash or $: GRUB_CMDLINE_LINUX is shell-quoted by imagectl and such characters would change its meaning.", a)
+	case strings.ContainsFunc(a, func(r rune) bool { return r < 0x20 || r >= 0x7f }):
+		return fmt.Sprintf("%q contains a control or non-ASCII character: %s.", a, lines)
+	case strings.ContainsAny(a, kernelArgSpecial):
+		c := a[strings.IndexAny(a, kernelArgSpecial)]
+		return fmt.Sprintf("%q contains %q: %s. %s", a, c, lines, kernelArgAdvice(a))
+	case strings.HasPrefix(a, "#"):
+		return fmt.Sprintf("%q starts with '#': GRUB's linux line would read it and the rest of the line as a comment. %s", a, kernelArgAdvice(a))
 	}
 	return ""
 }
 
+// kernelArgAdvice says where a value the kernel command line cannot carry
+// belongs instead.
+func kernelArgAdvice(a string) string {
+	m := moduleOptionRE.FindStringSubmatch(a)
+	if m == nil {
+		return "An option that needs it belongs in a file instead: a kernel module's option in /etc/modprobe.d, written by a file step of a layer."
+	}
+	content := fmt.Sprintf("options %s %s=%q\n", m[1], m[2], m[3])
+	return fmt.Sprintf("%q is an option of the kernel module %s: it belongs in /etc/modprobe.d instead, written by a file step of a layer: file %q { content = %s }.",
+		a, m[1], "/etc/modprobe.d/"+m[1]+".conf", strings.ReplaceAll(fmt.Sprintf("%q", content), "${", "$${"))
+}
+
 func checkUnit(u string) string {
-	if u == "" || !unitRE.MatchString(u) {
+	switch {
+	case u == "" || !unitRE.MatchString(u):
 		return fmt.Sprintf("%q is not a systemd unit name.", u)
+	case strings.HasPrefix(u, "-"):
+		return fmt.Sprintf("%q starts with '-': systemctl would read it as an option, not a unit.", u)
 	}
 	return ""
 }

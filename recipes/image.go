@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Defaults of the image block.
@@ -34,14 +36,16 @@ func digestBytes(b []byte) string {
 func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	img := &Image{Name: block.Labels[0], DeclRange: block.DefRange}
-	if msg := checkName("image", img.Name); msg != "" {
-		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid image name", msg))
+	if err := manifest.CheckImageName(img.Name); err != nil {
+		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid image name", sentence(err)))
 	}
 	content, a := decodeBody(block.Body, imageSchema, ctx, &diags)
 	img.Title = a.nonBlank("title", "Empty title", "The image title is shown in MAAS; give it one.")
 	img.Version = a.str("version", "")
-	if img.Version != "" && !versionRE.MatchString(img.Version) {
-		a.errorAt("version", "Invalid version", fmt.Sprintf("%q is not a version: use letters, digits, '.', '+', '~', '_' and '-', starting with a letter or digit.", img.Version))
+	if img.Version != "" {
+		if err := manifest.CheckVersion(img.Version); err != nil {
+			a.errorAt("version", "Invalid version", sentence(err))
+		}
 	}
 	img.Architecture = a.str("architecture", DefaultArchitecture)
 	if !architectureRE.MatchString(img.Architecture) {

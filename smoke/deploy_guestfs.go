@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/shell"
 )
 
 // GPT partition types of MAAS's flat layout on UEFI.
@@ -238,7 +239,7 @@ done`); err != nil {
 d=/etc/default/grub.d
 mkdir -p $d
 if [ -e $d/50-cloudimg-settings.cfg ]; then mv $d/50-cloudimg-settings.cfg $d/50-cloudimg-settings.cfg.disabled; fi
-printf '%s\n' `+shq(curtinGrubSettings)+` >> $d/50-curtin-settings.cfg
+printf '%s\n' `+shell.Quote(curtinGrubSettings)+` >> $d/50-curtin-settings.cfg
 . /etc/os-release
 dpkg-reconfigure grub-efi-amd64
 update-grub

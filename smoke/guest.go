@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/shell"
 )
 
 // The files the deploy writes into the target besides the tarball. Each
@@ -173,7 +175,7 @@ func sayFunc(tty string, journal bool) string {
 		also = "\n\tprintf '%s\\n' \"$*\""
 	}
 	return `say() {
-	printf '%s\r\n' "$*" >>` + shq(tty) + ` 2>/dev/null` + also + `
+	printf '%s\r\n' "$*" >>` + shell.Quote(tty) + ` 2>/dev/null` + also + `
 }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 `
@@ -190,10 +192,10 @@ uptime_s() { cut -d' ' -f1 /proc/uptime; }
 // FIFO open.
 func bootstrapScript(b *bootstrapSpec, g guestPaths) string {
 	run := append([]string{"exec", "env"}, b.envAssignments()...)
-	run = append(run, shq(b.entrypoint))
+	run = append(run, shell.Quote(b.entrypoint))
 	return `set -u
-` + sayFunc(g.tty, false) + `state=` + shq(g.state) + `
-log=` + shq(g.log) + `
+` + sayFunc(g.tty, false) + `state=` + shell.Quote(g.state) + `
+log=` + shell.Quote(g.log) + `
 mkdir -p "$state"
 rm -f "$state/bootstrap.exit" "$state/bootstrap.fifo"
 mkfifo "$state/bootstrap.fifo"
@@ -205,7 +207,7 @@ mkfifo "$state/bootstrap.fifo"
 ) &
 relay=$!
 say "` + markerPrefix + `time ` + MilestoneBootstrapStart + `=$(uptime_s)"
-(cd ` + shq(b.dir) + ` && ` + strings.Join(run, " ") + `) >"$state/bootstrap.fifo" 2>&1 </dev/null
+(cd ` + shell.Quote(b.dir) + ` && ` + strings.Join(run, " ") + `) >"$state/bootstrap.fifo" 2>&1 </dev/null
 rc=$?
 say "` + markerPrefix + `time ` + MilestoneBootstrapDone + `=$(uptime_s)"
 i=0
@@ -260,13 +262,13 @@ systemctl list-units --failed --no-legend --plain 2>/dev/null | while read -r un
 done
 say "` + markerPrefix + `cmdline=$(cat /proc/cmdline)"
 ` + bootstrapReport(p, g) + `say "` + markerPrefix + `time ` + MilestoneValidationStart + `=$(uptime_s)"
-if [ -f ` + shq(p.validation) + ` ]; then
+if [ -f ` + shell.Quote(p.validation) + ` ]; then
 	{
-		sh ` + shq(p.validation) + ` --profile ` + shq(p.profile) + ` --stage ` + shq(p.stage) + ` 2>&1
+		sh ` + shell.Quote(p.validation) + ` --profile ` + shell.Quote(p.profile) + ` --stage ` + shell.Quote(p.stage) + ` 2>&1
 		echo "` + markerPrefix + `validate-exit=$?"
 	} | while IFS= read -r line; do say "$line"; done
 else
-	say "` + markerPrefix + `no-validation-script="` + shq(p.validation) + `
+	say "` + markerPrefix + `no-validation-script="` + shell.Quote(p.validation) + `
 fi
 say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)"
 ` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)"
@@ -282,7 +284,7 @@ func bootstrapReport(p guestPlan, g guestPaths) string {
 	if p.bootstrap == nil {
 		return ""
 	}
-	exit := shq(g.state + "/bootstrap.exit")
+	exit := shell.Quote(g.state + "/bootstrap.exit")
 	return `if [ -f ` + exit + ` ]; then
 	say "` + markerPrefix + `bootstrap-exit=$(cat ` + exit + `)"
 else
@@ -308,5 +310,3 @@ func systemdReport() string {
 	}
 	return b.String()
 }
-
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -119,7 +120,7 @@ func bootstrapFor(m *manifest.Manifest, prof *manifest.Profile) (*bootstrapSpec,
 func (b *bootstrapSpec) envAssignments() []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(b.env)) {
-		out = append(out, k+"="+shq(b.env[k]))
+		out = append(out, k+"="+shell.Quote(b.env[k]))
 	}
 	return out
 }

@@ -337,22 +337,24 @@ func State(history []Promotion) (current, rollbackTo string) {
 	}
 }
 
-var (
-	reImage   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-	reVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]*$`)
-	reSite    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
-)
+var reSite = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 // CheckKey says what is wrong with an image name, version or site name
 // (kind "image", "version" or "site") as a store key, nil when it is valid;
-// every store keeps to the same keys.
+// every store keeps to the same keys. Image names and versions follow the
+// manifest's one rule for them (manifest.CheckImageName, CheckVersion).
 func CheckKey(kind, s string) error { return checkKey(kind, s) }
 
 // checkKey says what is wrong with an image name, version or site name
 // as a store key, nil when it is valid.
 func checkKey(kind, s string) error {
-	re := map[string]*regexp.Regexp{"image": reImage, "version": reVersion, "site": reSite}[kind]
-	if len(s) > 200 || !re.MatchString(s) || s == "." || s == ".." {
+	switch kind {
+	case "image":
+		return manifest.CheckImageName(s)
+	case "version":
+		return manifest.CheckVersion(s)
+	}
+	if len(s) > 200 || !reSite.MatchString(s) || s == "." || s == ".." {
 		return fmt.Errorf("%q is not a valid %s name for the store", s, kind)
 	}
 	return nil

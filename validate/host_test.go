@@ -125,8 +125,20 @@ func (h *host) triggers(unit string, sockets ...string) {
 
 // fakeSystemctl answers is-active and is-enabled from $FAKE_ACTIVE and
 // $FAKE_FAILED, and show --property=TriggeredBy --value from $FAKE_TRIGGERS
-// (unit=socket,socket ...), as systemd 252 prints them.
-const fakeSystemctl = `case $1 in
+// (unit=socket,socket ...), as systemd 252 prints them. It refuses a unit
+// not preceded by "--", which a unit named like an option would need.
+const fakeSystemctl = `case " $* " in
+*" -- "*) ;;
+*)
+	echo "systemctl stand-in: no -- before the unit: $*" >&2
+	exit 1
+	;;
+esac
+for a do
+	shift
+	[ "$a" = -- ] || set -- "$@" "$a"
+done
+case $1 in
 is-active | is-enabled)
 	for u in ${FAKE_ACTIVE:-}; do
 		if [ "$u" = "$2" ]; then

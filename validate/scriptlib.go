@@ -228,7 +228,7 @@ check_wait_online() {
 
 check_service_enabled() {
 	if [ "$LIVE" = 1 ]; then
-		if state=$(systemctl is-enabled "$1" 2>/dev/null); then
+		if state=$(systemctl is-enabled -- "$1" 2>/dev/null); then
 			result PASS "service-enabled:$1" "$state"
 		else
 			result FAIL "service-enabled:$1" "${state:-unknown}" "systemctl enable $1"
@@ -251,14 +251,14 @@ check_service_enabled() {
 check_service_active() {
 	if needs_host "service-active:$1"; then
 		return
-	elif state=$(systemctl is-active "$1" 2>/dev/null); then
+	elif state=$(systemctl is-active -- "$1" 2>/dev/null); then
 		result PASS "service-active:$1" "$state"
 		return
 	fi
 	if [ "$state" = inactive ]; then
-		for sock in $(systemctl show --property=TriggeredBy --value "$1" 2>/dev/null); do
+		for sock in $(systemctl show --property=TriggeredBy --value -- "$1" 2>/dev/null); do
 			case $sock in *.socket) ;; *) continue ;; esac # not a timer's or a path's
-			if [ "$(systemctl is-active "$sock" 2>/dev/null)" = active ]; then
+			if [ "$(systemctl is-active -- "$sock" 2>/dev/null)" = active ]; then
 				result PASS "service-active:$1" "inactive while idle, $sock listens and starts it on demand"
 				return
 			fi
@@ -524,7 +524,7 @@ gpu_pcie_link() {
 }
 
 gpu_fabricmanager() {
-	if state=$(systemctl is-active nvidia-fabricmanager 2>/dev/null); then
+	if state=$(systemctl is-active -- nvidia-fabricmanager 2>/dev/null); then
 		result PASS gpu:fabricmanager "nvidia-fabricmanager $state"
 	else
 		result FAIL gpu:fabricmanager "nvidia-fabricmanager is ${state:-unknown}: NVSwitch GPUs cannot run CUDA work without it" \
@@ -648,7 +648,7 @@ collector_absent() {
 		fi
 		;;
 	docker)
-		docker_state=$(systemctl is-active docker 2>/dev/null)
+		docker_state=$(systemctl is-active -- docker 2>/dev/null)
 		if [ "$docker_state" != active ] && [ ! -e "$ROOT/run/docker.sock" ] && [ ! -e "$ROOT/var/run/docker.sock" ]; then
 			echo "docker is ${docker_state:-unknown} and there is no docker socket: no containers to collect"
 		else
@@ -873,7 +873,7 @@ check_dhcp() {
 	if [ -e "$ROOT$2" ]; then file="$2 present"; else file="$2 missing"; fi
 	if [ "$LIVE" = 0 ]; then
 		state="not checked (needs a running host)"
-	elif ! state=$(systemctl is-active "$1" 2>/dev/null); then
+	elif ! state=$(systemctl is-active -- "$1" 2>/dev/null); then
 		state=${state:-unknown}
 	fi
 	detail="$1 $state, $file"

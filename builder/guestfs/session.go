@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/internal/appliance"
+	"github.com/gpuaas/imagectl/internal/shell"
 )
 
 // Executor opens libguestfs sessions.
@@ -227,7 +228,7 @@ func (s *session) WriteFile(ctx context.Context, p string, content []byte, mode 
 		return nil
 	}
 	// Names resolve against the guest's own passwd and group.
-	if _, err := s.Run(ctx, "chown "+quote(owner)+" "+quote(p)); err != nil {
+	if _, err := s.Run(ctx, "chown "+shell.Quote(owner)+" "+shell.Quote(p)); err != nil {
 		return fmt.Errorf("setting the owner of %s: %w", p, err)
 	}
 	return nil
@@ -242,8 +243,6 @@ func isRoot(owner string) bool {
 	}
 	return false
 }
-
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)

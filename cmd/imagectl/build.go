@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
@@ -72,6 +73,13 @@ store's latest version of the image.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rf.dryRun = dryRun
+			// A version names files and store paths: refused before the
+			// recipe is read (NewPlan holds every caller to the same rule).
+			if version != "" {
+				if err := manifest.CheckVersion(version); err != nil {
+					return fmt.Errorf("--version: %w", err)
+				}
+			}
 			r, err := rf.load(cmd, args[0], env)
 			if err != nil {
 				return err

@@ -99,14 +99,15 @@ func TestCheckEscapesEntryNamesAndWaivers(t *testing.T) {
 	}
 }
 
-// hostileManifests writes two manifests whose names, versions, packages,
-// kernel args and files carry terminal escapes, newlines and Markdown.
+// hostileManifests writes two manifests whose packages and kernel args
+// carry terminal escapes, newlines and Markdown (a hostile image name or
+// version is refused when a manifest is read: manifest.CheckImageName).
 func hostileManifests(t *testing.T) (a, b string) {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(file, version string, pkgs []manifest.Package, args []string) string {
 		m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
-			Image:      manifest.Image{Name: "demo" + hostileText + "\n# Owned <script>x</script>", Version: version},
+			Image:      manifest.Image{Name: "demo", Version: version},
 			Packages:   pkgs,
 			KernelArgs: args}
 		b, err := m.Marshal()
@@ -120,7 +121,7 @@ func hostileManifests(t *testing.T) (a, b string) {
 		return p
 	}
 	a = write("a.manifest.json", "1.0", []manifest.Package{{Name: "curl", Version: "8.0", Architecture: "amd64"}}, nil)
-	b = write("b.manifest.json", "1.1\n# Owned [x](http://evil.example)", []manifest.Package{
+	b = write("b.manifest.json", "1.1", []manifest.Package{
 		{Name: "curl", Version: "8.1" + hostileText, Architecture: "amd64"},
 		{Name: "evil" + hostileText + "\n# Owned\n| a | b |\n|---|---|", Version: "1`<img src=x onerror=alert(1)>`", Architecture: "amd64"},
 	}, []string{"quiet\n# Owned <b>bold</b> [link](http://evil.example)"})

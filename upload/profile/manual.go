@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/shell"
 )
 
 // Placeholders stand, in a request written out for an operator, for what
@@ -67,7 +69,7 @@ func Manual(apiURL, siteID, profileID, distroSeries, key string) *Request {
 		"  -H " + dquote(shellPart{"Authorization: Bearer ", false}, shellPart{PlaceholderToken, true}) + " \\\n" +
 		"  -H " + dquote(shellPart{"Content-Type: application/json", false}) + " \\\n" +
 		"  -H " + dquote(keyParts...) + " \\\n" +
-		"  --data " + squote(string(body))
+		"  --data " + shell.Quote(string(body))
 	return r
 }
 
@@ -97,9 +99,4 @@ func dquote(parts ...shellPart) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// squote single-quotes s for a POSIX shell.
-func squote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
