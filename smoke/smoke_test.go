@@ -121,7 +121,8 @@ func checkTimeline(t *testing.T, tgz string, res *Result) {
 // the arg, so the validation script checks it.
 func withoutKernelArg(t *testing.T, tgz, arg string) string {
 	t.Helper()
-	re := regexp.MustCompile(`(^|[" ])` + regexp.QuoteMeta(arg))
+	// GRUB_CMDLINE_LINUX holds the arg bare, the drop-in single-quoted.
+	re := regexp.MustCompile(`(^|[" ])(` + regexp.QuoteMeta(arg) + `|'` + regexp.QuoteMeta(arg) + `')`)
 	files := []string{"./etc/default/grub", "." + layers.GrubDropIn}
 	edited := map[string]bool{}
 	dst := brokenCopy(t, tgz, func(h *tar.Header, body func() []byte) (bool, []byte) {
