@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // BundleEntry is one entry of a bundle, as it will be staged under the
@@ -64,7 +65,7 @@ func readBundle(b *Bundle) ([]BundleEntry, string, error) {
 			}
 		case info.Mode().IsRegular():
 			e.Type = "file"
-			f, err := os.Open(p)
+			f, err := readlimit.Open(p)
 			if err != nil {
 				return err
 			}
@@ -106,7 +107,7 @@ func listingDigest(entries []BundleEntry) string {
 }
 
 func readTarBundle(p string) ([]BundleEntry, string, error) {
-	f, err := os.Open(p)
+	f, err := readlimit.Open(p)
 	if err != nil {
 		return nil, "", err
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -175,7 +175,7 @@ func (v *Version) OpenTarball(ctx context.Context) (Blob, error) {
 	if v.Tarball == "" && v.Remote != nil {
 		return v.Remote.OpenTarball(ctx)
 	}
-	f, err := os.Open(v.Tarball)
+	f, err := readlimit.Open(v.Tarball)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s %s's tgz: %w", v.Image, v.Version, err)
 	}
