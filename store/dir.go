@@ -114,6 +114,9 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 	image, version := m.Image.Name, m.Image.Version
 	what := fmt.Sprintf("publishing %s %s", image, version)
 	srcs := a.Sources(image, version)
+	if err := CheckSources(srcs); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	final := filepath.Join(d.Root, image, version)
 
 	// Already there: hash in place, no copy.

@@ -248,6 +248,32 @@ type Source struct {
 	Path, Name, Role string
 }
 
+// MaxDocument is the largest file of a version other than its tgz (the
+// manifest, the validation script, SBOMs, provenance, signatures): other
+// tools' SBOMs run to a hundred MiB, and the rest are far smaller.
+const MaxDocument = 256 << 20
+
+// CheckSources refuses, before anything is copied or hashed, a source
+// that is not a regular file, and one other than the tgz larger than
+// MaxDocument.
+func CheckSources(srcs []Source) error {
+	for _, s := range srcs {
+		f, err := readlimit.Open(s.Path)
+		if err != nil {
+			return fmt.Errorf("the %s: %w", s.Role, err)
+		}
+		st, err := f.Stat()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("the %s: %w", s.Role, err)
+		}
+		if s.Role != RoleTarball && st.Size() > MaxDocument {
+			return fmt.Errorf("the %s %s has %d bytes, more than the %s a version's %s may have", s.Role, s.Path, st.Size(), readlimit.Size(MaxDocument), s.Role)
+		}
+	}
+	return nil
+}
+
 // Sources lists the artifact's files under their names in a version of
 // image: the tgz and the manifest, then those of the validation script,
 // the SBOMs (SPDX, CycloneDX), the provenance, the signatures of the tgz
