@@ -114,7 +114,7 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 	image, version := m.Image.Name, m.Image.Version
 	what := fmt.Sprintf("publishing %s %s", image, version)
 	srcs := a.Sources(image, version)
-	if err := CheckSources(srcs); err != nil {
+	if err := CheckSources(srcs, m.Artifact.Size); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	final := filepath.Join(d.Root, image, version)

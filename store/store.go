@@ -254,9 +254,9 @@ type Source struct {
 const MaxDocument = 256 << 20
 
 // CheckSources refuses, before anything is copied or hashed, a source
-// that is not a regular file, and one other than the tgz larger than
-// MaxDocument.
-func CheckSources(srcs []Source) error {
+// that is not a regular file, a tgz whose size is not tgzSize (its
+// manifest's), and a file other than the tgz larger than MaxDocument.
+func CheckSources(srcs []Source, tgzSize int64) error {
 	for _, s := range srcs {
 		f, err := readlimit.Open(s.Path)
 		if err != nil {
@@ -266,6 +266,9 @@ func CheckSources(srcs []Source) error {
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("the %s: %w", s.Role, err)
+		}
+		if s.Role == RoleTarball && st.Size() != tgzSize {
+			return fmt.Errorf("%s (%d bytes) is not the tgz its manifest describes (%d bytes)", s.Path, st.Size(), tgzSize)
 		}
 		if s.Role != RoleTarball && st.Size() > MaxDocument {
 			return fmt.Errorf("the %s %s has %d bytes, more than the %s a version's %s may have", s.Role, s.Path, st.Size(), readlimit.Size(MaxDocument), s.Role)

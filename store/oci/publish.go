@@ -130,7 +130,7 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 	if err != nil {
 		return nil, fmt.Errorf("%s: manifest %s: artifact: %w", what, a.Manifest, err)
 	}
-	if err := store.CheckSources(a.Sources(image, version)); err != nil {
+	if err := store.CheckSources(a.Sources(image, version), m.Artifact.Size); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	fs := files(a, image, version)
