@@ -253,7 +253,7 @@ func writeTimeline(path string, t *Timeline) error {
 func ReadTimeline(path string) (*Timeline, error) {
 	b, err := readlimit.File(path, maxTimeline)
 	if err != nil {
-		return nil, fmt.Errorf("reading timeline: %w", err)
+		return nil, err // it names path
 	}
 	var t Timeline
 	if err := json.Unmarshal(b, &t); err != nil {

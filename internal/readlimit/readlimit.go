@@ -108,6 +108,12 @@ func Open(path string) (*os.File, error) {
 func open(path string) (*os.File, fs.FileInfo, error) {
 	st, err := os.Stat(path)
 	if err != nil {
+		// Said as os.Open says it ("open x: no such file or
+		// directory"), which is what is being done.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Op = "open"
+		}
 		return nil, nil, err
 	}
 	if m := st.Mode(); !m.IsRegular() && m&fs.ModeNamedPipe == 0 {
