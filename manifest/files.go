@@ -148,7 +148,7 @@ func ReadDocument(path string, d *Document, limit int64) ([]byte, error) {
 	}
 	b, err := readlimit.File(path, limit)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s, which the manifest records: %w", path, err)
+		return nil, fmt.Errorf("reading a document the manifest records: %w", err)
 	}
 	if got := digest.Bytes(b); !got.Matches(d.SHA256) {
 		return nil, fmt.Errorf("%s has sha256 %s, but the manifest records %s: it changed since the build", path, got.Hex(), d.SHA256)

@@ -14,8 +14,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // SchemaVersion is the version of the manifest's JSON form.
@@ -417,12 +418,18 @@ func (m *Manifest) Marker() ([]byte, error) {
 	return c.Marshal()
 }
 
-// Read loads a manifest file, refusing schema versions it does not know
-// and image names or versions the name rule refuses.
+// MaxSize is the largest manifest file Read reads: an image's manifest is
+// tens of kilobytes (thousands of packages fit in a few MiB), and decoding
+// one costs about ten times its size in memory.
+const MaxSize = 16 << 20
+
+// Read loads a manifest file, refusing schema versions it does not know,
+// image names or versions the name rule refuses, a file larger than
+// MaxSize and one that is not a regular file.
 func Read(path string) (*Manifest, error) {
-	b, err := os.ReadFile(path)
+	b, err := readlimit.File(path, MaxSize)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading manifest: %w", err)
 	}
 	m, err := Parse(b)
 	if err != nil {

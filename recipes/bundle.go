@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // BundleEntry is one entry of a bundle, as it will be staged under the
@@ -67,7 +68,7 @@ func readBundle(b *Bundle) ([]BundleEntry, string, error) {
 			}
 		case info.Mode().IsRegular():
 			e.Type = "file"
-			f, err := os.Open(p)
+			f, err := readlimit.Open(p)
 			if err != nil {
 				return err
 			}
@@ -109,7 +110,7 @@ func listingDigest(entries []BundleEntry) string {
 }
 
 func readTarBundle(p string) ([]BundleEntry, string, error) {
-	f, err := os.Open(p)
+	f, err := readlimit.Open(p)
 	if err != nil {
 		return nil, "", err
 	}

@@ -24,7 +24,10 @@
 // with ParseConfig) - passes one guard first, checkInput, which refuses
 // with a diagnostic:
 //
-//   - input larger than MaxInputSize (1 MiB; files are not read past it);
+//   - input larger than MaxInputSize (1 MiB; files are not read past it),
+//     and a file that is a device; a pipe (a FIFO, -var-file <(command))
+//     is read until it is closed, but refused after PipeWait (5 s)
+//     without input;
 //   - input nested deeper than MaxNesting (256) levels, where each bracket,
 //     brace, parenthesis, quote, heredoc and template interpolation or
 //     directive is a level, and so is each operator within one expression:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -270,7 +271,7 @@ func (l *loader) decodeArtifact(art *Artifact, b *hcl.Block, ctx *hcl.EvalContex
 // when it is one. Only the PEM block type is checked: the password is the
 // build's to give (package signing decrypts it).
 func notSigningKey(p string) string {
-	f, err := os.Open(p)
+	f, err := readlimit.Open(p)
 	if err != nil {
 		return err.Error() + "."
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -28,6 +29,10 @@ const (
 	// one expression (a ? b : c, a + b, !a, a[*]): hclsyntax recurses on
 	// each of them.
 	MaxNesting = 256
+	// PipeWait is how long a pipe given as an HCL file (a FIFO, or the
+	// shell's -var-file <(command)) may go without input before it is
+	// refused: one nobody writes never hangs imagectl.
+	PipeWait = 5 * time.Second
 )
 
 // summaryTooDeep is the summary of checkInput's diagnostic for input
@@ -44,9 +49,11 @@ const (
 )
 
 // ReadInput reads an HCL input file, refusing one larger than MaxInputSize
-// without reading all of it.
+// without reading all of it. A pipe is read too, until its writer closes
+// it (process substitution: -var-file <(vault ...)), waiting at most
+// PipeWait for input; devices, sockets and directories are refused.
 func ReadInput(path string) ([]byte, error) {
-	src, err := readlimit.File(path, MaxInputSize)
+	src, err := readlimit.FileOrPipe(path, MaxInputSize, PipeWait)
 	if errors.Is(err, readlimit.ErrTooLarge) {
 		return nil, &inputTooLargeError{path: path}
 	}

@@ -3,9 +3,9 @@ package sbom
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
@@ -14,6 +14,7 @@ import (
 	"github.com/spdx/tools-golang/spdx"
 	"github.com/spdx/tools-golang/spdxlib"
 
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -45,21 +46,40 @@ func Read(r io.Reader) (*Summary, error) {
 	return s, nil
 }
 
-// ReadFile is Read of a file, with its path in errors.
+// ReadFile is Read of a file, with its path in errors; a file that is not
+// a regular file is refused, and one past the bound by its size alone.
 func ReadFile(path string) (*Summary, error) {
-	f, err := os.Open(path)
+	b, err := readlimit.File(path, readLimit)
+	if errors.Is(err, readlimit.ErrTooLarge) {
+		return nil, fmt.Errorf("reading the SBOM %s: %w", path, errTooLarge())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the SBOM: %w", err)
 	}
-	defer f.Close()
-	s, err := read(f)
+	s, err := parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("reading the SBOM %s: %w", path, err)
 	}
 	return s, nil
 }
 
-func read(r io.Reader) (s *Summary, err error) {
+func read(r io.Reader) (*Summary, error) {
+	b, err := io.ReadAll(io.LimitReader(r, readLimit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > readLimit {
+		return nil, errTooLarge()
+	}
+	return parse(b)
+}
+
+func errTooLarge() error {
+	return fmt.Errorf("larger than the %d bytes imagectl reads of one", readLimit)
+}
+
+// parse reads the SBOM in b.
+func parse(b []byte) (s *Summary, err error) {
 	// tools-golang's reader dereferences what a hostile document leaves
 	// null (a package of null): its panic is this document's error.
 	defer func() {
@@ -67,13 +87,6 @@ func read(r io.Reader) (s *Summary, err error) {
 			s, err = nil, fmt.Errorf("not a well-formed SBOM (%v)", p)
 		}
 	}()
-	b, err := io.ReadAll(io.LimitReader(r, readLimit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > readLimit {
-		return nil, fmt.Errorf("larger than the %d bytes imagectl reads of one", readLimit)
-	}
 	var format struct {
 		BOMFormat string `json:"bomFormat"`
 	}

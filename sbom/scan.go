@@ -8,12 +8,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"sort"
 	"strings"
 
 	"github.com/klauspost/pgzip"
+
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 const (
@@ -29,7 +30,7 @@ const (
 // within a bound), the wanted files hashed, and the symlinks under
 // usr/share/doc and of os-release resolved once the stream has ended.
 func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error) {
-	f, err := os.Open(tgz)
+	f, err := readlimit.Open(tgz)
 	if err != nil {
 		return nil, fmt.Errorf("reading the SBOM's inventory: %w", err)
 	}

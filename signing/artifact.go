@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -41,6 +42,10 @@ func SignArtifact(ctx context.Context, s *Signer, tarball, manifestPath string, 
 	m, err := manifest.Read(manifestPath)
 	if err != nil {
 		return nil, fmt.Errorf("signing %s: %w", tarball, err)
+	}
+	// A tgz of another size is refused before it is hashed (gigabytes).
+	if st, err := os.Stat(tarball); err == nil && m.Artifact != nil && st.Mode().IsRegular() && st.Size() != m.Artifact.Size {
+		return nil, fmt.Errorf("refusing to sign: %s records %d bytes for the artifact, but %s has %d", manifestPath, m.Artifact.Size, tarball, st.Size())
 	}
 	td, err := digest.File(ctx, tarball)
 	if err != nil {
@@ -211,16 +216,21 @@ func verifyArtifact(ctx context.Context, v *Verifier, tarball string, td digest.
 	r := &Report{Tarball: tarball, Manifest: manifestPath, SHA256: td.Hex(), Size: td.Size}
 	r.Checks = append(r.Checks, v.verifyFile("tarball", tarball, td)...)
 
-	md, err := digest.File(ctx, manifestPath)
+	// Read once, within its bound: the bytes whose signature is checked
+	// are the bytes parsed.
+	mb, err := readlimit.File(manifestPath, manifest.MaxSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		r.Checks = append(r.Checks, Check{Name: "manifest", File: manifestPath, Error: fmt.Sprintf("%s: missing: the tgz cannot be checked against its manifest", manifestPath)})
 	case err != nil:
-		return nil, fmt.Errorf("verifying: %w", err)
+		return nil, fmt.Errorf("verifying: reading manifest: %w", err)
 	default:
-		r.Checks = append(r.Checks, v.verifyFile("manifest", manifestPath, md)...)
+		r.Checks = append(r.Checks, v.verifyFile("manifest", manifestPath, digest.Bytes(mb))...)
 		c := Check{Name: "manifest matches tarball", File: manifestPath}
-		m, err := manifest.Read(manifestPath)
+		m, err := manifest.Parse(mb)
+		if err != nil {
+			err = fmt.Errorf("reading manifest %s: %w", manifestPath, err)
+		}
 		if err == nil {
 			err = matches(m, manifestPath, tarball, td)
 		}

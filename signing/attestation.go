@@ -77,7 +77,7 @@ func (s *Signer) Attest(ctx context.Context, tgzSHA256 string, statements map[st
 func (v *Verifier) VerifyAttestation(ctx context.Context, path, tgzSHA256, predicateType string) ([]byte, error) {
 	env, err := readlimit.File(path, maxAttestation)
 	if err != nil {
-		return nil, fmt.Errorf("reading the attestation %s: %w", path, err)
+		return nil, fmt.Errorf("reading the attestation: %w", err)
 	}
 	typ, payload, err := v.VerifyDSSE(ctx, env)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // PEM block types of an encrypted cosign private key: cosign writes
@@ -114,12 +115,28 @@ func LoadPrivateKey(pemBytes, password []byte) (*Signer, error) {
 	return &Signer{sv: sv, pub: &ec.PublicKey}, nil
 }
 
+// maxKeyFile is the largest key file read: cosign's keys are a few hundred
+// bytes, and a larger file is no key.
+const maxKeyFile = 64 << 10
+
 // LoadPrivateKeyFile reads and decrypts a cosign private key file.
 func LoadPrivateKeyFile(path string, password []byte) (*Signer, error) {
-	b, err := os.ReadFile(path)
+	b, err := readPrivateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	return loadPrivateKeyFile(path, b, password)
+}
+
+func readPrivateKey(path string) ([]byte, error) {
+	b, err := readlimit.File(path, maxKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading signing key: %w", err)
 	}
+	return b, nil
+}
+
+func loadPrivateKeyFile(path string, b, password []byte) (*Signer, error) {
 	s, err := LoadPrivateKey(b, password)
 	if err != nil {
 		return nil, fmt.Errorf("signing key %s: %w", path, err)
@@ -130,13 +147,17 @@ func LoadPrivateKeyFile(path string, password []byte) (*Signer, error) {
 // LoadPrivateKeyFileEnv reads and decrypts a cosign private key file with
 // the password in $COSIGN_PASSWORD, as cosign does, looked up with
 // lookupEnv (os.LookupEnv when nil). Unset, the password is empty, and a
-// failure says that it is unset.
+// failure to decrypt says that it is unset.
 func LoadPrivateKeyFileEnv(path string, lookupEnv func(string) (string, bool)) (*Signer, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
 	password, set := lookupEnv(PasswordEnv)
-	s, err := LoadPrivateKeyFile(path, []byte(password))
+	b, err := readPrivateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := loadPrivateKeyFile(path, b, []byte(password))
 	if err != nil && !set {
 		return nil, fmt.Errorf("%w (%s is not set)", err, PasswordEnv)
 	}
@@ -194,7 +215,7 @@ func LoadPublicKey(pemBytes []byte) (*Verifier, error) {
 
 // LoadPublicKeyFile reads a PEM public key file.
 func LoadPublicKeyFile(path string) (*Verifier, error) {
-	b, err := os.ReadFile(path)
+	b, err := readlimit.File(path, maxKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading public key: %w", err)
 	}

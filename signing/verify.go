@@ -69,7 +69,11 @@ func done(c Check, err error) Check {
 }
 
 func (v *Verifier) verifyRaw(path string, d digest.Digest, data []byte) error {
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	text := strings.TrimSpace(string(data))
+	if text == "" {
+		return fmt.Errorf("the signature file is empty: it holds no signature of %s (sign it again)", path)
+	}
+	raw, err := base64.StdEncoding.DecodeString(text)
 	if err != nil {
 		return fmt.Errorf("not a base64 signature: %w", err)
 	}
@@ -80,6 +84,9 @@ func (v *Verifier) verifyRaw(path string, d digest.Digest, data []byte) error {
 }
 
 func (v *Verifier) verifyBundle(path string, d digest.Digest, data []byte) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return fmt.Errorf("the bundle file is empty: it holds no signature of %s (sign it again)", path)
+	}
 	ms, hint, err := parseBundle(data)
 	if err != nil {
 		return err
@@ -98,8 +105,13 @@ func (v *Verifier) verifyBundle(path string, d digest.Digest, data []byte) error
 
 func readSmall(path string) ([]byte, error) {
 	b, err := readlimit.File(path, maxSignatureFile)
-	if errors.Is(err, readlimit.ErrTooLarge) {
+	switch {
+	case errors.Is(err, readlimit.ErrTooLarge):
 		return nil, fmt.Errorf("larger than %d bytes: not a signature", maxSignatureFile)
+	}
+	// The check's error names the file already.
+	if nr := (*readlimit.NotRegularError)(nil); errors.As(err, &nr) {
+		return nil, fmt.Errorf("%w (%s): not a signature", readlimit.ErrNotRegular, nr.Kind)
 	}
 	return b, err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/shell"
 )
 
@@ -300,7 +301,7 @@ func (a target) tarIn(ctx context.Context, tgz string) (digest.Digest, error) {
 // numericTar writes the tgz's tar stream to w with user and group names
 // dropped, and returns the tgz's digest.
 func numericTar(tgz string, w io.Writer) (digest.Digest, error) {
-	f, err := os.Open(tgz)
+	f, err := readlimit.Open(tgz)
 	if err != nil {
 		return digest.Digest{}, err
 	}

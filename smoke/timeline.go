@@ -4,15 +4,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // TimelineSchemaVersion is the version of the timeline file's JSON form.
 const TimelineSchemaVersion = 1
+
+// maxTimeline is the largest timeline file ReadTimeline reads: one holds a
+// dozen milestones, a few kilobytes.
+const maxTimeline = 1 << 20
 
 // Milestones of the first boot, in the order a boot usually reaches them.
 const (
@@ -247,9 +251,9 @@ func writeTimeline(path string, t *Timeline) error {
 
 // ReadTimeline reads a timeline file a smoke run wrote.
 func ReadTimeline(path string) (*Timeline, error) {
-	b, err := os.ReadFile(path)
+	b, err := readlimit.File(path, maxTimeline)
 	if err != nil {
-		return nil, err
+		return nil, err // it names path
 	}
 	var t Timeline
 	if err := json.Unmarshal(b, &t); err != nil {

@@ -12,9 +12,14 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 const catalogVersion = 1
+
+// maxCatalog is the largest catalog read: a promotion is a few hundred
+// bytes, and a site's history of tens of thousands fits.
+const maxCatalog = 16 << 20
 
 // catalog is a site's promotion history, one file per site.
 type catalog struct {
@@ -32,7 +37,7 @@ func (d *Dir) readCatalog(site string) (*catalog, error) {
 		return nil, err
 	}
 	path := d.catalogPath(site)
-	b, err := os.ReadFile(path)
+	b, err := readlimit.File(path, maxCatalog)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &catalog{SchemaVersion: catalogVersion, Site: site, Images: map[string][]Promotion{}}, nil
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -50,6 +51,9 @@ const (
 	indexFile    = "version.json"
 	stagingDir   = ".staging"
 	indexVersion = 1
+	// maxIndex is the largest version.json read: one version's index
+	// is a few kilobytes.
+	maxIndex = 1 << 20
 	// staleStaging is how old a staging directory must be before Publish
 	// removes it as the leftover of a crashed process.
 	staleStaging = 48 * time.Hour
@@ -110,6 +114,9 @@ func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Ve
 	image, version := m.Image.Name, m.Image.Version
 	what := fmt.Sprintf("publishing %s %s", image, version)
 	srcs := a.Sources(image, version)
+	if err := CheckSources(srcs, m.Artifact.Size); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	final := filepath.Join(d.Root, image, version)
 
 	// Already there: hash in place, no copy.
@@ -246,7 +253,7 @@ func place(ctx context.Context, s Source, dst string, move bool) (File, error) {
 			return File{}, fmt.Errorf("moving %s into the store: %w", s.Path, err)
 		}
 	}
-	in, err := os.Open(s.Path)
+	in, err := readlimit.Open(s.Path)
 	if err != nil {
 		return File{}, err
 	}
@@ -309,7 +316,7 @@ func sweepStaging(parent string) {
 }
 
 func readIndex(dir string) (*index, error) {
-	b, err := os.ReadFile(filepath.Join(dir, indexFile))
+	b, err := readlimit.File(filepath.Join(dir, indexFile), maxIndex)
 	if err != nil {
 		return nil, err
 	}

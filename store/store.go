@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -175,7 +175,7 @@ func (v *Version) OpenTarball(ctx context.Context) (Blob, error) {
 	if v.Tarball == "" && v.Remote != nil {
 		return v.Remote.OpenTarball(ctx)
 	}
-	f, err := os.Open(v.Tarball)
+	f, err := readlimit.Open(v.Tarball)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s %s's tgz: %w", v.Image, v.Version, err)
 	}
@@ -246,6 +246,35 @@ var ContentRoles = []string{RoleTarball, RoleManifest, RoleValidationScript, Rol
 // in a version.
 type Source struct {
 	Path, Name, Role string
+}
+
+// MaxDocument is the largest file of a version other than its tgz (the
+// manifest, the validation script, SBOMs, provenance, signatures): other
+// tools' SBOMs run to a hundred MiB, and the rest are far smaller.
+const MaxDocument = 256 << 20
+
+// CheckSources refuses, before anything is copied or hashed, a source
+// that is not a regular file, a tgz whose size is not tgzSize (its
+// manifest's), and a file other than the tgz larger than MaxDocument.
+func CheckSources(srcs []Source, tgzSize int64) error {
+	for _, s := range srcs {
+		f, err := readlimit.Open(s.Path)
+		if err != nil {
+			return fmt.Errorf("the %s: %w", s.Role, err)
+		}
+		st, err := f.Stat()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("the %s: %w", s.Role, err)
+		}
+		if s.Role == RoleTarball && st.Size() != tgzSize {
+			return fmt.Errorf("%s (%d bytes) is not the tgz its manifest describes (%d bytes)", s.Path, st.Size(), tgzSize)
+		}
+		if s.Role != RoleTarball && st.Size() > MaxDocument {
+			return fmt.Errorf("the %s %s has %d bytes, more than the %s a version's %s may have", s.Role, s.Path, st.Size(), readlimit.Size(MaxDocument), s.Role)
+		}
+	}
+	return nil
 }
 
 // Sources lists the artifact's files under their names in a version of

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/upload/maas"
 )
@@ -100,7 +101,7 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 		err = matchesManifest(tgz, content, m.Artifact)
 	} else {
 		var f *os.File
-		if f, err = os.Open(tgz); err == nil {
+		if f, err = readlimit.Open(tgz); err == nil {
 			defer f.Close()
 			err = verify(ctx, tgz, m.Artifact, rep)
 		}

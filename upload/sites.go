@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/upload/maas"
@@ -664,7 +664,7 @@ func (s *Site) APIKey(env []string) (string, error) {
 			return "", fmt.Errorf("site %q: environment variable %s (its api_key_env) is not set", s.Name, s.APIKeyEnv)
 		}
 	} else {
-		b, err := os.ReadFile(s.APIKeyFile)
+		b, err := readlimit.File(s.APIKeyFile, maxSecretFile)
 		if err != nil {
 			return "", fmt.Errorf("site %q: reading its API key file: %w", s.Name, err)
 		}
@@ -723,7 +723,7 @@ func (p *DeployProfile) Token(env []string) (string, error) {
 			return "", fmt.Errorf("site %q: environment variable %s (the token_env of its %s) is not set", p.Site, p.TokenEnv, p)
 		}
 	} else {
-		b, err := os.ReadFile(p.TokenFile)
+		b, err := readlimit.File(p.TokenFile, maxSecretFile)
 		if err != nil {
 			return "", fmt.Errorf("site %q: reading the token_file of its %s: %w", p.Site, p, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -117,18 +118,62 @@ type DeployOptions struct {
 	BareMetal bool
 }
 
-// tgzFacts is what CheckDeployable gathers in one pass over the archive.
+// tgzFacts is what CheckDeployable keeps of its one pass over the archive:
+// the content of the few files the checks read, and of every other entry
+// only what the checks ask of it (whether it is there, how many match a
+// pattern). No entry's header is kept, so what it holds does not grow
+// with the number of entries or the length of their names.
 type tgzFacts struct {
-	paths    map[string]*tar.Header
-	contents map[string][]byte // small files the checks read
+	present  map[string]bool   // the names of exact that are in the archive
+	counts   map[string]int    // the entries that match each of counted
+	contents map[string][]byte // the files of wanted, within their bounds
+	read     int64             // the bytes of contents read, repeated entries included
 }
 
-// wanted are the files whose content the checks read.
-var wanted = regexp.MustCompile(`^(etc/os-release|usr/lib/os-release|etc/machine-id|var/lib/dpkg/status|etc/default/grub|etc/default/grub\.d/[^/]+\.cfg)$`)
+// wanted are the files whose content the checks read. A grub.d drop-in's
+// name is at most NAME_MAX (255) bytes, as on any filesystem.
+var wanted = regexp.MustCompile(`^(etc/os-release|usr/lib/os-release|etc/machine-id|var/lib/dpkg/status|etc/default/grub|etc/default/grub\.d/[^/]{1,250}\.cfg)$`)
+
+// The names whose presence the checks ask, and the patterns (path.Match,
+// or a directory and what is under it when ending in "/**") whose
+// entries they count.
+var (
+	exact   = []string{"usr/bin/lsb_release", "curtin/curtin-hooks", "usr/sbin/policy-rc.d", "etc/netplan/50-cloud-init.yaml"}
+	counted = []string{"boot/vmlinuz-*", "boot/initrd.img-*", "etc/ssh/ssh_host_*", "boot/efi/**", "var/lib/cloud/instance/**", "var/lib/cloud/instances/**"}
+)
+
+// The bounds of what CheckDeployable reads into memory: an archive past
+// them is refused, naming the entry, as no root filesystem MAAS deploys.
+const (
+	// maxWanted is the most read of one wanted file: os-release,
+	// machine-id and GRUB's settings are a few hundred bytes.
+	maxWanted = 1 << 20
+	// maxDpkgStatus is the most read of dpkg's status file: about 1.5 KB
+	// a package, 5,000 packages in 8 MiB.
+	maxDpkgStatus = 32 << 20
+	// maxWantedTotal is the most read of all of them together, entries
+	// repeated in the archive included.
+	maxWantedTotal = 48 << 20
+	// maxGrubDropIns is the most grub.d drop-ins kept: a system has a
+	// handful.
+	maxGrubDropIns = 256
+)
+
+// match reports whether name matches a pattern of counted.
+func match(pattern, name string) bool {
+	if dir, ok := strings.CutSuffix(pattern, "/**"); ok {
+		return name == dir || strings.HasPrefix(name, dir+"/")
+	}
+	ok, _ := path.Match(pattern, name)
+	return ok
+}
 
 // CheckDeployable reads a tgz the way curtin will use it and returns what
 // would break or slow its deploy. It streams the archive once; nothing is
-// extracted.
+// extracted, and what it keeps is bounded (tgzFacts): an archive whose
+// files the checks read pass their bounds is refused with an error naming
+// the entry, as is one that ends early or is damaged, naming the entry
+// after which it broke. It stops when ctx is done, even inside an entry.
 //
 // What curtin does with a custom tgz (https://curtin.readthedocs.io and
 // https://github.com/canonical/curtin, with MAAS's preseeds), which the
@@ -149,78 +194,130 @@ var wanted = regexp.MustCompile(`^(etc/os-release|usr/lib/os-release|etc/machine
 // host keys and cloud-init state as it finds them, to be shared by every
 // host deployed.
 func CheckDeployable(ctx context.Context, tgzPath string, opts DeployOptions) ([]Finding, error) {
-	f, err := os.Open(tgzPath)
+	f, err := readlimit.Open(tgzPath)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("checking the artifact: %w", err) // it names tgzPath
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
+	br := bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20)
 	magic, err := br.Peek(4)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", tgzPath, err)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("checking %s: reading its first bytes: %w", tgzPath, err)
 	}
-	if magic[0] != 0x1f || magic[1] != 0x8b {
+	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
 		what := "not gzip"
-		if bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		switch {
+		case len(magic) == 0:
+			what = "empty"
+		case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 			what = "zstd"
 		}
 		return []Finding{{Check: "compression", Severity: "error",
-			Message: fmt.Sprintf("the artifact is %s: curtin's smtar recognises gzip, bzip2, xz and compress only", what),
+			Message: fmt.Sprintf("%s is %s: curtin's smtar recognises gzip, bzip2, xz and compress only", tgzPath, what),
 			Fix:     "build it with imagectl, which writes gzip"}}, nil
 	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", tgzPath, err)
+		return nil, fmt.Errorf("checking %s: reading its gzip header: %w", tgzPath, err)
 	}
-	facts := tgzFacts{paths: map[string]*tar.Header{}, contents: map[string][]byte{}}
-	tr := tar.NewReader(zr)
+	facts := tgzFacts{present: map[string]bool{}, counts: map[string]int{}, contents: map[string][]byte{}}
+	// The context is looked at on every read of the decompressed stream,
+	// so that a huge entry (a gzip bomb) does not outlast it.
+	tr := tar.NewReader(ctxReader{ctx, zr})
+	last := ""
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", tgzPath, err)
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(path.Clean("/"+h.Name), "/"), "/")
-		facts.paths[name] = h
-		if h.Typeflag == tar.TypeReg && wanted.MatchString(name) && h.Size < 64<<20 {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				return nil, err
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
 			}
-			facts.contents[name] = b
+			where := "at its start"
+			if last != "" {
+				where = fmt.Sprintf("after entry %q", last)
+			}
+			return nil, fmt.Errorf("checking %s: reading the tar stream %s: %w", tgzPath, where, err)
+		}
+		last = h.Name
+		if err := facts.add(tr, h); err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("checking %s: %w", tgzPath, err)
 		}
 	}
 	return facts.check(opts), nil
 }
 
-func (t tgzFacts) has(p string) bool { _, ok := t.paths[p]; return ok }
-
-// under lists the paths at or below dir.
-func (t tgzFacts) under(dir string) []string {
-	var out []string
-	for p := range t.paths {
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
+// add records what the checks need of the entry h, reading its content
+// from r when it is a file they read.
+func (t *tgzFacts) add(r io.Reader, h *tar.Header) error {
+	name := strings.TrimSuffix(strings.TrimPrefix(path.Clean("/"+h.Name), "/"), "/")
+	for _, e := range exact {
+		if name == e {
+			t.present[name] = true
 		}
 	}
-	return out
-}
-
-func (t tgzFacts) glob(pattern string) []string {
-	var out []string
-	for p := range t.paths {
-		if ok, _ := path.Match(pattern, p); ok {
-			out = append(out, p)
+	for _, p := range counted {
+		if match(p, name) {
+			t.counts[p]++
 		}
 	}
-	sort.Strings(out)
-	return out
+	if h.Typeflag != tar.TypeReg || !wanted.MatchString(name) {
+		return nil
+	}
+	limit := int64(maxWanted)
+	if name == "var/lib/dpkg/status" {
+		limit = maxDpkgStatus
+	}
+	if h.Size > limit {
+		return fmt.Errorf("entry %q has %d bytes, more than the %s the check reads of it: not the file a root filesystem has there", h.Name, h.Size, readlimit.Size(limit))
+	}
+	if t.read+h.Size > maxWantedTotal {
+		return fmt.Errorf("entry %q brings the files the checks read (os-release, machine-id, dpkg's status, GRUB's settings) past %s in all: not a root filesystem (are entries repeated?)", h.Name, readlimit.Size(maxWantedTotal))
+	}
+	if _, seen := t.contents[name]; !seen && strings.HasPrefix(name, "etc/default/grub.d/") && t.grubDropIns() >= maxGrubDropIns {
+		return fmt.Errorf("entry %q: more than %d GRUB drop-ins in etc/default/grub.d: not a root filesystem", h.Name, maxGrubDropIns)
+	}
+	b := make([]byte, h.Size) // at most limit
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("reading entry %q: %w", h.Name, err)
+	}
+	t.read += int64(len(b))
+	t.contents[name] = b
+	return nil
 }
+
+// grubDropIns counts the grub.d drop-ins kept.
+func (t *tgzFacts) grubDropIns() int {
+	n := 0
+	for p := range t.contents {
+		if strings.HasPrefix(p, "etc/default/grub.d/") {
+			n++
+		}
+	}
+	return n
+}
+
+// ctxReader reads r until ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+func (t tgzFacts) has(p string) bool { return t.present[p] }
+
+// count is how many entries match pattern, one of counted.
+func (t tgzFacts) count(pattern string) int { return t.counts[pattern] }
 
 // installed parses dpkg's status file into installed package names.
 func (t tgzFacts) installed() map[string]bool {
@@ -264,9 +361,8 @@ func (t tgzFacts) check(opts DeployOptions) []Finding {
 		add("os-release", "error", "/etc/os-release does not say ID=ubuntu: MAAS deploys custom tgz images through its Ubuntu path",
 			"build from an Ubuntu cloud image")
 	}
-	kernels, initrds := t.glob("boot/vmlinuz-*"), t.glob("boot/initrd.img-*")
 	switch {
-	case len(kernels) == 0 || len(initrds) == 0:
+	case t.count("boot/vmlinuz-*") == 0 || t.count("boot/initrd.img-*") == 0:
 		add("kernel", "error", "no kernel and initrd under /boot: MAAS sends no kernel for custom images",
 			"install a kernel package in a layer (linux-generic for bare metal)")
 	case opts.BareMetal && !pkgs["linux-generic"] && !pkgs["linux-image-generic"]:
@@ -294,7 +390,7 @@ func (t tgzFacts) check(opts DeployOptions) []Finding {
 		add("uefi-packages", "warning", "not installed: "+strings.Join(missing, ", ")+"; curtin installs them at deploy, which fails without an archive",
 			"install them in a layer (layers/maas-deployable.hcl does)")
 	}
-	if len(t.under("boot/efi")) > 0 {
+	if t.count("boot/efi/**") > 0 {
 		add("boot-efi", "error", "the tgz carries ./boot/efi: curtin mounts the vfat ESP there before extracting, where owners and symlinks fail",
 			"leave /boot/efi out of the archive (imagectl's packer does)")
 	}
@@ -308,10 +404,10 @@ func (t tgzFacts) check(opts DeployOptions) []Finding {
 	if b, ok := t.contents["etc/machine-id"]; ok && len(bytes.TrimSpace(b)) > 0 {
 		add("machine-id", "error", "/etc/machine-id is not empty: every deployed host would share it", "empty it in the clean-up")
 	}
-	if keys := t.glob("etc/ssh/ssh_host_*"); len(keys) > 0 {
-		add("ssh-host-keys", "error", fmt.Sprintf("%d SSH host keys are in the image: every deployed host would share them", len(keys)), "remove /etc/ssh/ssh_host_* in the clean-up")
+	if keys := t.count("etc/ssh/ssh_host_*"); keys > 0 {
+		add("ssh-host-keys", "error", fmt.Sprintf("%d SSH host keys are in the image: every deployed host would share them", keys), "remove /etc/ssh/ssh_host_* in the clean-up")
 	}
-	if len(t.under("var/lib/cloud/instance"))+len(t.under("var/lib/cloud/instances")) > 0 {
+	if t.count("var/lib/cloud/instance/**")+t.count("var/lib/cloud/instances/**") > 0 {
 		add("cloud-init-state", "error", "cloud-init state is in the image: first boot would skip its per-instance work", "run cloud-init clean in the clean-up")
 	}
 	if t.has("etc/netplan/50-cloud-init.yaml") {
@@ -325,7 +421,14 @@ func (t tgzFacts) check(opts DeployOptions) []Finding {
 				"delete the commented line")
 		}
 	}
-	for _, p := range t.glob("etc/default/grub.d/*.cfg") {
+	var dropIns []string
+	for p := range t.contents {
+		if ok, _ := path.Match("etc/default/grub.d/*.cfg", p); ok {
+			dropIns = append(dropIns, p)
+		}
+	}
+	sort.Strings(dropIns)
+	for _, p := range dropIns {
 		if p == "etc/default/grub.d/50-cloudimg-settings.cfg" || p == "etc/default/grub.d/50-curtin-settings.cfg" {
 			continue // curtin disables the first and writes the second itself
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/filelock"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // Cache is a directory of layer snapshots:
@@ -138,6 +139,10 @@ func (c Cache) Get(key, parentState string) (*Entry, error) {
 	return best, nil
 }
 
+// maxEntryFile is the largest entry.json read: one is a few hundred bytes,
+// and one that is larger, or no regular file, is no snapshot of this cache.
+const maxEntryFile = 1 << 20
+
 // versions reads every state stored under key.
 func (c Cache) versions(key string) ([]Entry, error) {
 	dirs, err := os.ReadDir(c.keyDir(key))
@@ -150,7 +155,7 @@ func (c Cache) versions(key string) ([]Entry, error) {
 	var out []Entry
 	for _, d := range dirs {
 		p := filepath.Join(c.keyDir(key), d.Name())
-		b, err := os.ReadFile(filepath.Join(p, "entry.json"))
+		b, err := readlimit.File(filepath.Join(p, "entry.json"), maxEntryFile)
 		var e Entry
 		if err == nil {
 			err = json.Unmarshal(b, &e)

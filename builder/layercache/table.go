@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // ClusterSize is the unit of change detection and of the deltas.
@@ -86,8 +88,12 @@ func (t *Table) Digest() string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// maxTable is the largest table read: 65 bytes a 256 KiB cluster, 260 MB
+// for a 1 TiB disk.
+const maxTable = 512 << 20
+
 func readTable(path string) (*Table, error) {
-	b, err := os.ReadFile(path)
+	b, err := readlimit.File(path, maxTable)
 	if err != nil {
 		return nil, err
 	}

@@ -27,10 +27,12 @@ most %d bytes (1 MiB), nested at most %d levels deep: each bracket, brace,
 parenthesis, quote, heredoc and template interpolation or directive is a
 level, and so is each operator within one expression. It refuses more with a
 diagnostic at the place. A recipe needs a few kilobytes and a dozen levels.
+A pipe (a FIFO, or -var-file <(command)) is read until it is closed, and
+refused after %s without input; a device is refused.
 
 Ctrl-C (or SIGTERM) stops it at any point with exit status 130, even while
 a file it reads blocks; a second one exits at once.`,
-			recipes.MaxDiagnostics, recipes.MaxInputSize, recipes.MaxNesting),
+			recipes.MaxDiagnostics, recipes.MaxInputSize, recipes.MaxNesting, recipes.PipeWait),
 		Example: `  imagectl validate examples/demo.hcl -var-file base.vars.hcl
   imagectl validate recipes/h200.hcl -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
       -var netdata_retention_mb=512 --output json`,

@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gpuaas/imagectl/internal/fsmode"
 )
 
 // File is a file being written; Commit publishes it, Abort discards it.
@@ -97,32 +99,13 @@ func target(path string) (string, fs.FileInfo, error) {
 		final = resolved
 	}
 	if !st.Mode().IsRegular() {
-		what := kind(st.Mode())
+		what := fsmode.Kind(st.Mode())
 		if final != path {
 			what = "a link to " + final + ", " + what
 		}
 		return "", nil, &NotRegularError{Path: path, What: what}
 	}
 	return final, st, nil
-}
-
-// kind names a file type the way an error should.
-func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "not a regular file"
 }
 
 // Commit flushes the file to disk and renames it to its final name.
@@ -144,7 +127,7 @@ func (f *File) Commit() error {
 	// replace it, so look again.
 	if st, err := os.Lstat(f.final); err == nil && !st.Mode().IsRegular() {
 		os.Remove(f.Name())
-		return &NotRegularError{Path: f.final, What: kind(st.Mode())}
+		return &NotRegularError{Path: f.final, What: fsmode.Kind(st.Mode())}
 	}
 	if err := os.Rename(f.Name(), f.final); err != nil {
 		os.Remove(f.Name())

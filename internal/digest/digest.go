@@ -19,9 +19,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
 	"strings"
 	"sync"
+
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // ErrMismatch is wrapped by CheckedReaderAt's errors for content that is
@@ -87,10 +88,15 @@ func File(ctx context.Context, path string) (Digest, error) {
 }
 
 // FileProgress hashes a file as File does, calling progress, when not nil,
-// as Copy does, with the file's size as total.
+// as Copy does, with the file's size as total. Only a regular file is
+// hashed: a FIFO or a device is refused (readlimit.Open), never waited on
+// or read without end.
 func FileProgress(ctx context.Context, path string, progress func(done, total int64)) (Digest, error) {
-	f, err := os.Open(path)
+	f, err := readlimit.Open(path)
 	if err != nil {
+		if errors.Is(err, readlimit.ErrNotRegular) {
+			return Digest{}, fmt.Errorf("hashing: %w", err) // it names path
+		}
 		return Digest{}, fmt.Errorf("hashing %s: %w", path, err)
 	}
 	defer f.Close()

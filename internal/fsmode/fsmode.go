@@ -1,6 +1,7 @@
 // Package fsmode converts between Unix permission bits, as recipes, tar
 // headers and plans write them ("0755", 04755), and io/fs.FileMode, whose
-// setuid, setgid and sticky bits live elsewhere.
+// setuid, setgid and sticky bits live elsewhere; and names a file's type
+// for an error (Kind).
 package fsmode
 
 import (
@@ -41,3 +42,25 @@ func ToUnix(m fs.FileMode) uint32 {
 
 // String prints the permission bits as four octal digits, "0644".
 func String(m fs.FileMode) string { return fmt.Sprintf("%04o", ToUnix(m)) }
+
+// Kind names the type of a file with mode m as an error says it: "a FIFO",
+// "a character device", "a directory", "a regular file".
+func Kind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "of type " + m.Type().String()
+}

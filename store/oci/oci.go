@@ -72,10 +72,15 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 )
+
+// maxCAFile is the largest --registry-ca read: the system's whole bundle
+// of CAs is about 200 KB.
+const maxCAFile = 4 << 20
 
 // Environment variables that override the credential store.
 const (
@@ -168,7 +173,7 @@ func Open(ref string, opts Options) (*Store, error) {
 			if err != nil {
 				pool = x509.NewCertPool()
 			}
-			pem, err := os.ReadFile(opts.CAFile)
+			pem, err := readlimit.File(opts.CAFile, maxCAFile)
 			if err != nil {
 				return nil, fmt.Errorf("opening OCI store %q: reading the CA file: %w", shown, err)
 			}

@@ -130,6 +130,9 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 	if err != nil {
 		return nil, fmt.Errorf("%s: manifest %s: artifact: %w", what, a.Manifest, err)
 	}
+	if err := store.CheckSources(a.Sources(image, version), m.Artifact.Size); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	fs := files(a, image, version)
 	for i := range fs {
 		f := &fs[i]
