@@ -51,7 +51,7 @@ the same for two versions from the store.`,
 				for _, ver := range args[1:] {
 					v, err := sf.version(cmd.Context(), env, args[0], ver, false)
 					if err != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err))
+						fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err.Error()))
 						return exitError{2}
 					}
 					p := v.Manifest
@@ -68,7 +68,7 @@ the same for two versions from the store.`,
 			}
 			d, err := compare(paths, sboms)
 			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err))
+				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err.Error()))
 				return exitError{2}
 			}
 			switch output {

@@ -53,22 +53,22 @@ func run(ctx context.Context, args []string, s streams, env []string) int {
 		case !strings.Contains(msg, cause):
 			msg += " (" + cause + ")"
 		}
-		fmt.Fprintf(s.err, "imagectl: %s\n", textsafe.Escape(redact.Text(msg), "\n\t"))
+		fmt.Fprintf(s.err, "imagectl: %s\n", errorText(msg))
 		return exitInterrupted
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintf(s.err, "imagectl: %s\n", errorText(err))
+		fmt.Fprintf(s.err, "imagectl: %s\n", errorText(err.Error()))
 		return 1
 	}
 }
 
-// errorText is err's message for the terminal: whatever it carries from
+// errorText is an error's message for the terminal: whatever it carries from
 // input (a server's answer, an entry name, a path), no control character
 // reaches the terminal but the newlines and tabs that lay out its lines.
 // Values that could hold a newline of their own are escaped where they
 // enter the message. No secret is shown (redact.Text).
-func errorText(err error) string { return textsafe.Escape(redact.Text(err.Error()), "\n\t") }
+func errorText(msg string) string { return textsafe.Escape(redact.Text(msg), "\n\t") }
 
 func newRootCmd(s streams, env []string) *cobra.Command {
 	root := &cobra.Command{

@@ -124,7 +124,7 @@ remote; the console log and timeline then go to the current directory.`,
 				printFiles(out, res)
 			}
 			if errors.Is(err, smoke.ErrFailed) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err))
+				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err.Error()))
 				return exitError{1}
 			}
 			return err
