@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/store"
@@ -57,7 +56,7 @@ the same for two versions from the store.`,
 					p := v.Manifest
 					if sboms {
 						if p, err = sbomOf(v.Manifest, v.Dir); err != nil {
-							textsafe.Fprintf(cmd.ErrOrStderr(), "imagectl: %s %s: %v\n", args[0], ver, err)
+							fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(fmt.Sprintf("%s %s: %v", args[0], ver, err)))
 							return exitError{2}
 						}
 					}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/smoke"
@@ -108,7 +109,7 @@ remote; the console log and timeline then go to the current directory.`,
 			if output == "json" {
 				v := map[string]any{"type": "result", "passed": err == nil, "result": res}
 				if err != nil {
-					v["error"] = err.Error()
+					v["error"] = redact.Text(err.Error())
 				}
 				if base != nil && res.Timeline != nil {
 					v["baseline"] = map[string]any{"file": baseline, "milestones": smoke.CompareTimelines(base, res.Timeline)}

@@ -101,7 +101,7 @@ json prints one JSON event per line on stdout.`,
 			if res.Skipped {
 				verb = "already held"
 			}
-			textsafe.Fprintf(out, "%s %s to site %s as %s (boot resource %d, %q)\ndistro_series: %s\n",
+			textsafe.Fprintf(out, "%s %s to site %s as %s (boot resource %d, \"%s\")\ndistro_series: %s\n",
 				verb, what, res.Site, res.Name, res.Resource.ID, res.Title, res.DistroSeries)
 			return nil
 		},

@@ -62,6 +62,28 @@ func Create(path string, perm os.FileMode) (*File, error) {
 	return &File{File: tmp, final: final}, nil
 }
 
+// protectedLink refuses to follow the link at path where the kernel's
+// fs.protected_symlinks would refuse to open through it: in a sticky,
+// world-writable directory (/tmp), a link that neither this process's user
+// nor the directory's owner owns. Resolving a link by hand and renaming
+// onto its target passes by that protection, and another user's link
+// /tmp/v.sh -> /etc/shadow would have root replace /etc/shadow.
+func protectedLink(path string, link fs.FileInfo) error {
+	dir, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	if dir.Mode()&fs.ModeSticky == 0 || dir.Mode().Perm()&0o002 == 0 {
+		return nil
+	}
+	l, lok := link.Sys().(*syscall.Stat_t)
+	d, dok := dir.Sys().(*syscall.Stat_t)
+	if !lok || !dok || l.Uid == uint32(os.Geteuid()) || l.Uid == d.Uid {
+		return nil
+	}
+	return fmt.Errorf("refusing to write %s: it is a symbolic link of user %d in the sticky, world-writable directory %s, which the kernel would not follow either (fs.protected_symlinks)", path, l.Uid, filepath.Dir(path))
+}
+
 // NotRegularError is Create's refusal of a name that holds something other
 // than a regular file.
 type NotRegularError struct {
@@ -86,6 +108,9 @@ func target(path string) (string, fs.FileInfo, error) {
 	}
 	final := path
 	if st.Mode()&fs.ModeSymlink != 0 {
+		if err := protectedLink(path, st); err != nil {
+			return "", nil, err
+		}
 		resolved, err := filepath.EvalSymlinks(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", nil, &NotRegularError{Path: path, What: "a symbolic link to nothing"}

@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
@@ -194,5 +196,44 @@ func TestWritesThroughALink(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(real)); len(entries) != 1 {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// In a sticky, world-writable directory (/tmp), another user's link is not
+// followed: as root it would replace whatever it names (/etc/shadow).
+func TestRefusesAnotherUsersLinkInASharedDirectory(t *testing.T) {
+	testenv.Root(t, "give a link to another user")
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(dir, "shadow")
+	if err := os.WriteFile(victim, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(shared, "v.sh")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, 4321, 4321); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteFile(link, []byte("#!/bin/sh\n"), 0o755)
+	if err == nil || !strings.Contains(err.Error(), "protected_symlinks") {
+		t.Errorf("WriteFile through another user's link in a sticky directory: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "secret" {
+		t.Errorf("the link's target was replaced: %q", b)
+	}
+	// Root's own link there is followed, as the kernel would.
+	if err := os.Lchown(link, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(link, []byte("new"), 0o600); err != nil {
+		t.Errorf("root's own link: %v", err)
 	}
 }

@@ -73,8 +73,9 @@ func notRegular(path string, m fs.FileMode) error {
 
 // Open opens path for reading when it is a regular file (or a symlink to
 // one) and refuses anything else with an error wrapping ErrNotRegular,
-// without blocking: a FIFO is opened non-blocking, a device is not opened
-// at all. Its errors name path.
+// without blocking: a FIFO is opened non-blocking, and a device is
+// refused from its stat before it is opened (or, swapped in between, right
+// after a non-blocking open). Its errors name path.
 func Open(path string) (*os.File, error) {
 	f, st, err := open(path)
 	if err != nil {
@@ -157,9 +158,10 @@ func readRegular(f *os.File, path string, limit int64) ([]byte, error) {
 
 // FileOrPipe is File that reads a FIFO too, a named one or the pipe of a
 // shell's process substitution (`<(command)`, /dev/fd/N), until its writer
-// closes it, within limit bytes. It waits at most wait for the first byte
-// and between two reads, so a FIFO that nobody writes, or a writer that
-// stalls, ends in an error wrapping ErrPipeTimeout rather than a hang.
+// closes it, within limit bytes. It waits at most wait in all, so a FIFO
+// that nobody writes, or a writer that stalls or trickles, ends in an error
+// wrapping ErrPipeTimeout rather than a hang (or a read that outlasts the
+// first Ctrl-C by more than wait).
 // Devices, sockets and directories are refused as File refuses them.
 func FileOrPipe(path string, limit int64, wait time.Duration) ([]byte, error) {
 	f, st, err := open(path)
@@ -185,13 +187,13 @@ func readPipe(f *os.File, path string, limit int64, wait time.Duration) ([]byte,
 	}
 	var out []byte
 	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(wait)
 	for {
 		var n int
 		var rerr error
 		ready := false
 		cerr := rc.Control(func(fd uintptr) {
 			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			deadline := time.Now().Add(wait)
 			for {
 				left := time.Until(deadline)
 				if left <= 0 {
@@ -223,7 +225,7 @@ func readPipe(f *os.File, path string, limit int64, wait time.Duration) ([]byte,
 		case rerr != nil && !errors.Is(rerr, unix.EAGAIN):
 			return nil, fmt.Errorf("reading %s: %w", path, rerr)
 		case !ready:
-			return nil, fmt.Errorf("%s: %w (nothing came through it for %s)", path, ErrPipeTimeout, wait)
+			return nil, fmt.Errorf("%s: %w (not written to its end within %s)", path, ErrPipeTimeout, wait)
 		case n == 0 && rerr == nil:
 			return out, nil // the writer closed it
 		}

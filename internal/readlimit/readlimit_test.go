@@ -96,7 +96,7 @@ func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 }
 
 // TestFileOrPipe: a FIFO is read until its writer closes it, within the
-// limit; one nobody writes, or whose writer stalls, ends after the wait;
+// limit; one nobody writes, or whose writer stalls or trickles, ends after the wait;
 // a device is refused.
 func TestFileOrPipe(t *testing.T) {
 	t.Run("written", func(t *testing.T) {
@@ -135,7 +135,7 @@ func TestFileOrPipe(t *testing.T) {
 		fifo := mkfifo(t)
 		start := time.Now()
 		err := quick(t, 5*time.Second, func() error { _, err := FileOrPipe(fifo, 100, 200*time.Millisecond); return err })
-		if !errors.Is(err, ErrPipeTimeout) || !strings.Contains(err.Error(), fifo+": a FIFO not written in time (nothing came through it for 200ms)") {
+		if !errors.Is(err, ErrPipeTimeout) || !strings.Contains(err.Error(), fifo+": a FIFO not written in time (not written to its end within 200ms)") {
 			t.Errorf("%v", err)
 		}
 		if took := time.Since(start); took < 200*time.Millisecond {
@@ -158,6 +158,37 @@ func TestFileOrPipe(t *testing.T) {
 		err := quick(t, 5*time.Second, func() error { _, err := FileOrPipe(fifo, 100, 200*time.Millisecond); return err })
 		if !errors.Is(err, ErrPipeTimeout) {
 			t.Errorf("%v", err)
+		}
+	})
+	// A writer that sends a byte now and then, each within the wait, is
+	// still refused once the wait has passed in all: the first Ctrl-C of a
+	// command that reads it is not outlasted by more than the wait.
+	t.Run("writer trickles", func(t *testing.T) {
+		fifo := mkfifo(t)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			defer w.Close()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+					w.Write([]byte("a"))
+				}
+			}
+		}()
+		start := time.Now()
+		err := quick(t, 5*time.Second, func() error { _, err := FileOrPipe(fifo, 1000, 300*time.Millisecond); return err })
+		if !errors.Is(err, ErrPipeTimeout) {
+			t.Errorf("%v", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("read a trickling writer for %s; the wait is 300ms", took)
 		}
 	})
 	t.Run("device", func(t *testing.T) {

@@ -57,7 +57,8 @@ func Fprintf(w io.Writer, format string, args ...any) (int, error) {
 }
 
 // Args returns args with every text argument escaped as Terminal does (see
-// Fprintf), the others as they are.
+// Fprintf): a string, a type whose kind is string, an error, and what a
+// Stringer that is not a number prints; the others as they are.
 func Args(args ...any) []any {
 	out := make([]any, len(args))
 	for i, a := range args {
@@ -67,7 +68,13 @@ func Args(args ...any) []any {
 		case error:
 			out[i] = Terminal(v.Error())
 		case fmt.Stringer:
-			out[i] = a
+			// What %s and %v print; a number with a String method
+			// (a Duration, a mode) may be formatted as a number.
+			if numeric(a) {
+				out[i] = a
+			} else {
+				out[i] = Terminal(v.String())
+			}
 		default:
 			if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
 				out[i] = Terminal(rv.String())
@@ -77,6 +84,17 @@ func Args(args ...any) []any {
 		}
 	}
 	return out
+}
+
+// numeric reports whether a is of a kind that %d, %x or %f may format.
+func numeric(a any) bool {
+	switch reflect.ValueOf(a).Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true
+	}
+	return false
 }
 
 // clean reports whether Escape(s, keep) is s.

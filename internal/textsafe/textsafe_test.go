@@ -92,3 +92,25 @@ func TestFprintf(t *testing.T) {
 		t.Errorf("Fprintf wrote %q, want %q", got, want)
 	}
 }
+
+type named string
+
+func (n named) String() string { return "named:" + string(n) }
+
+type profile struct{ id string }
+
+func (p *profile) String() string { return p.id }
+
+type mode uint32
+
+func (m mode) String() string { return "mode" }
+
+// What a Stringer prints is escaped too, unless it is a number that a
+// verb may format as one.
+func TestFprintfStringers(t *testing.T) {
+	var b strings.Builder
+	Fprintf(&b, "%s|%v|%d|%s\n", named("a\x1b"), &profile{"p\n# fake"}, mode(7), mode(7))
+	if got, want := b.String(), `named:a\x1b|p\n# fake|7|mode`+"\n"; got != want {
+		t.Errorf("Fprintf wrote %q, want %q", got, want)
+	}
+}

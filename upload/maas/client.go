@@ -17,6 +17,7 @@ import (
 	gomaasapi "github.com/juju/gomaasapi/v2"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -152,7 +153,9 @@ type APIError struct {
 // (textsafe.Terminal), so that it can neither drive the terminal nor start
 // a line of its own.
 func (e *APIError) Error() string {
-	msg := textsafe.Terminal(textsafe.Cut(strings.TrimSpace(e.Message), 500))
+	// Redacted before it is cut: a secret across the cut would lose the
+	// tail that redaction matches, and show the rest.
+	msg := textsafe.Terminal(textsafe.Cut(redact.Text(strings.TrimSpace(e.Message)), 500))
 	hint := ""
 	switch e.Status {
 	case http.StatusUnauthorized:
