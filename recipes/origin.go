@@ -3,9 +3,11 @@ package recipes
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
 )
 
 // A path the user types (-var, a var file, IMAGECTL_VAR_*) is theirs, as in
@@ -28,8 +30,13 @@ import (
 // size: cty passes a collection's marks on to its elements.
 type typed struct{ v *Variable }
 
-// userTyped reports whether s starts with a text the user gave: a string in
-// the value of a variable among marks, those of the value s was read from.
+// userTyped reports whether s starts with a text the user gave, up to a
+// path separator or the end: a string in the value of a variable among
+// marks, those of the value s was read from. Marks also pass from a
+// condition to what it chose (var.env == "x" ? "x/a" : "b"), so a path the
+// recipe writes whole, chosen by a value of the user's that is its first
+// element, counts as the user's; lookup and element do not pass their
+// key's marks on (selecting).
 func userTyped(s string, marks cty.ValueMarks) bool {
 	for m := range marks {
 		t, ok := m.(typed)
@@ -38,7 +45,7 @@ func userTyped(s string, marks cty.ValueMarks) bool {
 		}
 		found := false
 		_ = cty.Walk(t.v.Value, func(_ cty.Path, e cty.Value) (bool, error) {
-			if e.Type() == cty.String && e.IsKnown() && !e.IsNull() && e.AsString() != "" && strings.HasPrefix(s, e.AsString()) {
+			if e.Type() == cty.String && e.IsKnown() && !e.IsNull() && e.AsString() != "" && pathPrefix(s, e.AsString()) {
 				found = true
 			}
 			return !found, nil
@@ -71,4 +78,46 @@ func located(baseDir, p string, userPath bool) string {
 		}
 	}
 	return filepath.Join(baseDir, p)
+}
+
+// pathPrefix reports whether p begins with the path prefix: the whole of
+// it, or it followed by a separator.
+func pathPrefix(p, prefix string) bool {
+	if !strings.HasPrefix(p, prefix) {
+		return false
+	}
+	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
+}
+
+// selecting wraps f, which picks a value out of a collection by a key (its
+// argument key): the typed marks of the key do not pass on to what it
+// picks, which is the recipe's value chosen by the user, not the user's
+// (lookup(local.sources, var.profile) is the recipe's path). Other marks
+// (sensitive values) pass as they do through f.
+func selecting(f function.Function, key int) function.Function {
+	params := f.Params()
+	params[key].AllowMarked = true
+	unmarked := func(args []cty.Value) []cty.Value {
+		out := slices.Clone(args)
+		v, marks := out[key].Unmark()
+		kept := cty.NewValueMarks()
+		for m := range marks {
+			if _, ok := m.(typed); !ok {
+				kept[m] = struct{}{}
+			}
+		}
+		out[key] = v.WithMarks(kept)
+		return out
+	}
+	return function.New(&function.Spec{
+		Description: f.Description(),
+		Params:      params,
+		VarParam:    f.VarParam(),
+		Type: func(args []cty.Value) (cty.Type, error) {
+			return f.ReturnTypeForValues(unmarked(args))
+		},
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			return f.Call(unmarked(args))
+		},
+	})
 }

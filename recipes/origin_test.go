@@ -239,3 +239,80 @@ image "t" {
 		}
 	}
 }
+
+// TestChosenPathsStayTheRecipes checks that a path the recipe writes whole
+// and the user only chooses (a lookup or element key, a value that is not
+// at a path boundary of it) is the recipe's: relative to the recipe, even
+// where the working directory has a file of the same name.
+func TestChosenPathsStayTheRecipes(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"recipe/recipe.hcl": `variable "env" {
+  type    = string
+  default = "staging"
+}
+variable "n" {
+  type    = number
+  default = 0
+}
+locals {
+  sources = { files = "files/prod.txt", staging = "files/staging.txt" }
+  list    = ["files/prod.txt", "files/staging.txt"]
+}
+image "t" {
+  title = "t"
+  base {
+    source   = "base.qcow2"
+    checksum = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+  }
+  layer "inline" {
+    file "/etc/lookup" { source = lookup(local.sources, var.env, "files/none.txt") }
+    file "/etc/element" { source = element(local.list, var.n) }
+    file "/etc/glued" { source = "${var.env}.txt" }
+  }
+}
+`,
+		"recipe/files/prod.txt": "recipe's\n",
+		"recipe/fi.txt":         "recipe's\n",
+		"files/prod.txt":        "working directory's\n",
+		"fi.txt":                "working directory's\n",
+		"recipe/files/none.txt": "none\n",
+		"recipe/files.txt":      "recipe's\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	r, diags := loadOrigin(t, Options{Inputs: Inputs{Flags: []string{"env=fi", "n=0"}}})
+	if diags.HasErrors() {
+		t.Fatalf("%s", diags.Error())
+	}
+	// "fi" is typed, and "fi.txt" starts with it, but not at a path
+	// boundary: the recipe's "${var.env}.txt" is the recipe's path.
+	for _, f := range r.Image.Layers[0].Files {
+		if f.Path == "/etc/lookup" {
+			continue
+		}
+		if string(f.Content) != "recipe's\n" {
+			t.Errorf("%s holds %q, want the recipe's file", f.Path, f.Content)
+		}
+	}
+	r, diags = loadOrigin(t, Options{Inputs: Inputs{Flags: []string{"env=files"}}})
+	if diags.HasErrors() {
+		t.Fatalf("%s", diags.Error())
+	}
+	for _, f := range r.Image.Layers[0].Files {
+		if f.Path == "/etc/lookup" && string(f.Content) != "recipe's\n" {
+			t.Errorf("lookup(local.sources, var.env) read %q, want the recipe's files/prod.txt", f.Content)
+		}
+	}
+}
