@@ -1,7 +1,10 @@
 // Package shell owns how values enter the shell imagectl generates or
 // runs: every value written into a script, a sourced drop-in or a command
 // line goes through Quote (or Join), and every value written into a
-// comment line through Comment, so that data stays data.
+// comment line through Comment, so that data stays data. (The one
+// exception is the curl command upload/profile prints for a person to run,
+// which double-quotes, escaping every value, so that its ${SITE_ID}-style
+// placeholders still expand.)
 package shell
 
 import (
