@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -256,8 +257,15 @@ func runLimited(env []string, args []string) inputRun {
 		r.setupErr = err
 		return r
 	}
+	peak, err := os.CreateTemp("", "imagectl-peak-*")
+	if err != nil {
+		r.setupErr = err
+		return r
+	}
+	peak.Close()
+	defer os.Remove(peak.Name())
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(append(os.Environ(), "IMAGECTL_TEST_MAIN=1"), env...)
+	cmd.Env = append(append(os.Environ(), "IMAGECTL_TEST_MAIN=1", "IMAGECTL_TEST_PEAK="+peak.Name()), env...)
 	var out output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -283,12 +291,18 @@ func runLimited(env []string, args []string) inputRun {
 		return r
 	}
 	r.code = cmd.ProcessState.ExitCode()
-	// Linux counts in the peak the RSS of this process at the fork (the
-	// child shares its memory until it execs): the measure is an upper
-	// bound of imagectl's own.
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSS = int64(ru.Maxrss) << 10 // KiB on Linux
+	if r.hung {
+		return r
 	}
+	// imagectl's own peak, as it wrote it (see TestMain): rusage's would
+	// count the memory this test process had at the fork.
+	b, err := os.ReadFile(peak.Name())
+	kib, perr := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || perr != nil {
+		r.setupErr = fmt.Errorf("imagectl %s wrote no peak memory (%q: %v %v); its output:\n%.2000s", strings.Join(args, " "), b, err, perr, r.out)
+		return r
+	}
+	r.maxRSS = kib << 10
 	return r
 }
 

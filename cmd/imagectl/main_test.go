@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,10 +35,26 @@ func imagectl(t *testing.T, env []string, args ...string) (stdout, stderr string
 // IMAGECTL_TEST_MAIN=1 the test binary is imagectl itself (main, signals
 // and exit status included): the tests that need a real process start it
 // so (see startImagectl).
+//
+// With IMAGECTL_TEST_PEAK=FILE too, it writes its peak memory (VmHWM, in
+// KiB) to FILE as it exits: the peak of its own memory since it started,
+// which rusage's does not give (Linux counts in a child's peak the memory
+// its parent had when it forked, hundreds of MiB for a test binary).
 func TestMain(m *testing.M) {
 	if os.Getenv("IMAGECTL_TEST_MAIN") == "1" {
-		main()
-		return
+		peak := os.Getenv("IMAGECTL_TEST_PEAK")
+		if peak == "" {
+			main()
+			return
+		}
+		ctx, stop := interruptContext(os.Stderr, os.Exit)
+		code := run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Environ())
+		stop()
+		if err := writePeak(peak); err != nil {
+			fmt.Fprintf(os.Stderr, "imagectl test: %v\n", err)
+			code = 3
+		}
+		os.Exit(code)
 	}
 	if err := os.Chdir("../.."); err != nil {
 		panic(err)
@@ -355,4 +373,19 @@ func TestValidateScript(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writePeak writes this process's VmHWM (its resident memory's peak, in
+// KiB) to path.
+func writePeak(path string) error {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return os.WriteFile(path, []byte(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB"))), 0o600)
+		}
+	}
+	return errors.New("no VmHWM in /proc/self/status")
 }
