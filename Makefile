@@ -86,7 +86,7 @@ lint: build
 	$(GO) vet ./...
 	$(GO) vet -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/imagectl
-	shellcheck scripts/*.sh .ci/run
+	shellcheck scripts/*.sh .ci/run validate/sh/*.sh
 	$(BIN) fmt --check recipes layers examples testdata/recipes/valid testdata/recipes/layers testdata/h200-debian.hcl
 	shellcheck -x -P SCRIPTDIR testdata/bundles/h200-ib/bootstrap.sh testdata/bundles/h200-slice-vm/bootstrap.sh
 

@@ -426,7 +426,7 @@ func TestScriptRefusesBadRecipes(t *testing.T) {
 // The script carries no value of the runbooks but what the recipe gave.
 func TestScriptHardCodesNoSiteValues(t *testing.T) {
 	t.Parallel()
-	for _, lib := range []string{shCore, shImage, shGPU, shSlice, shNetdata, shConverged} {
+	for _, lib := range shLibs {
 		for _, v := range []string{"192.168", "10.100", "ibp", "ovsbr0", "dnsmasq", "h200", "gpuaas", "19998", "60-ipoib"} {
 			if strings.Contains(lib, v) {
 				t.Errorf("the script's functions name %q", v)

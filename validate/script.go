@@ -53,7 +53,7 @@ func Script(m *manifest.Manifest) ([]byte, error) {
 	}
 	g := &gen{m: m, profiles: profiles}
 	g.header(profile, stage)
-	for _, lib := range []string{shCore, shImage, shGPU, shSlice, shNetdata, shConverged} {
+	for _, lib := range shLibs {
 		g.b.WriteString("\n" + lib)
 	}
 	g.raw("\n# The checks. Stage image, every profile: what the build put into the image.\n")

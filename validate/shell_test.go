@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,7 +85,7 @@ func TestScriptHostileValuesAreData(t *testing.T) {
 // functions ends its options with "--" before the unit, so a unit named
 // like an option (-Hroot@evil.example) is a unit.
 func TestScriptPutsDashDashBeforeUnits(t *testing.T) {
-	for _, lib := range []string{shCore, shImage, shGPU, shSlice, shNetdata, shConverged} {
+	for _, lib := range shLibs {
 		for _, line := range strings.Split(lib, "\n") {
 			for _, sub := range []string{"systemctl is-active", "systemctl is-enabled", "systemctl show"} {
 				i := strings.Index(line, "$("+sub)
@@ -97,5 +98,22 @@ func TestScriptPutsDashDashBeforeUnits(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestScriptCarriesEveryShellFile: a file added under sh/ is in the
+// script, not only shellchecked.
+func TestScriptCarriesEveryShellFile(t *testing.T) {
+	files, err := shFiles.ReadDir("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !slices.Contains(shLibs, shLib(f.Name())) {
+			t.Errorf("sh/%s is not in shLibs", f.Name())
+		}
+	}
+	if len(files) != len(shLibs) {
+		t.Errorf("%d files under sh/, %d in shLibs", len(files), len(shLibs))
 	}
 }
