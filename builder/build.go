@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/deploycheck"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
@@ -232,13 +233,13 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	// 6. The deployability check on the packed tgz: findings are reported
 	// and recorded in the manifest (upload refuses what has errors).
 	end = rep.Phase(PhaseCheck, "deployability of the tgz")
-	findings, err := validate.CheckDeployable(ctx, tgz.Name(), validate.DeployOptions{KernelArgs: plan.KernelArgs, BareMetal: true})
+	findings, err := deploycheck.CheckDeployable(ctx, tgz.Name(), deploycheck.DeployOptions{KernelArgs: plan.KernelArgs, BareMetal: true})
 	end(err)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
 	m.Deploy = []manifest.DeployFinding{}
-	for _, f := range validate.ApplyWaivers(findings, plan.Waivers) {
+	for _, f := range deploycheck.ApplyWaivers(findings, plan.Waivers) {
 		m.Deploy = append(m.Deploy, manifest.DeployFinding{Check: f.Check, Severity: f.Severity, Message: f.Message,
 			Waived: f.Waived, WaiverReason: f.WaiverReason})
 		if f.Waived {

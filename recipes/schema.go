@@ -53,9 +53,9 @@ var imageSchema = &hcl.BodySchema{
 	},
 }
 
-// DeployChecks names the checks of the deployability check (validate's
+// DeployChecks names the checks of the deployability check (deploycheck's
 // CheckDeployable, imagectl check): what a waive block may name. A test in
-// package validate keeps the two in step.
+// package deploycheck keeps the two in step.
 var DeployChecks = []string{
 	"compression", "os-release", "kernel", "generic-kernel", "cloud-init", "netplan", "lsb-release",
 	"uefi-packages", "boot-efi", "curtin-hooks", "policy-rc.d", "machine-id", "ssh-host-keys",

@@ -1,7 +1,3 @@
-// Package validate owns the checks of a built image: the on-host validation
-// script generated from a build manifest (baked into the image and written
-// beside it), which checks one deploy profile at one stage, and the
-// deployability checks of a tgz.
 package validate
 
 import (

@@ -22,11 +22,11 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/deploycheck"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
 	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/recipes"
-	"github.com/gpuaas/imagectl/validate"
 )
 
 // These tests run real builds in a real libguestfs appliance on the
@@ -236,7 +236,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 	// The deployability check on the built tgz: the clean-up and packing
 	// leave nothing curtin trips on; what remains is that the test image is
 	// Debian, not Ubuntu.
-	findings, err := validate.CheckDeployable(context.Background(), res.Tarball, validate.DeployOptions{KernelArgs: m.KernelArgs})
+	findings, err := deploycheck.CheckDeployable(context.Background(), res.Tarball, deploycheck.DeployOptions{KernelArgs: m.KernelArgs})
 	if err != nil {
 		t.Fatal(err)
 	}

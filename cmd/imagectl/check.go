@@ -6,10 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/deploycheck"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storeopen"
-	"github.com/gpuaas/imagectl/validate"
 )
 
 func newCheckCmd(env []string) *cobra.Command {
@@ -52,7 +52,7 @@ its tgz from a registry into the local cache, verified, when it is remote.`,
 				}
 				tgz, manifestPath = v.Tarball, v.Manifest
 			}
-			r, err := validate.CheckArtifact(cmd.Context(), tgz, validate.ArtifactOptions{Manifest: manifestPath, BareMetal: bareMetal})
+			r, err := deploycheck.CheckArtifact(cmd.Context(), tgz, deploycheck.ArtifactOptions{Manifest: manifestPath, BareMetal: bareMetal})
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package validate
+package deploycheck
 
 import (
 	"archive/tar"
@@ -160,7 +160,7 @@ func TestDeployableRefusesZstd(t *testing.T) {
 // TestDeployChecksListsEveryCheck keeps recipes.DeployChecks (what recipes
 // may waive) in step with the checks the code makes.
 func TestDeployChecksListsEveryCheck(t *testing.T) {
-	src, err := os.ReadFile("deploy.go")
+	src, err := os.ReadFile("check.go")
 	if err != nil {
 		t.Fatal(err)
 	}

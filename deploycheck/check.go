@@ -1,4 +1,4 @@
-package validate
+package deploycheck
 
 import (
 	"archive/tar"

@@ -1,0 +1,7 @@
+// Package validate owns the on-host validation script: the POSIX sh script
+// generated from a build manifest (baked into the image and written beside
+// it) that checks a host, or an unpacked root filesystem, against its image
+// for one deploy profile at one stage. The script's functions are the shell
+// files under sh/; Script writes the header and the calls to them. The
+// deployability check of a tgz is package deploycheck's.
+package validate
