@@ -15,6 +15,8 @@ var update = flag.Bool("update", false, "rewrite the golden validation scripts u
 // TestGoldenValidateScripts pins, byte for byte, the validation script that
 // validate-script writes for the shipped recipes, the Debian stand-in and a
 // build manifest. Run with -update to rewrite them after an intended change.
+// The goldens are .txt, as the plans' are: data to compare, not shell to
+// lint or count (the script's shell is validate/sh/*.sh).
 func TestGoldenValidateScripts(t *testing.T) {
 	normalizeModes(t, "examples/site-bootstrap", "testdata/bundles")
 	base := []string{"-var", "base_image=/var/cache/base.qcow2", "-var", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
@@ -32,7 +34,7 @@ func TestGoldenValidateScripts(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
-			golden(t, "testdata/golden/"+tc.name+".validate.sh", []byte(out))
+			golden(t, "testdata/golden/"+tc.name+".validate.txt", []byte(out))
 		})
 	}
 }
