@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // examples, names a command, flags and an argument count that exist
 // (cobra's Find, ParseFlags and argument validation, without running it).
 // A line that needs no network, appliance or file outside the checkout is
-// run besides, and must exit 0.
+// run besides, and must exit 0. A --flag the documents' prose names must
+// be a flag of some imagectl command.
 
 // docLine is one imagectl command line of a document.
 type docLine struct {
@@ -58,6 +60,70 @@ func TestDocsExamples(t *testing.T) {
 	if ran == 0 || parsed == 0 {
 		t.Errorf("%d lines run and %d parsed: the extraction finds nothing", ran, parsed)
 	}
+}
+
+// TestDocsFlagsExist: every --flag the documents' prose names is a flag of
+// an imagectl command, unless it is one of the other tools' flags the
+// documents quote.
+func TestDocsFlagsExist(t *testing.T) {
+	others := map[string]bool{
+		"format": true, "query-gpu": true, // nvidia-smi
+		"target": true, // grub-install
+		"wait":   true, // systemctl is-system-running
+		"xattrs": true, // tar
+		"help":   true, // cobra's, on every command
+	}
+	root := newRootCmd(streams{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &bytes.Buffer{}}, nil)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	var isFlag func(c *cobra.Command, name string) bool
+	isFlag = func(c *cobra.Command, name string) bool {
+		if c.Flags().Lookup(name) != nil || c.PersistentFlags().Lookup(name) != nil {
+			return true
+		}
+		return slices.ContainsFunc(c.Commands(), func(sub *cobra.Command) bool { return isFlag(sub, name) })
+	}
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range append([]string{"README.md"}, files...) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range markdownProse(string(text)) {
+			for _, m := range proseFlag.FindAllStringSubmatch(l, -1) {
+				n++
+				if !others[m[1]] && !isFlag(root, m[1]) {
+					t.Errorf("%s:%d: --%s is no flag of any imagectl command", f, i+1, m[1])
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no flag found in the documents' prose")
+	}
+}
+
+// proseFlag is a --flag written in prose.
+var proseFlag = regexp.MustCompile(`(?:^|[^\w-])--([a-z][a-z0-9-]*)`)
+
+// markdownProse returns a document's lines with its code lines emptied.
+func markdownProse(text string) []string {
+	lines := strings.Split(text, "\n")
+	fenced := false
+	for i, l := range lines {
+		fence := strings.HasPrefix(strings.TrimSpace(l), "```")
+		if fence {
+			fenced = !fenced
+		}
+		if fence || fenced || strings.HasPrefix(l, "    ") {
+			lines[i] = ""
+		}
+	}
+	return lines
 }
 
 // TestHelpExamples checks the Example lines of every command's --help.
