@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/spf13/cobra"
 )
@@ -124,6 +125,68 @@ func markdownProse(text string) []string {
 		}
 	}
 	return lines
+}
+
+// TestDocsLinks: every relative link of the documents names a file of the
+// checkout and, into a document, one of its headings.
+func TestDocsLinks(t *testing.T) {
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append([]string{"README.md"}, files...)
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range markdownLink.FindAllStringSubmatch(strings.Join(markdownProse(string(text)), "\n"), -1) {
+			link := m[1]
+			if strings.Contains(link, "://") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(link, "#")
+			target := f
+			if path != "" {
+				target = filepath.Join(filepath.Dir(f), path)
+			}
+			doc, err := os.ReadFile(target)
+			if err != nil {
+				t.Errorf("%s: link %s: %v", f, link, err)
+				continue
+			}
+			if anchor != "" && !slices.Contains(headingAnchors(string(doc)), anchor) {
+				t.Errorf("%s: link %s: %s has no such heading", f, link, target)
+			}
+		}
+	}
+}
+
+// markdownLink is the target of a Markdown link.
+var markdownLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// headingAnchors are the anchors GitHub gives a document's headings:
+// lower case, spaces as dashes, punctuation but dashes and underscores
+// dropped.
+func headingAnchors(doc string) []string {
+	var out []string
+	for _, l := range markdownProse(doc) {
+		h := strings.TrimLeft(l, "#")
+		if h == l || !strings.HasPrefix(h, " ") {
+			continue
+		}
+		var a strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		out = append(out, a.String())
+	}
+	return out
 }
 
 // TestHelpExamples checks the Example lines of every command's --help.
