@@ -7,10 +7,13 @@
 // CycloneDX 1.6 BOM with CycloneDX's Go library, and reading either kind
 // back (imagectl's or another tool's) for imagectl diff.
 //
-// Scan reads the tgz once, as a stream, keeping only what it parsed (never
-// whole files) and within bounds: a dpkg status file over 64 MiB is
-// refused; of copyright, os-release and apt sources files the first MiB is
-// read and lines over 64 KiB are skipped.
+// Scan reads the tgz as a stream, keeping only what it parsed (never whole
+// files) and within bounds: a dpkg status file over 64 MiB is refused; of
+// copyright, os-release and apt sources files the first MiB is read and
+// lines over 64 KiB are skipped. One pass is the rule. A file the SBOM
+// hashes that is a hard link to a copy earlier in the tgz costs another
+// pass that hashes only those copies, and each link met there one more, at
+// most 8 further passes in all.
 //
 // The document describes one package, SPDXRef-Image (the image, its tgz's
 // SHA-256), which CONTAINS the Debian packages (SPDXRef-DEB-<name>-<arch>,

@@ -20,15 +20,18 @@ import (
 const (
 	// ctxEvery is how many tar entries Scan reads between context checks.
 	ctxEvery = 256
-	// maxLinks is how many symlinks Scan follows to resolve one path.
+	// maxLinks is how many symlinks Scan follows to resolve one path, and
+	// how many further passes over the tgz it makes for hard links.
 	maxLinks = 8
 )
 
-// Scan reads a packed tgz once, as a stream, and returns its inventory.
-// Nothing is extracted: the dpkg status file, the packages' copyright
-// files, os-release and the apt sources are parsed as they pass (each
-// within a bound), the wanted files hashed, and the symlinks under
-// usr/share/doc and of os-release resolved once the stream has ended.
+// Scan reads a packed tgz as a stream and returns its inventory. Nothing
+// is extracted: the dpkg status file, the packages' copyright files,
+// os-release and the apt sources are parsed as they pass (each within a
+// bound), the wanted files hashed, and the symlinks under usr/share/doc and
+// of os-release resolved once the stream has ended. Usually that is the
+// one read; wanted hard links to earlier entries cost up to maxLinks more
+// passes (below).
 func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error) {
 	f, err := readlimit.Open(tgz)
 	if err != nil {
@@ -44,8 +47,9 @@ func Scan(ctx context.Context, tgz string, opts ScanOptions) (*Inventory, error)
 	}
 	// A wanted hard link whose first copy passed unhashed: another pass
 	// hashes just those first copies (and follows a hard link met there
-	// to its own, in the pass after). Rare (a recipe file hard linked from
-	// elsewhere), so the common build reads the tgz once.
+	// to its own, in the pass after), at most maxLinks passes. Rare (a
+	// recipe file hard linked from elsewhere), so the common build reads
+	// the tgz once.
 	for pass := 0; pass < maxLinks; pass++ {
 		targets := s.unhashedTargets()
 		if len(targets) == 0 {

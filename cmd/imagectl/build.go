@@ -69,7 +69,7 @@ for the day (20261122.1). The manifest's lineage.parent_version is the
 store's latest version of the image.`,
 		Example: `  imagectl build recipes/h200.hcl --dry-run
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
-  imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
+  imagectl build recipes/h200.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rf.dryRun = dryRun

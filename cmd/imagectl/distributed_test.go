@@ -25,7 +25,7 @@ func machine(t *testing.T, shared ...string) []string {
 	return append([]string{"HOME=" + home, "IMAGECTL_CACHE_DIR=" + filepath.Join(home, ".cache", "imagectl")}, shared...)
 }
 
-// TestRegistryGitAndSites is the flow of README's "Beyond one machine": CI
+// TestRegistryGitAndSites is the flow of docs/stores.md's "Beyond one machine": CI
 // publishes signed versions into a registry; a release engineer on another
 // machine promotes them to three MAAS sites through the git catalog and
 // rolls one site back; an operator on a third machine sees the same state,
