@@ -10,14 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
-	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/profile"
 )
@@ -150,9 +149,9 @@ const (
 )
 
 // LoadSites reads and parses a sites file, within the input limits of
-// every HCL file imagectl reads (recipes.ReadInput, recipes.ParseConfig).
+// every HCL file imagectl reads (hclkit.ReadInput, hclkit.ParseConfig).
 func LoadSites(path string) (*Sites, hcl.Diagnostics) {
-	src, err := recipes.ReadInput(path)
+	src, err := hclkit.ReadInput(path)
 	if err != nil {
 		return &Sites{Files: map[string]*hcl.File{}}, hcl.Diagnostics{{Severity: hcl.DiagError,
 			Summary: "Cannot read sites file", Detail: fmt.Sprintf("Reading %s: %v.", path, err)}}
@@ -164,7 +163,7 @@ func LoadSites(path string) (*Sites, hcl.Diagnostics) {
 // and resolves relative api_key_file paths.
 func ParseSites(src []byte, filename string) (*Sites, hcl.Diagnostics) {
 	out := &Sites{Files: map[string]*hcl.File{}}
-	f, diags := recipes.ParseConfig(src, filename)
+	f, diags := hclkit.ParseConfig(src, filename)
 	if diags.HasErrors() {
 		out.Files[filename] = &hcl.File{Bytes: maskUnparsed(src)}
 		return out, diags
@@ -276,18 +275,13 @@ func decodeGroup(b *hcl.Block, ss *Sites) (*Group, hcl.Diagnostics) {
 	return g, diags
 }
 
-// closest is a " Did you mean …?" hint for a misspelt name, or "".
+// closest is a " Did you mean …?" hint for a misspelt name (three edits
+// at most), or "".
 func closest(name string, names []string) string {
-	best, bestD := "", 4
-	for _, n := range names {
-		if d := levenshtein.Distance(name, n, nil); d < bestD {
-			best, bestD = n, d
-		}
+	if best := hclkit.Suggest(name, names, 3); best != "" {
+		return fmt.Sprintf(" Did you mean %q?", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" Did you mean %q?", best)
+	return ""
 }
 
 // Resolve returns the sites that names (sites and groups) stand for, each

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/textsafe"
-	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload"
@@ -200,7 +200,7 @@ func (f *siteFlags) file(cmd *cobra.Command, env []string) (*upload.Sites, strin
 	}
 	ss, diags := upload.LoadSites(path)
 	if len(diags) > 0 {
-		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
+		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
 			return nil, "", err
 		}
 	}

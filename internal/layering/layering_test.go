@@ -34,7 +34,7 @@ type layer struct {
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/digest", "internal/event",
-		"internal/filelock", "internal/fsmode", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
+		"internal/filelock", "internal/fsmode", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
 		"internal/testenv", "internal/textsafe",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
