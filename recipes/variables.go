@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/shell"
 )
 
 // EnvPrefix prefixes the environment variables that set recipe variables:
@@ -54,7 +55,7 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 	v.Description = a.str("description", "")
 	v.Sensitive = a.boolean("sensitive", false)
 	v.LegacyEnv = a.str("legacy_env", "")
-	if v.LegacyEnv != "" && !envNameRE.MatchString(v.LegacyEnv) {
+	if v.LegacyEnv != "" && !shell.IsName(v.LegacyEnv) {
 		a.errorAt("legacy_env", "Invalid environment variable name", fmt.Sprintf("%q is not an environment variable name.", v.LegacyEnv))
 	}
 	if at, ok := content.Attributes["default"]; ok {
