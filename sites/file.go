@@ -26,6 +26,27 @@ var fileSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "site", LabelNames: []string{"name"}}, {Type: "group", LabelNames: []string{"name"}}},
 }
 
+// PathEnv is the environment variable that names the sites file when the
+// command line does not.
+const PathEnv = "IMAGECTL_SITES"
+
+// DefaultPath is the sites file read when neither the command line nor
+// $IMAGECTL_SITES names one.
+const DefaultPath = "sites.hcl"
+
+// FilePath is the sites file to read: given (--sites), else
+// $IMAGECTL_SITES in env (KEY=value pairs, as os.Environ), else
+// ./sites.hcl.
+func FilePath(given string, env []string) string {
+	switch {
+	case given != "":
+		return given
+	case lookupEnv(env, PathEnv) != "":
+		return lookupEnv(env, PathEnv)
+	}
+	return DefaultPath
+}
+
 // Load reads and parses a sites file, within the input limits of
 // every HCL file imagectl reads (hclkit.ReadInput, hclkit.ParseConfig).
 func Load(path string) (*File, hcl.Diagnostics) {

@@ -383,3 +383,21 @@ func TestCheckAdminURLHidesCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestFilePath(t *testing.T) {
+	env := []string{"IMAGECTL_SITES=/etc/imagectl/sites.hcl"}
+	for _, tc := range []struct {
+		given string
+		env   []string
+		want  string
+	}{
+		{"my.hcl", env, "my.hcl"},
+		{"", env, "/etc/imagectl/sites.hcl"},
+		{"", []string{"IMAGECTL_SITES="}, "sites.hcl"},
+		{"", nil, "sites.hcl"},
+	} {
+		if got := FilePath(tc.given, tc.env); got != tc.want {
+			t.Errorf("FilePath(%q, %q) = %q, want %q", tc.given, tc.env, got, tc.want)
+		}
+	}
+}

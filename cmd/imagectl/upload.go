@@ -192,13 +192,7 @@ func (f *siteFlags) file(cmd *cobra.Command, env []string) (*sites.File, string,
 	if f.loaded != nil {
 		return f.loaded, f.loadedPath, nil
 	}
-	path := f.sitesFile
-	if path == "" {
-		path = "sites.hcl"
-		if v, ok := envValue(env, "IMAGECTL_SITES"); ok && v != "" {
-			path = v
-		}
-	}
+	path := sites.FilePath(f.sitesFile, env)
 	ss, diags := sites.Load(path)
 	if len(diags) > 0 {
 		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
