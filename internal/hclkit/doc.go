@@ -19,5 +19,9 @@
 //     invalid UTF-8 from the input escaped.
 //
 // What a language means (its schemas, decoders and messages) is its own
-// package's.
+// package's, and so is attribute decoding: a recipe's attributes are
+// expressions evaluated with variables and functions, converted to their
+// types and marked with where their values came from, while a sites file
+// holds literals only and never quotes a value it refuses (any may be a
+// secret), so the two share these primitives rather than one decoder.
 package hclkit
