@@ -39,6 +39,10 @@ type DeployProfile struct {
 	DeclRange hcl.Range
 }
 
+// DefaultProfileTimeout bounds each admin API request of a deploy profile
+// that sets no timeout.
+const DefaultProfileTimeout = 30 * time.Second
+
 var profileBodySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "api_url", Required: true},

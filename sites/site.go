@@ -48,7 +48,6 @@ const (
 	DefaultTimeout          = 60 * time.Second
 	DefaultLastChunkTimeout = 15 * time.Minute
 	DefaultCompleteTimeout  = 10 * time.Minute
-	DefaultProfileTimeout   = 30 * time.Second
 )
 
 var siteBodySchema = &hcl.BodySchema{
