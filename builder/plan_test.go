@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -78,7 +79,7 @@ func loadPlan(t testing.TB, tc planCase) *Plan {
 	r, diags := p.LoadFile(tc.recipe, recipes.Options{Inputs: tc.inputs, Roots: tc.roots, DryRun: tc.dryRun})
 	if diags.HasErrors() {
 		var buf bytes.Buffer
-		_ = recipes.WriteDiagnostics(&buf, p.Files(), diags, false)
+		_ = hclkit.WriteDiagnostics(&buf, p.Files(), diags, false)
 		t.Fatalf("%s:\n%s", tc.recipe, buf.String())
 	}
 	plan, err := NewPlan(r, tc.opts)

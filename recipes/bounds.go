@@ -8,6 +8,8 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 // The bounds on what one function call in a recipe may produce. Input
@@ -23,7 +25,7 @@ import (
 const (
 	// maxResultBytes bounds one function result: its strings' bytes, plus
 	// eight per number, bool and element.
-	maxResultBytes = 16 * MaxInputSize
+	maxResultBytes = 16 * hclkit.MaxInputSize
 	// maxFormatWidth bounds a width or precision in a format verb.
 	maxFormatWidth = 1 << 16
 )

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 // TestFunctionResultsAreBounded: a few bytes of recipe asked a function
@@ -46,7 +48,7 @@ func TestFunctionResultsAreBounded(t *testing.T) {
 // 10 GB file in the tree would have been read whole.
 func TestReadsAreBounded(t *testing.T) {
 	dir := t.TempDir()
-	for name, size := range map[string]int64{"big.tmpl": MaxInputSize + 1, "big.bin": maxResultBytes + 1, "huge.bin": 10 << 30} {
+	for name, size := range map[string]int64{"big.tmpl": hclkit.MaxInputSize + 1, "big.bin": maxResultBytes + 1, "huge.bin": 10 << 30} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

@@ -1,9 +1,8 @@
 // Package recipes owns the imagectl recipe language: the HCL schema of
 // recipes and reusable layer files, the decoding of both into plain Go values
 // (Recipe, Image, Layer, ...), variable resolution (defaults, -var, var files,
-// IMAGECTL_VAR_* environment), the functions a recipe may call, canonical
-// formatting, and the rendering of diagnostics with file:line:col and a
-// snippet.
+// IMAGECTL_VAR_* environment), the functions a recipe may call, and
+// canonical formatting.
 //
 // It also owns which files a recipe may read (paths.go) and where a path
 // comes from (origin.go): what a recipe names by itself is relative to the
@@ -19,31 +18,18 @@
 // business of package builder.
 //
 // No input may take imagectl down. Every byte a user gives that reaches an
-// HCL parser - recipes, layer files, var files, -var and IMAGECTL_VAR_*
-// values parsed as HCL, templates, and sites.hcl (package upload parses it
-// with ParseConfig) - passes one guard first, checkInput, which refuses
-// with a diagnostic:
-//
-//   - input larger than MaxInputSize (1 MiB; files are not read past it),
-//     and a file that is a device; a pipe (a FIFO, -var-file <(command))
-//     is read until it is closed, but refused after PipeWait (5 s)
-//     without input;
-//   - input nested deeper than MaxNesting (256) levels, where each bracket,
-//     brace, parenthesis, quote, heredoc and template interpolation or
-//     directive is a level, and so is each operator within one expression:
-//     hclsyntax parses and evaluates by recursion, and deeper input
-//     exhausts the stack, which no recover catches.
-//
-// Both are far above what a recipe needs. Values are converted in time
-// linear in their size (convertValue, also for the arguments of the
+// HCL parser passes the guard of internal/hclkit (ReadInput, ParseConfig,
+// ParseExpression, ParseTemplate), which refuses input larger than 1 MiB or
+// nested deeper than 256 levels with a diagnostic. Values are converted in
+// time linear in their size (convertValue, also for the arguments of the
 // functions a recipe calls), where go-cty's own conversion of a written-out
 // list compares every pair of elements. What a recipe makes and reads is
 // bounded as well (bounds.go): a function call whose result would pass 16
 // MiB, or whose format width or indent asks for gigabytes, fails saying so,
 // and files a recipe reads into memory (templates, keys, file sources,
 // file()) are refused past their bound without being read further;
-// filesha256 and fileexists read nothing into memory. Parser.Load returns as soon as its
-// context ends, even while a read blocks or a parse runs. WriteDiagnostics
-// and DiagnosticsJSON show at most MaxDiagnostics diagnostics, count the
-// rest, and escape control characters and invalid UTF-8 from the input.
+// filesha256 and fileexists read nothing into memory. Parser.Load returns as
+// soon as its context ends, even while a read blocks or a parse runs.
+// Diagnostics are rendered by hclkit.WriteDiagnostics and
+// hclkit.DiagnosticsJSON, shared with the sites file.
 package recipes

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 const testdata = "../testdata"
@@ -45,7 +47,7 @@ func TestValidRecipes(t *testing.T) {
 			r, diags := p.LoadFile(f, opts)
 			if len(diags) > 0 {
 				var buf bytes.Buffer
-				_ = WriteDiagnostics(&buf, p.Files(), diags, false)
+				_ = hclkit.WriteDiagnostics(&buf, p.Files(), diags, false)
 				t.Fatalf("unexpected diagnostics:\n%s", buf.String())
 			}
 			if r == nil || r.Image == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 // stdFunctions are the functions that read nothing, as go-cty and HCL
@@ -319,14 +320,14 @@ func templateFileFunc(t tree, baseDir string, fns map[string]function.Function) 
 // with vars (an object or map). The result carries no marks: it is content,
 // not a path.
 func renderTemplate(t tree, baseDir, p string, userPath bool, vars cty.Value, fns map[string]function.Function) (cty.Value, error) {
-	src, real, err := t.readSource(baseDir, p, userPath, MaxInputSize)
+	src, real, err := t.readSource(baseDir, p, userPath, hclkit.MaxInputSize)
 	if err != nil {
 		return cty.NilVal, err
 	}
 	if !vars.IsNull() && !vars.Type().IsObjectType() && !vars.Type().IsMapType() {
 		return cty.NilVal, fmt.Errorf("template variables must be an object, such as { name = value }")
 	}
-	expr, diags := parseTemplate(src, real)
+	expr, diags := hclkit.ParseTemplate(src, real)
 	if diags.HasErrors() {
 		return cty.NilVal, fmt.Errorf("parsing template %s: %s", p, diags.Error())
 	}

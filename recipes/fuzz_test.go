@@ -13,18 +13,19 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
 // maxLoad bounds the time one input may take to load, plan and render:
-// inputs are at most MaxInputSize, and nothing in loading them is worse
+// inputs are at most hclkit.MaxInputSize, and nothing in loading them is worse
 // than linear (far less than this, even under the race detector).
 const maxLoad = 20 * time.Second
 
 // FuzzLoad feeds arbitrary bytes to the recipe loader, and whatever loads to
 // the planner and both renderers. Nothing in a recipe may make imagectl
 // panic or overflow its stack, take more than maxLoad, print more than
-// MaxDiagnostics diagnostics, or print a control character from the input.
+// hclkit.MaxDiagnostics diagnostics, or print a control character from the input.
 // The seed corpus is every fixture and shipped recipe and the checked-in
 // inputs under testdata/fuzz/FuzzLoad (deep nesting of each kind, long
 // lists, random bytes, invalid UTF-8 and escape sequences, each under 20
@@ -67,16 +68,16 @@ func checkLoad(t *testing.T, src []byte) {
 	p := recipes.NewParser()
 	r, diags := p.LoadSource(filepath.Join(dir, "fuzz-input.hcl"), src, recipes.Options{})
 	var text bytes.Buffer
-	if err := recipes.WriteDiagnostics(&text, p.Files(), diags, false); err != nil {
+	if err := hclkit.WriteDiagnostics(&text, p.Files(), diags, false); err != nil {
 		t.Fatal(err)
 	}
-	_ = recipes.WriteDiagnostics(io.Discard, p.Files(), diags, true)
-	js := recipes.DiagnosticsJSON(diags)
-	if n := len(diagHeader.FindAllIndex(text.Bytes(), -1)); n > recipes.MaxDiagnostics {
-		t.Errorf("%d diagnostics printed, more than %d", n, recipes.MaxDiagnostics)
+	_ = hclkit.WriteDiagnostics(io.Discard, p.Files(), diags, true)
+	js := hclkit.DiagnosticsJSON(diags)
+	if n := len(diagHeader.FindAllIndex(text.Bytes(), -1)); n > hclkit.MaxDiagnostics {
+		t.Errorf("%d diagnostics printed, more than %d", n, hclkit.MaxDiagnostics)
 	}
-	if len(js) > recipes.MaxDiagnostics+1 {
-		t.Errorf("%d JSON diagnostics, more than %d and the count of the rest", len(js), recipes.MaxDiagnostics)
+	if len(js) > hclkit.MaxDiagnostics+1 {
+		t.Errorf("%d JSON diagnostics, more than %d and the count of the rest", len(js), hclkit.MaxDiagnostics)
 	}
 	if u := recipes.Unprintable(text.String()); u != "" {
 		t.Errorf("the diagnostics print %s:\n%s", u, text.String())

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -108,13 +109,13 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 	if d := l.parser.interrupted(); d != nil {
 		return layer, append(diags, d...)
 	}
-	srcBytes, err := ReadInput(abs)
+	srcBytes, err := hclkit.ReadInput(abs)
 	if err != nil {
 		summary, detail := "Missing layer file", fmt.Sprintf("Cannot read layer file %s: %v.", src, err)
 		switch {
 		case os.IsNotExist(err):
 			detail = fmt.Sprintf("The layer file %s does not exist (looked for %s).", src, abs)
-		case isTooLarge(err):
+		case hclkit.IsTooLarge(err):
 			summary = "Layer file too large"
 		}
 		diags = append(diags, errorAt(*a.rng("source"), summary, detail))
@@ -302,7 +303,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 			repo.Key.Display = key
 			break
 		}
-		content, _, err := l.tree.readSource(dir, key, userPath, MaxInputSize)
+		content, _, err := l.tree.readSource(dir, key, userPath, hclkit.MaxInputSize)
 		if err != nil {
 			diags = append(diags, sourceDiag("key file", a.rng("key"), err))
 			break
@@ -367,7 +368,7 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 			}
 			v, err := renderTemplate(l.tree, dir, tpl, userPath, vars, ctx.Functions)
 			if err != nil {
-				if _, _, rerr := l.tree.readSource(dir, tpl, userPath, MaxInputSize); rerr != nil {
+				if _, _, rerr := l.tree.readSource(dir, tpl, userPath, hclkit.MaxInputSize); rerr != nil {
 					diags = append(diags, sourceDiag("template", a.rng("template"), rerr))
 				} else {
 					a.errorAt("template", "Cannot render template", err.Error()+".")

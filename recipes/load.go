@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 // Options control how a recipe is loaded.
@@ -35,10 +37,10 @@ type Parser struct {
 // NewParser returns a Parser with no files loaded.
 func NewParser() *Parser { return &Parser{files: map[string]*hcl.File{}, ctx: context.Background()} }
 
-// Files returns the files read so far, by name, for WriteDiagnostics.
+// Files returns the files read so far, by name, for hclkit.WriteDiagnostics.
 func (p *Parser) Files() map[string]*hcl.File { return p.files }
 
-// parseFile parses an HCL file through ParseConfig (and so the input
+// parseFile parses an HCL file through hclkit.ParseConfig (and so the input
 // limits), once per name: a file read again (a layer file two layers use)
 // is the file already parsed, and its errors are not reported twice. A file
 // refused by the limits is kept without a body, for snippets.
@@ -46,7 +48,7 @@ func (p *Parser) parseFile(src []byte, filename string) (*hcl.File, hcl.Diagnost
 	if f := p.files[filename]; f != nil {
 		return f, nil
 	}
-	f, diags := ParseConfig(src, filename)
+	f, diags := hclkit.ParseConfig(src, filename)
 	if f == nil {
 		f = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
 	}
@@ -101,7 +103,7 @@ func (p *Parser) Load(ctx context.Context, path string, opts Options) (*Recipe, 
 // LoadFile reads, decodes and checks the recipe at path. The recipe is nil
 // when diags has errors; all errors found are in diags.
 func (p *Parser) LoadFile(path string, opts Options) (*Recipe, hcl.Diagnostics) {
-	src, err := ReadInput(path)
+	src, err := hclkit.ReadInput(path)
 	if err != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read recipe", Detail: err.Error() + "."}}
 	}

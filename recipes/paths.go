@@ -82,7 +82,7 @@ func sourceDiag(what string, rng *hcl.Range, err error) *hcl.Diagnostic {
 // readSource resolves and reads a file named by a recipe, refusing one
 // larger than limit bytes without reading past it: what a recipe reads
 // lands in memory, the plan and the manifest (templates and keys are HCL
-// input, MaxInputSize; file sources and file() at most maxResultBytes).
+// input, hclkit.MaxInputSize; file sources and file() at most maxResultBytes).
 func (t tree) readSource(baseDir, p string, userPath bool, limit int64) ([]byte, string, error) {
 	real, err := t.resolve(baseDir, p, userPath)
 	if err != nil {

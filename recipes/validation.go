@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -28,8 +29,6 @@ var (
 	interfacePatternRE = regexp.MustCompile(`^[A-Za-z0-9_.:*?-]{1,15}$`)
 	// A Linux interface name.
 	interfaceNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,15}$`)
-	// An environment variable name.
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// An NVIDIA driver branch: "580", or "580.95".
 	driverBranchRE = regexp.MustCompile(`^[0-9]{3}(\.[0-9]+)*$`)
 )
@@ -158,7 +157,7 @@ func decodeProfile(name string, b *hcl.Block, ctx *hcl.EvalContext) (manifest.Pr
 		for k, val := range env {
 			val, _ := val.UnmarkDeep()
 			switch {
-			case !envNameRE.MatchString(k):
+			case !shell.IsName(k):
 				a.errorAt("bootstrap_env", "Invalid environment variable", fmt.Sprintf("%q is not an environment variable name.", k))
 			case val.IsNull() || !val.IsKnown() || val.Type() != cty.String:
 				a.errorAt("bootstrap_env", "Invalid environment value", fmt.Sprintf("The value of %s must be a string.", k))

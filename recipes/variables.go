@@ -7,11 +7,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/shell"
 )
 
 // EnvPrefix prefixes the environment variables that set recipe variables:
@@ -53,7 +55,7 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 	v.Description = a.str("description", "")
 	v.Sensitive = a.boolean("sensitive", false)
 	v.LegacyEnv = a.str("legacy_env", "")
-	if v.LegacyEnv != "" && !envNameRE.MatchString(v.LegacyEnv) {
+	if v.LegacyEnv != "" && !shell.IsName(v.LegacyEnv) {
 		a.errorAt("legacy_env", "Invalid environment variable name", fmt.Sprintf("%q is not an environment variable name.", v.LegacyEnv))
 	}
 	if at, ok := content.Attributes["default"]; ok {
@@ -166,7 +168,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs, unset map[string]b
 		if d := p.interrupted(); d != nil {
 			return append(diags, d...)
 		}
-		src, err := ReadInput(f)
+		src, err := hclkit.ReadInput(f)
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read var file", Detail: err.Error() + "."})
 			continue
@@ -278,17 +280,9 @@ func undeclared(name string, names []string, rng *hcl.Range) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Undeclared variable", Detail: detail, Subject: rng}
 }
 
-// suggest returns the candidate closest to given, if any is close enough to
-// be what the user meant.
-func suggest(given string, candidates []string) string {
-	best, bestDist := "", 3
-	for _, c := range candidates {
-		if d := levenshtein.Distance(given, c, nil); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
+// suggest returns the candidate closest to given, if any is close enough
+// (two edits) to be what the user meant.
+func suggest(given string, candidates []string) string { return hclkit.Suggest(given, candidates, 2) }
 
 // parseVarString turns a value given as text (-var, environment) into a
 // value of type ty. Strings are taken literally; bools also accept 1/0,
@@ -314,7 +308,7 @@ func parseVarString(raw string, ty cty.Type) (cty.Value, error) {
 			return v, nil
 		}
 		// An HCL expression of a number ("512" in quotes) still is one.
-		if expr, diags := parseExpression([]byte(raw), "<value>"); !diags.HasErrors() {
+		if expr, diags := hclkit.ParseExpression([]byte(raw), "<value>"); !diags.HasErrors() {
 			if v, diags := expr.Value(nil); !diags.HasErrors() {
 				if cv, err := convertValue(v, ty); err == nil && cv.IsKnown() && !cv.IsNull() && !cv.AsBigFloat().IsInf() {
 					return cv, nil
@@ -341,13 +335,13 @@ func parseVarString(raw string, ty cty.Type) (cty.Value, error) {
 		return cty.ListVal(elems), nil
 	}
 	expected := fmt.Errorf("%s is not a %s written in HCL, such as %s (strings in double quotes)", shortQuote(raw), typeexpr.TypeString(ty), valueExample(ty))
-	expr, diags := parseExpression([]byte(raw), "<value>")
+	expr, diags := hclkit.ParseExpression([]byte(raw), "<value>")
 	if diags.HasErrors() {
 		if ty == cty.DynamicPseudoType {
 			return cty.StringVal(raw), nil
 		}
-		if diags[0].Summary == summaryTooDeep {
-			return cty.NilVal, fmt.Errorf("%s is nested more than %d levels deep", shortQuote(raw), MaxNesting)
+		if diags[0].Summary == hclkit.SummaryTooDeep {
+			return cty.NilVal, fmt.Errorf("%s is nested more than %d levels deep", shortQuote(raw), hclkit.MaxNesting)
 		}
 		return cty.NilVal, expected
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -87,8 +86,6 @@ func findProfile(m *manifest.Manifest, name string) (*manifest.Profile, error) {
 	return nil, fmt.Errorf("profile %q: image %s serves only %s", name, m.Image.Name, strings.Join(names, ", "))
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 func bootstrapFor(m *manifest.Manifest, prof *manifest.Profile) (*bootstrapSpec, error) {
 	i := slices.IndexFunc(m.Bundles, func(b manifest.Bundle) bool { return b.Name == prof.Bootstrap })
 	if i < 0 {
@@ -107,7 +104,7 @@ func bootstrapFor(m *manifest.Manifest, prof *manifest.Profile) (*bootstrapSpec,
 		return nil, fmt.Errorf("profile %q bootstraps with bundle %q, which has no entrypoint to run", prof.Name, b.Name)
 	}
 	for k := range prof.BootstrapEnv {
-		if !envName.MatchString(k) {
+		if !shell.IsName(k) {
 			return nil, fmt.Errorf("profile %q: bootstrap environment variable %q is not a valid name", prof.Name, k)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/upload/maas"
 )
 
@@ -71,7 +72,7 @@ type Result struct {
 // reads are checked against) and runs opts.Verify; env supplies the site's
 // API key when the site reads it from the environment. The bytes sent are
 // read at offsets and checked against the sha256 as they go.
-func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Options) (*Result, error) {
+func Artifact(ctx context.Context, site *sites.Site, env []string, tgz string, opts Options) (*Result, error) {
 	mpath := opts.Manifest
 	if mpath == "" {
 		mpath = manifest.FilesBeside(tgz).Manifest
@@ -120,7 +121,7 @@ func Artifact(ctx context.Context, site *Site, env []string, tgz string, opts Op
 	if err != nil {
 		return nil, fmt.Errorf("uploading %s: %w", tgz, err)
 	}
-	cfg, err := site.Config(env)
+	cfg, err := maas.ConfigFor(site, env)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
@@ -45,8 +46,8 @@ func built(t *testing.T, size int) string {
 	return tgz
 }
 
-func simSite(sim *maassim.Server) *upload.Site {
-	return &upload.Site{Name: "sim", URL: sim.URL, APIKeyEnv: "SIM_KEY", Architecture: "amd64/generic",
+func simSite(sim *maassim.Server) *sites.Site {
+	return &sites.Site{Name: "sim", URL: sim.URL, APIKeyEnv: "SIM_KEY", Architecture: "amd64/generic",
 		Timeout: 5 * time.Second, LastChunkTimeout: 5 * time.Second, CompleteTimeout: 5 * time.Second}
 }
 

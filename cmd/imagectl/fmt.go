@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -44,14 +45,14 @@ that need formatting are listed and the exit status is 1 if there are any.`,
 			}
 			var unformatted, broken int
 			for _, f := range files {
-				src, err := recipes.ReadInput(f)
+				src, err := hclkit.ReadInput(f)
 				if err != nil {
 					return err
 				}
 				out, diags := recipes.Format(src, f)
 				if diags.HasErrors() {
 					files := map[string]*hcl.File{f: {Bytes: src}}
-					if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
+					if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
 						return err
 					}
 					broken++
@@ -81,17 +82,17 @@ that need formatting are listed and the exit status is 1 if there are any.`,
 }
 
 func fmtStdin(cmd *cobra.Command) error {
-	src, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), recipes.MaxInputSize+1))
+	src, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), hclkit.MaxInputSize+1))
 	if err != nil {
 		return fmt.Errorf("reading standard input: %w", err)
 	}
-	if len(src) > recipes.MaxInputSize {
-		return fmt.Errorf("standard input is larger than %d bytes (1 MiB), the most imagectl reads of an HCL file", recipes.MaxInputSize)
+	if len(src) > hclkit.MaxInputSize {
+		return fmt.Errorf("standard input is larger than %d bytes (1 MiB), the most imagectl reads of an HCL file", hclkit.MaxInputSize)
 	}
 	out, diags := recipes.Format(src, "<stdin>")
 	if diags.HasErrors() {
 		files := map[string]*hcl.File{"<stdin>": {Bytes: src}}
-		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
+		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
 			return err
 		}
 		return exitError{1}

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpuaas/imagectl/recipes"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 // The tests of this file name, as a command's output, what is not a
@@ -120,8 +120,8 @@ func TestFmtStdinBounded(t *testing.T) {
 	if code != 1 || !strings.Contains(errb.String(), "standard input is larger than") {
 		t.Errorf("exit %d, %q", code, errb.String())
 	}
-	if in.read > recipes.MaxInputSize+64<<10 {
-		t.Errorf("read %d bytes of standard input; the bound is %d", in.read, recipes.MaxInputSize)
+	if in.read > hclkit.MaxInputSize+64<<10 {
+		t.Errorf("read %d bytes of standard input; the bound is %d", in.read, hclkit.MaxInputSize)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/profile/profilesim"
 	"github.com/gpuaas/imagectl/upload/maassim"
-	"github.com/gpuaas/imagectl/upload/profile/profilesim"
 )
 
 // planted is the secret TestSecretsNeverPrinted plants in every input: a

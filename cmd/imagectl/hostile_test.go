@@ -20,7 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/gpuaas/imagectl/recipes"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 // The tests of this file feed imagectl what a careless or hostile user
@@ -184,7 +184,7 @@ func TestHostileInputFailsCleanly(t *testing.T) {
 			want: []string{`The value for "extra" from -var`, "is nested more than 256 levels deep"}},
 		{name: "deep environment", args: []string{"validate", "recipe.hcl"}, env: []string{"IMAGECTL_VAR_extra=" + deep},
 			want: []string{"from env IMAGECTL_VAR_extra", "is nested more than 256 levels deep"}},
-		{name: "recipe too large", files: map[string]string{"recipe.hcl": hostileRecipe + "# " + strings.Repeat("x", recipes.MaxInputSize) + "\n"},
+		{name: "recipe too large", files: map[string]string{"recipe.hcl": hostileRecipe + "# " + strings.Repeat("x", hclkit.MaxInputSize) + "\n"},
 			args: []string{"validate", "recipe.hcl"}, want: []string{"Cannot read recipe", "larger than 1048576 bytes"}},
 		{name: "random bytes", files: map[string]string{"recipe.hcl": string(garbage)},
 			args: []string{"validate", "recipe.hcl"}, want: []string{"more errors not shown (imagectl shows 50)"}},
@@ -209,8 +209,8 @@ func TestHostileInputFailsCleanly(t *testing.T) {
 			if strings.Contains(stderr, "goroutine ") || len(stdout)+len(stderr) > 32<<10 {
 				t.Errorf("printed %d bytes:\n%.3000s", len(stdout)+len(stderr), stderr)
 			}
-			if n := len(regexp.MustCompile(`(?m)^\S+: error: `).FindAllString(stderr, -1)); n > recipes.MaxDiagnostics {
-				t.Errorf("printed %d diagnostics, more than %d", n, recipes.MaxDiagnostics)
+			if n := len(regexp.MustCompile(`(?m)^\S+: error: `).FindAllString(stderr, -1)); n > hclkit.MaxDiagnostics {
+				t.Errorf("printed %d diagnostics, more than %d", n, hclkit.MaxDiagnostics)
 			}
 			checkPrintable(t, "stderr", stderr)
 			checkPrintable(t, "stdout", stdout)
@@ -222,8 +222,8 @@ func TestHostileInputFailsCleanly(t *testing.T) {
 // users look, with the values the code enforces.
 func TestValidateHelpStatesLimits(t *testing.T) {
 	out, _, code := imagectl(t, nil, "validate", "--help")
-	for _, want := range []string{fmt.Sprintf("most %d bytes (1 MiB)", recipes.MaxInputSize), fmt.Sprintf("nested at most %d levels deep", recipes.MaxNesting),
-		fmt.Sprintf("prints the first %d diagnostics", recipes.MaxDiagnostics), "exit status 130"} {
+	for _, want := range []string{fmt.Sprintf("most %d bytes (1 MiB)", hclkit.MaxInputSize), fmt.Sprintf("nested at most %d levels deep", hclkit.MaxNesting),
+		fmt.Sprintf("prints the first %d diagnostics", hclkit.MaxDiagnostics), "exit status 130"} {
 		if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
 			t.Errorf("validate --help lacks %q:\n%s", want, out)
 		}
@@ -242,13 +242,13 @@ func TestRandomBytesJSON(t *testing.T) {
 		t.Errorf("exit status %d", code)
 	}
 	var res struct {
-		Diagnostics []recipes.JSONDiagnostic
+		Diagnostics []hclkit.JSONDiagnostic
 	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
 	n := len(res.Diagnostics)
-	if n != recipes.MaxDiagnostics+1 || res.Diagnostics[n-1].Summary != "Too many diagnostics" || !strings.Contains(res.Diagnostics[n-1].Detail, "more errors") {
+	if n != hclkit.MaxDiagnostics+1 || res.Diagnostics[n-1].Summary != "Too many diagnostics" || !strings.Contains(res.Diagnostics[n-1].Detail, "more errors") {
 		t.Fatalf("%d diagnostics, the last %+v", n, res.Diagnostics[n-1])
 	}
 	checkPrintable(t, "the JSON", stdout)

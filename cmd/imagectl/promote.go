@@ -13,11 +13,11 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
+	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
-	"github.com/gpuaas/imagectl/upload"
-	"github.com/gpuaas/imagectl/upload/profile"
 )
 
 // siteCmd holds what the commands acting on a site share.
@@ -60,7 +60,7 @@ func (c *siteCmd) options(cmd *cobra.Command, env []string, promoting bool) (rel
 
 // siteOptions opens the store for a loaded site (and, when promoting,
 // loads the verification key).
-func (c *siteCmd) siteOptions(cmd *cobra.Command, env []string, s *upload.Site, promoting bool) (release.Options, error) {
+func (c *siteCmd) siteOptions(cmd *cobra.Command, env []string, s *sites.Site, promoting bool) (release.Options, error) {
 	st, err := c.st.open(cmd.Context(), env)
 	if err != nil {
 		return release.Options{}, err
@@ -160,7 +160,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	if c.canary != "" {
 		names = append([]string{c.canary}, names...)
 	}
-	sites, err := c.sf.loadAll(cmd, env, names)
+	targets, err := c.sf.loadAll(cmd, env, names)
 	if err != nil {
 		return err
 	}
@@ -173,14 +173,14 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 		}
 	}
 	// One verifier for all unless a site's own verify_key is needed.
-	o, err := c.siteOptions(cmd, env, sites[0], false)
+	o, err := c.siteOptions(cmd, env, targets[0], false)
 	if err != nil {
 		return err
 	}
 	// Every site's key is loaded before anything is sent: a missing one
 	// refuses the rollout as it refuses a promotion.
 	verifiers := map[string]*signing.Verifier{}
-	for _, s := range sites {
+	for _, s := range targets {
 		if verifiers[s.Name], err = c.vf.verifier(env, s); err != nil {
 			return err
 		}
@@ -191,8 +191,8 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	}
 	stderr := cmd.ErrOrStderr()
 	lines := &lineWriter{w: stderr}
-	ro := release.RolloutOptions{Options: o, Sites: sites, Canary: c.canary, Parallel: c.parallel,
-		VerifierFor: func(s *upload.Site) (*signing.Verifier, error) { return verifiers[s.Name], nil },
+	ro := release.RolloutOptions{Options: o, Sites: targets, Canary: c.canary, Parallel: c.parallel,
+		VerifierFor: func(s *sites.Site) (*signing.Verifier, error) { return verifiers[s.Name], nil },
 		SiteEvents: func(site string) func(event.Event) {
 			// One line per event, each starting with the site: no bars,
 			// which several sites would draw over one another.

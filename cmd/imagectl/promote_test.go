@@ -10,12 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/profile/profilesim"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
-	"github.com/gpuaas/imagectl/upload/profile"
-	"github.com/gpuaas/imagectl/upload/profile/profilesim"
 )
 
 func TestPromoteRollbackStatusHistoryGC(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -58,13 +59,13 @@ func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*reci
 		return nil, fmt.Errorf("loading recipe %s: %w", path, context.Cause(cmd.Context()))
 	}
 	if diags.HasErrors() && f.output == "json" {
-		if err := writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "recipe": path, "diagnostics": recipes.DiagnosticsJSON(diags)}); err != nil {
+		if err := writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "recipe": path, "diagnostics": hclkit.DiagnosticsJSON(diags)}); err != nil {
 			return nil, err
 		}
 		return nil, exitError{1}
 	}
 	if len(diags) > 0 {
-		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), p.Files(), diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
+		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), p.Files(), diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
 			return nil, err
 		}
 	}

@@ -11,9 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/textsafe"
-	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload"
 )
@@ -136,7 +137,7 @@ type siteFlags struct {
 	sites []string
 	multi bool
 	// loaded is the sites file once read (its diagnostics printed once).
-	loaded     *upload.Sites
+	loaded     *sites.File
 	loadedPath string
 }
 
@@ -151,7 +152,7 @@ func (f *siteFlags) register(cmd *cobra.Command) {
 }
 
 // load reads the sites file, printing its diagnostics, and returns the site.
-func (f *siteFlags) load(cmd *cobra.Command, env []string) (*upload.Site, error) {
+func (f *siteFlags) load(cmd *cobra.Command, env []string) (*sites.Site, error) {
 	ss, path, err := f.file(cmd, env)
 	if err != nil {
 		return nil, err
@@ -165,7 +166,7 @@ func (f *siteFlags) load(cmd *cobra.Command, env []string) (*upload.Site, error)
 
 // loadAll reads the sites file and returns the sites that names (sites
 // and groups, comma-separated or repeated) stand for.
-func (f *siteFlags) loadAll(cmd *cobra.Command, env []string, names []string) ([]*upload.Site, error) {
+func (f *siteFlags) loadAll(cmd *cobra.Command, env []string, names []string) ([]*sites.Site, error) {
 	ss, path, err := f.file(cmd, env)
 	if err != nil {
 		return nil, err
@@ -187,20 +188,14 @@ func (f *siteFlags) isGroup(cmd *cobra.Command, env []string, name string) (bool
 }
 
 // file reads the sites file, printing its diagnostics.
-func (f *siteFlags) file(cmd *cobra.Command, env []string) (*upload.Sites, string, error) {
+func (f *siteFlags) file(cmd *cobra.Command, env []string) (*sites.File, string, error) {
 	if f.loaded != nil {
 		return f.loaded, f.loadedPath, nil
 	}
-	path := f.sitesFile
-	if path == "" {
-		path = "sites.hcl"
-		if v, ok := envValue(env, "IMAGECTL_SITES"); ok && v != "" {
-			path = v
-		}
-	}
-	ss, diags := upload.LoadSites(path)
+	path := sites.FilePath(f.sitesFile, env)
+	ss, diags := sites.Load(path)
 	if len(diags) > 0 {
-		if err := recipes.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
+		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
 			return nil, "", err
 		}
 	}
@@ -223,33 +218,10 @@ func (f *verifyFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.insecure, "insecure-skip-verify", false, "send the artifact without verifying its signatures (when no key is configured)")
 }
 
-// verifier loads the key: --key, $IMAGECTL_VERIFY_KEY, the site's
-// verify_key. Without any it refuses unless --insecure-skip-verify, and
-// then returns nil.
-func (f *verifyFlags) verifier(env []string, s *upload.Site) (*signing.Verifier, error) {
-	if f.key != "" && f.insecure {
-		return nil, errors.New("--key and --insecure-skip-verify contradict each other")
-	}
-	path, from := f.key, "--key"
-	if path == "" && !f.insecure {
-		if v, ok := envValue(env, "IMAGECTL_VERIFY_KEY"); ok && v != "" {
-			path, from = v, "$IMAGECTL_VERIFY_KEY"
-		} else if s.VerifyKey != "" {
-			path, from = s.VerifyKey, fmt.Sprintf("site %s's verify_key", s.Name)
-		}
-	}
-	if path == "" {
-		if f.insecure {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: give --key cosign.pub, set $IMAGECTL_VERIFY_KEY, or set verify_key in site %s's block of the sites file (--insecure-skip-verify sends it unverified)",
-			release.ErrNoVerifyKey, s.Name)
-	}
-	v, err := signing.LoadPublicKeyFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("the verification key (%s): %w", from, err)
-	}
-	return v, nil
+// verifier loads the key artifacts sent to s are verified with
+// (sites.VerifyPolicy); nil with --insecure-skip-verify and no key.
+func (f *verifyFlags) verifier(env []string, s *sites.Site) (*signing.Verifier, error) {
+	return sites.VerifyPolicy{Key: f.key, Insecure: f.insecure}.Verifier(s, env)
 }
 
 // uploadEvents draws upload events as build's are drawn; as JSON, progress

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/textsafe"
-	"github.com/gpuaas/imagectl/recipes"
 )
 
 func newValidateCmd(env []string) *cobra.Command {
@@ -32,7 +32,7 @@ refused after %s without input; a device is refused.
 
 Ctrl-C (or SIGTERM) stops it at any point with exit status 130, even while
 a file it reads blocks; a second one exits at once.`,
-			recipes.MaxDiagnostics, recipes.MaxInputSize, recipes.MaxNesting, recipes.PipeWait),
+			hclkit.MaxDiagnostics, hclkit.MaxInputSize, hclkit.MaxNesting, hclkit.PipeWait),
 		Example: `  imagectl validate examples/demo.hcl -var-file base.vars.hcl
   imagectl validate recipes/h200.hcl -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
       -var netdata_retention_mb=512 --output json`,

@@ -1,5 +1,5 @@
 // Package backoff owns the waits between the attempts of imagectl's HTTP
-// clients (upload/maas, upload/profile): the default schedule, 1 s
+// clients (upload/maas, package profile): the default schedule, 1 s
 // doubling up to 30 s, a wait that ends early with its context, and the
 // bound on retrying a request that could not connect (Within,
 // NoConnection). When to retry

@@ -34,7 +34,7 @@ type layer struct {
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/digest", "internal/event",
-		"internal/filelock", "internal/fsmode", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
+		"internal/filelock", "internal/fsmode", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
 		"internal/testenv", "internal/textsafe",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
@@ -43,11 +43,14 @@ var layers = []layer{
 	{name: "definitions (recipes, the step vocabulary, validation, signing, the SBOM and provenance documents)", pkgs: []string{
 		"builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
 	}},
+	{name: "site definitions (the sites file: MAAS sites, deploy profiles, groups, the verify-key policy)", pkgs: []string{
+		"sites",
+	}},
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
 		"layers",
 	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
-		"builder/ext4tar", "builder/layercache", "upload/maas", "upload/maassim", "upload/profile", "upload/profile/profilesim",
+		"builder/ext4tar", "builder/layercache", "profile", "profile/profilesim", "upload/maas", "upload/maassim",
 		"deploycheck",
 	}},
 	{name: "operations (build, store, upload, smoke test: siblings)", pkgs: []string{
@@ -67,16 +70,16 @@ var layers = []layer{
 // testOnly are helpers that only test files may import (from any layer):
 // they never link into imagectl.
 var testOnly = map[string]bool{
-	"internal/heappeak":         true,
-	"internal/simfault":         true,
-	"internal/testbase":         true,
-	"internal/testenv":          true,
-	"signing/signingtest":       true,
-	"store/gitcatalog/gittest":  true,
-	"store/oci/ocitest":         true,
-	"store/storetest":           true,
-	"upload/maassim":            true,
-	"upload/profile/profilesim": true,
+	"internal/heappeak":        true,
+	"internal/simfault":        true,
+	"internal/testbase":        true,
+	"internal/testenv":         true,
+	"profile/profilesim":       true,
+	"signing/signingtest":      true,
+	"store/gitcatalog/gittest": true,
+	"store/oci/ocitest":        true,
+	"store/storetest":          true,
+	"upload/maassim":           true,
 }
 
 // testUp are the imports of a higher or sibling package that a package's

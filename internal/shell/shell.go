@@ -2,9 +2,10 @@
 // runs: every value written into a script, a sourced drop-in or a command
 // line goes through Quote (or Join), and every value written into a
 // comment line through Comment, so that data stays data. (The one
-// exception is the curl command upload/profile prints for a person to run,
+// exception is the curl command package profile prints for a person to run,
 // which double-quotes, escaping every value, so that its ${SITE_ID}-style
-// placeholders still expand.)
+// placeholders still expand.) It also owns the rule for a variable's name
+// (IsName).
 package shell
 
 import (

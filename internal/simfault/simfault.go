@@ -1,5 +1,5 @@
 // Package simfault owns the fault injection of imagectl's test servers
-// (upload/maassim, the simulated MAAS, and upload/profile/profilesim, the
+// (upload/maassim, the simulated MAAS, and profile/profilesim, the
 // fake admin API): faults queued per kind of request, each letting some
 // requests through and then hitting a number of them, a count of the
 // requests of each kind, and the hold of a request whose answer never

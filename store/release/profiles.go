@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/upload"
-	"github.com/gpuaas/imagectl/upload/profile"
 )
 
 // ProfileResult is what a promotion did to one deploy profile.
@@ -32,7 +32,7 @@ type ProfileResult struct {
 
 // deployProfile is a deploy profile of the site with its client.
 type deployProfile struct {
-	*upload.DeployProfile
+	*sites.DeployProfile
 	c *profile.Client
 }
 
@@ -45,7 +45,7 @@ func (o Options) profiles(image string) ([]deployProfile, error) {
 		if image != "" && !p.Follows(image) {
 			continue
 		}
-		cfg, err := p.Config(o.Env)
+		cfg, err := profile.ConfigFor(p, o.Env)
 		if err != nil {
 			return nil, err
 		}

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/profile/profilesim"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
-	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
-	"github.com/gpuaas/imagectl/upload/profile"
-	"github.com/gpuaas/imagectl/upload/profile/profilesim"
 )
 
 // withProfile gives the fixture's site a deploy profile (admin site 7,
@@ -26,7 +26,7 @@ func (f *fixture) withProfile(t *testing.T, image string) *profilesim.Server {
 	ps := profilesim.New(profilesim.Options{})
 	t.Cleanup(ps.Close)
 	ps.SetProfile("7", "bm", "ubuntu/noble")
-	f.opts.Site.Profiles = append(f.opts.Site.Profiles, &upload.DeployProfile{Site: "sim", APIURL: ps.URL, SiteID: "7", ProfileID: "bm",
+	f.opts.Site.Profiles = append(f.opts.Site.Profiles, &sites.DeployProfile{Site: "sim", APIURL: ps.URL, SiteID: "7", ProfileID: "bm",
 		TokenEnv: "ADMIN_TOKEN", Image: image, Timeout: 5 * time.Second})
 	f.opts.Env = append(f.opts.Env, "ADMIN_TOKEN="+ps.Token)
 	f.opts.ConfigureProfile = func(c *profile.Config) { c.Backoff = func(int) time.Duration { return time.Millisecond } }

@@ -2,7 +2,6 @@ package release
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,21 +9,22 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
-	"github.com/gpuaas/imagectl/upload/profile"
 )
 
 // ErrNoVerifyKey is returned when neither a verifier nor
 // InsecureSkipVerify is given: nothing unverified reaches a site by default.
-var ErrNoVerifyKey = errors.New("no key to verify the artifact's signatures with")
+var ErrNoVerifyKey = sites.ErrNoVerifyKey
 
 // Options are what every operation on a site needs.
 type Options struct {
 	Store store.Store
-	Site  *upload.Site
+	Site  *sites.Site
 	// Env supplies the site's API key (KEY=value pairs).
 	Env []string
 	// Verifier checks the tgz's and manifest's signatures before anything
@@ -292,7 +292,7 @@ func tarballPath(v *store.Version) string {
 
 // client is the site's MAAS client.
 func (o Options) client() (*maas.Client, error) {
-	cfg, err := o.Site.Config(o.Env)
+	cfg, err := maas.ConfigFor(o.Site, o.Env)
 	if err != nil {
 		return nil, err
 	}

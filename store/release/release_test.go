@@ -15,10 +15,10 @@ import (
 
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/store/storetest"
-	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -49,7 +49,7 @@ func newFixture(t *testing.T, versions ...string) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{sim: sim, store: store.NewDir(t.TempDir()), signer: signer}
-	site := &upload.Site{Name: "sim", URL: sim.URL, APIKeyEnv: "SIM_KEY", Architecture: "amd64/generic",
+	site := &sites.Site{Name: "sim", URL: sim.URL, APIKeyEnv: "SIM_KEY", Architecture: "amd64/generic",
 		Timeout: 5 * time.Second, LastChunkTimeout: 5 * time.Second, CompleteTimeout: 5 * time.Second}
 	f.opts = release.Options{Store: f.store, Site: site, Env: []string{"SIM_KEY=" + sim.AdminKey}, Verifier: v,
 		By: "alice", Configure: quick}

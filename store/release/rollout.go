@@ -11,8 +11,8 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/upload"
 )
 
 // Rollout outcomes of a site.
@@ -38,7 +38,7 @@ const DefaultParallel = 4
 type RolloutOptions struct {
 	Options
 	// Sites are the sites to promote to, each once.
-	Sites []*upload.Site
+	Sites []*sites.Site
 	// Canary, when set, names one of Sites: it is promoted and checked
 	// (the promotion succeeded, and its status shows MAAS holding the
 	// version complete, the deploy profiles selecting it and the channel
@@ -54,7 +54,7 @@ type RolloutOptions struct {
 	SiteEvents func(site string) func(event.Event)
 	// VerifierFor, when set, gives each site its verifier (a site's
 	// verify_key); its error fails that site. Nil: Options.Verifier for all.
-	VerifierFor func(site *upload.Site) (*signing.Verifier, error)
+	VerifierFor func(site *sites.Site) (*signing.Verifier, error)
 }
 
 // RolloutResult is what a rollout did, site by site.
@@ -120,7 +120,7 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 	if len(o.Sites) == 0 {
 		return nil, fmt.Errorf("rolling out %s %s: no sites", image, version)
 	}
-	var order []*upload.Site
+	var order []*sites.Site
 	seen := map[string]bool{}
 	for _, s := range o.Sites {
 		if !seen[s.Name] {
@@ -129,12 +129,12 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 		}
 	}
 	if o.Canary != "" {
-		i := slices.IndexFunc(order, func(s *upload.Site) bool { return s.Name == o.Canary })
+		i := slices.IndexFunc(order, func(s *sites.Site) bool { return s.Name == o.Canary })
 		if i < 0 {
 			return nil, fmt.Errorf("rolling out %s %s: the canary %s is not one of the sites", image, version, o.Canary)
 		}
 		c := order[i]
-		order = append([]*upload.Site{c}, slices.Delete(order, i, i+1)...)
+		order = append([]*sites.Site{c}, slices.Delete(order, i, i+1)...)
 	}
 	par := o.Parallel
 	if par <= 0 {
@@ -193,7 +193,7 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 
 // skipped is a site not attempted, with the version its catalog says it
 // runs.
-func (o RolloutOptions) skipped(ctx context.Context, image string, site *upload.Site, why string) SiteRollout {
+func (o RolloutOptions) skipped(ctx context.Context, image string, site *sites.Site, why string) SiteRollout {
 	r := SiteRollout{Site: site.Name, Result: RolloutSkipped, Detail: why}
 	if h, err := o.Store.History(ctx, site.Name, image); err == nil {
 		r.Version, _ = store.State(h)
@@ -203,7 +203,7 @@ func (o RolloutOptions) skipped(ctx context.Context, image string, site *upload.
 }
 
 // promoteSite promotes to one site and, for the canary, checks its status.
-func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, site *upload.Site, canary bool) SiteRollout {
+func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, site *sites.Site, canary bool) SiteRollout {
 	so := o.Options
 	so.Site = site
 	if o.SiteEvents != nil {

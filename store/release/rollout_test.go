@@ -16,10 +16,10 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/store/storetest"
-	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -28,7 +28,7 @@ import (
 // group "fleet" of all of them, and a directory store holding demo 1.0.0.
 type fleet struct {
 	sims  map[string]*maassim.Server
-	sites []*upload.Site // the group's, as the sites file resolves it
+	sites []*sites.Site // the group's, as the sites file resolves it
 	opts  release.RolloutOptions
 	store *store.Dir
 }
@@ -62,7 +62,7 @@ func newFleet(t testing.TB, n int, size int64, simOpts ...maassim.Options) *flee
 	if err := os.WriteFile(path, []byte(hcl.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ss, diags := upload.LoadSites(path)
+	ss, diags := sites.Load(path)
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

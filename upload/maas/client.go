@@ -20,6 +20,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/sites"
 )
 
 // Config says how to reach one MAAS.
@@ -70,6 +71,18 @@ type Config struct {
 	// Transport carries the requests; default a clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
+}
+
+// ConfigFor is the configuration for a site of the sites file, with its
+// API key read from the environment (KEY=value pairs, as os.Environ) or
+// its file.
+func ConfigFor(s *sites.Site, env []string) (Config, error) {
+	key, err := s.APIKey(env)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{URL: s.URL, APIKey: key, Timeout: s.Timeout, LastChunkTimeout: s.LastChunkTimeout,
+		CompleteTimeout: s.CompleteTimeout}, nil
 }
 
 // Client talks to one MAAS.

@@ -1,4 +1,4 @@
-package recipes
+package hclkit
 
 import (
 	"bufio"
@@ -71,7 +71,8 @@ func shownDiagnostics(diags hcl.Diagnostics) (shown hcl.Diagnostics, moreErrs, m
 //	      |     ^^^^^^^
 //	  An argument named "pakages" is not expected here. Did you mean "packages"?
 //
-// followed by a count. files supplies the snippets (Parser.Files). At most
+// followed by a count. files supplies the snippets (recipes.Parser.Files,
+// sites.Sites.Files). At most
 // MaxDiagnostics are printed, and the count says how many more there are.
 // Nothing from the input reaches the terminal as it is: control characters
 // and invalid UTF-8 are escaped (\x1b, \u0085, \xff), and long source lines
@@ -147,7 +148,7 @@ func pluralWord(n int, word string) string {
 
 // escapeText writes the characters of s that are not printable as Go
 // escapes, keeping those in keep (textsafe.Escape), so that text from a
-// recipe cannot drive the terminal it is printed on.
+// recipe or a sites file cannot drive the terminal it is printed on.
 func escapeText(s, keep string) string { return textsafe.Escape(s, keep) }
 
 // cutRunes returns s cut to at most n characters, "..." marking a cut.

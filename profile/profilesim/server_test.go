@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/upload/profile/profilesim"
+	"github.com/gpuaas/imagectl/profile/profilesim"
 )
 
 // These speak raw HTTP to the fake, to check the rules of the endpoint's
-// request that a correct client never breaks; upload/profile's tests drive
+// request that a correct client never breaks; package profile's tests drive
 // the rest through the real client.
 func TestContract(t *testing.T) {
 	s := profilesim.New(profilesim.Options{})

@@ -13,8 +13,15 @@
 // treat a MAAS mutation that timed out. The bearer token is never
 // put in an error: errors say where it came from (Config.TokenSource).
 //
-// Which value a profile gets and when is store/release's; where the URL,
-// ids and token come from is upload's (sites.hcl's deploy_profile block).
-// upload/profile/profilesim is the HTTP fake of the endpoint the tests run
+// Which value a profile gets and when is package release's; where the
+// URL, ids and token come from is package sites' (sites.hcl's
+// deploy_profile block, ConfigFor), and so are the rules the URL and token
+// are held to (sites.CheckAdminURL, sites.CheckToken), which New checks
+// again. profile/profilesim is the HTTP fake of the endpoint the tests run
 // against.
+//
+// It is a top-level package, not part of upload: it talks to the GPUaaS
+// admin API, not to MAAS, and no upload calls it; only promotion and
+// rollback (package release) point a profile at a version. It sits beside
+// upload/maas as the other client of a remote service a release drives.
 package profile

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/imagectl/upload/profile"
-	"github.com/gpuaas/imagectl/upload/profile/profilesim"
+	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/profile/profilesim"
+	"github.com/gpuaas/imagectl/sites"
 )
 
 var ctx = context.Background()
@@ -398,13 +399,17 @@ func keySuffix(profileID string) string {
 	return ""
 }
 
-// TestCheckURLHidesCredentials: a refused admin API URL is quoted without
-// the credentials it carries, well-formed or not.
-func TestCheckURLHidesCredentials(t *testing.T) {
-	for _, raw := range []string{"https://admin:S3cretPw99@x.example", "https//admin:S3cretPw99@x.example", "http://x.example/?token=S3cretPw99", "x.example:443?api_key=S3cretPw99"} {
-		msg := profile.CheckURL(raw)
-		if msg == "" || strings.Contains(msg, "S3cretPw99") {
-			t.Errorf("CheckURL(%q) = %q", raw, msg)
-		}
+// TestConfigFor: a deploy profile of the sites file configures the client,
+// its token read where the sites file says.
+func TestConfigFor(t *testing.T) {
+	good := "tok-SECRET-0123.abc_DEF"
+	p := &sites.DeployProfile{Site: "s", SiteID: "7", ProfileID: "p", TokenEnv: "T", APIURL: "https://admin.example", Timeout: time.Second}
+	cfg, err := profile.ConfigFor(p, []string{"T=" + good})
+	if err != nil || cfg.Token != good || cfg.TokenSource != "environment variable T" || cfg.URL != "https://admin.example" ||
+		cfg.SiteID != "7" || cfg.ProfileID != "p" || cfg.Timeout != time.Second {
+		t.Errorf("config %+v %v", cfg, err)
+	}
+	if _, err := profile.ConfigFor(p, nil); err == nil || !strings.Contains(err.Error(), "is not set") {
+		t.Errorf("unset token: %v", err)
 	}
 }

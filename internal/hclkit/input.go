@@ -1,4 +1,4 @@
-package recipes
+package hclkit
 
 import (
 	"bytes"
@@ -35,9 +35,9 @@ const (
 	PipeWait = 5 * time.Second
 )
 
-// summaryTooDeep is the summary of checkInput's diagnostic for input
-// nested too deeply.
-const summaryTooDeep = "Nested too deeply"
+// SummaryTooDeep is the summary of the diagnostic for input nested too
+// deeply.
+const SummaryTooDeep = "Nested too deeply"
 
 // syntaxMode is what an input is: which lexer reads it.
 type syntaxMode int
@@ -66,8 +66,8 @@ func (e *inputTooLargeError) Error() string {
 	return fmt.Sprintf("%s is larger than %d bytes (1 MiB), the most imagectl reads of an HCL file", e.path, MaxInputSize)
 }
 
-// isTooLarge reports whether err is ReadInput refusing a file for its size.
-func isTooLarge(err error) bool {
+// IsTooLarge reports whether err is ReadInput refusing a file for its size.
+func IsTooLarge(err error) bool {
 	var e *inputTooLargeError
 	return errors.As(err, &e)
 }
@@ -82,16 +82,16 @@ func ParseConfig(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
 	return hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 }
 
-// parseExpression parses one expression (a -var value) after checkInput.
-func parseExpression(src []byte, filename string) (hclsyntax.Expression, hcl.Diagnostics) {
+// ParseExpression parses one expression (a -var value) after checkInput.
+func ParseExpression(src []byte, filename string) (hclsyntax.Expression, hcl.Diagnostics) {
 	if diags := checkInput(src, filename, hcl.InitialPos, expressionSyntax); diags.HasErrors() {
 		return nil, diags
 	}
 	return hclsyntax.ParseExpression(src, filename, hcl.InitialPos)
 }
 
-// parseTemplate parses a template file after checkInput.
-func parseTemplate(src []byte, filename string) (hclsyntax.Expression, hcl.Diagnostics) {
+// ParseTemplate parses a template file after checkInput.
+func ParseTemplate(src []byte, filename string) (hclsyntax.Expression, hcl.Diagnostics) {
 	if diags := checkInput(src, filename, hcl.InitialPos, templateSyntax); diags.HasErrors() {
 		return nil, diags
 	}
@@ -125,7 +125,7 @@ func checkInput(src []byte, filename string, start hcl.Pos, mode syntaxMode) hcl
 	if t := tooDeep(tokens); t != nil {
 		return hcl.Diagnostics{{
 			Severity: hcl.DiagError,
-			Summary:  summaryTooDeep,
+			Summary:  SummaryTooDeep,
 			Detail: fmt.Sprintf("This is nested more than %d levels deep, the most imagectl reads: each bracket, brace, parenthesis, quote, heredoc and template interpolation or directive is a level, and so is each operator within one expression.",
 				MaxNesting),
 			Subject: t.Range.Ptr(),

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,9 +16,9 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/backoff"
 	"github.com/gpuaas/imagectl/internal/digest"
-	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/sites"
 )
 
 // PathPrefix is where the admin API keeps MAAS sites, under its base URL.
@@ -55,6 +54,18 @@ type Config struct {
 	Transport http.RoundTripper
 }
 
+// ConfigFor is the configuration for a deploy profile of the sites file,
+// with its token read from the environment (KEY=value pairs, as os.Environ)
+// or its file.
+func ConfigFor(p *sites.DeployProfile, env []string) (Config, error) {
+	tok, err := p.Token(env)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{URL: p.APIURL, SiteID: p.SiteID, ProfileID: p.ProfileID, Token: tok, TokenSource: p.TokenSource(),
+		Timeout: p.Timeout}, nil
+}
+
 // Client talks to one deploy profile.
 type Client struct {
 	cfg  Config
@@ -62,53 +73,9 @@ type Client struct {
 	http *http.Client
 }
 
-// CheckURL says what is wrong with an admin API base URL, "" when nothing
-// is: it must be https, or http to a loopback address, with a host and no
-// credentials, query or fragment. The bearer token must not cross a
-// network in clear.
-func CheckURL(raw string) string {
-	u, err := url.Parse(raw)
-	raw = redact.URL(raw) // quoted below: never with its credentials
-	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return fmt.Sprintf("%q is not an https URL of the admin API without credentials, query or fragment, such as \"https://admin.example.internal\".", raw)
-	}
-	switch u.Scheme {
-	case "https":
-		return ""
-	case "http":
-		if isLoopback(u.Hostname()) {
-			return ""
-		}
-		return fmt.Sprintf("%q: the admin API takes a bearer token, which may cross the network only over https (http is accepted for loopback addresses only).", raw)
-	}
-	return fmt.Sprintf("%q is not an https URL of the admin API, such as \"https://admin.example.internal\".", raw)
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// CheckToken says what is wrong with a bearer token, "" when nothing is,
-// without quoting it.
-func CheckToken(tok string) string {
-	if tok == "" {
-		return "is empty"
-	}
-	for i := 0; i < len(tok); i++ {
-		if tok[i] <= ' ' || tok[i] > '~' {
-			return "holds a space, a control or a non-ASCII character, which a bearer token cannot"
-		}
-	}
-	return ""
-}
-
 // New checks the configuration and returns a client; it sends nothing.
 func New(cfg Config) (*Client, error) {
-	if msg := CheckURL(cfg.URL); msg != "" {
+	if msg := sites.CheckAdminURL(cfg.URL); msg != "" {
 		return nil, errors.New("admin API URL " + msg)
 	}
 	if cfg.SiteID == "" || cfg.ProfileID == "" {
@@ -117,7 +84,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.TokenSource == "" {
 		cfg.TokenSource = "the configuration"
 	}
-	if msg := CheckToken(cfg.Token); msg != "" {
+	if msg := sites.CheckToken(cfg.Token); msg != "" {
 		return nil, fmt.Errorf("the admin API token in %s %s", cfg.TokenSource, msg)
 	}
 	if cfg.Timeout <= 0 {

@@ -1,4 +1,4 @@
-package upload
+package sites
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 )
 
 func TestSitesValid(t *testing.T) {
-	ss, diags := LoadSites("testdata/sites/valid.hcl")
+	ss, diags := Load("testdata/valid.hcl")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -29,8 +29,8 @@ func TestSitesValid(t *testing.T) {
 		t.Errorf("maas280: %+v", s)
 	}
 	lab, _ := ss.Site("lab")
-	if lab.APIKeyFile != filepath.Join("testdata/sites", "lab.key") || lab.Timeout != DefaultTimeout ||
-		lab.VerifyKey != filepath.Join("testdata/sites", "keys/cosign.pub") || s.VerifyKey != "" {
+	if lab.APIKeyFile != filepath.Join("testdata", "lab.key") || lab.Timeout != DefaultTimeout ||
+		lab.VerifyKey != filepath.Join("testdata", "keys/cosign.pub") || s.VerifyKey != "" {
 		t.Errorf("lab: %+v", lab)
 	}
 	if len(s.Profiles) != 0 || len(lab.Profiles) != 0 {
@@ -45,7 +45,7 @@ func TestSitesValid(t *testing.T) {
 		bm.TokenEnv != "GPUAAS_ADMIN_TOKEN" || bm.TokenFile != "" || bm.Image != "gpuaas-h200-host-ubuntu2404" || bm.Timeout != DefaultProfileTimeout {
 		t.Errorf("bare-metal profile: %+v", bm)
 	}
-	if vm.APIURL != "http://127.0.0.1:8080" || vm.TokenFile != filepath.Join("testdata/sites", "admin.token") || vm.Image != "gpuaas-h200-host-ubuntu2404" || vm.Timeout != 10*time.Second {
+	if vm.APIURL != "http://127.0.0.1:8080" || vm.TokenFile != filepath.Join("testdata", "admin.token") || vm.Image != "gpuaas-h200-host-ubuntu2404" || vm.Timeout != 10*time.Second {
 		t.Errorf("slice profile: %+v", vm)
 	}
 	if !bm.Follows("gpuaas-h200-host-ubuntu2404") || bm.Follows("other") || vm.Follows("other") {
@@ -61,7 +61,7 @@ func TestSitesValid(t *testing.T) {
 func TestSitesInvalid(t *testing.T) {
 	for _, name := range []string{"invalid.hcl", "clear-key.hcl", "invalid-profile.hcl", "clear-token.hcl"} {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join("testdata/sites", name)
+			path := filepath.Join("testdata", name)
 			src, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -73,7 +73,7 @@ func TestSitesInvalid(t *testing.T) {
 					want = append(want, fmt.Sprintf("%d: %s", line, msg))
 				}
 			}
-			ss, diags := LoadSites(path)
+			ss, diags := Load(path)
 			var got []string
 			for _, d := range diags {
 				if d.Subject == nil {
@@ -104,7 +104,7 @@ func TestSitesInvalid(t *testing.T) {
 
 func TestSitesSyntaxErrorHidesKeys(t *testing.T) {
 	src := "site \"a\" {\n  api_key = \"Aa1:Bb2:SecretSecret\"\n  maas_url = \n}\n"
-	ss, diags := ParseSites([]byte(src), "s.hcl")
+	ss, diags := Parse([]byte(src), "s.hcl")
 	if !diags.HasErrors() {
 		t.Fatal("no error")
 	}
@@ -115,7 +115,7 @@ func TestSitesSyntaxErrorHidesKeys(t *testing.T) {
 
 func TestSitesSyntaxErrorHidesTokens(t *testing.T) {
 	src := "site \"a\" {\n  deploy_profile {\n    token = \"SecretToken\"\n    token_env = \"SecretToo\"\n    x = \"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcHMifQ.SecretSig\"\n    api_url = \n  }\n}\n"
-	ss, diags := ParseSites([]byte(src), "s.hcl")
+	ss, diags := Parse([]byte(src), "s.hcl")
 	if !diags.HasErrors() {
 		t.Fatal("no error")
 	}
@@ -130,7 +130,7 @@ func TestSitesSyntaxErrorHidesTokens(t *testing.T) {
 // past 1 MiB. The refused file's snippet still hides keys.
 func TestSitesInputLimits(t *testing.T) {
 	src := "site \"a\" {\n  api_key = \"Aa1:Bb2:SecretSecret\"\n  maas_url = " + strings.Repeat("[", 60000) + strings.Repeat("]", 60000) + "\n}\n"
-	ss, diags := ParseSites([]byte(src), "s.hcl")
+	ss, diags := Parse([]byte(src), "s.hcl")
 	if len(diags) != 1 || diags[0].Summary != "Nested too deeply" || diags[0].Subject == nil || diags[0].Subject.Start.Line != 3 {
 		t.Errorf("diagnostics: %v", diags)
 	}
@@ -141,7 +141,7 @@ func TestSitesInputLimits(t *testing.T) {
 	if err := os.WriteFile(path, bytes.Repeat([]byte("#"), 1<<20+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, diags := LoadSites(path); !strings.Contains(diags.Error(), "larger than 1048576 bytes") {
+	if _, diags := Load(path); !strings.Contains(diags.Error(), "larger than 1048576 bytes") {
 		t.Errorf("diagnostics: %v", diags)
 	}
 }
@@ -160,7 +160,7 @@ func TestProfileURLs(t *testing.T) {
 		"https://":                       false,
 	} {
 		src := fmt.Sprintf("site \"a\" {\n  maas_url = \"http://m/MAAS\"\n  api_key_env = \"K\"\n  deploy_profile {\n    api_url = %q\n    site_id = \"s\"\n    profile_id = \"p\"\n    token_env = \"T\"\n    image = \"demo\"\n  }\n}\n", url)
-		_, diags := ParseSites([]byte(src), "s.hcl")
+		_, diags := Parse([]byte(src), "s.hcl")
 		if diags.HasErrors() == ok {
 			t.Errorf("%s: ok %v, diagnostics %v", url, ok, diags)
 		}
@@ -191,11 +191,6 @@ func TestDeployProfileToken(t *testing.T) {
 	}
 	if _, err := (&DeployProfile{Site: "s", TokenFile: filepath.Join(dir, "missing")}).Token(nil); err == nil {
 		t.Error("missing token file accepted")
-	}
-	cfg, err := env.Config([]string{"T=" + good})
-	if err != nil || cfg.Token != good || cfg.TokenSource != "environment variable T" || cfg.URL != "https://admin.example" ||
-		cfg.SiteID != "7" || cfg.ProfileID != "p" || cfg.Timeout != time.Second {
-		t.Errorf("config %+v %v", cfg, err)
 	}
 }
 
@@ -229,7 +224,7 @@ func TestSiteAPIKey(t *testing.T) {
 }
 
 func TestExampleSites(t *testing.T) {
-	ss, diags := LoadSites("../examples/sites.hcl")
+	ss, diags := Load("../examples/sites.hcl")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -262,7 +257,7 @@ group "pair" {
   sites = ["c", "a"]
 }
 `
-	ss, diags := ParseSites([]byte(src), "sites.hcl")
+	ss, diags := Parse([]byte(src), "sites.hcl")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -291,7 +286,7 @@ group "pair" {
 		{`group "G!" { sites = ["a"] }`, `a group name is lowercase letters`},
 		{`group "g" { }`, `Missing required argument`},
 	} {
-		_, diags := ParseSites([]byte(src+tc.group), "sites.hcl")
+		_, diags := Parse([]byte(src+tc.group), "sites.hcl")
 		if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.want) {
 			t.Errorf("%s: diagnostics %v, want %q", tc.group, diags, tc.want)
 		}
@@ -327,7 +322,7 @@ func TestSitesNeverShowSecrets(t *testing.T) {
 		"syntax error in a heredoc":         site("  password = <<EOT\n  " + secret + "\n  EOT\n  maas_url = [\n"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			ss, diags := ParseSites([]byte(src), "s.hcl")
+			ss, diags := Parse([]byte(src), "s.hcl")
 			if !diags.HasErrors() {
 				t.Fatalf("no error for\n%s", src)
 			}
@@ -348,7 +343,7 @@ func TestSitesNeverShowSecrets(t *testing.T) {
 // TestSitesSnippetKeepsNames: a snippet hides values, not where they are.
 func TestSitesSnippetKeepsNames(t *testing.T) {
 	src := "site \"a\" {\n  maas_url = \"http://maas.example/MAAS\"\n  api_key_env = \"K\"\n  architecture = \"amd64\"\n}\n"
-	ss, diags := ParseSites([]byte(src), "s.hcl")
+	ss, diags := Parse([]byte(src), "s.hcl")
 	if !diags.HasErrors() {
 		t.Fatal("no error")
 	}
@@ -374,6 +369,35 @@ func TestSecretsRegistered(t *testing.T) {
 	for _, v := range []string{key, "s3cretPart4Registered", tok} {
 		if got := redact.Known("x " + v + " y"); strings.Contains(got, v) {
 			t.Errorf("%s is not registered: %s", v, got)
+		}
+	}
+}
+
+// TestCheckAdminURLHidesCredentials: a refused admin API URL is quoted without
+// the credentials it carries, well-formed or not.
+func TestCheckAdminURLHidesCredentials(t *testing.T) {
+	for _, raw := range []string{"https://admin:S3cretPw99@x.example", "https//admin:S3cretPw99@x.example", "http://x.example/?token=S3cretPw99", "x.example:443?api_key=S3cretPw99"} {
+		msg := CheckAdminURL(raw)
+		if msg == "" || strings.Contains(msg, "S3cretPw99") {
+			t.Errorf("CheckAdminURL(%q) = %q", raw, msg)
+		}
+	}
+}
+
+func TestFilePath(t *testing.T) {
+	env := []string{"IMAGECTL_SITES=/etc/imagectl/sites.hcl"}
+	for _, tc := range []struct {
+		given string
+		env   []string
+		want  string
+	}{
+		{"my.hcl", env, "my.hcl"},
+		{"", env, "/etc/imagectl/sites.hcl"},
+		{"", []string{"IMAGECTL_SITES="}, "sites.hcl"},
+		{"", nil, "sites.hcl"},
+	} {
+		if got := FilePath(tc.given, tc.env); got != tc.want {
+			t.Errorf("FilePath(%q, %q) = %q, want %q", tc.given, tc.env, got, tc.want)
 		}
 	}
 }

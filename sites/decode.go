@@ -1,0 +1,65 @@
+package sites
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
+)
+
+// attrs decodes a block's string attributes, collecting diagnostics.
+type attrs struct {
+	content *hcl.BodyContent
+	diags   hcl.Diagnostics
+}
+
+// str sets dst to the attribute's value when it is a string that check
+// (which returns what is wrong, or "") accepts.
+func (at *attrs) str(name string, dst *string, check func(string) string) {
+	a := at.content.Attributes[name]
+	if a == nil {
+		return
+	}
+	v, d := a.Expr.Value(nil)
+	at.diags = append(at.diags, d...)
+	if d.HasErrors() {
+		return
+	}
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(),
+			Detail: name + " must be a string."})
+		return
+	}
+	if msg := check(v.AsString()); msg != "" {
+		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(), Detail: msg})
+		return
+	}
+	*dst = v.AsString()
+}
+
+// dur sets dst to the attribute's value when it is a positive duration.
+func (at *attrs) dur(name string, dst *time.Duration) {
+	var raw string
+	at.str(name, &raw, func(v string) string {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Sprintf("%q is not a positive duration such as \"60s\" or \"15m\".", v)
+		}
+		return ""
+	})
+	if raw != "" {
+		*dst, _ = time.ParseDuration(raw)
+	}
+}
+
+// closest is a " Did you mean …?" hint for a misspelt name (three edits
+// at most), or "".
+func closest(name string, names []string) string {
+	if best := hclkit.Suggest(name, names, 3); best != "" {
+		return fmt.Sprintf(" Did you mean %q?", best)
+	}
+	return ""
+}

@@ -1,0 +1,83 @@
+package sites
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Group is a named set of sites (a group block of the sites file), which a
+// rollout (imagectl promote --site GROUP) promotes to together.
+type Group struct {
+	Name  string
+	Sites []string
+	// DeclRange is the block's header, for diagnostics.
+	DeclRange hcl.Range
+}
+
+var groupBodySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "sites", Required: true}},
+}
+
+// decodeGroup decodes a group block; its sites must be sites of ss.
+func decodeGroup(b *hcl.Block, ss *File) (*Group, hcl.Diagnostics) {
+	g := &Group{Name: b.Labels[0], DeclRange: b.DefRange}
+	var diags hcl.Diagnostics
+	if !ValidName(g.Name) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid group name", Subject: b.LabelRanges[0].Ptr(),
+			Detail: fmt.Sprintf("%q: a group name is lowercase letters, digits, '.', '_' and '-', as a site name.", g.Name)})
+	}
+	content, d := b.Body.Content(groupBodySchema)
+	diags = append(diags, d...)
+	a := content.Attributes["sites"]
+	if a == nil {
+		return nil, diags
+	}
+	v, d := a.Expr.Value(nil)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return nil, diags
+	}
+	if v.IsNull() || !v.IsKnown() || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid sites", Subject: a.Expr.Range().Ptr(),
+			Detail: `A group's sites are a list of site names, such as ["maas280", "maas281"].`})
+	}
+	known := map[string]bool{}
+	var names []string
+	for _, s := range ss.Sites {
+		known[s.Name] = true
+		names = append(names, s.Name)
+	}
+	sort.Strings(names)
+	inGroup := map[string]bool{}
+	for _, e := range v.AsValueSlice() {
+		if e.IsNull() || e.Type() != cty.String {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid sites", Subject: a.Expr.Range().Ptr(),
+				Detail: fmt.Sprintf("Group %q: every site is a name in quotes.", g.Name)})
+			continue
+		}
+		n := e.AsString()
+		switch {
+		case !known[n]:
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown site in group", Subject: a.Expr.Range().Ptr(),
+				Detail: fmt.Sprintf("Group %q names site %q, which the sites file does not declare (sites: %s).%s", g.Name, n, strings.Join(names, ", "), closest(n, names))})
+		case inGroup[n]:
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site in group", Subject: a.Expr.Range().Ptr(),
+				Detail: fmt.Sprintf("Group %q names site %q twice.", g.Name, n)})
+		default:
+			inGroup[n] = true
+			g.Sites = append(g.Sites, n)
+		}
+	}
+	if len(g.Sites) == 0 && !diags.HasErrors() {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty group", Subject: a.Expr.Range().Ptr(),
+			Detail: fmt.Sprintf("Group %q names no site.", g.Name)})
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return g, diags
+}
