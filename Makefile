@@ -8,6 +8,7 @@
 #   make base-image  the Debian test base image (built once per machine, cached by content)
 #   make cosign      the real cosign CLI for the signing interop tests (built once per version)
 #   make syft        syft, the independent SBOM tool the SBOM is compared with (built once per version)
+#   make staticcheck staticcheck, which make lint runs (built once per version)
 
 SHELL := /bin/bash
 GO ?= go
@@ -55,7 +56,13 @@ SYFT := $(TOOLS_CACHE)/syft-$(SYFT_VERSION)/syft
 export IMAGECTL_SYFT := $(if $(wildcard $(SYFT)),$(SYFT))
 test: export IMAGECTL_SYFT := $(SYFT)
 
-.PHONY: all build deps guestfs-binding unit test test-tools lint fuzz bench demo base-image cosign syft clean
+# staticcheck (dominikh/go-tools), which lint runs over both builds at once
+# (-matrix: code that only the guestfs build uses is not dead). Built like
+# cosign.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(TOOLS_CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+.PHONY: all build deps guestfs-binding unit test test-tools lint fuzz bench demo base-image cosign syft staticcheck clean
 
 all: build
 
@@ -80,11 +87,12 @@ build: deps
 unit:
 	$(GO) test -short ./...
 
-lint: build
+lint: build $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^third_party/')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags $(TAGS) ./...
+	printf 'untagged:\n$(TAGS): -tags=$(TAGS)\n' | $(STATICCHECK) -matrix ./...
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/imagectl
 	shellcheck scripts/*.sh .ci/run validate/sh/*.sh
 	$(BIN) fmt --check recipes layers examples testdata/recipes/valid testdata/recipes/layers testdata/h200-debian.hcl
@@ -114,7 +122,7 @@ $(BASE_VARS):
 # What the tests need beside the code, made side by side: the base image
 # is mostly downloads and disk, the tools compiles.
 test-tools:
-	@$(MAKE) --no-print-directory -j3 base-image cosign syft
+	@$(MAKE) --no-print-directory -j3 base-image cosign syft staticcheck
 
 cosign: $(COSIGN)
 $(COSIGN):
@@ -130,6 +138,14 @@ $(SYFT):
 	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install -ldflags '-s -w -X main.version=$(SYFT_VERSION)' github.com/anchore/syft/cmd/syft@$(SYFT_VERSION)
 	@mkdir -p $(@D)
 	mv $(@D).tmp/syft $@
+	rmdir $(@D).tmp
+
+staticcheck: $(STATICCHECK)
+$(STATICCHECK):
+	@mkdir -p $(@D).tmp
+	GOBIN=$(@D).tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@mkdir -p $(@D)
+	mv $(@D).tmp/staticcheck $@
 	rmdir $(@D).tmp
 
 # The tagged build's tests, all of them; the race detector over the tests

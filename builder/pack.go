@@ -179,7 +179,7 @@ func normalizeHeader(h *tar.Header) (*tar.Header, error) {
 		Format:   tar.FormatPAX,
 	}
 	switch h.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		nh.Typeflag, nh.Size = tar.TypeReg, h.Size
 	case tar.TypeLink:
 		if !strings.HasPrefix(nh.Linkname, "./") && !strings.HasPrefix(nh.Linkname, "/") {

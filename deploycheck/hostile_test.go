@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/heappeak"
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // gz compresses b as one gzip member. Members concatenated are one gzip
@@ -74,7 +74,7 @@ func bombTgz(t *testing.T, n int, name func(int) string, size int64) string {
 
 // checkPeak runs CheckDeployable on tgz and returns its error and the peak
 // of the live heap above what it was before.
-func checkPeak(t *testing.T, ctx context.Context, tgz string) (error, uint64) {
+func checkPeak(t *testing.T, ctx context.Context, tgz string) (uint64, error) {
 	t.Helper()
 	runtime.GC()
 	var before runtime.MemStats
@@ -82,7 +82,7 @@ func checkPeak(t *testing.T, ctx context.Context, tgz string) (error, uint64) {
 	stop := heappeak.Start()
 	_, err := CheckDeployable(ctx, tgz, DeployOptions{})
 	peak := stop()
-	return err, peak - min(peak, before.HeapAlloc)
+	return peak - min(peak, before.HeapAlloc), err
 }
 
 // TestCheckDeployableBounded: a small hostile tgz made CheckDeployable
@@ -130,7 +130,7 @@ func TestCheckDeployableBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tgz := tc.tgz(t)
-			err, peak := checkPeak(t, context.Background(), tgz)
+			peak, err := checkPeak(t, context.Background(), tgz)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("error: %v", err)
@@ -211,9 +211,7 @@ func TestCheckDeployableStopsInsideAnEntry(t *testing.T) {
 // forever; it is refused at once.
 func TestCheckDeployableRefusesAFIFO(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "x.tgz")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	testenv.Mkfifo(t, fifo)
 	done := make(chan error, 1)
 	go func() { _, err := CheckDeployable(context.Background(), fifo, DeployOptions{}); done <- err }()
 	select {

@@ -155,14 +155,11 @@ func TestBootLayerOnlyWhenNeeded(t *testing.T) {
 
 // TestGoDPluginCheck: go.d modules among the collectors add a step that
 // fails the build, saying how to fix it, when the guest has no go.d.plugin
-// (this machine has none: Debian's netdata lacks it); plugin collectors
-// alone need no such step.
+// (Debian's netdata lacks it), and passes when it has one; plugin
+// collectors alone need no such step. The check runs under a root of the
+// test's own, so this machine's Netdata decides nothing.
 func TestGoDPluginCheck(t *testing.T) {
-	for _, p := range []string{"/usr/libexec/netdata/plugins.d/go.d.plugin", "/usr/lib/netdata/plugins.d/go.d.plugin"} {
-		if _, err := os.Stat(p); err == nil {
-			t.Skipf("%s exists here: the check would pass", p)
-		}
-	}
+	plugins := []string{"/usr/libexec/netdata/plugins.d/go.d.plugin", "/usr/lib/netdata/plugins.d/go.d.plugin"}
 	img := &recipes.Image{Netdata: &recipes.Netdata{Enabled: true, Bind: "127.0.0.1:19998", RetentionMB: 64, UpdateEvery: 5,
 		Collectors: []string{"cgroups", "nvidia_smi", "docker"}}}
 	var check string
@@ -174,9 +171,30 @@ func TestGoDPluginCheck(t *testing.T) {
 	if check == "" {
 		t.Fatal("no go.d.plugin check with go.d modules configured")
 	}
-	out, err := exec.Command("sh", "-c", check).CombinedOutput()
+	for _, p := range plugins {
+		if !strings.Contains(check, " "+p+" ") && !strings.Contains(check, " "+p+";") {
+			t.Errorf("the check does not look for %s: %s", p, check)
+		}
+	}
+	under := func(root string) string { return strings.ReplaceAll(check, " /usr/", " "+root+"/usr/") }
+	out, err := exec.Command("sh", "-c", under(t.TempDir())).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "go.d modules nvidia_smi, docker") || !strings.Contains(string(out), `repository = "netdata"`) {
 		t.Errorf("the check: %v: %s", err, out)
+	}
+	for _, p := range plugins {
+		t.Run(strings.TrimPrefix(p, "/"), func(t *testing.T) {
+			root := t.TempDir()
+			plugin := filepath.Join(root, p)
+			if err := os.MkdirAll(filepath.Dir(plugin), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(plugin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("sh", "-c", under(root)).CombinedOutput(); err != nil {
+				t.Errorf("the check with %s: %v: %s", p, err, out)
+			}
+		})
 	}
 	img.Netdata.Collectors = []string{"cgroups", "apps"}
 	for _, s := range configSteps(img) {

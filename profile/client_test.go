@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/profile/profilesim"
 	"github.com/gpuaas/imagectl/sites"
@@ -366,10 +367,7 @@ func TestManual(t *testing.T) {
 	}
 	// What the shell makes of it: known values literally, placeholders
 	// expanded.
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	sh := testenv.Tool(t, "sh", "dash or bash has it")
 	for _, tc := range []struct{ api, site, prof, wantURL string }{
 		{"", "", "", "https://a.example/api/v1/admin/maas-sites/S1/profiles/P1"},
 		{"https://admin.example/$HOME`x`", "s$x\"", "p 1", "https://admin.example/$HOME`x`/api/v1/admin/maas-sites/s$x%22/profiles/p%201"},

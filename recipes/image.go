@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/pem"
@@ -34,7 +35,7 @@ func digestBytes(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hcl.Diagnostics) {
+func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl.EvalContext) (*Image, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	img := &Image{Name: block.Labels[0], DeclRange: block.DefRange}
 	if err := manifest.CheckImageName(img.Name); err != nil {
@@ -71,7 +72,7 @@ func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hc
 			if !layerNames.add(b, &diags) {
 				continue
 			}
-			layer, d := l.decodeLayer(b, ctx)
+			layer, d := l.decodeLayer(loadCtx, b, ctx)
 			diags = append(diags, d...)
 			img.Layers = append(img.Layers, layer)
 		case "bundle":

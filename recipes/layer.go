@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,7 +60,7 @@ func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 
 // decodeLayer decodes a layer block of an image: inline content, or a layer
 // file named by source.
-func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hcl.Diagnostics) {
+func (l *loader) decodeLayer(loadCtx context.Context, block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	layer := &Layer{Name: block.Labels[0], DeclRange: block.DefRange, Enabled: true}
 	if msg := checkName("layer", layer.Name); msg != "" {
@@ -106,7 +107,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 			"The layer source is the recipe itself; a layer source must be a layer file."))
 		return layer, diags
 	}
-	if d := l.parser.interrupted(); d != nil {
+	if d := interrupted(loadCtx); d != nil {
 		return layer, append(diags, d...)
 	}
 	srcBytes, err := hclkit.ReadInput(abs)
@@ -140,7 +141,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 			given.vals = m
 		}
 	}
-	fileCtx, _, d := l.scope(fileContent.Blocks, filepath.Dir(abs), Inputs{}, given)
+	fileCtx, _, d := l.scope(loadCtx, fileContent.Blocks, filepath.Dir(abs), Inputs{}, given)
 	diags = append(diags, d...)
 	enabled, description := layer.Enabled, layer.Description
 	diags = append(diags, l.decodeLayerContent(layer, fileContent, fileCtx, filepath.Dir(abs))...)

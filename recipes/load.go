@@ -30,12 +30,10 @@ type Options struct {
 // var files) so that diagnostics can show snippets of them.
 type Parser struct {
 	files map[string]*hcl.File
-	// ctx, while a Load runs, ends the load early when it is done.
-	ctx context.Context
 }
 
 // NewParser returns a Parser with no files loaded.
-func NewParser() *Parser { return &Parser{files: map[string]*hcl.File{}, ctx: context.Background()} }
+func NewParser() *Parser { return &Parser{files: map[string]*hcl.File{}} }
 
 // Files returns the files read so far, by name, for hclkit.WriteDiagnostics.
 func (p *Parser) Files() map[string]*hcl.File { return p.files }
@@ -57,9 +55,9 @@ func (p *Parser) parseFile(src []byte, filename string) (*hcl.File, hcl.Diagnost
 }
 
 // interrupted is the diagnostic of a load that its context ended.
-func (p *Parser) interrupted() hcl.Diagnostics {
-	if err := p.ctx.Err(); err != nil {
-		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Interrupted", Detail: fmt.Sprintf("Loading stopped: %v.", context.Cause(p.ctx))}}
+func interrupted(ctx context.Context) hcl.Diagnostics {
+	if err := ctx.Err(); err != nil {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Interrupted", Detail: fmt.Sprintf("Loading stopped: %v.", context.Cause(ctx))}}
 	}
 	return nil
 }
@@ -80,8 +78,7 @@ func (p *Parser) Load(ctx context.Context, path string, opts Options) (*Recipe, 
 	done := make(chan result, 1)
 	go func() {
 		q := NewParser()
-		q.ctx = ctx
-		r, diags := q.LoadFile(path, opts)
+		r, diags := q.loadFile(ctx, path, opts)
 		done <- result{r, diags, q.files}
 	}()
 	select {
@@ -103,16 +100,27 @@ func (p *Parser) Load(ctx context.Context, path string, opts Options) (*Recipe, 
 // LoadFile reads, decodes and checks the recipe at path. The recipe is nil
 // when diags has errors; all errors found are in diags.
 func (p *Parser) LoadFile(path string, opts Options) (*Recipe, hcl.Diagnostics) {
+	return p.loadFile(context.Background(), path, opts)
+}
+
+// loadFile is LoadFile that stops between files, with an "Interrupted"
+// error, once ctx is done.
+func (p *Parser) loadFile(ctx context.Context, path string, opts Options) (*Recipe, hcl.Diagnostics) {
 	src, err := hclkit.ReadInput(path)
 	if err != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read recipe", Detail: err.Error() + "."}}
 	}
-	return p.LoadSource(path, src, opts)
+	return p.loadSource(ctx, path, src, opts)
 }
 
 // LoadSource is LoadFile with the recipe's bytes already in hand; path
 // still locates the recipe's directory for relative paths.
 func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl.Diagnostics) {
+	return p.loadSource(context.Background(), path, src, opts)
+}
+
+// loadSource is LoadSource that stops between files once ctx is done.
+func (p *Parser) loadSource(ctx context.Context, path string, src []byte, opts Options) (*Recipe, hcl.Diagnostics) {
 	absPath, err := filepath.Abs(path)
 	if err != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot locate recipe", Detail: err.Error()}}
@@ -140,7 +148,7 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 	content, d := file.Body.Content(recipeSchema)
 	diags = append(diags, d...)
 
-	ctx, vars, d := l.scope(content.Blocks, r.Dir, opts.Inputs, nil)
+	eval, vars, d := l.scope(ctx, content.Blocks, r.Dir, opts.Inputs, nil)
 	diags = append(diags, d...)
 	r.Variables = vars
 	for _, v := range vars {
@@ -165,14 +173,14 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 			diags = append(diags, errorAt(extra.DefRange, "Duplicate image block",
 				fmt.Sprintf("A recipe builds one image; the first image block is at %s.", images[0].DefRange)))
 		}
-		img, d := l.decodeImage(images[0], ctx)
+		img, d := l.decodeImage(ctx, images[0], eval)
 		diags = append(diags, d...)
 		r.Image = img
 		if d := unresolvedWarning(vars, img); d != nil {
 			diags = append(diags, d)
 		}
 	}
-	diags = append(diags, p.interrupted()...)
+	diags = append(diags, interrupted(ctx)...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -232,7 +240,7 @@ type loader struct {
 // scope decodes the variable and locals blocks of one file (a recipe or a
 // layer file), resolves the variables from inputs (recipe) or given values
 // (layer file), and returns the evaluation context for the rest of the file.
-func (l *loader) scope(blocks hcl.Blocks, dir string, in Inputs, given *givenValues) (*hcl.EvalContext, []*Variable, hcl.Diagnostics) {
+func (l *loader) scope(loadCtx context.Context, blocks hcl.Blocks, dir string, in Inputs, given *givenValues) (*hcl.EvalContext, []*Variable, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	var vars []*Variable
 	seen := map[string]*Variable{}
@@ -254,7 +262,7 @@ func (l *loader) scope(blocks hcl.Blocks, dir string, in Inputs, given *givenVal
 		}
 	}
 	if given == nil {
-		diags = append(diags, resolveVariables(l.parser, vars, in, l.unset)...)
+		diags = append(diags, resolveVariables(loadCtx, l.parser, vars, in, l.unset)...)
 	} else {
 		diags = append(diags, applyGiven(vars, given)...)
 	}

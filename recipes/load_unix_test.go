@@ -5,11 +5,11 @@ package recipes
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // TestLoadStopsWithItsContext: a recipe that is a FIFO nobody writes kept
@@ -18,9 +18,7 @@ import (
 func TestLoadStopsWithItsContext(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "r.hcl")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	testenv.Mkfifo(t, fifo)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := NewParser()
 	done := make(chan error, 1)
@@ -28,7 +26,8 @@ func TestLoadStopsWithItsContext(t *testing.T) {
 		_, _, err := p.Load(ctx, fifo, Options{})
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Cancel only once Load is blocked reading the FIFO.
+	w := testenv.WaitForReader(t, fifo)
 	cancel()
 	select {
 	case err := <-done:
@@ -42,10 +41,7 @@ func TestLoadStopsWithItsContext(t *testing.T) {
 		t.Errorf("the parser of a cancelled load holds files: %v", p.Files())
 	}
 	// Release the background read.
-	// Read-write never blocks on Linux, even when Load never opened it.
-	if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-		f.Close()
-	}
+	w.Close()
 
 	// Uncancelled, Load is LoadFile.
 	r, diags, err := p.Load(context.Background(), "../testdata/recipes/valid/minimal.hcl", Options{})

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -123,7 +124,7 @@ func inferType(v cty.Value) cty.Type {
 // using them are skipped rather than reported a second time. A variable
 // without a value that unset names (a dry run's, see Options.DryRun) is not
 // an error here: it is left unknown, with Source "unset", for the caller.
-func resolveVariables(p *Parser, vars []*Variable, in Inputs, unset map[string]bool) hcl.Diagnostics {
+func resolveVariables(ctx context.Context, p *Parser, vars []*Variable, in Inputs, unset map[string]bool) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	byName, names := applyDefaults(vars)
 	invalid := map[string]bool{}
@@ -165,7 +166,7 @@ func resolveVariables(p *Parser, vars []*Variable, in Inputs, unset map[string]b
 	diags = append(diags, legacyEnv(vars, in.Env)...)
 
 	for _, f := range in.Files {
-		if d := p.interrupted(); d != nil {
+		if d := interrupted(ctx); d != nil {
 			return append(diags, d...)
 		}
 		src, err := hclkit.ReadInput(f)

@@ -27,7 +27,7 @@
 // does not know become LicenseRef- identifiers, each stated once in the
 // document's extracted licensing infos.
 //
-// Read takes the described package's name and version and the packages
+// ReadFile takes the described package's name and version and the packages
 // with a pkg:deb purl from any SPDX JSON document or CycloneDX JSON BOM, so
 // that imagectl diff compares imagectl's SBOM with syft's (syft dir:/scan
 // of a root filesystem, -o spdx-json or cyclonedx-json) as it compares two

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
@@ -18,13 +17,15 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-// readLimit is the largest SBOM Read reads.
+// readLimit is the largest SBOM ReadFile reads.
 var readLimit int64 = 256 << 20
 
-// Read reads an SBOM, imagectl's or another tool's, bounded in size: an
-// SPDX JSON document (2.3, or 2.2 and 2.1, which tools-golang converts) or
-// a CycloneDX JSON BOM (its "bomFormat" says so; the versions cyclonedx-go
-// reads). Of SPDX it takes:
+// ReadFile reads an SBOM file, imagectl's or another tool's, bounded in
+// size (a file that is not a regular file is refused, and one past the
+// bound by its size alone), with its path in errors: an SPDX JSON document
+// (2.3, or 2.2 and 2.1, which tools-golang converts) or a CycloneDX JSON
+// BOM (its "bomFormat" says so; the versions cyclonedx-go reads). Of SPDX
+// it takes:
 //   - the root package: the one the document DESCRIBES (imagectl's
 //     SPDXRef-Image; syft's SPDXRef-DocumentRoot-..., named after the
 //     directory or image it scanned), its name and version; the document's
@@ -38,16 +39,6 @@ var readLimit int64 = 256 << 20
 //
 // Of CycloneDX, the same from metadata.component and the components with a
 // deb purl, nested ones included.
-func Read(r io.Reader) (*Summary, error) {
-	s, err := read(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading an SBOM: %w", err)
-	}
-	return s, nil
-}
-
-// ReadFile is Read of a file, with its path in errors; a file that is not
-// a regular file is refused, and one past the bound by its size alone.
 func ReadFile(path string) (*Summary, error) {
 	b, err := readlimit.File(path, readLimit)
 	if errors.Is(err, readlimit.ErrTooLarge) {
@@ -61,17 +52,6 @@ func ReadFile(path string) (*Summary, error) {
 		return nil, fmt.Errorf("reading the SBOM %s: %w", path, err)
 	}
 	return s, nil
-}
-
-func read(r io.Reader) (*Summary, error) {
-	b, err := io.ReadAll(io.LimitReader(r, readLimit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > readLimit {
-		return nil, errTooLarge()
-	}
-	return parse(b)
 }
 
 func errTooLarge() error {

@@ -262,7 +262,7 @@ func (s *scanner) entry(hdr *tar.Header, r io.Reader) error {
 	delete(s.hardlinks, name)
 	delete(s.wantedSymlinks, name)
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		return s.regular(name, hdr, r)
 	case tar.TypeSymlink:
 		if interesting(name) {

@@ -288,15 +288,3 @@ func (v *Verifier) verifyDocuments(ctx context.Context, m *manifest.Manifest, ta
 	}
 	return out
 }
-
-// RemoveArtifactSignatures removes the signatures beside a tgz and its
-// manifest, and the attestations beside the tgz, if any.
-func RemoveArtifactSignatures(tarball, manifestPath string) error {
-	errs := []error{RemoveSignatures(tarball), RemoveSignatures(manifestPath)}
-	for _, p := range manifest.FilesBeside(tarball).Attestations() {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}

@@ -246,18 +246,6 @@ func TestSignCancelled(t *testing.T) {
 	onlyArtifact(t, dir)
 }
 
-func TestRemoveArtifactSignatures(t *testing.T) {
-	k := newKeys(t)
-	dir, tgz, man := signedArtifact(t, k)
-	if err := signing.RemoveArtifactSignatures(tgz, man); err != nil {
-		t.Fatal(err)
-	}
-	onlyArtifact(t, dir)
-	if err := signing.RemoveArtifactSignatures(tgz, man); err != nil {
-		t.Fatalf("removing absent signatures: %v", err)
-	}
-}
-
 func BenchmarkSignFile(b *testing.B) {
 	const size = 64 << 20
 	p := filepath.Join(b.TempDir(), "blob")

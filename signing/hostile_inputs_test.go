@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/readlimit"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/signing"
 )
 
@@ -40,9 +40,7 @@ func TestEmptySignature(t *testing.T) {
 func TestAttestationFIFO(t *testing.T) {
 	k := newKeys(t)
 	fifo := filepath.Join(t.TempDir(), "x.spdx.dsse.json")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	testenv.Mkfifo(t, fifo)
 	done := make(chan error, 1)
 	go func() {
 		_, err := k.verifier.VerifyAttestation(context.Background(), fifo, strings.Repeat("0", 64), "https://spdx.dev/Document")

@@ -3,10 +3,7 @@ package signing
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/sigstore/sigstore/pkg/signature/options"
 
@@ -72,18 +69,4 @@ func WriteSignatures(sigs ...*Signature) error {
 		}
 	}
 	return set.Commit()
-}
-
-// RemoveSignatures removes the .sig and .sigstore.json beside path, if
-// any: a signature left from an earlier file of the same name would not
-// match the new one.
-func RemoveSignatures(path string) error {
-	var errs []error
-	sig, bundle := manifest.Signatures(path)
-	for _, p := range []string{sig, bundle} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

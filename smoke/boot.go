@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,7 +75,7 @@ func qemuArgs(c bootConfig, vars string) []string {
 	return []string{
 		"-name", "imagectl-smoke",
 		"-machine", machine, "-cpu", cpu,
-		"-smp", strconv.Itoa(min(2, max(1, numCPU()))), "-m", strconv.Itoa(c.memoryMB),
+		"-smp", strconv.Itoa(min(2, max(1, runtime.NumCPU()))), "-m", strconv.Itoa(c.memoryMB),
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + c.firmware.code,
 		"-drive", "if=pflash,format=raw,unit=1,file=" + vars,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/validate"
 )
@@ -188,10 +189,9 @@ func checkShell(t *testing.T, script string) {
 	if out, err := exec.Command("sh", "-n", p).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s\n%s", err, out, script)
 	}
-	if sc, err := exec.LookPath("shellcheck"); err == nil {
-		if out, err := exec.Command(sc, "-s", "sh", p).CombinedOutput(); err != nil {
-			t.Errorf("shellcheck: %s\n%s", out, script)
-		}
+	sc := testenv.Tool(t, "shellcheck", "make deps installs it")
+	if out, err := exec.Command(sc, "-s", "sh", p).CombinedOutput(); err != nil {
+		t.Errorf("shellcheck: %s\n%s", out, script)
 	}
 }
 

@@ -37,7 +37,7 @@ func TestSmokeH200StandIn(t *testing.T) {
 	dir := t.TempDir()
 
 	t.Run("converged", func(t *testing.T) {
-		res, err, _ := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged"})
+		res, _, err := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestSmokeH200StandIn(t *testing.T) {
 		}
 		built := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
 		tgz := withoutKernelArg(t, built, "iommu=pt")
-		res, err, _ := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
+		res, _, err := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
 		if !errors.Is(err, ErrFailed) {
 			t.Fatalf("got %v, want a failed smoke test", err)
 		}

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func runSmoke(t *testing.T, ctx context.Context, tgz string, opts Options) (*Result, error, []event.Event) {
+func runSmoke(t *testing.T, ctx context.Context, tgz string, opts Options) (*Result, []event.Event, error) {
 	t.Helper()
 	var events []event.Event
 	work := t.TempDir()
@@ -63,7 +63,7 @@ func runSmoke(t *testing.T, ctx context.Context, tgz string, opts Options) (*Res
 		t.Logf("deploy %.0fs, boot %.0fs, validate %.0fs under %s", res.Seconds[PhaseDeploy], res.Seconds[PhaseBoot],
 			res.Seconds[PhaseValidate], res.Accelerator)
 	}
-	return res, err, events
+	return res, events, err
 }
 
 func firstLine(s string) string {
@@ -149,7 +149,7 @@ func TestSmokeNoKernel(t *testing.T) {
 		keep := !strings.HasPrefix(h.Name, "./boot/") || !(strings.HasPrefix(base, "vmlinuz") || strings.HasPrefix(base, "initrd.img"))
 		return keep, nil
 	})
-	_, err, events := runSmoke(t, context.Background(), tgz, Options{})
+	_, events, err := runSmoke(t, context.Background(), tgz, Options{})
 	if err == nil || !strings.Contains(err.Error(), "the tgz has no kernel: no /boot/vmlinuz-*") {
 		t.Fatalf("got %v", err)
 	}
@@ -168,7 +168,7 @@ func TestSmokeCancelledDuringDeploy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var cancelledAt time.Time
-	_, err, _ := runSmoke(t, ctx, tgz, Options{ConsoleLog: filepath.Join(t.TempDir(), "console.log"), Events: func(e event.Event) {
+	_, _, err := runSmoke(t, ctx, tgz, Options{ConsoleLog: filepath.Join(t.TempDir(), "console.log"), Events: func(e event.Event) {
 		if e.Type == "log" && strings.HasPrefix(e.Message, "extracting") {
 			time.AfterFunc(3*time.Second, func() { cancelledAt = time.Now(); cancel() })
 		}

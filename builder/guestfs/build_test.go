@@ -543,7 +543,7 @@ func tarDigests(r io.Reader, into map[string]string) error {
 			continue
 		}
 		into[name] = fmt.Sprintf("type=%c mode=%o uid=%d gid=%d size=%d sha=%x link=%s dev=%d,%d mtime=%d xattrs=%s",
-			normalizeType(h.Typeflag), h.Mode&0o7777, h.Uid, h.Gid, h.Size, hs.Sum(nil)[:8], h.Linkname,
+			h.Typeflag, h.Mode&0o7777, h.Uid, h.Gid, h.Size, hs.Sum(nil)[:8], h.Linkname,
 			h.Devmajor, h.Devminor, h.ModTime.UnixNano(), strings.Join(sorted(xattrs), ","))
 	}
 	for name, target := range links {
@@ -554,13 +554,6 @@ func tarDigests(r io.Reader, into map[string]string) error {
 		into[name] = d
 	}
 	return nil
-}
-
-func normalizeType(t byte) byte {
-	if t == tar.TypeRegA {
-		return tar.TypeReg
-	}
-	return t
 }
 
 func fileSHA256(t *testing.T, p string) (string, int64) {

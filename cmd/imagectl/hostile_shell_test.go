@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -158,10 +159,7 @@ func TestShellScriptOfOddArgsIsData(t *testing.T) {
 			t.Errorf("the script lacks %q", want)
 		}
 	}
-	sc, err := exec.LookPath("shellcheck")
-	if err != nil {
-		t.Skip("shellcheck is not installed")
-	}
+	sc := testenv.Tool(t, "shellcheck", "make deps installs it")
 	p := filepath.Join(t.TempDir(), "validate.sh")
 	if err := os.WriteFile(p, []byte(stdout), 0o755); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // The tests of this file feed imagectl what a careless or hostile user
@@ -258,24 +259,6 @@ func TestRandomBytesJSON(t *testing.T) {
 	}
 }
 
-// waitForReader returns the write end of the FIFO at path once a reader
-// has it open (the reader then blocks until it is written or closed).
-func waitForReader(t *testing.T, path string) *os.File {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			t.Cleanup(func() { f.Close() })
-			return f
-		}
-		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
-			t.Fatalf("no reader opened %s: %v", path, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestInterruptStopsLoading: a recipe, var file or layer file that is a
 // FIFO nobody writes blocked imagectl, and SIGINT and SIGTERM were ignored
 // while a recipe loaded: only SIGKILL stopped it. Now the signal ends it
@@ -297,9 +280,7 @@ func TestInterruptStopsLoading(t *testing.T) {
 			if err := os.Remove(fifo); err != nil && !os.IsNotExist(err) {
 				t.Fatal(err)
 			}
-			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-				t.Skipf("mkfifo: %v", err)
-			}
+			testenv.Mkfifo(t, fifo)
 			args := append([]string(nil), tc.args...)
 			for i, a := range args {
 				if strings.HasSuffix(a, ".hcl") {
@@ -307,7 +288,7 @@ func TestInterruptStopsLoading(t *testing.T) {
 				}
 			}
 			cmd, _, stderr := startImagectl(t, nil, args...)
-			waitForReader(t, fifo)
+			testenv.WaitForReader(t, fifo)
 			start := time.Now()
 			if err := cmd.Process.Signal(tc.sig); err != nil {
 				t.Fatal(err)
@@ -329,11 +310,9 @@ func TestInterruptStopsLoading(t *testing.T) {
 // second ends it, whatever it is doing.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "x.hcl")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	testenv.Mkfifo(t, fifo)
 	cmd, _, stderr := startImagectl(t, nil, "fmt", fifo)
-	waitForReader(t, fifo)
+	testenv.WaitForReader(t, fifo)
 	// The second only once the first was taken: two signals sent close
 	// together may reach the process as one.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

@@ -2,9 +2,10 @@ package appliance
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 func TestAccelerator(t *testing.T) {
@@ -17,9 +18,7 @@ func TestAccelerator(t *testing.T) {
 	if _, err := Accelerator(ctx, "xen", nil); err == nil {
 		t.Error("an unknown accelerator was accepted")
 	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("qemu-system-x86_64 is not installed")
-	}
+	testenv.Tool(t, "qemu-system-x86_64", "make deps installs qemu-system-x86")
 	var logs []string
 	got, err := Accelerator(ctx, "auto", func(s string) { logs = append(logs, s) })
 	if err != nil {

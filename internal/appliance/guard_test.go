@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // fakeAppliance starts a process standing in for the appliance's QEMU and
@@ -15,9 +17,9 @@ import (
 // does, until that process dies.
 func fakeAppliance(t *testing.T) (*guard, func() error) {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
+	cmd := exec.Command(testenv.Tool(t, "sleep", "it stands in for QEMU; coreutils has it"), "60")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no sleep to stand in for QEMU: %v", err)
+		t.Fatal(err)
 	}
 	var once sync.Once
 	var werr error

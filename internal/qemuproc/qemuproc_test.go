@@ -6,15 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // TestChildren starts a process named qemu-* (a copy of sleep) and finds
 // and kills it; other children are not touched.
 func TestChildren(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep binary")
-	}
+	sleep := testenv.Tool(t, "sleep", "coreutils has it")
 	fake := filepath.Join(t.TempDir(), "qemu-system-test")
 	b, err := os.ReadFile(sleep)
 	if err != nil {

@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 func TestFile(t *testing.T) {
@@ -31,9 +32,7 @@ func TestFile(t *testing.T) {
 func mkfifo(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "fifo")
-	if err := syscall.Mkfifo(p, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	testenv.Mkfifo(t, p)
 	return p
 }
 

@@ -45,13 +45,18 @@ func TestTake(t *testing.T) {
 }
 
 // Hold answers nothing and drops the connection when the server closes,
-// the client gives up or the limit passes.
+// the client gives up or the limit passes. The client gives up, and the
+// server closes, only once the request is held.
 func TestHold(t *testing.T) {
 	closing := make(chan struct{})
+	held, released := make(chan struct{}, 1), make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit := time.Minute
 		if r.URL.Path == "/short" {
 			limit = 10 * time.Millisecond
+		} else {
+			held <- struct{}{}
+			defer func() { released <- struct{}{} }()
 		}
 		Hold(r, closing, limit)
 	}))
@@ -59,15 +64,32 @@ func TestHold(t *testing.T) {
 	if _, err := http.Get(srv.URL + "/short"); err == nil {
 		t.Error("the limit passed and an answer came")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	wait := func(c <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal(what)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/", nil)
-	if _, err := http.DefaultClient.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/", nil)
+		_, err := http.DefaultClient.Do(req)
+		done <- err
+	}()
+	wait(held, "the request was not held")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("the client gave up: %v", err)
 	}
-	done := make(chan error, 1)
+	wait(released, "the client gave up and the hold went on")
+
 	go func() { _, err := http.Get(srv.URL + "/"); done <- err }()
-	time.Sleep(20 * time.Millisecond)
+	wait(held, "the request was not held")
 	close(closing)
 	select {
 	case err := <-done:
@@ -77,4 +99,5 @@ func TestHold(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("closing did not release the request")
 	}
+	wait(released, "closing did not end the hold")
 }

@@ -2,7 +2,8 @@
 // machine (a tool, root, a filesystem feature, a variable make test sets):
 // outside CI a missing need skips the test, saying what is missing and how
 // to get it; under CI (CI set, as .ci/run sets it) it fails the test, so CI
-// never passes by skipping. Only tests import it.
+// never passes by skipping. Beside it, the FIFO helpers of the tests that
+// block a reader on one. Only tests import it.
 package testenv
 
 import (

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -344,30 +343,6 @@ func (c *Client) Find(ctx context.Context, name, arch string) (*Resource, error)
 		}
 	}
 	return nil, nil
-}
-
-// FindSHA256 returns the uploaded resources whose newest set holds a file
-// with that sha256, complete or not.
-func (c *Client) FindSHA256(ctx context.Context, sha256 string) ([]Resource, error) {
-	list, err := c.List(ctx, "uploaded")
-	if err != nil {
-		return nil, err
-	}
-	var out []Resource
-	for _, r := range list {
-		res, err := c.Get(ctx, r.ID)
-		if IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if f := res.File(); f != nil && strings.EqualFold(f.SHA256, sha256) {
-			out = append(out, *res)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
 }
 
 // countingReader counts what the transport read of a body, and keeps

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -33,33 +34,70 @@ func onlyOneComplete(t *testing.T, sim *maassim.Server, img maas.Image) {
 }
 
 func TestConcurrentUploadsOfTheSameImage(t *testing.T) {
+	const chunks = 41 // of the image, the last one 3 bytes
 	for _, tc := range []struct {
 		name    string
 		version string
-		// stagger delays the second uploader.
-		stagger time.Duration
+		// joinAt is how many of the first uploader's chunks MAAS has
+		// accepted when the second starts (0: both start together).
+		joinAt int64
+		// waitForJoin holds the first uploader there until the second
+		// says it waits for the growing file.
+		waitForJoin bool
 	}{
 		{name: "together"},
 		{name: "together 3.4", version: "3.4"},
-		{name: "second joins mid-upload", stagger: 5 * time.Millisecond},
-		{name: "second joins later", stagger: 30 * time.Millisecond},
+		{name: "second joins mid-upload", joinAt: 10, waitForJoin: true},
+		{name: "second joins later", joinAt: chunks},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for round := 0; round < 5; round++ {
 				sim := maassim.New(maassim.Options{Version: tc.version})
-				img := artifact(t, 40*chunk+3)
+				img := artifact(t, (chunks-1)*chunk+3)
 				var (
 					wg   sync.WaitGroup
 					res  [2]*maas.Result
 					errs [2]error
-					recs [2]*recorder
+					recs = [2]*recorder{{}, {}}
+					// joined starts the second uploader; waiting is
+					// closed when it waits for the first's file.
+					joined, waiting      = make(chan struct{}), make(chan struct{})
+					join, joinedAt, wait sync.Once
+					startJoin            = func() { join.Do(func() { close(joined) }) }
+					events               [2]func(event.Event)
 				)
+				events[0] = func(e event.Event) {
+					recs[0].add(e)
+					if tc.joinAt == 0 || e.Type != event.TypeProgress || e.Done < min(tc.joinAt*chunk, e.Total) {
+						return
+					}
+					joinedAt.Do(func() {
+						startJoin()
+						if tc.waitForJoin {
+							select {
+							case <-waiting:
+							case <-time.After(10 * time.Second):
+								t.Errorf("round %d: the second uploader did not wait for the growing file", round)
+							}
+						}
+					})
+				}
+				events[1] = func(e event.Event) {
+					recs[1].add(e)
+					if e.Type == event.TypeLog && strings.Contains(e.Message, "is being uploaded") {
+						wait.Do(func() { close(waiting) })
+					}
+				}
 				for i := range 2 {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if i == 1 {
-							time.Sleep(tc.stagger)
+						if i == 0 {
+							// A first uploader that fails early still
+							// lets the second start.
+							defer startJoin()
+						} else if tc.joinAt > 0 {
+							<-joined
 						}
 						// A client of its own, reading through a checked
 						// reader of its own, as two imagectl processes would.
@@ -76,8 +114,7 @@ func TestConcurrentUploadsOfTheSameImage(t *testing.T) {
 							errs[i] = err
 							return
 						}
-						recs[i] = &recorder{}
-						res[i], errs[i] = c.Upload(context.Background(), im, recs[i].add)
+						res[i], errs[i] = c.Upload(context.Background(), im, events[i])
 					}()
 				}
 				wg.Wait()

@@ -418,10 +418,6 @@ func TestListFindDelete(t *testing.T) {
 	if _, err := c.List(ctx, "bogus"); err == nil || !strings.Contains(err.Error(), "'bogus' is not a valid boot resource type") {
 		t.Errorf("bogus type: %v", err)
 	}
-	found, err := c.FindSHA256(ctx, strings.ToUpper(b.SHA256))
-	if err != nil || len(found) != 1 || found[0].Name != "other-2-0" {
-		t.Fatalf("FindSHA256: %+v, %v", found, err)
-	}
 	r, err := c.Find(ctx, "custom/demo-1-0-0", "amd64/generic")
 	if err != nil || r == nil || r.File().SHA256 != a.SHA256 {
 		t.Fatalf("Find: %+v, %v", r, err)

@@ -464,6 +464,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+//lint:file-ignore ST1005 authenticate's errors are MAAS's own response texts, capitals included.
+
 // authenticate checks the OAuth PLAINTEXT header as MAAS does.
 func (s *Server) authenticate(r *http.Request) (token, error) {
 	h := r.Header.Get("Authorization")

@@ -1,5 +1,0 @@
-package smoke
-
-import "runtime"
-
-func numCPU() int { return runtime.NumCPU() }
