@@ -95,7 +95,7 @@ lint: build
 # versions as file names (shorter: small, fast properties).
 fuzz:
 	$(GO) test ./recipes -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./layers -run '^$$' -fuzz '^FuzzGrubDropIn$$' -fuzztime $(RULES_FUZZTIME)
+	$(GO) test ./builder/compile -run '^$$' -fuzz '^FuzzGrubDropIn$$' -fuzztime $(RULES_FUZZTIME)
 	$(GO) test ./manifest -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(RULES_FUZZTIME)
 	$(GO) test ./internal/textsafe -run '^$$' -fuzz '^FuzzTerminal$$' -fuzztime $(RULES_FUZZTIME)
 

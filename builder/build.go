@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
@@ -24,7 +25,6 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/fsmode"
-	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/validate"
 )
@@ -182,7 +182,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 		m.Layers[i].Steps, m.Layers[i].CachedAt = meta.Steps, &created
 		ap.missing = append(ap.missing, meta.Missing...)
 		ap.keys = append(ap.keys, meta.AptKeys...)
-		if plan.Layers[i].Name == layers.FinalizeLayer {
+		if plan.Layers[i].Name == compile.FinalizeLayer {
 			m.Packages, mounts = meta.Packages, meta.Mounts
 			m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
 		}
@@ -293,7 +293,7 @@ func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *appl
 	}
 	for i := first; i < len(plan.Layers); i++ {
 		l, ml := plan.Layers[i], &m.Layers[i]
-		final := l.Name == layers.FinalizeLayer
+		final := l.Name == compile.FinalizeLayer
 		if final {
 			if err := snapshot(ctx); err != nil {
 				return ctxErr(ctx, fmt.Errorf("reading the guest's packages: %w", err))

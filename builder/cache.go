@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/event"
-	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -70,7 +70,7 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 			continue
 		}
 		keys[i] = h(root, l.Key)
-		if l.Name == layers.FinalizeLayer {
+		if l.Name == compile.FinalizeLayer {
 			keys[i] = h(append([]string{root, l.Key, string(static)}, extra...)...)
 		}
 		for _, st := range l.Steps {

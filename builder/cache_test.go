@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/layers"
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -46,7 +46,7 @@ func TestCacheKeys(t *testing.T) {
 	netdata := demo("netdata_retention_mb=65")
 	for i, n := range names {
 		changed := netdata[i] != same[i]
-		want := n == "@config" || n == layers.FinalizeLayer
+		want := n == "@config" || n == compile.FinalizeLayer
 		if same[i] != "" && changed != want {
 			t.Errorf("netdata_retention_mb: layer %s changed %v, want %v", n, changed, want)
 		}
@@ -62,7 +62,7 @@ func TestCacheKeys(t *testing.T) {
 		if n == "tools" && !changed {
 			t.Error("the tools layer writes the version but kept its key")
 		}
-		if n == layers.FinalizeLayer && !changed {
+		if n == compile.FinalizeLayer && !changed {
 			t.Error("@finalize writes the marker with the version but kept its key")
 		}
 	}

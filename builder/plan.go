@@ -9,9 +9,9 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
-	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -276,7 +276,7 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 		p.Variables = append(p.Variables, pv)
 	}
 
-	compiled, err := layers.Compile(img)
+	compiled, err := compile.Image(img)
 	if err != nil {
 		return nil, err
 	}

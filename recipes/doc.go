@@ -15,7 +15,7 @@
 // Everything a recipe can get wrong is reported as an hcl.Diagnostic with a
 // source range, and all of them are collected before the caller sees them.
 // The package never reads a base image or touches a disk: what a recipe
-// compiles to is the business of package layers, and what a build runs is the
+// compiles to is the business of package builder/compile, and what a build runs is the
 // business of package builder.
 //
 // No input may take imagectl down. Every byte a user gives that reaches an

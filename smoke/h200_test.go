@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/guestfs"
 	"github.com/gpuaas/imagectl/internal/testbase"
-	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -128,7 +128,7 @@ func TestSmokeH200StandIn(t *testing.T) {
 		// /etc/default/grub and the grub.d drop-ins as grub-mkconfig does,
 		// and /proc/cmdline) and the imagectl drop-in's file check (it is
 		// not the file the build wrote). Nothing else fails.
-		want := []string{"bridge:ovsbr0", "file:" + layers.GrubDropIn,
+		want := []string{"bridge:ovsbr0", "file:" + compile.GrubDropIn,
 			"kernel-arg:iommu=pt:default-grub", "kernel-arg:iommu=pt:grub-d", "kernel-arg:iommu=pt:cmdline"}
 		slices.Sort(failed)
 		slices.Sort(want)

@@ -44,7 +44,7 @@ var layers = []layer{
 		"builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
 	}},
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
-		"layers",
+		"builder/compile",
 	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
 		"builder/ext4tar", "builder/layercache", "upload/maas", "upload/maassim", "upload/profile", "upload/profile/profilesim",
@@ -87,7 +87,7 @@ var testUp = map[string]map[string]string{
 		"builder": "the fuzz test plans every recipe it parses",
 	},
 	"validate": {
-		"layers":  "the validation script's tests read the files layers write",
+		"builder/compile": "the validation script's tests read the files the compiled layers write",
 		"recipes": "recipes.DeployChecks must list every check validate makes",
 	},
 	"smoke": {
