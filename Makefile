@@ -13,7 +13,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/gpuaas/imagectl/builder.Version=$(VERSION)
+LDFLAGS := -X github.com/gpuaas/imagectl/internal/buildinfo.Version=$(VERSION)
 TAGS := guestfs
 FUZZTIME ?= 20s
 RULES_FUZZTIME ?= 10s

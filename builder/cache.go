@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/buildinfo"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -58,7 +59,7 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 		}
 		return "sha256:" + hex.EncodeToString(s.Sum(nil))
 	}
-	root = h("imagectl layer cache v1", Version, plan.Base.Checksum, plan.Base.Format, fmt.Sprint(plan.Base.SizeBytes))
+	root = h("imagectl layer cache v1", buildinfo.Version, plan.Base.Checksum, plan.Base.Format, fmt.Sprint(plan.Base.SizeBytes))
 	static, err := json.Marshal(plan.Manifest())
 	if err != nil {
 		return "", nil, nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/buildinfo"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
@@ -18,9 +19,6 @@ import (
 
 // SchemaVersion is the version of the plan's JSON form.
 const SchemaVersion = 1
-
-// Version is imagectl's version, set at link time by the Makefile.
-var Version = "dev"
 
 // Plan is everything a build of a recipe will do, resolved and digested,
 // before anything is touched.
@@ -212,7 +210,7 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 	img := r.Image
 	p := &Plan{
 		SchemaVersion:  SchemaVersion,
-		BuilderVersion: Version,
+		BuilderVersion: buildinfo.Version,
 		Recipe:         RecipeRef{Path: r.Path, Digest: r.Digest},
 		Image: ImageRef{Name: img.Name, Title: img.Title, Version: img.Version, VersionFrom: "recipe",
 			Architecture: img.Architecture, BuildMarker: img.BuildMarker},

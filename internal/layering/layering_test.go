@@ -33,7 +33,7 @@ type layer struct {
 // together.
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
-		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/digest", "internal/event",
+		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/digest", "internal/event",
 		"internal/filelock", "internal/fsmode", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
 		"internal/testenv", "internal/textsafe",
 	}},
@@ -88,7 +88,7 @@ var testUp = map[string]map[string]string{
 	},
 	"validate": {
 		"builder/compile": "the validation script's tests read the files the compiled layers write",
-		"recipes": "recipes.DeployChecks must list every check validate makes",
+		"recipes":         "recipes.DeployChecks must list every check validate makes",
 	},
 	"smoke": {
 		"builder":         "the smoke tests boot the stand-in image a real build makes",
