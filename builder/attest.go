@@ -48,10 +48,8 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 		return nil, err
 	}
 	img := sbom.Image{Name: m.Image.Name, Version: m.Image.Version, Architecture: m.Image.Architecture,
-		Tarball: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256, Created: m.Build.Finished, Tool: "imagectl-" + plan.BuilderVersion}
-	for _, b := range m.Bundles {
-		img.Bundles = append(img.Bundles, sbom.Bundle{Name: b.Name, Destination: b.Destination, Digest: b.Digest})
-	}
+		Tarball: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256, Created: m.Build.Finished, Tool: "imagectl-" + m.Builder.Version}
+	img.Bundles = m.Bundles
 	doc, err := sbom.Document(img, inv)
 	if err != nil {
 		return nil, fmt.Errorf("making the SBOM of %s: %w", tgz, err)
@@ -66,11 +64,11 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 		return nil, fmt.Errorf("the SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.sbom), maxDocument)
 	}
 	d.sbom = plan.redact(d.sbom)
-	subject := provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256}
+	subject := provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256}
 	if d.sbomStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.sbom); err != nil {
 		return nil, err
 	}
-	m.SBOM = &manifest.Document{File: plan.Artifacts.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
+	m.SBOM = &manifest.Document{File: plan.Output.Files.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
 
 	bom, err := sbom.CycloneDX(img, inv)
 	if err != nil {
@@ -86,7 +84,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	if d.cyclonedxStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.cyclonedx); err != nil {
 		return nil, err
 	}
-	m.CycloneDX = &manifest.Document{File: plan.Artifacts.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
+	m.CycloneDX = &manifest.Document{File: plan.Output.Files.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
 
 	b := provenanceOf(plan, m, inv, packer)
 	b.Byproducts = []provenance.Resource{
@@ -97,7 +95,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 		return nil, fmt.Errorf("making the provenance of %s: %w", tgz, err)
 	}
 	d.provenance = plan.redact(d.provenance)
-	m.Provenance = &manifest.Document{File: plan.Artifacts.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
+	m.Provenance = &manifest.Document{File: plan.Output.Files.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
 	return d, nil
 }
 
@@ -108,12 +106,12 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer string) provenance.Build {
 	host, _ := os.Hostname()
 	b := provenance.Build{
-		Subject:         provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256},
-		ImagectlVersion: plan.BuilderVersion, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer,
-		Recipe:  provenance.Resource{Name: plan.Recipe.Path, URI: fileURI("", plan.Recipe.Path), SHA256: plan.Recipe.Digest},
-		Version: plan.Image.Version, VersionFrom: plan.Image.VersionFrom,
+		Subject:         provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256},
+		ImagectlVersion: m.Builder.Version, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer,
+		Recipe:  provenance.Resource{Name: m.Recipe.Path, URI: fileURI("", m.Recipe.Path), SHA256: m.Recipe.Digest},
+		Version: m.Image.Version, VersionFrom: plan.VersionFrom,
 		SourceRevision: m.Lineage.SourceRevision,
-		Base:           provenance.Resource{Name: "base", URI: baseURI(plan), SHA256: plan.Base.Checksum},
+		Base:           provenance.Resource{Name: "base", URI: baseURI(plan), SHA256: plan.baseChecksum()},
 		InvocationID:   invocationID(),
 		Started:        m.Build.Started, Finished: m.Build.Finished,
 	}
@@ -132,7 +130,7 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 			continue
 		}
 		if l.File != "" {
-			b.LayerFiles = append(b.LayerFiles, provenance.Resource{Name: l.File, URI: fileURI(plan.Source.Dir, l.File), SHA256: l.FileDigest})
+			b.LayerFiles = append(b.LayerFiles, provenance.Resource{Name: l.File, URI: fileURI(plan.Inputs.Dir, l.File), SHA256: l.FileDigest})
 		}
 		for _, st := range l.Steps {
 			switch s := st.(type) {
@@ -148,7 +146,7 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 				if src == "" {
 					src = s.Source
 				}
-				b.Bundles = append(b.Bundles, provenance.Resource{Name: s.Name, URI: fileURI(plan.Source.Dir, src), SHA256: s.Digest})
+				b.Bundles = append(b.Bundles, provenance.Resource{Name: s.Name, URI: fileURI(plan.Inputs.Dir, src), SHA256: s.Digest})
 			}
 		}
 	}
@@ -190,12 +188,10 @@ func fileURI(dir, p string) string {
 
 // baseURI is where the base image came from: its URL, or the local file.
 func baseURI(plan *Plan) string {
-	if plan.Source != nil && plan.Source.Image != nil {
-		if b := plan.Source.Image.Base; !b.URL && b.Path != "" {
-			return fileURI("", b.Path)
-		}
+	if plan.Inputs.BasePath != "" {
+		return fileURI("", plan.Inputs.BasePath)
 	}
-	return withoutCredentials(plan.Base.Source)
+	return withoutCredentials(plan.Manifest.Base.Source)
 }
 
 // withoutCredentials drops a URL's user and password: the provenance

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
@@ -15,10 +16,11 @@ import (
 // image's other repositories are listed with where they are configured.
 func TestProvenanceAptRepositoriesOnce(t *testing.T) {
 	plan := &Plan{
-		BuilderVersion: "test",
-		Recipe:         RecipeRef{Path: "h200.hcl", Digest: "sha256:" + sixtyFour("a")},
-		Base:           BaseRef{Source: "https://user:secret@images.example/base.img", Checksum: "sha256:" + sixtyFour("b")},
-		Layers: []*PlanLayer{{Name: "cuda", Enabled: true, Steps: []steps.Step{
+		Manifest: &manifest.Manifest{Builder: manifest.Builder{Version: "test"},
+			Recipe:  manifest.Recipe{Path: "h200.hcl", Digest: "sha256:" + sixtyFour("a")},
+			Base:    manifest.Base{Source: "https://user:secret@images.example/base.img", SHA256: sixtyFour("b")},
+			Lineage: manifest.Lineage{BaseDigest: "sha256:" + sixtyFour("b")}},
+		Layers: []*compile.Layer{{Name: "cuda", Enabled: true, Steps: []steps.Step{
 			steps.AptRepository{Name: "cuda", URI: "https://developer.download.example/compute/cuda/repos/ubuntu2404/x86_64/",
 				Suite: "/", KeySHA256: sixtyFour("c")},
 		}}},

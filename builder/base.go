@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // BaseCache holds downloaded base images by digest: <dir>/sha256-<hex>.
@@ -27,8 +28,8 @@ var ErrChecksum = errors.New("checksum mismatch")
 // for a local source (hashed now), or the cached download for a URL
 // (downloaded and hashed in one pass when missing). Nothing else happens
 // before this succeeds.
-func (c BaseCache) Resolve(ctx context.Context, b BaseRef, localPath string, progress func(done, total int64)) (string, error) {
-	sum, err := digest.Parse(b.Checksum)
+func (c BaseCache) Resolve(ctx context.Context, b manifest.Base, localPath string, progress func(done, total int64)) (string, error) {
+	sum, err := digest.Parse(b.SHA256)
 	if err != nil {
 		return "", fmt.Errorf("base image %s: checksum: %w", b.Source, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 func TestBaseCache(t *testing.T) {
@@ -29,23 +30,23 @@ func TestBaseCache(t *testing.T) {
 	ctx := context.Background()
 	cache := BaseCache{Dir: t.TempDir()}
 
-	p, err := cache.Resolve(ctx, BaseRef{Source: srv.URL + "/img", Checksum: sum}, "", nil)
+	p, err := cache.Resolve(ctx, manifest.Base{Source: srv.URL + "/img", SHA256: sum}, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != string(content) {
 		t.Fatal("cached content differs")
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: srv.URL + "/img", Checksum: sum}, "", nil); err != nil || hits != 1 {
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: srv.URL + "/img", SHA256: sum}, "", nil); err != nil || hits != 1 {
 		t.Errorf("second resolve: %v, %d downloads", err, hits)
 	}
 
 	wrong := "sha256:" + strings.Repeat("0", 64)
-	_, err = cache.Resolve(ctx, BaseRef{Source: srv.URL + "/img", Checksum: wrong}, "", nil)
+	_, err = cache.Resolve(ctx, manifest.Base{Source: srv.URL + "/img", SHA256: wrong}, "", nil)
 	if !errors.Is(err, ErrChecksum) {
 		t.Errorf("bad checksum: %v", err)
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: srv.URL + "/missing", Checksum: wrong}, "", nil); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: srv.URL + "/missing", SHA256: wrong}, "", nil); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("missing: %v", err)
 	}
 	entries, _ := os.ReadDir(cache.Dir)
@@ -55,29 +56,29 @@ func TestBaseCache(t *testing.T) {
 
 	local := filepath.Join(t.TempDir(), "base.qcow2")
 	os.WriteFile(local, content, 0o644)
-	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: sum}, local, nil); err != nil {
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: local, SHA256: sum}, local, nil); err != nil {
 		t.Error(err)
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: wrong}, local, nil); !errors.Is(err, ErrChecksum) {
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: local, SHA256: wrong}, local, nil); !errors.Is(err, ErrChecksum) {
 		t.Errorf("local bad checksum: %v", err)
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: "nope", Checksum: sum}, filepath.Join(t.TempDir(), "nope"), nil); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: "nope", SHA256: sum}, filepath.Join(t.TempDir(), "nope"), nil); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing local: %v", err)
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: "md5:" + strings.Repeat("0", 32)}, local, nil); err == nil || !strings.Contains(err.Error(), "is not a sha256") {
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: local, SHA256: "md5:" + strings.Repeat("0", 32)}, local, nil); err == nil || !strings.Contains(err.Error(), "is not a sha256") {
 		t.Errorf("malformed checksum: %v", err)
 	}
-	if _, err := cache.Resolve(ctx, BaseRef{Source: "dir", Checksum: sum}, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: "dir", SHA256: sum}, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("directory: %v", err)
 	}
 	var calls [][2]int64
-	if _, err := cache.Resolve(ctx, BaseRef{Source: local, Checksum: sum}, local, func(done, total int64) { calls = append(calls, [2]int64{done, total}) }); err != nil ||
+	if _, err := cache.Resolve(ctx, manifest.Base{Source: local, SHA256: sum}, local, func(done, total int64) { calls = append(calls, [2]int64{done, total}) }); err != nil ||
 		len(calls) == 0 || calls[len(calls)-1] != [2]int64{int64(len(content)), int64(len(content))} {
 		t.Errorf("progress %v, %v", calls, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := cache.Resolve(cctx, BaseRef{Source: local, Checksum: sum}, local, nil); !errors.Is(err, context.Canceled) {
+	if _, err := cache.Resolve(cctx, manifest.Base{Source: local, SHA256: sum}, local, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }

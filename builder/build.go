@@ -81,12 +81,11 @@ type SignRequest struct {
 
 // Result is what a successful build wrote.
 type Result struct {
-	Tarball          string
-	ManifestPath     string
-	ValidationScript string
-	// SBOM and Provenance are the SPDX document and the in-toto statement
-	// beside the tgz; CycloneDX the SBOM as CycloneDX.
-	SBOM, Provenance, CycloneDX string
+	// Files are the paths of the build's files in the output directory:
+	// the tgz, the manifest, the validation script, the SBOMs and the
+	// provenance were written; of the signatures and attestations it
+	// names, only those in Signatures were.
+	Files manifest.Files
 	// Signatures are the signature files published with them, if signed:
 	// the tgz's and the manifest's, and the DSSE attestations.
 	Signatures []string
@@ -110,13 +109,11 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	}
 	rep := event.Reporter(opts.Events)
 	started := time.Now().UTC()
-	img := plan.Source.Image
-
 	outDir := opts.OutputDir
 	if outDir == "" {
-		outDir = plan.Artifacts.Directory
+		outDir = plan.Output.Directory
 		if !filepath.IsAbs(outDir) {
-			outDir = filepath.Join(plan.Source.Dir, outDir)
+			outDir = filepath.Join(plan.Inputs.Dir, outDir)
 		}
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
@@ -124,8 +121,9 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	}
 
 	// 1. The base image, verified before anything else happens.
-	end := rep.Phase(PhaseVerifyBase, plan.Base.Source)
-	basePath, err := BaseCache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, plan.Base, img.Base.Path,
+	base := plan.Manifest.Base
+	end := rep.Phase(PhaseVerifyBase, base.Source)
+	basePath, err := BaseCache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, base, plan.Inputs.BasePath,
 		func(done, total int64) {
 			rep.Progress(PhaseVerifyBase, done, total)
 		})
@@ -144,7 +142,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	defer os.RemoveAll(work)
 	disk := filepath.Join(work, "disk.raw")
 	end = rep.Phase(PhasePrepare, "raw working copy of the base image")
-	err = prepareDisk(ctx, basePath, plan.Base.Format, disk, plan.Base.SizeBytes)
+	err = prepareDisk(ctx, basePath, base.Format, disk, base.Size)
 	end(err)
 	if err != nil {
 		return nil, err
@@ -156,7 +154,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	var restored []*layercache.Entry
 	if opts.LayerCache != "" {
 		lc, restored, err = openLayerCache(ctx, plan, opts, disk, rep, func() error {
-			return prepareDisk(ctx, basePath, plan.Base.Format, disk, plan.Base.SizeBytes)
+			return prepareDisk(ctx, basePath, base.Format, disk, base.Size)
 		})
 		if err != nil {
 			return nil, ctxErr(ctx, err)
@@ -164,9 +162,9 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 		defer lc.close()
 	}
 
-	m := plan.Manifest()
+	m := plan.Manifest.Clone()
 	m.Build.Started = started
-	m.Lineage.SourceRevision = sourceRevision(plan.Source.Dir)
+	m.Lineage.SourceRevision = sourceRevision(plan.Inputs.Dir)
 	m.Lineage.ParentVersion = opts.ParentVersion
 	ap := &applier{rep: rep, client: opts.HTTPClient}
 	var mounts []Mount
@@ -215,9 +213,9 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 
 	// 5. Pack the root filesystem, streaming: compression and sha256 in one
 	// pass, no uncompressed tar on disk.
-	tgzPath := filepath.Join(outDir, plan.Artifacts.Tarball)
+	tgzPath := filepath.Join(outDir, plan.Output.Files.Tarball)
 	end = rep.Phase(PhasePack, tgzPath)
-	pk := rootPacker{mode: opts.Packer, disk: disk, level: plan.Artifacts.CompressionLevel, log: rep.Log,
+	pk := rootPacker{mode: opts.Packer, disk: disk, level: plan.Output.CompressionLevel, log: rep.Log,
 		reopen: func() (Session, error) { return opts.Executor.Open(ctx, disk, sessOpts) }}
 	tgz, pack, packer, err := pk.pack(ctx, sess, mounts, tgzPath)
 	end(err)
@@ -232,13 +230,13 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	// 6. The deployability check on the packed tgz: findings are reported
 	// and recorded in the manifest (upload refuses what has errors).
 	end = rep.Phase(PhaseCheck, "deployability of the tgz")
-	findings, err := validate.CheckDeployable(ctx, tgz.Name(), validate.DeployOptions{KernelArgs: plan.KernelArgs, BareMetal: true})
+	findings, err := validate.CheckDeployable(ctx, tgz.Name(), validate.DeployOptions{KernelArgs: m.KernelArgs, BareMetal: true})
 	end(err)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
 	m.Deploy = []manifest.DeployFinding{}
-	for _, f := range validate.ApplyWaivers(findings, plan.Waivers) {
+	for _, f := range validate.ApplyWaivers(findings, m.DeployWaivers) {
 		m.Deploy = append(m.Deploy, manifest.DeployFinding{Check: f.Check, Severity: f.Severity, Message: f.Message,
 			Waived: f.Waived, WaiverReason: f.WaiverReason})
 		if f.Waived {
@@ -250,11 +248,11 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 
 	m.Build.Finished = time.Now().UTC()
 	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()
-	m.Artifact = &manifest.Artifact{File: plan.Artifacts.Tarball, SHA256: pack.SHA256, Size: pack.Size, Compression: "gzip",
-		CompressionLevel: plan.Artifacts.CompressionLevel, Entries: pack.Entries, Packer: packer}
+	m.Artifact = &manifest.Artifact{File: plan.Output.Files.Tarball, SHA256: pack.SHA256, Size: pack.Size, Compression: "gzip",
+		CompressionLevel: plan.Output.CompressionLevel, Entries: pack.Entries, Packer: packer}
 
 	// 7. The SBOM, read from the packed tgz, and the provenance.
-	end = rep.Phase(PhaseDescribe, plan.Artifacts.SBOM+", "+plan.Artifacts.CycloneDX+", "+plan.Artifacts.Provenance)
+	end = rep.Phase(PhaseDescribe, plan.Output.Files.SBOM+", "+plan.Output.Files.CycloneDX+", "+plan.Output.Files.Provenance)
 	docs, err := describe(ctx, plan, m, tgz.Name(), packer)
 	end(err)
 	if err != nil {
@@ -262,8 +260,8 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 	}
 
 	// 8. The manifest and the validation script, then publish them all.
-	end = rep.Phase(PhaseManifest, plan.Artifacts.Manifest)
-	res, err = publish(ctx, m, tgz, outDir, plan.Artifacts, docs, opts.Sign)
+	end = rep.Phase(PhaseManifest, plan.Output.Files.Manifest)
+	res, err = publish(ctx, m, tgz, manifest.FilesBeside(tgzPath), docs, opts.Sign)
 	end(err)
 	return res, err
 }
@@ -330,7 +328,9 @@ func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *appl
 	return nil
 }
 
-func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, outDir string, a Artifacts, docs *documents,
+// publish writes the build's files, named by f (in the output
+// directory), with tgz: all of them or none.
+func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, f manifest.Files, docs *documents,
 	sign func(SignRequest) (map[string][]byte, error)) (*Result, error) {
 	mb, err := m.Marshal()
 	if err != nil {
@@ -340,26 +340,18 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{
-		Tarball:          filepath.Join(outDir, a.Tarball),
-		ManifestPath:     filepath.Join(outDir, a.Manifest),
-		ValidationScript: filepath.Join(outDir, a.ValidationScript),
-		SBOM:             filepath.Join(outDir, a.SBOM),
-		Provenance:       filepath.Join(outDir, a.Provenance),
-		CycloneDX:        filepath.Join(outDir, a.CycloneDX),
-		Manifest:         m,
-	}
+	res := &Result{Files: f, Manifest: m}
 	sigs := map[string][]byte{}
 	if sign != nil {
 		sum, err := digest.Parse(m.Artifact.SHA256)
 		if err != nil {
 			return nil, fmt.Errorf("signing the build: the manifest's artifact sha256: %w", err)
 		}
-		req := SignRequest{Tarball: res.Tarball, SHA256: sum[:], Size: m.Artifact.Size, ManifestPath: res.ManifestPath, Manifest: mb,
+		req := SignRequest{Tarball: f.Tarball, SHA256: sum[:], Size: m.Artifact.Size, ManifestPath: f.Manifest, Manifest: mb,
 			Attestations: map[string][]byte{
-				filepath.Join(outDir, a.ProvenanceAttestation): docs.provenance,
-				filepath.Join(outDir, a.SBOMAttestation):       docs.sbomStatement,
-				filepath.Join(outDir, a.CycloneDXAttestation):  docs.cyclonedxStatement,
+				f.ProvenanceAttestation: docs.provenance,
+				f.SBOMAttestation:       docs.sbomStatement,
+				f.CycloneDXAttestation:  docs.cyclonedxStatement,
 			}}
 		if sigs, err = sign(req); err != nil {
 			return nil, fmt.Errorf("signing the build: %w", err)
@@ -371,16 +363,16 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	// it.
 	var set atomicfile.Set
 	defer set.Abort()
-	if err := set.WriteFile(res.ValidationScript, script, 0o755); err != nil {
+	if err := set.WriteFile(f.ValidationScript, script, 0o755); err != nil {
 		return nil, err
 	}
-	if err := set.WriteFile(res.SBOM, docs.sbom, 0o644); err != nil {
+	if err := set.WriteFile(f.SBOM, docs.sbom, 0o644); err != nil {
 		return nil, err
 	}
-	if err := set.WriteFile(res.CycloneDX, docs.cyclonedx, 0o644); err != nil {
+	if err := set.WriteFile(f.CycloneDX, docs.cyclonedx, 0o644); err != nil {
 		return nil, err
 	}
-	if err := set.WriteFile(res.Provenance, docs.provenance, 0o644); err != nil {
+	if err := set.WriteFile(f.Provenance, docs.provenance, 0o644); err != nil {
 		return nil, err
 	}
 	names := slices.Sorted(maps.Keys(sigs))
@@ -391,15 +383,14 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, ou
 	}
 	res.Signatures = names
 	set.Add(tgz)
-	if err := set.WriteFile(res.ManifestPath, mb, 0o644); err != nil {
+	if err := set.WriteFile(f.Manifest, mb, 0o644); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	// Signatures of an earlier artifact of the same name would not match.
-	beside := manifest.FilesBeside(res.Tarball)
-	for _, p := range append([]string{beside.TarballSignature, beside.TarballBundle, beside.ManifestSignature, beside.ManifestBundle}, beside.Attestations()...) {
+	for _, p := range append([]string{f.TarballSignature, f.TarballBundle, f.ManifestSignature, f.ManifestBundle}, f.Attestations()...) {
 		if sigs[p] == nil {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("removing the signature of an earlier build: %w", err)

@@ -59,8 +59,8 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 		}
 		return "sha256:" + hex.EncodeToString(s.Sum(nil))
 	}
-	root = h("imagectl layer cache v1", buildinfo.Version, plan.Base.Checksum, plan.Base.Format, fmt.Sprint(plan.Base.SizeBytes))
-	static, err := json.Marshal(plan.Manifest())
+	root = h("imagectl layer cache v1", buildinfo.Version, plan.baseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
+	static, err := json.Marshal(plan.Manifest)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -92,7 +92,7 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk string, rep event.Reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
 	lc := &layerCache{c: layercache.Cache{Dir: opts.LayerCache}}
 	var err error
-	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Source.Dir), opts.ParentVersion); err != nil {
+	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Inputs.Dir), opts.ParentVersion); err != nil {
 		return nil, nil, err
 	}
 	if lc.unlock, err = lc.c.Lock(false); err != nil {
@@ -171,7 +171,7 @@ func (lc *layerCache) save(ctx context.Context, plan *Plan, i int, disk string, 
 	if err != nil {
 		return err
 	}
-	e := layercache.Entry{Key: lc.keys[i], Parent: lc.parent, Root: lc.root, Layer: plan.Layers[i].Name, Image: plan.Image.Name,
+	e := layercache.Entry{Key: lc.keys[i], Parent: lc.parent, Root: lc.root, Layer: plan.Layers[i].Name, Image: plan.Manifest.Image.Name,
 		Volatile: lc.volatile[i], Created: time.Now().UTC(), Meta: mb}
 	t, err := lc.c.Save(ctx, e, disk, lc.table)
 	if err != nil {

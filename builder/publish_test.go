@@ -34,12 +34,7 @@ func TestPublishSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := manifest.FilesFor("demo", "1")
-	arts := Artifacts{Tarball: f.Tarball, Manifest: f.Manifest, ValidationScript: f.ValidationScript,
-		Signature: f.TarballSignature, SigstoreBundle: f.TarballBundle,
-		ManifestSignature: f.ManifestSignature, ManifestSigstoreBundle: f.ManifestBundle,
-		SBOM: f.SBOM, SBOMAttestation: f.SBOMAttestation, Provenance: f.Provenance, ProvenanceAttestation: f.ProvenanceAttestation,
-		CycloneDX: f.CycloneDX, CycloneDXAttestation: f.CycloneDXAttestation}
+	arts := manifest.FilesFor("demo", "1")
 	hook := func(r SignRequest) (map[string][]byte, error) {
 		_, files, err := signer.SignBuilt(context.Background(), r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
@@ -55,7 +50,7 @@ func TestPublishSigned(t *testing.T) {
 		tgz.Write(content)
 		m := &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: manifest.Image{Name: "demo", Version: "1"},
 			Artifact: &manifest.Artifact{File: arts.Tarball, SHA256: digest.Bytes(content).Hex(), Size: int64(len(content))}}
-		return publish(context.Background(), m, tgz, dir, arts, testDocuments(t, m, arts), sign)
+		return publish(context.Background(), m, tgz, manifest.FilesBeside(filepath.Join(dir, arts.Tarball)), testDocuments(t, m, arts), sign)
 	}
 	files := func(dir string) []string {
 		entries, _ := os.ReadDir(dir)
@@ -75,7 +70,7 @@ func TestPublishSigned(t *testing.T) {
 	if len(res.Signatures) != 7 || len(files(dir)) != 13 {
 		t.Fatalf("published %v with signatures %v", files(dir), res.Signatures)
 	}
-	r, err := signing.VerifyArtifact(context.Background(), verifier, res.Tarball, res.ManifestPath)
+	r, err := signing.VerifyArtifact(context.Background(), verifier, res.Files.Tarball, res.Files.Manifest)
 	if err != nil || r.Err() != nil {
 		t.Fatalf("the published artifact does not verify: %v %v", err, r.Err())
 	}
@@ -113,7 +108,7 @@ func TestPublishSigned(t *testing.T) {
 
 // testDocuments makes the SBOM and provenance of a published test
 // artifact, as describe does, recording them in m.
-func testDocuments(t *testing.T, m *manifest.Manifest, arts Artifacts) *documents {
+func testDocuments(t *testing.T, m *manifest.Manifest, arts manifest.Files) *documents {
 	t.Helper()
 	at := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	img := sbom.Image{Name: "demo", Version: "1", Tarball: arts.Tarball, SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"}

@@ -28,6 +28,167 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	return p.redacted(w, buf.Bytes())
 }
 
+// The plan's JSON form (schema_version 1, what build --dry-run --output
+// json prints) is a rendering of the plan: its shape predates the plan
+// holding the manifest, and stays what scripts read. Each type below is
+// one of its sections.
+type (
+	jsonImage struct {
+		Name         string `json:"name"`
+		Title        string `json:"title"`
+		Version      string `json:"version"`
+		VersionFrom  string `json:"version_from"`
+		Architecture string `json:"architecture"`
+		BuildMarker  string `json:"build_marker"`
+	}
+	jsonBase struct {
+		Source    string `json:"source"`
+		Checksum  string `json:"checksum"`
+		Format    string `json:"format"`
+		Size      string `json:"size,omitempty"`
+		SizeBytes int64  `json:"size_bytes,omitempty"`
+	}
+	jsonLayer struct {
+		Name        string            `json:"name"`
+		Description string            `json:"description,omitempty"`
+		File        string            `json:"file,omitempty"`
+		FileDigest  string            `json:"file_digest,omitempty"`
+		Enabled     bool              `json:"enabled"`
+		Digest      string            `json:"digest,omitempty"`
+		Key         string            `json:"key,omitempty"`
+		Unresolved  bool              `json:"unresolved,omitempty"`
+		Steps       []json.RawMessage `json:"steps"`
+	}
+	jsonBundle struct {
+		Name        string `json:"name"`
+		Source      string `json:"source"`
+		Destination string `json:"destination"`
+		Entrypoint  string `json:"entrypoint"`
+		Digest      string `json:"digest,omitempty"`
+		Files       int    `json:"files"`
+		Bytes       int64  `json:"bytes"`
+		Unresolved  bool   `json:"unresolved,omitempty"`
+		Reason      string `json:"reason,omitempty"`
+	}
+	jsonValidation struct {
+		Script               string             `json:"script"`
+		ServicesActive       []string           `json:"services_active"`
+		FilesExist           []string           `json:"files_exist"`
+		Checks               []manifest.Check   `json:"checks"`
+		DefaultProfile       string             `json:"default_profile"`
+		DefaultStage         string             `json:"default_stage"`
+		Stages               []string           `json:"stages"`
+		CollectorWaitSeconds int                `json:"collector_wait_seconds"`
+		GPU                  *manifest.GPU      `json:"gpu"`
+		Profiles             []manifest.Profile `json:"profiles"`
+	}
+	jsonArtifacts struct {
+		Directory              string `json:"directory"`
+		Tarball                string `json:"tarball"`
+		Manifest               string `json:"manifest"`
+		Signature              string `json:"signature"`
+		SigstoreBundle         string `json:"sigstore_bundle"`
+		ManifestSignature      string `json:"manifest_signature"`
+		ManifestSigstoreBundle string `json:"manifest_sigstore_bundle"`
+		ValidationScript       string `json:"validation_script"`
+		SBOM                   string `json:"sbom"`
+		SBOMAttestation        string `json:"sbom_attestation"`
+		Provenance             string `json:"provenance"`
+		ProvenanceAttestation  string `json:"provenance_attestation"`
+		CycloneDX              string `json:"cyclonedx"`
+		CycloneDXAttestation   string `json:"cyclonedx_attestation"`
+		CompressionLevel       int    `json:"compression_level"`
+		SignKey                string `json:"sign_key,omitempty"`
+	}
+	jsonMAAS struct {
+		Name          string `json:"name"`
+		VersionedName string `json:"versioned_name"`
+		DistroSeries  string `json:"distro_series"`
+		Title         string `json:"title"`
+		Architecture  string `json:"architecture"`
+		Filetype      string `json:"filetype"`
+		BaseImage     string `json:"base_image"`
+		Site          string `json:"site,omitempty"`
+	}
+	jsonPlan struct {
+		SchemaVersion  int               `json:"schema_version"`
+		BuilderVersion string            `json:"builder_version"`
+		Recipe         manifest.Recipe   `json:"recipe"`
+		Variables      []Variable        `json:"variables"`
+		Image          jsonImage         `json:"image"`
+		Base           jsonBase          `json:"base"`
+		Layers         []jsonLayer       `json:"layers"`
+		KernelArgs     []string          `json:"kernel_args"`
+		Netdata        *manifest.Netdata `json:"netdata"`
+		Network        *manifest.Network `json:"network"`
+		Bundles        []jsonBundle      `json:"bundles"`
+		Validation     jsonValidation    `json:"validation"`
+		Waivers        []manifest.Waiver `json:"deploy_waivers"`
+		Artifacts      jsonArtifacts     `json:"artifacts"`
+		MAAS           *jsonMAAS         `json:"maas"`
+	}
+)
+
+// MarshalJSON writes the plan's JSON form.
+func (p *Plan) MarshalJSON() ([]byte, error) {
+	m, f, v := p.Manifest, p.Output.Files, p.Manifest.Validation
+	j := jsonPlan{
+		SchemaVersion: SchemaVersion, BuilderVersion: m.Builder.Version, Recipe: m.Recipe, Variables: p.Variables,
+		Image: jsonImage{Name: m.Image.Name, Title: m.Image.Title, Version: m.Image.Version, VersionFrom: p.VersionFrom,
+			Architecture: m.Image.Architecture, BuildMarker: v.Marker},
+		Base:       jsonBase{Source: m.Base.Source, Checksum: p.baseChecksum(), Format: m.Base.Format, Size: p.Inputs.BaseSize, SizeBytes: m.Base.Size},
+		KernelArgs: m.KernelArgs, Netdata: m.Netdata, Network: m.Network, Bundles: []jsonBundle{},
+		Validation: jsonValidation{Script: v.Script, ServicesActive: v.ServicesActive, FilesExist: v.FilesExist, Checks: v.Checks,
+			DefaultProfile: v.DefaultProfile, DefaultStage: v.DefaultStage, Stages: manifest.Stages,
+			CollectorWaitSeconds: v.CollectorWaitSeconds, GPU: v.GPU, Profiles: v.Profiles},
+		Waivers: m.DeployWaivers,
+		Artifacts: jsonArtifacts{Directory: p.Output.Directory, Tarball: f.Tarball, Manifest: f.Manifest,
+			Signature: f.TarballSignature, SigstoreBundle: f.TarballBundle, ManifestSignature: f.ManifestSignature, ManifestSigstoreBundle: f.ManifestBundle,
+			ValidationScript: f.ValidationScript, SBOM: f.SBOM, SBOMAttestation: f.SBOMAttestation, Provenance: f.Provenance, ProvenanceAttestation: f.ProvenanceAttestation,
+			CycloneDX: f.CycloneDX, CycloneDXAttestation: f.CycloneDXAttestation, CompressionLevel: p.Output.CompressionLevel, SignKey: p.Output.SignKey},
+	}
+	if j.Validation.Profiles == nil {
+		j.Validation.Profiles = []manifest.Profile{}
+	}
+	if j.Waivers == nil {
+		j.Waivers = []manifest.Waiver{}
+	}
+	for _, l := range p.Layers {
+		jl := jsonLayer{Name: l.Name, Description: l.Description, File: l.File, FileDigest: l.FileDigest, Enabled: l.Enabled,
+			Digest: l.Digest, Key: l.Key, Unresolved: l.Unresolved, Steps: make([]json.RawMessage, 0, len(l.Steps))}
+		for _, s := range l.Steps {
+			b, err := steps.Encode(s)
+			if err != nil {
+				return nil, err
+			}
+			jl.Steps = append(jl.Steps, b)
+		}
+		j.Layers = append(j.Layers, jl)
+	}
+	for _, b := range p.bundles() {
+		j.Bundles = append(j.Bundles, bundleSummary(b))
+	}
+	if t := m.MAAS; t != nil {
+		j.MAAS = &jsonMAAS{Name: t.Name, VersionedName: t.VersionedName, DistroSeries: t.DistroSeries, Title: t.Title,
+			Architecture: m.Image.Architecture, Filetype: t.Filetype, BaseImage: t.BaseImage, Site: t.Site}
+	}
+	return json.Marshal(j)
+}
+
+// bundleSummary is a staged bundle without its entries (they are in its
+// step): how many files, how many bytes.
+func bundleSummary(b steps.StageBundle) jsonBundle {
+	s := jsonBundle{Name: b.Name, Source: b.Source, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest,
+		Unresolved: b.Unresolved, Reason: b.Reason}
+	for _, e := range b.Entries {
+		if e.Type == "file" {
+			s.Files++
+			s.Bytes += e.Size
+		}
+	}
+	return s
+}
+
 // redacted writes b with the values of sensitive variables replaced.
 func (p *Plan) redacted(w io.Writer, b []byte) error {
 	_, err := w.Write(p.redact(b))
@@ -53,11 +214,12 @@ func (p *Plan) writeText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	pf := func(format string, args ...any) { textsafe.Fprintf(bw, format, args...) }
 
-	pf("Plan for image %s %s (%s)\n", p.Image.Name, p.Image.Version, p.Image.Architecture)
-	pf("  title:        %s\n", p.Image.Title)
-	pf("  version from: %s\n", p.Image.VersionFrom)
-	pf("  recipe:       %s %s\n", p.Recipe.Path, p.Recipe.Digest)
-	pf("  builder:      imagectl %s\n", p.BuilderVersion)
+	m := p.Manifest
+	pf("Plan for image %s %s (%s)\n", m.Image.Name, m.Image.Version, m.Image.Architecture)
+	pf("  title:        %s\n", m.Image.Title)
+	pf("  version from: %s\n", p.VersionFrom)
+	pf("  recipe:       %s %s\n", m.Recipe.Path, m.Recipe.Digest)
+	pf("  builder:      imagectl %s\n", m.Builder.Version)
 
 	if len(p.Variables) > 0 {
 		pf("\nVariables\n")
@@ -71,11 +233,11 @@ func (p *Plan) writeText(w io.Writer) error {
 	}
 
 	pf("\nBase image\n")
-	pf("  source:   %s\n", p.Base.Source)
-	pf("  checksum: %s\n", p.Base.Checksum)
-	pf("  format:   %s\n", p.Base.Format)
-	if p.Base.Size != "" {
-		pf("  grow to:  %s (%d bytes)\n", p.Base.Size, p.Base.SizeBytes)
+	pf("  source:   %s\n", m.Base.Source)
+	pf("  checksum: %s\n", p.baseChecksum())
+	pf("  format:   %s\n", m.Base.Format)
+	if p.Inputs.BaseSize != "" {
+		pf("  grow to:  %s (%d bytes)\n", p.Inputs.BaseSize, m.Base.Size)
 	}
 
 	pf("\nLayers (applied in order, in one appliance session)\n")
@@ -107,35 +269,36 @@ func (p *Plan) writeText(w io.Writer) error {
 		}
 	}
 
-	pf("\nKernel args:  %s\n", orNone(strings.Join(p.KernelArgs, " ")))
-	if nd := p.Netdata; nd != nil {
+	pf("\nKernel args:  %s\n", orNone(strings.Join(m.KernelArgs, " ")))
+	if nd := m.Netdata; nd != nil {
 		if nd.Enabled {
 			pf("Netdata:      bind %s, dbengine %d MB, every %ds, collectors %s\n", nd.Bind, nd.RetentionMB, nd.UpdateEvery, orNone(strings.Join(nd.Collectors, " ")))
 		} else {
 			pf("Netdata:      disabled\n")
 		}
 	}
-	if nw := p.Network; nw != nil {
+	if nw := m.Network; nw != nil {
 		any := ""
 		if nw.WaitOnlineAny {
 			any = ", any interface"
 		}
 		pf("Network:      wait-online bounded to %ds%s\n", nw.WaitOnlineTimeoutSeconds, any)
 	}
-	for _, b := range p.Bundles {
+	for _, st := range p.bundles() {
+		b := bundleSummary(st)
 		if b.Unresolved {
 			pf("Bundle:       %s: %s -> %s UNRESOLVED: %s; entrypoint %s\n", b.Name, b.Source, b.Destination, b.Reason, b.Entrypoint)
 			continue
 		}
 		pf("Bundle:       %s: %s -> %s (%d files, %d bytes, %s), entrypoint %s\n", b.Name, b.Source, b.Destination, b.Files, b.Bytes, b.Digest, b.Entrypoint)
 	}
-	pf("Validation:   %s", p.Validation.Script)
-	if k := len(p.Validation.ServicesActive) + len(p.Validation.FilesExist) + len(p.Validation.Checks); k > 0 {
+	pf("Validation:   %s", m.Validation.Script)
+	if k := len(m.Validation.ServicesActive) + len(m.Validation.FilesExist) + len(m.Validation.Checks); k > 0 {
 		pf(" (+%d recipe checks)", k)
 	}
 	pf("\n")
-	v := p.Validation
-	pf("  default:    --profile %s --stage %s (stages: %s)\n", v.DefaultProfile, v.DefaultStage, strings.Join(v.Stages, ", "))
+	v := m.Validation
+	pf("  default:    --profile %s --stage %s (stages: %s)\n", v.DefaultProfile, v.DefaultStage, strings.Join(manifest.Stages, ", "))
 	if g := v.GPU; g != nil {
 		pf("  GPUs:       %s\n", gpuSummary(g))
 	}
@@ -145,34 +308,34 @@ func (p *Plan) writeText(w io.Writer) error {
 			pf("    %s\n", line)
 		}
 	}
-	for _, w := range p.Waivers {
+	for _, w := range m.DeployWaivers {
 		pf("Waived check: %s (%s)\n", w.Check, w.Reason)
 	}
 
-	a := p.Artifacts
+	a, f := p.Output, p.Output.Files
 	pf("\nArtifacts in %s/\n", a.Directory)
-	pf("  %s  (gzip level %d)\n", a.Tarball, a.CompressionLevel)
-	pf("  %s\n", a.Manifest)
-	pf("  %s\n", a.ValidationScript)
-	pf("  %s  (SBOM, SPDX 2.3)\n", a.SBOM)
-	pf("  %s  (SBOM, CycloneDX 1.6)\n", a.CycloneDX)
-	pf("  %s  (SLSA v1 provenance)\n", a.Provenance)
+	pf("  %s  (gzip level %d)\n", f.Tarball, a.CompressionLevel)
+	pf("  %s\n", f.Manifest)
+	pf("  %s\n", f.ValidationScript)
+	pf("  %s  (SBOM, SPDX 2.3)\n", f.SBOM)
+	pf("  %s  (SBOM, CycloneDX 1.6)\n", f.CycloneDX)
+	pf("  %s  (SLSA v1 provenance)\n", f.Provenance)
 	if a.SignKey != "" {
 		pf("  signing: key %s\n", a.SignKey)
-		pf("    %s, %s\n    %s, %s\n", a.Signature, a.SigstoreBundle, a.ManifestSignature, a.ManifestSigstoreBundle)
-		pf("    %s, %s, %s  (attestations)\n", a.ProvenanceAttestation, a.SBOMAttestation, a.CycloneDXAttestation)
+		pf("    %s, %s\n    %s, %s\n", f.TarballSignature, f.TarballBundle, f.ManifestSignature, f.ManifestBundle)
+		pf("    %s, %s, %s  (attestations)\n", f.ProvenanceAttestation, f.SBOMAttestation, f.CycloneDXAttestation)
 	} else {
 		pf("  signing: none (no sign_key or --sign-key)\n")
 	}
 
-	if m := p.MAAS; m != nil {
+	if t := m.MAAS; t != nil {
 		pf("\nMAAS target\n")
-		pf("  name:          %s (versioned: %s)\n", m.Name, m.VersionedName)
-		pf("  distro_series: %s\n", m.DistroSeries)
-		pf("  title:         %s\n", m.Title)
-		pf("  architecture:  %s, filetype %s, base_image %s\n", m.Architecture, m.Filetype, m.BaseImage)
-		if m.Site != "" {
-			pf("  site:          %s\n", m.Site)
+		pf("  name:          %s (versioned: %s)\n", t.Name, t.VersionedName)
+		pf("  distro_series: %s\n", t.DistroSeries)
+		pf("  title:         %s\n", t.Title)
+		pf("  architecture:  %s, filetype %s, base_image %s\n", m.Image.Architecture, t.Filetype, t.BaseImage)
+		if t.Site != "" {
+			pf("  site:          %s\n", t.Site)
 		}
 	}
 	return bw.Flush()

@@ -230,5 +230,5 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
 		t.Fatalf("building the H200 stand-in (%s): %v", name, err)
 	}
 	t.Logf("H200 stand-in (%s) built in %s", name, time.Since(start).Round(time.Second))
-	return res.Tarball
+	return res.Files.Tarball
 }

@@ -47,10 +47,16 @@ type Layer struct {
 	// unresolved bundle (a dry run's), whose content is not known.
 	Digest     string
 	Unresolved bool
+	// Key chains the layer's digest with its parent's key (the base
+	// image's checksum at the root): equal keys mean equal disk states,
+	// which is what the layer cache keys on. An unresolved layer, and
+	// every enabled layer after it, has none.
+	Key string
 }
 
-// Image compiles a recipe's image into its ordered layers. Disabled layers
-// are kept, without steps or digest, so plans can show them.
+// Image compiles a recipe's image into its ordered layers, digested and
+// keyed. Disabled layers are kept, without steps, digest or key, so plans
+// can show them.
 func Image(img *recipes.Image) ([]*Layer, error) {
 	var out []*Layer
 	for _, rl := range img.Layers {
@@ -84,7 +90,25 @@ func Image(img *recipes.Image) ([]*Layer, error) {
 		}
 		l.Digest = d
 	}
+	parent := img.Base.Checksum
+	for _, l := range out {
+		if !l.Enabled {
+			continue
+		}
+		// A key chains what is known: none after an unresolved layer.
+		if l.Unresolved {
+			parent = ""
+		}
+		if parent != "" {
+			l.Key = chainKey(parent, l.Digest)
+		}
+		parent = l.Key
+	}
 	return out, nil
+}
+
+func chainKey(parent, layer string) string {
+	return digest.Bytes([]byte(parent + "\n" + layer)).String()
 }
 
 // unresolved reports whether a step of list is an unresolved bundle.

@@ -142,7 +142,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 	m := res.Manifest
 
 	// The manifest describes the file beside it.
-	sum, size := fileSHA256(t, res.Tarball)
+	sum, size := fileSHA256(t, res.Files.Tarball)
 	if m.Artifact.Packer != "host" {
 		t.Errorf("the tgz was packed by %q, want the host-side reader", m.Artifact.Packer)
 	}
@@ -177,7 +177,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 
 	// Unpack the tgz the way curtin does and look at it from outside.
 	root := t.TempDir()
-	if out, err := exec.Command("tar", "-C", root, "--xattrs", "--xattrs-include=*", "-Sxpf", res.Tarball, "--numeric-owner").CombinedOutput(); err != nil {
+	if out, err := exec.Command("tar", "-C", root, "--xattrs", "--xattrs-include=*", "-Sxpf", res.Files.Tarball, "--numeric-owner").CombinedOutput(); err != nil {
 		t.Fatalf("curtin's tar cannot extract the tgz: %v: %s", err, out)
 	}
 	checkFile(t, root, "etc/every-step/plain.conf", "plain\n", 0o600)
@@ -224,11 +224,11 @@ func TestBuildEveryStepKind(t *testing.T) {
 	// The validation script baked in and the one beside the artifact are
 	// the same, and pass on the unpacked tree.
 	baked, _ := os.ReadFile(filepath.Join(root, "usr/local/sbin/every-step-validate.sh"))
-	beside, _ := os.ReadFile(res.ValidationScript)
+	beside, _ := os.ReadFile(res.Files.ValidationScript)
 	if len(baked) == 0 || string(baked) != string(beside) {
 		t.Error("the baked validation script differs from the one beside the artifact")
 	}
-	vout, err := exec.Command("sh", res.ValidationScript, "--root", root).CombinedOutput()
+	vout, err := exec.Command("sh", res.Files.ValidationScript, "--root", root).CombinedOutput()
 	if err != nil || strings.Contains(string(vout), "status=FAIL") {
 		t.Errorf("validation of the unpacked tgz: %v\n%s", err, vout)
 	}
@@ -236,7 +236,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 	// The deployability check on the built tgz: the clean-up and packing
 	// leave nothing curtin trips on; what remains is that the test image is
 	// Debian, not Ubuntu.
-	findings, err := validate.CheckDeployable(context.Background(), res.Tarball, validate.DeployOptions{KernelArgs: m.KernelArgs})
+	findings, err := validate.CheckDeployable(context.Background(), res.Files.Tarball, validate.DeployOptions{KernelArgs: m.KernelArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestBuildFailures(t *testing.T) {
 
 	t.Run("bad checksum", func(t *testing.T) {
 		p := load(write("a.hcl", ""))
-		p.Base.Checksum = "sha256:" + strings.Repeat("0", 64)
+		p.Manifest.Base.SHA256 = strings.Repeat("0", 64)
 		opts := buildOptions(t, t.TempDir(), nil)
 		if err := run(t, context.Background(), p, opts); !errors.Is(err, builder.ErrChecksum) {
 			t.Errorf("got %v", err)
@@ -319,7 +319,7 @@ func TestBuildFailures(t *testing.T) {
 	})
 	t.Run("missing base", func(t *testing.T) {
 		p := load(write("b.hcl", ""))
-		p.Source.Image.Base.Path = filepath.Join(dir, "nope.qcow2")
+		p.Inputs.BasePath = filepath.Join(dir, "nope.qcow2")
 		opts := buildOptions(t, t.TempDir(), nil)
 		if err := run(t, context.Background(), p, opts); err == nil || !strings.Contains(err.Error(), "no such file") {
 			t.Errorf("got %v", err)
@@ -702,7 +702,7 @@ rm %[3]s`, base, raw, part))
 		if res.Manifest.Artifact.Packer != "appliance" {
 			t.Errorf("packer %q, want appliance", res.Manifest.Artifact.Packer)
 		}
-		out, err := exec.Command("tar", "-xzOf", res.Tarball, "./etc/fallback-marker").CombinedOutput()
+		out, err := exec.Command("tar", "-xzOf", res.Files.Tarball, "./etc/fallback-marker").CombinedOutput()
 		if err != nil || string(out) != "packed\n" {
 			t.Errorf("the marker in the tgz: %q, %v", out, err)
 		}

@@ -123,7 +123,7 @@ func TestLayerCache(t *testing.T) {
 		if got := strings.Join(cachedLayers(r), ","); got != "one,two" {
 			t.Errorf("restored %q, want one,two", got)
 		}
-		out, err := exec.Command("tar", "-xzOf", r.res.Tarball, "./etc/cache-test/three", "./opt/two/numbers").Output()
+		out, err := exec.Command("tar", "-xzOf", r.res.Files.Tarball, "./etc/cache-test/three", "./opt/two/numbers").Output()
 		if err != nil || !strings.HasPrefix(string(out), "three, changed\n1\n2\n") {
 			t.Errorf("the tgz: %.40q, %v", out, err)
 		}
@@ -178,7 +178,7 @@ func TestLayerCache(t *testing.T) {
 		if got := strings.Join(cachedLayers(r), ","); got != "one" {
 			t.Errorf("restored %q, want only one", got)
 		}
-		out, err := exec.Command("tar", "-xzOf", r.res.Tarball, "./opt/two/numbers").Output()
+		out, err := exec.Command("tar", "-xzOf", r.res.Files.Tarball, "./opt/two/numbers").Output()
 		if err != nil || !strings.HasPrefix(string(out), "1\n2\n3\n") || !strings.HasSuffix(string(out), "20000\n") {
 			t.Errorf("layer two in the tgz: %.40q, %v", out, err)
 		}

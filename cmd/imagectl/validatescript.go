@@ -53,7 +53,7 @@ it into the image and write it beside the artifact.`,
 				if err != nil {
 					return err
 				}
-				m = plan.Manifest()
+				m = plan.Manifest
 			}
 			script, err := validate.Script(m)
 			if err != nil {
