@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
@@ -35,7 +36,7 @@ type documents struct {
 // describe reads the packed tgz's inventory and makes the build's SBOM and
 // provenance, recording their digests in the manifest. The tgz's
 // sha256 and the manifest's times are final when it runs.
-func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer string) (*documents, error) {
+func describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, packer string) (*documents, error) {
 	opts := sbom.ScanOptions{}
 	for _, f := range m.Files {
 		opts.Files = append(opts.Files, f.Path)
@@ -63,7 +64,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	if len(d.sbom) > maxDocument {
 		return nil, fmt.Errorf("the SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.sbom), maxDocument)
 	}
-	d.sbom = plan.redact(d.sbom)
+	d.sbom = plan.Redact(d.sbom)
 	subject := provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256}
 	if d.sbomStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.sbom); err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	if len(d.cyclonedx) > maxDocument {
 		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.cyclonedx), maxDocument)
 	}
-	d.cyclonedx = plan.redact(d.cyclonedx)
+	d.cyclonedx = plan.Redact(d.cyclonedx)
 	if d.cyclonedxStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.cyclonedx); err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 	if d.provenance, err = provenance.Statement(b); err != nil {
 		return nil, fmt.Errorf("making the provenance of %s: %w", tgz, err)
 	}
-	d.provenance = plan.redact(d.provenance)
+	d.provenance = plan.Redact(d.provenance)
 	m.Provenance = &manifest.Document{File: plan.Output.Files.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
 	return d, nil
 }
@@ -103,7 +104,7 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 // variables given to it (sensitive ones left out), everything it resolved
 // (the base image, layer files, bundles, apt repositories: those the
 // recipe added and those the image came configured with) and how it ran.
-func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer string) provenance.Build {
+func provenanceOf(plan *plan.Plan, m *manifest.Manifest, inv *sbom.Inventory, packer string) provenance.Build {
 	host, _ := os.Hostname()
 	b := provenance.Build{
 		Subject:         provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256},
@@ -111,7 +112,7 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 		Recipe:  provenance.Resource{Name: m.Recipe.Path, URI: fileURI("", m.Recipe.Path), SHA256: m.Recipe.Digest},
 		Version: m.Image.Version, VersionFrom: plan.VersionFrom,
 		SourceRevision: m.Lineage.SourceRevision,
-		Base:           provenance.Resource{Name: "base", URI: baseURI(plan), SHA256: plan.baseChecksum()},
+		Base:           provenance.Resource{Name: "base", URI: baseURI(plan), SHA256: plan.BaseChecksum()},
 		InvocationID:   invocationID(),
 		Started:        m.Build.Started, Finished: m.Build.Finished,
 	}
@@ -187,7 +188,7 @@ func fileURI(dir, p string) string {
 }
 
 // baseURI is where the base image came from: its URL, or the local file.
-func baseURI(plan *Plan) string {
+func baseURI(plan *plan.Plan) string {
 	if plan.Inputs.BasePath != "" {
 		return fileURI("", plan.Inputs.BasePath)
 	}

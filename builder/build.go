@@ -20,11 +20,10 @@ import (
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/builder/layercache"
-	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
-	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/validate"
 )
@@ -100,7 +99,7 @@ type Result struct {
 // Outputs appear under their final names only when all of them are
 // complete; a failed or cancelled build leaves none of them and no work
 // directory behind.
-func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err error) {
+func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result, err error) {
 	if err := plan.Resolved(); err != nil {
 		return nil, err
 	}
@@ -268,7 +267,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 
 // applyLayers applies the plan's layers from index first on, with services
 // kept from starting, snapshotting each into the layer cache when lc is set.
-func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *applier, sess Session, first int, lc *layerCache, disk string, rep event.Reporter) error {
+func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap *applier, sess Session, first int, lc *layerCache, disk string, rep event.Reporter) error {
 	ap.s = sess
 	// The final layer's steps need the manifest as it stands then.
 	snapshot := func(ctx context.Context) error {
@@ -602,14 +601,6 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("build cancelled: %w", ctx.Err())
 	}
 	return err
-}
-
-func manifestBundle(b steps.StageBundle) manifest.Bundle {
-	mb := manifest.Bundle{Name: b.Name, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest}
-	for _, e := range b.Entries {
-		mb.Entries = append(mb.Entries, manifest.BundleEntry{Path: e.Path, Type: e.Type, Mode: fsmode.String(e.Mode), Size: e.Size, SHA256: e.SHA256, Target: e.Target})
-	}
-	return mb
 }
 
 func nonNilStrings(s []string) []string {

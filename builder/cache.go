@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/buildinfo"
 	"github.com/gpuaas/imagectl/internal/event"
@@ -50,7 +51,7 @@ type layerCache struct {
 // build marker and the validation script, made from the manifest, so its
 // key also covers the manifest's static part and the per-build facts the
 // marker records (extra: the source revision, the parent version).
-func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
+func cacheKeys(plan *plan.Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
 	h := func(parts ...string) string {
 		s := sha256.New()
 		for _, p := range parts {
@@ -59,7 +60,7 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 		}
 		return "sha256:" + hex.EncodeToString(s.Sum(nil))
 	}
-	root = h("imagectl layer cache v1", buildinfo.Version, plan.baseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
+	root = h("imagectl layer cache v1", buildinfo.Version, plan.BaseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
 	static, err := json.Marshal(plan.Manifest)
 	if err != nil {
 		return "", nil, nil, err
@@ -89,7 +90,7 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 // restored, one per leading plan layer (nil for disabled ones). A corrupted
 // snapshot is reported, removed and rebuilt; prepare makes a fresh base disk
 // when a restore has to start again.
-func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk string, rep event.Reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
+func openLayerCache(ctx context.Context, plan *plan.Plan, opts BuildOptions, disk string, rep event.Reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
 	lc := &layerCache{c: layercache.Cache{Dir: opts.LayerCache}}
 	var err error
 	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Inputs.Dir), opts.ParentVersion); err != nil {
@@ -166,7 +167,7 @@ func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk str
 }
 
 // save snapshots the disk after layer i.
-func (lc *layerCache) save(ctx context.Context, plan *Plan, i int, disk string, meta layerMeta) error {
+func (lc *layerCache) save(ctx context.Context, plan *plan.Plan, i int, disk string, meta layerMeta) error {
 	mb, err := json.Marshal(meta)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -15,7 +16,7 @@ func TestCacheKeys(t *testing.T) {
 	demo := func(flags ...string) []string {
 		t.Helper()
 		base := []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
-		p := loadPlan(t, planCase{recipe: "examples/demo.hcl", inputs: recipes.Inputs{Flags: append(base, flags...)}})
+		p := loadPlan(t, "examples/demo.hcl", recipes.Inputs{Flags: append(base, flags...)}, plan.Options{}, false)
 		_, keys, volatile, err := cacheKeys(p)
 		if err != nil {
 			t.Fatal(err)
@@ -31,7 +32,7 @@ func TestCacheKeys(t *testing.T) {
 		return keys
 	}
 	names := func() []string {
-		p := loadPlan(t, planCases[3])
+		p := loadPlan(t, "examples/demo.hcl", recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}, plan.Options{}, false)
 		var n []string
 		for _, l := range p.Layers {
 			n = append(n, l.Name)

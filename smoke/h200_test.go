@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
@@ -215,7 +216,7 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	plan, err := plan.New(r, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

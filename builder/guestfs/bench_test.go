@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/internal/testenv"
@@ -173,10 +174,10 @@ func benchSetup(b *testing.B) (vars, base, accel string, env []string) {
 func BenchmarkDemoCache(b *testing.B) {
 	vars, _, accel, _ := benchSetup(b)
 	ctx := context.Background()
-	plan := func(b *testing.B, flags ...string) *builder.Plan {
+	planOf := func(b *testing.B, flags ...string) *plan.Plan {
 		return loadPlan(b, "../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}, Flags: flags}})
 	}
-	build := func(b *testing.B, p *builder.Plan, cacheDir string) {
+	build := func(b *testing.B, p *plan.Plan, cacheDir string) {
 		if _, err := builder.Build(ctx, p, builder.BuildOptions{Executor: Executor{}, CacheDir: b.TempDir(),
 			WorkDir: b.TempDir(), OutputDir: b.TempDir(), Accel: accel, LayerCache: cacheDir}); err != nil {
 			b.Fatal(err)
@@ -185,25 +186,25 @@ func BenchmarkDemoCache(b *testing.B) {
 	shared := filepath.Join(b.TempDir(), "layers")
 	b.Run("cold-no-cache", func(b *testing.B) {
 		for b.Loop() {
-			build(b, plan(b), "")
+			build(b, planOf(b), "")
 		}
 	})
 	b.Run("cold-with-cache", func(b *testing.B) {
 		for b.Loop() {
 			os.RemoveAll(shared)
-			build(b, plan(b), shared)
+			build(b, planOf(b), shared)
 		}
 	})
 	b.Run("warm-no-change", func(b *testing.B) {
 		for b.Loop() {
-			build(b, plan(b), shared)
+			build(b, planOf(b), shared)
 		}
 	})
 	b.Run("netdata-setting-changed", func(b *testing.B) {
 		n := 64
 		for b.Loop() {
 			n++
-			build(b, plan(b, fmt.Sprintf("netdata_retention_mb=%d", n)), shared)
+			build(b, planOf(b, fmt.Sprintf("netdata_retention_mb=%d", n)), shared)
 		}
 	})
 }

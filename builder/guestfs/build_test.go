@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
 	"github.com/gpuaas/imagectl/internal/testbase"
@@ -93,20 +94,20 @@ func recipeTree(t *testing.T) string {
 	return dir
 }
 
-func planFor(t *testing.T, recipe string, flags ...string) *builder.Plan {
+func planFor(t *testing.T, recipe string, flags ...string) *plan.Plan {
 	t.Helper()
 	return loadPlan(t, recipe, recipes.Options{Inputs: recipes.Inputs{Files: []string{testbase.Vars(t)}, Flags: flags}})
 }
 
 // loadPlan loads the recipe file with opts and plans it, failing tb on
 // any error.
-func loadPlan(tb testing.TB, recipe string, opts recipes.Options) *builder.Plan {
+func loadPlan(tb testing.TB, recipe string, opts recipes.Options) *plan.Plan {
 	tb.Helper()
 	r, diags := recipes.NewParser().LoadFile(recipe, opts)
 	if diags.HasErrors() {
 		tb.Fatalf("%s: %s", recipe, diags.Error())
 	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	plan, err := plan.New(r, plan.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestBuildFailures(t *testing.T) {
 		}
 		return p
 	}
-	load := func(p string, flags ...string) *builder.Plan {
+	load := func(p string, flags ...string) *plan.Plan {
 		return loadPlan(t, p, recipes.Options{Inputs: recipes.Inputs{Flags: flags}})
 	}
 	noOutputs := func(t *testing.T, out, work string) {
@@ -299,7 +300,7 @@ func TestBuildFailures(t *testing.T) {
 			t.Errorf("QEMU processes left running: %v", pids)
 		}
 	}
-	run := func(t *testing.T, ctx context.Context, plan *builder.Plan, opts builder.BuildOptions) error {
+	run := func(t *testing.T, ctx context.Context, plan *plan.Plan, opts builder.BuildOptions) error {
 		t.Helper()
 		_, err := builder.Build(ctx, plan, opts)
 		if err == nil {

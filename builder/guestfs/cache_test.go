@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -25,7 +26,7 @@ func TestLayerCache(t *testing.T) {
 	base, checksum := baseImage(t)
 	dir := t.TempDir()
 	cacheDir := filepath.Join(t.TempDir(), "layers")
-	recipe := func(third string) *builder.Plan {
+	recipe := func(third string) *plan.Plan {
 		t.Helper()
 		p := filepath.Join(dir, "cached.hcl")
 		src := fmt.Sprintf(`image "cached" {
@@ -63,7 +64,7 @@ func TestLayerCache(t *testing.T) {
 		res    *builder.Result
 		events []event.Event
 	}
-	build := func(plan *builder.Plan) result {
+	build := func(plan *plan.Plan) result {
 		t.Helper()
 		var events []event.Event
 		opts := buildOptions(t, t.TempDir(), &events)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/storeopen"
@@ -97,7 +98,7 @@ store's latest version of the image.`,
 				return err
 			}
 			defer sb.close()
-			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version, SignKey: signKey})
+			plan, err := plan.New(r, plan.Options{Version: version, SignKey: signKey})
 			if err != nil {
 				return err
 			}

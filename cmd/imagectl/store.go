@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
@@ -234,7 +235,7 @@ func (sb *storeBuild) close() {
 }
 
 // adjust says in the plan where a store-generated version came from.
-func (sb *storeBuild) adjust(p *builder.Plan) {
+func (sb *storeBuild) adjust(p *plan.Plan) {
 	if sb != nil && sb.b.Generated {
 		p.VersionFrom = "generated"
 	}

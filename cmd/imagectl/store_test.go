@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/store"
@@ -95,7 +96,7 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 	if version != today+".1" || sb.parentVersion() != "20260101.1" {
 		t.Fatalf("version %q, parent %q", version, sb.parentVersion())
 	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version})
+	plan, err := plan.New(r, plan.Options{Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,9 @@ var layers = []layer{
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
 		"builder/compile",
 	}},
+	{name: "plans (what a build will do, before anything runs: the static manifest, the steps, the local inputs)", pkgs: []string{
+		"builder/plan",
+	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
 		"builder/ext4tar", "builder/layercache", "upload/maas", "upload/maassim", "upload/profile", "upload/profile/profilesim",
 	}},
@@ -84,7 +87,7 @@ var testOnly = map[string]bool{
 // never gets these.
 var testUp = map[string]map[string]string{
 	"recipes": {
-		"builder": "the fuzz test plans every recipe it parses",
+		"builder/plan": "the fuzz test plans every recipe it parses",
 	},
 	"validate": {
 		"builder/compile": "the validation script's tests read the files the compiled layers write",

@@ -1,4 +1,4 @@
-package builder
+package plan
 
 import (
 	"bufio"
@@ -136,7 +136,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		SchemaVersion: SchemaVersion, BuilderVersion: m.Builder.Version, Recipe: m.Recipe, Variables: p.Variables,
 		Image: jsonImage{Name: m.Image.Name, Title: m.Image.Title, Version: m.Image.Version, VersionFrom: p.VersionFrom,
 			Architecture: m.Image.Architecture, BuildMarker: v.Marker},
-		Base:       jsonBase{Source: m.Base.Source, Checksum: p.baseChecksum(), Format: m.Base.Format, Size: p.Inputs.BaseSize, SizeBytes: m.Base.Size},
+		Base:       jsonBase{Source: m.Base.Source, Checksum: p.BaseChecksum(), Format: m.Base.Format, Size: p.Inputs.BaseSize, SizeBytes: m.Base.Size},
 		KernelArgs: m.KernelArgs, Netdata: m.Netdata, Network: m.Network, Bundles: []jsonBundle{},
 		Validation: jsonValidation{Script: v.Script, ServicesActive: v.ServicesActive, FilesExist: v.FilesExist, Checks: v.Checks,
 			DefaultProfile: v.DefaultProfile, DefaultStage: v.DefaultStage, Stages: manifest.Stages,
@@ -165,7 +165,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		}
 		j.Layers = append(j.Layers, jl)
 	}
-	for _, b := range p.bundles() {
+	for _, b := range p.Bundles() {
 		j.Bundles = append(j.Bundles, bundleSummary(b))
 	}
 	if t := m.MAAS; t != nil {
@@ -191,13 +191,14 @@ func bundleSummary(b steps.StageBundle) jsonBundle {
 
 // redacted writes b with the values of sensitive variables replaced.
 func (p *Plan) redacted(w io.Writer, b []byte) error {
-	_, err := w.Write(p.redact(b))
+	_, err := w.Write(p.Redact(b))
 	return err
 }
 
-// redact replaces the values of sensitive variables in b, as they are and
-// as JSON, Go quoting and the terminal's escaping write them.
-func (p *Plan) redact(b []byte) []byte { return redact.Values(b, p.secrets, "(sensitive)") }
+// Redact replaces the values of sensitive variables in b, as they are and
+// as JSON, Go quoting and the terminal's escaping write them: whatever a
+// build writes from the plan (SBOMs, provenance) goes through it.
+func (p *Plan) Redact(b []byte) []byte { return redact.Values(b, p.secrets, "(sensitive)") }
 
 // WriteText writes the plan for a person to read before a build. What the
 // recipe holds (a title, a description, names, paths) is escaped
@@ -234,7 +235,7 @@ func (p *Plan) writeText(w io.Writer) error {
 
 	pf("\nBase image\n")
 	pf("  source:   %s\n", m.Base.Source)
-	pf("  checksum: %s\n", p.baseChecksum())
+	pf("  checksum: %s\n", p.BaseChecksum())
 	pf("  format:   %s\n", m.Base.Format)
 	if p.Inputs.BaseSize != "" {
 		pf("  grow to:  %s (%d bytes)\n", p.Inputs.BaseSize, m.Base.Size)
@@ -284,7 +285,7 @@ func (p *Plan) writeText(w io.Writer) error {
 		}
 		pf("Network:      wait-online bounded to %ds%s\n", nw.WaitOnlineTimeoutSeconds, any)
 	}
-	for _, st := range p.bundles() {
+	for _, st := range p.Bundles() {
 		b := bundleSummary(st)
 		if b.Unresolved {
 			pf("Bundle:       %s: %s -> %s UNRESOLVED: %s; entrypoint %s\n", b.Name, b.Source, b.Destination, b.Reason, b.Entrypoint)

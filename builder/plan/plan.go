@@ -1,4 +1,10 @@
-package builder
+// Package plan owns what a build of a recipe will do before anything runs:
+// the static part of the build manifest (what the image will be), the
+// compiled layers of steps that make it (package compile), the local inputs
+// they read, and the plan's text and JSON renderings that build --dry-run
+// prints. A build (package builder) executes a Plan; the dry run renders
+// the same one, so they cannot disagree.
+package plan
 
 import (
 	"encoding/json"
@@ -78,8 +84,8 @@ type Output struct {
 	SignKey          string
 }
 
-// PlanOptions adjust a plan.
-type PlanOptions struct {
+// Options adjust a plan.
+type Options struct {
 	// Version overrides the recipe's image version.
 	Version string
 	// SignKey overrides the recipe's artifact sign_key.
@@ -89,8 +95,8 @@ type PlanOptions struct {
 	Now func() time.Time
 }
 
-// NewPlan resolves a loaded recipe into the plan a build executes.
-func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
+// New resolves a loaded recipe into the plan a build executes.
+func New(r *recipes.Recipe, opts Options) (*Plan, error) {
 	img := r.Image
 	p := &Plan{VersionFrom: "recipe", Inputs: Inputs{Dir: r.Dir, BasePath: img.Base.Path, BaseSize: img.Base.SizeText}}
 	version := img.Version
@@ -106,7 +112,7 @@ func NewPlan(r *recipes.Recipe, opts PlanOptions) (*Plan, error) {
 	}
 	// The name and version name the build's files and store paths: they
 	// are held to the manifest's rule here, so every caller gets the
-	// check whoever gave them (PlanOptions.Version is build --version).
+	// check whoever gave them (Options.Version is build --version).
 	if err := manifest.CheckImageName(img.Name); err != nil {
 		return nil, fmt.Errorf("planning: image name: %w", err)
 	}
@@ -218,8 +224,8 @@ func staticManifest(r *recipes.Recipe, version string, layers []*compile.Layer) 
 	return m
 }
 
-// bundles are the plan's staged bundles, in order.
-func (p *Plan) bundles() []steps.StageBundle {
+// Bundles are the plan's staged bundles, in order.
+func (p *Plan) Bundles() []steps.StageBundle {
 	var out []steps.StageBundle
 	for _, l := range p.Layers {
 		for _, st := range l.Steps {
@@ -237,7 +243,7 @@ func (p *Plan) bundles() []steps.StageBundle {
 // anything runs.
 func (p *Plan) Resolved() error {
 	var missing []string
-	for _, b := range p.bundles() {
+	for _, b := range p.Bundles() {
 		if b.Unresolved {
 			missing = append(missing, fmt.Sprintf("bundle %s is unresolved (%s)", b.Name, b.Reason))
 		}
@@ -248,9 +254,18 @@ func (p *Plan) Resolved() error {
 	return nil
 }
 
-// baseChecksum is the base image's checksum as the recipe writes it
+// BaseChecksum is the base image's checksum as the recipe writes it
 // ("sha256:<hex>"), which roots the layers' keys.
-func (p *Plan) baseChecksum() string { return p.Manifest.Lineage.BaseDigest }
+func (p *Plan) BaseChecksum() string { return p.Manifest.Lineage.BaseDigest }
+
+// manifestBundle is a staged bundle as the manifest records it.
+func manifestBundle(b steps.StageBundle) manifest.Bundle {
+	mb := manifest.Bundle{Name: b.Name, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest}
+	for _, e := range b.Entries {
+		mb.Entries = append(mb.Entries, manifest.BundleEntry{Path: e.Path, Type: e.Type, Mode: fsmode.String(e.Mode), Size: e.Size, SHA256: e.SHA256, Target: e.Target})
+	}
+	return mb
+}
 
 func nonNil(s []string) []string {
 	if s == nil {
