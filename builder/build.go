@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/base"
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/builder/layercache"
@@ -120,9 +121,9 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 	}
 
 	// 1. The base image, verified before anything else happens.
-	base := plan.Manifest.Base
-	end := rep.Phase(PhaseVerifyBase, base.Source)
-	basePath, err := BaseCache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, base, plan.Inputs.BasePath,
+	bm := plan.Manifest.Base
+	end := rep.Phase(PhaseVerifyBase, bm.Source)
+	basePath, err := base.Cache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, bm, plan.Inputs.BasePath,
 		func(done, total int64) {
 			rep.Progress(PhaseVerifyBase, done, total)
 		})
@@ -141,7 +142,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 	defer os.RemoveAll(work)
 	disk := filepath.Join(work, "disk.raw")
 	end = rep.Phase(PhasePrepare, "raw working copy of the base image")
-	err = prepareDisk(ctx, basePath, base.Format, disk, base.Size)
+	err = prepareDisk(ctx, basePath, bm.Format, disk, bm.Size)
 	end(err)
 	if err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 	var restored []*layercache.Entry
 	if opts.LayerCache != "" {
 		lc, restored, err = openLayerCache(ctx, plan, opts, disk, rep, func() error {
-			return prepareDisk(ctx, basePath, base.Format, disk, base.Size)
+			return prepareDisk(ctx, basePath, bm.Format, disk, bm.Size)
 		})
 		if err != nil {
 			return nil, ctxErr(ctx, err)

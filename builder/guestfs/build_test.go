@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	basecache "github.com/gpuaas/imagectl/builder/base"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
@@ -314,7 +315,7 @@ func TestBuildFailures(t *testing.T) {
 		p := load(write("a.hcl", ""))
 		p.Manifest.Base.SHA256 = strings.Repeat("0", 64)
 		opts := buildOptions(t, t.TempDir(), nil)
-		if err := run(t, context.Background(), p, opts); !errors.Is(err, builder.ErrChecksum) {
+		if err := run(t, context.Background(), p, opts); !errors.Is(err, basecache.ErrChecksum) {
 			t.Errorf("got %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package builder
+package base
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-func TestBaseCache(t *testing.T) {
+func TestCache(t *testing.T) {
 	content := []byte(strings.Repeat("base image bytes ", 100000))
 	sum := digest.Bytes(content).String()
 	hits := 0
@@ -28,7 +28,7 @@ func TestBaseCache(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	cache := BaseCache{Dir: t.TempDir()}
+	cache := Cache{Dir: t.TempDir()}
 
 	p, err := cache.Resolve(ctx, manifest.Base{Source: srv.URL + "/img", SHA256: sum}, "", nil)
 	if err != nil {
