@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/attest"
 	"github.com/gpuaas/imagectl/builder/base"
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/ext4tar"
@@ -253,7 +254,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 
 	// 7. The SBOM, read from the packed tgz, and the provenance.
 	end = rep.Phase(PhaseDescribe, plan.Output.Files.SBOM+", "+plan.Output.Files.CycloneDX+", "+plan.Output.Files.Provenance)
-	docs, err := describe(ctx, plan, m, tgz.Name(), packer)
+	docs, err := attest.Describe(ctx, plan, m, tgz.Name(), packer)
 	end(err)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
@@ -330,7 +331,7 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 
 // publish writes the build's files, named by f (in the output
 // directory), with tgz: all of them or none.
-func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, f manifest.Files, docs *documents,
+func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, f manifest.Files, docs *attest.Documents,
 	sign func(SignRequest) (map[string][]byte, error)) (*Result, error) {
 	mb, err := m.Marshal()
 	if err != nil {
@@ -349,9 +350,9 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, f 
 		}
 		req := SignRequest{Tarball: f.Tarball, SHA256: sum[:], Size: m.Artifact.Size, ManifestPath: f.Manifest, Manifest: mb,
 			Attestations: map[string][]byte{
-				f.ProvenanceAttestation: docs.provenance,
-				f.SBOMAttestation:       docs.sbomStatement,
-				f.CycloneDXAttestation:  docs.cyclonedxStatement,
+				f.ProvenanceAttestation: docs.Provenance,
+				f.SBOMAttestation:       docs.SBOMStatement,
+				f.CycloneDXAttestation:  docs.CycloneDXStatement,
 			}}
 		if sigs, err = sign(req); err != nil {
 			return nil, fmt.Errorf("signing the build: %w", err)
@@ -366,13 +367,13 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, f 
 	if err := set.WriteFile(f.ValidationScript, script, 0o755); err != nil {
 		return nil, err
 	}
-	if err := set.WriteFile(f.SBOM, docs.sbom, 0o644); err != nil {
+	if err := set.WriteFile(f.SBOM, docs.SBOM, 0o644); err != nil {
 		return nil, err
 	}
-	if err := set.WriteFile(f.CycloneDX, docs.cyclonedx, 0o644); err != nil {
+	if err := set.WriteFile(f.CycloneDX, docs.CycloneDX, 0o644); err != nil {
 		return nil, err
 	}
-	if err := set.WriteFile(f.Provenance, docs.provenance, 0o644); err != nil {
+	if err := set.WriteFile(f.Provenance, docs.Provenance, 0o644); err != nil {
 		return nil, err
 	}
 	names := slices.Sorted(maps.Keys(sigs))

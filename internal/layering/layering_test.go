@@ -50,7 +50,7 @@ var layers = []layer{
 		"builder/plan",
 	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
-		"builder/base", "builder/ext4tar", "builder/layercache", "upload/maas", "upload/maassim", "upload/profile", "upload/profile/profilesim",
+		"builder/attest", "builder/base", "builder/ext4tar", "builder/layercache", "upload/maas", "upload/maassim", "upload/profile", "upload/profile/profilesim",
 	}},
 	{name: "operations (build, store, upload, smoke test: siblings)", pkgs: []string{
 		"builder", "smoke", "store", "upload",

@@ -1,4 +1,10 @@
-package builder
+// Package attest owns what a build says about its tgz: the SBOM (SPDX and
+// CycloneDX, read from the packed tgz by package sbom), the in-toto
+// statements that attest each SBOM for the tgz, and the SLSA provenance of
+// the build (package provenance), each recorded in the manifest by digest.
+// Signing them is the signer's (package signing); this package only keeps
+// them within what a signed envelope may hold.
+package attest
 
 import (
 	"context"
@@ -24,19 +30,20 @@ import (
 // base64, and signing.MaxEnvelopeSize bounds what verification reads.
 const maxDocument = signing.MaxEnvelopeSize / 4 * 3 * 9 / 10
 
-// documents are the files a build writes that describe its tgz: the SPDX
+// Documents are the files a build writes that describe its tgz: the SPDX
 // SBOM, the same as CycloneDX, the provenance statement, and the
 // statements that attest each SBOM for the tgz (signed, when the build
 // signs, with the provenance).
-type documents struct {
-	sbom, cyclonedx, provenance       []byte
-	sbomStatement, cyclonedxStatement []byte
+type Documents struct {
+	SBOM, CycloneDX, Provenance       []byte
+	SBOMStatement, CycloneDXStatement []byte
 }
 
-// describe reads the packed tgz's inventory and makes the build's SBOM and
-// provenance, recording their digests in the manifest. The tgz's
-// sha256 and the manifest's times are final when it runs.
-func describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, packer string) (*documents, error) {
+// Describe reads the packed tgz's inventory and makes the build's SBOM and
+// provenance, recording their digests in m, the build's manifest. The
+// tgz's sha256 and the manifest's times are final when it runs; packer
+// says how the tgz was packed.
+func Describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, packer string) (*Documents, error) {
 	opts := sbom.ScanOptions{}
 	for _, f := range m.Files {
 		opts.Files = append(opts.Files, f.Path)
@@ -55,48 +62,48 @@ func describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, p
 	if err != nil {
 		return nil, fmt.Errorf("making the SBOM of %s: %w", tgz, err)
 	}
-	d := &documents{}
-	if d.sbom, err = sbom.Marshal(doc); err != nil {
+	d := &Documents{}
+	if d.SBOM, err = sbom.Marshal(doc); err != nil {
 		return nil, fmt.Errorf("encoding the SBOM of %s: %w", tgz, err)
 	}
 	// Within what a DSSE envelope (base64, a third larger) may hold when
 	// verified; a sensitive value is never in the documents.
-	if len(d.sbom) > maxDocument {
-		return nil, fmt.Errorf("the SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.sbom), maxDocument)
+	if len(d.SBOM) > maxDocument {
+		return nil, fmt.Errorf("the SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.SBOM), maxDocument)
 	}
-	d.sbom = plan.Redact(d.sbom)
+	d.SBOM = plan.Redact(d.SBOM)
 	subject := provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256}
-	if d.sbomStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.sbom); err != nil {
+	if d.SBOMStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.SBOM); err != nil {
 		return nil, err
 	}
-	m.SBOM = &manifest.Document{File: plan.Output.Files.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
+	m.SBOM = &manifest.Document{File: plan.Output.Files.SBOM, SHA256: digest.Bytes(d.SBOM).Hex(), Format: sbom.Format}
 
 	bom, err := sbom.CycloneDX(img, inv)
 	if err != nil {
 		return nil, fmt.Errorf("making the CycloneDX SBOM of %s: %w", tgz, err)
 	}
-	if d.cyclonedx, err = sbom.MarshalCycloneDX(bom); err != nil {
+	if d.CycloneDX, err = sbom.MarshalCycloneDX(bom); err != nil {
 		return nil, fmt.Errorf("encoding the CycloneDX SBOM of %s: %w", tgz, err)
 	}
-	if len(d.cyclonedx) > maxDocument {
-		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.cyclonedx), maxDocument)
+	if len(d.CycloneDX) > maxDocument {
+		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.CycloneDX), maxDocument)
 	}
-	d.cyclonedx = plan.Redact(d.cyclonedx)
-	if d.cyclonedxStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.cyclonedx); err != nil {
+	d.CycloneDX = plan.Redact(d.CycloneDX)
+	if d.CycloneDXStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.CycloneDX); err != nil {
 		return nil, err
 	}
-	m.CycloneDX = &manifest.Document{File: plan.Output.Files.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
+	m.CycloneDX = &manifest.Document{File: plan.Output.Files.CycloneDX, SHA256: digest.Bytes(d.CycloneDX).Hex(), Format: sbom.CycloneDXFormat}
 
 	b := provenanceOf(plan, m, inv, packer)
 	b.Byproducts = []provenance.Resource{
 		{Name: m.SBOM.File, SHA256: m.SBOM.SHA256, Annotations: map[string]string{"mediaType": "application/spdx+json"}},
-		{Name: m.CycloneDX.File, SHA256: m.CycloneDX.SHA256, Annotations: map[string]string{"mediaType": "application/vnd.cyclonedx+json"}},
+		{Name: m.CycloneDX.File, SHA256: m.CycloneDX.SHA256, Annotations: map[string]string{"mediaType": "application/vnd.CycloneDX+json"}},
 	}
-	if d.provenance, err = provenance.Statement(b); err != nil {
+	if d.Provenance, err = provenance.Statement(b); err != nil {
 		return nil, fmt.Errorf("making the provenance of %s: %w", tgz, err)
 	}
-	d.provenance = plan.Redact(d.provenance)
-	m.Provenance = &manifest.Document{File: plan.Output.Files.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
+	d.Provenance = plan.Redact(d.Provenance)
+	m.Provenance = &manifest.Document{File: plan.Output.Files.Provenance, SHA256: digest.Bytes(d.Provenance).Hex(), Format: provenance.PredicateType}
 	return d, nil
 }
 
