@@ -157,7 +157,7 @@ test: lint test-tools
 # Plan and repack benchmarks, then the packing comparison on the base image
 # (one iteration each: every run launches an appliance).
 bench: build base-image cosign
-	$(GO) test -run '^$$' -bench . -benchmem ./builder ./builder/plan ./recipes
+	$(GO) test -run '^$$' -bench . -benchmem ./builder/pack ./builder/plan ./recipes
 	$(GO) test -run '^$$' -bench Upload1GiB -benchtime 3x ./upload/maas
 	$(GO) test -run '^$$' -bench PushPull1GiB -benchtime 1x ./store/oci
 	$(GO) test -run '^$$' -bench Rollout20Sites -benchtime 1x ./store/release

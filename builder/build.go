@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -13,15 +12,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/apply"
 	"github.com/gpuaas/imagectl/builder/attest"
 	"github.com/gpuaas/imagectl/builder/base"
 	"github.com/gpuaas/imagectl/builder/compile"
-	"github.com/gpuaas/imagectl/builder/ext4tar"
+	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/builder/pack"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
@@ -32,7 +32,7 @@ import (
 
 // BuildOptions configure a build.
 type BuildOptions struct {
-	Executor Executor
+	Executor guest.Executor
 	// CacheDir holds downloaded base images by digest.
 	CacheDir string
 	// WorkDir is where the raw working disk goes (default: os.TempDir()).
@@ -167,8 +167,8 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 	m.Build.Started = started
 	m.Lineage.SourceRevision = sourceRevision(plan.Inputs.Dir)
 	m.Lineage.ParentVersion = opts.ParentVersion
-	ap := &applier{rep: rep, client: opts.HTTPClient}
-	var mounts []Mount
+	ap := &apply.Applier{Events: rep, Client: opts.HTTPClient}
+	var mounts []guest.Mount
 	for i, e := range restored {
 		if e == nil {
 			continue
@@ -179,18 +179,18 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 		}
 		created := e.Created
 		m.Layers[i].Steps, m.Layers[i].CachedAt = meta.Steps, &created
-		ap.missing = append(ap.missing, meta.Missing...)
-		ap.keys = append(ap.keys, meta.AptKeys...)
+		ap.Missing = append(ap.Missing, meta.Missing...)
+		ap.Keys = append(ap.Keys, meta.AptKeys...)
 		if plan.Layers[i].Name == compile.FinalizeLayer {
 			m.Packages, mounts = meta.Packages, meta.Mounts
-			m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
+			m.MissingOptional, m.AptKeys = nonNilStrings(ap.Missing), ap.Keys
 		}
 		rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusCached, Layer: plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
 	}
 
 	// 4. One appliance for the layers left, when any are.
-	sessOpts := SessionOptions{Accel: opts.Accel, Log: rep.Log, Format: "raw"}
-	var sess Session
+	sessOpts := guest.SessionOptions{Accel: opts.Accel, Log: rep.Log, Format: "raw"}
+	var sess guest.Session
 	if len(restored) < len(plan.Layers) {
 		end = rep.Phase(PhaseLaunch, "libguestfs appliance")
 		sess, err = opts.Executor.Open(ctx, disk, sessOpts)
@@ -216,9 +216,9 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 	// pass, no uncompressed tar on disk.
 	tgzPath := filepath.Join(outDir, plan.Output.Files.Tarball)
 	end = rep.Phase(PhasePack, tgzPath)
-	pk := rootPacker{mode: opts.Packer, disk: disk, level: plan.Output.CompressionLevel, log: rep.Log,
-		reopen: func() (Session, error) { return opts.Executor.Open(ctx, disk, sessOpts) }}
-	tgz, pack, packer, err := pk.pack(ctx, sess, mounts, tgzPath)
+	pk := pack.Root{Mode: opts.Packer, Disk: disk, Level: plan.Output.CompressionLevel, Log: rep.Log,
+		Reopen: func() (guest.Session, error) { return opts.Executor.Open(ctx, disk, sessOpts) }}
+	tgz, packed, packer, err := pk.Pack(ctx, sess, mounts, tgzPath)
 	end(err)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
@@ -249,8 +249,8 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 
 	m.Build.Finished = time.Now().UTC()
 	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()
-	m.Artifact = &manifest.Artifact{File: plan.Output.Files.Tarball, SHA256: pack.SHA256, Size: pack.Size, Compression: "gzip",
-		CompressionLevel: plan.Output.CompressionLevel, Entries: pack.Entries, Packer: packer}
+	m.Artifact = &manifest.Artifact{File: plan.Output.Files.Tarball, SHA256: packed.SHA256, Size: packed.Size, Compression: "gzip",
+		CompressionLevel: plan.Output.CompressionLevel, Entries: packed.Entries, Packer: packer}
 
 	// 7. The SBOM, read from the packed tgz, and the provenance.
 	end = rep.Phase(PhaseDescribe, plan.Output.Files.SBOM+", "+plan.Output.Files.CycloneDX+", "+plan.Output.Files.Provenance)
@@ -269,22 +269,22 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result
 
 // applyLayers applies the plan's layers from index first on, with services
 // kept from starting, snapshotting each into the layer cache when lc is set.
-func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap *applier, sess Session, first int, lc *layerCache, disk string, rep event.Reporter) error {
-	ap.s = sess
+func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap *apply.Applier, sess guest.Session, first int, lc *layerCache, disk string, rep event.Reporter) error {
+	ap.Session = sess
 	// The final layer's steps need the manifest as it stands then.
 	snapshot := func(ctx context.Context) error {
-		pkgs, err := installedPackages(ctx, sess)
+		pkgs, err := apply.InstalledPackages(ctx, sess)
 		if err != nil {
 			return err
 		}
 		m.Packages = pkgs
-		m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
+		m.MissingOptional, m.AptKeys = nonNilStrings(ap.Missing), ap.Keys
 		return nil
 	}
-	ap.validationScript = func(ctx context.Context) ([]byte, error) {
+	ap.ValidationScript = func(ctx context.Context) ([]byte, error) {
 		return validate.Script(m)
 	}
-	ap.marker = func(ctx context.Context) ([]byte, error) {
+	ap.Marker = func(ctx context.Context) ([]byte, error) {
 		return m.Marker()
 	}
 	if err := sess.WriteFile(ctx, "/usr/sbin/policy-rc.d", []byte("#!/bin/sh\n# imagectl: no services start during the build\nexit 101\n"), 0o755, "root:root"); err != nil {
@@ -298,11 +298,11 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 				return ctxErr(ctx, fmt.Errorf("reading the guest's packages: %w", err))
 			}
 		}
-		missing, keys := len(ap.missing), len(ap.keys)
+		missing, keys := len(ap.Missing), len(ap.Keys)
 		for _, st := range l.Steps {
 			start := time.Now()
 			rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusStart, Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
-			err := ap.apply(ctx, st)
+			err := ap.Apply(ctx, st)
 			secs := time.Since(start).Seconds()
 			if err != nil {
 				err = ctxErr(ctx, fmt.Errorf("layer %s, %s step: %w", l.Name, st.Kind(), err))
@@ -315,7 +315,7 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 		if lc == nil || !l.Enabled {
 			continue
 		}
-		meta := layerMeta{Steps: ml.Steps, Missing: ap.missing[missing:], AptKeys: ap.keys[keys:]}
+		meta := layerMeta{Steps: ml.Steps, Missing: ap.Missing[missing:], AptKeys: ap.Keys[keys:]}
 		if final {
 			meta.Packages, meta.Mounts = m.Packages, sess.Mounts()
 		}
@@ -404,146 +404,6 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, f 
 	return res, nil
 }
 
-// rootPacker packs the customized root filesystem into the tgz.
-type rootPacker struct {
-	mode   string // auto, host or appliance
-	disk   string // the raw disk the session customized
-	level  int
-	log    func(string)
-	reopen func() (Session, error)
-}
-
-// pack reads the root filesystem on the host when it can: the appliance is
-// shut down first, so the filesystem is clean, and the disk is read
-// directly, much faster than a tar-out through the appliance. When the
-// guest's layout or filesystem is one the host-side reader does not
-// support, it packs through the appliance instead and says why; the two
-// are never mixed in one tgz. It returns the temporary file that becomes
-// the tgz when published, and which packer made it.
-func (p rootPacker) pack(ctx context.Context, sess Session, mounts []Mount, tgzPath string) (*atomicfile.File, PackResult, string, error) {
-	mode := p.mode
-	if mode == "" {
-		mode = "auto"
-	}
-	why := hostUnpackable(mounts)
-	switch {
-	case mode != "auto" && mode != "host" && mode != "appliance":
-		return nil, PackResult{}, "", fmt.Errorf("unknown packer %q (auto, host or appliance)", mode)
-	case mode == "host" && why != "":
-		return nil, PackResult{}, "", fmt.Errorf("packing on the host: %s", why)
-	case mode == "appliance" || why != "":
-		if why != "" {
-			p.log("packing through the appliance: " + why)
-		}
-		if sess == nil {
-			return p.appliance(ctx, tgzPath)
-		}
-		f, res, err := packSession(ctx, sess, tgzPath, p.level)
-		return f, res, "appliance", err
-	}
-	if sess != nil {
-		if err := sess.Close(); err != nil {
-			return nil, PackResult{}, "", fmt.Errorf("shutting the appliance down before packing: %w", err)
-		}
-	}
-	f, err := atomicfile.Create(tgzPath, 0o644)
-	if err != nil {
-		return nil, PackResult{}, "", err
-	}
-	res, err := PackDisk(ctx, p.disk, mounts[0].Partition, f, p.level)
-	if err == nil {
-		return f, res, "host", nil
-	}
-	f.Abort()
-	if !ext4tar.IsUnsupported(err) || mode == "host" || ctx.Err() != nil {
-		return nil, PackResult{}, "", fmt.Errorf("packing the root filesystem on the host: %w", err)
-	}
-	p.log(fmt.Sprintf("packing through the appliance (launching it again): %v", err))
-	return p.appliance(ctx, tgzPath)
-}
-
-// appliance packs through a new appliance session on the disk.
-func (p rootPacker) appliance(ctx context.Context, tgzPath string) (*atomicfile.File, PackResult, string, error) {
-	sess, err := p.reopen()
-	if err != nil {
-		return nil, PackResult{}, "", err
-	}
-	defer sess.Close()
-	stop := context.AfterFunc(ctx, func() { sess.Close() })
-	defer stop()
-	f, res, err := packSession(ctx, sess, tgzPath, p.level)
-	return f, res, "appliance", err
-}
-
-// hostUnpackable says why the host-side reader cannot pack the guest, or ""
-// when it can: it reads one ext4 root filesystem on a partition of the disk
-// (or the whole disk); only an EFI system partition may be mounted besides,
-// since nothing under /boot/efi goes into the tgz.
-func hostUnpackable(mounts []Mount) string {
-	if len(mounts) == 0 || mounts[0].Point != "/" {
-		return "the guest's root filesystem is not known"
-	}
-	root := mounts[0]
-	if root.Partition < 0 {
-		return fmt.Sprintf("the root filesystem is on %s, not on a partition of the disk", root.Device)
-	}
-	if root.Type != "ext4" {
-		return fmt.Sprintf("the root filesystem is %s, not ext4", root.Type)
-	}
-	for _, m := range mounts[1:] {
-		if m.Point != "/boot/efi" {
-			return fmt.Sprintf("the guest mounts %s on %s, and only the root filesystem is read on the host", m.Device, m.Point)
-		}
-	}
-	return ""
-}
-
-// packSession packs the guest's root filesystem into a temporary file that
-// becomes the tgz when published.
-func packSession(ctx context.Context, sess Session, tgzPath string, level int) (*atomicfile.File, PackResult, error) {
-	f, err := atomicfile.Create(tgzPath, 0o644)
-	if err != nil {
-		return nil, PackResult{}, err
-	}
-	res, err := PackSession(ctx, sess, f, level)
-	if err != nil {
-		f.Abort()
-		return nil, PackResult{}, fmt.Errorf("packing the root filesystem: %w", err)
-	}
-	return f, res, nil
-}
-
-// PackSession streams the session's root filesystem (tar-out with xattrs and
-// numeric owners) through Repack into w: compression and sha256 in one pass,
-// no uncompressed tar on disk.
-func PackSession(ctx context.Context, sess Session, w io.Writer, level int) (PackResult, error) {
-	pr, pw := io.Pipe()
-	type packed struct {
-		res PackResult
-		err error
-	}
-	done := make(chan packed, 1)
-	go func() {
-		res, err := Repack(ctx, pr, w, level)
-		if err == nil {
-			// tar pads its output past the end-of-archive marker: take it
-			// all, or the writer would see a broken pipe.
-			_, err = io.Copy(io.Discard, pr)
-		}
-		pr.CloseWithError(errors.New("packing stopped"))
-		done <- packed{res, err}
-	}()
-	err := sess.TarOut(ctx, pw)
-	pw.CloseWithError(err)
-	p := <-done
-	if p.err != nil {
-		// The repacker's error is the cause; the tar-out's broken pipe is
-		// its consequence.
-		err = p.err
-	}
-	return p.res, err
-}
-
 // prepareDisk writes a sparse raw copy of the base image and grows it to
 // size (the appliance grows the partition and filesystem).
 func prepareDisk(ctx context.Context, base, format, disk string, size int64) error {
@@ -560,27 +420,6 @@ func prepareDisk(ctx context.Context, base, format, disk string, size int64) err
 		}
 	}
 	return nil
-}
-
-// installedPackages reads the guest's dpkg database.
-func installedPackages(ctx context.Context, s Session) ([]manifest.Package, error) {
-	out, err := s.Run(ctx, `dpkg-query -W -f='${db:Status-Abbrev}\t${Package}\t${Version}\t${Architecture}\n'`)
-	if err != nil {
-		return nil, err
-	}
-	var pkgs []manifest.Package
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Split(line, "\t")
-		if len(f) != 4 || !strings.HasPrefix(f[0], "ii") {
-			continue
-		}
-		pkgs = append(pkgs, manifest.Package{Name: f[1], Version: f[2], Architecture: f[3]})
-	}
-	if len(pkgs) == 0 {
-		return nil, errors.New("the guest's dpkg database lists no installed package")
-	}
-	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Name < pkgs[j].Name })
-	return pkgs, nil
 }
 
 // sourceRevision is the git commit of the recipe's checkout, "" outside one.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -39,7 +40,7 @@ func loadPlan(t testing.TB, recipe string, inputs recipes.Inputs, opts plan.Opti
 // refusingExecutor fails the test when a build launches an appliance.
 type refusingExecutor struct{ t *testing.T }
 
-func (e refusingExecutor) Open(context.Context, string, SessionOptions) (Session, error) {
+func (e refusingExecutor) Open(context.Context, string, guest.SessionOptions) (guest.Session, error) {
 	e.t.Error("the build launched an appliance")
 	return nil, errors.New("no appliance in this test")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
@@ -31,7 +32,7 @@ type layerMeta struct {
 	// Packages and Mounts are kept with the final layer, so that a build
 	// whose every layer is cached needs no appliance at all.
 	Packages []manifest.Package `json:"packages,omitempty"`
-	Mounts   []Mount            `json:"mounts,omitempty"`
+	Mounts   []guest.Mount      `json:"mounts,omitempty"`
 }
 
 // layerCache is a build's use of the layer cache.

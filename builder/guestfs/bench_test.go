@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/guest"
+	"github.com/gpuaas/imagectl/builder/pack"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/testbase"
@@ -52,7 +54,7 @@ func BenchmarkPack(b *testing.B) {
 
 	b.Run("imagectl-host", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := builder.PackDisk(ctx, raw, rootPartition, io.Discard, 6); err != nil {
+			if _, err := pack.Disk(ctx, raw, rootPartition, io.Discard, 6); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -61,7 +63,7 @@ func BenchmarkPack(b *testing.B) {
 		for b.Loop() {
 			r := filepath.Join(b.TempDir(), "r.raw")
 			shell(b, "qemu-img convert -q -O raw "+base+" "+r)
-			if _, err := builder.PackDisk(ctx, r, rootPartition, io.Discard, 6); err != nil {
+			if _, err := pack.Disk(ctx, r, rootPartition, io.Discard, 6); err != nil {
 				b.Fatal(err)
 			}
 			os.Remove(r)
@@ -71,11 +73,11 @@ func BenchmarkPack(b *testing.B) {
 		for b.Loop() {
 			overlay := filepath.Join(b.TempDir(), "o.qcow2")
 			shell(b, "qemu-img create -q -f qcow2 -F qcow2 -b "+base+" "+overlay)
-			sess, err := Executor{}.Open(ctx, overlay, builder.SessionOptions{Accel: accel})
+			sess, err := Executor{}.Open(ctx, overlay, guest.SessionOptions{Accel: accel})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := builder.PackSession(ctx, sess, io.Discard, 6); err != nil {
+			if _, err := pack.Appliance(ctx, sess, io.Discard, 6); err != nil {
 				b.Fatal(err)
 			}
 			sess.Close()

@@ -23,6 +23,8 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	basecache "github.com/gpuaas/imagectl/builder/base"
+	"github.com/gpuaas/imagectl/builder/guest"
+	"github.com/gpuaas/imagectl/builder/pack"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
@@ -332,7 +334,7 @@ func TestBuildFailures(t *testing.T) {
     run = ["echo about to fail; exit 3"]
   }`))
 		err := run(t, context.Background(), p, buildOptions(t, t.TempDir(), nil))
-		var ce *builder.CommandError
+		var ce *guest.CommandError
 		if !errors.As(err, &ce) || ce.ExitCode != 3 || !strings.Contains(ce.Output, "about to fail") || !strings.Contains(err.Error(), "layer x, run step") {
 			t.Errorf("got %v", err)
 		}
@@ -389,7 +391,7 @@ func TestPackIsDeterministicAndFaithful(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	ctx := context.Background()
-	sess, err := Executor{}.Open(ctx, disk, builder.SessionOptions{Format: "raw", Log: func(s string) { t.Log(s) }})
+	sess, err := Executor{}.Open(ctx, disk, guest.SessionOptions{Format: "raw", Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +433,7 @@ for i in $(seq 1 3000); do : > $d/big/f$i; done`); err != nil {
 	packDone := make(chan error, 1)
 	go func() {
 		tee := io.TeeReader(pr, opw)
-		_, err := builder.Repack(ctx, tee, fa, 6)
+		_, err := pack.Repack(ctx, tee, fa, 6)
 		io.Copy(io.Discard, tee)
 		opw.Close()
 		packDone <- err
@@ -459,7 +461,7 @@ for i in $(seq 1 3000); do : > $d/big/f$i; done`); err != nil {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := builder.PackDisk(ctx, disk, mounts[0].Partition, f, 6); err != nil {
+		if _, err := pack.Disk(ctx, disk, mounts[0].Partition, f, 6); err != nil {
 			t.Fatalf("PackDisk: %v", err)
 		}
 		f.Close()

@@ -41,7 +41,7 @@ var layers = []layer{
 		"manifest",
 	}},
 	{name: "definitions (recipes, the step vocabulary, validation, signing, the SBOM and provenance documents)", pkgs: []string{
-		"builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
+		"builder/guest", "builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
 	}},
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
 		"builder/compile",
@@ -51,6 +51,9 @@ var layers = []layer{
 	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
 		"builder/attest", "builder/base", "builder/ext4tar", "builder/layercache", "upload/maas", "upload/maassim", "upload/profile", "upload/profile/profilesim",
+	}},
+	{name: "build parts (the step interpreter and the packer, on the parts above)", pkgs: []string{
+		"builder/apply", "builder/pack",
 	}},
 	{name: "operations (build, store, upload, smoke test: siblings)", pkgs: []string{
 		"builder", "smoke", "store", "upload",
