@@ -93,178 +93,272 @@ type Result struct {
 	Manifest   *manifest.Manifest
 }
 
-// Build executes a plan: verifies the base image, makes a raw working copy
-// of it, restores the deepest run of unchanged layers from the layer cache
-// (when opts.LayerCache is set), applies the remaining layers in one
-// appliance session (none when every layer was cached), packs the root
-// filesystem into the tgz and writes the manifest and validation script.
-// Outputs appear under their final names only when all of them are
-// complete; a failed or cancelled build leaves none of them and no work
-// directory behind.
-func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (res *Result, err error) {
+// Build executes a plan, phase by phase (phases): verifies the base image,
+// makes a raw working copy of it, restores the deepest run of unchanged
+// layers from the layer cache (when opts.LayerCache is set), applies the
+// remaining layers in one appliance session (none when every layer was
+// cached), packs the root filesystem into the tgz, checks it, describes it
+// and writes the manifest and validation script. Outputs appear under
+// their final names only when all of them are complete; a failed or
+// cancelled build leaves none of them and no work directory behind.
+func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, error) {
 	if err := plan.Resolved(); err != nil {
 		return nil, err
 	}
 	if opts.Executor == nil {
 		return nil, errors.New("no executor: this imagectl was built without libguestfs support (build it with -tags guestfs)")
 	}
-	rep := event.Reporter(opts.Events)
+	b := &build{plan: plan, opts: opts, rep: event.Reporter(opts.Events)}
+	defer b.cleanUp()
 	started := time.Now().UTC()
-	outDir := opts.OutputDir
-	if outDir == "" {
-		outDir = plan.Output.Directory
-		if !filepath.IsAbs(outDir) {
-			outDir = filepath.Join(plan.Inputs.Dir, outDir)
+	b.outDir = opts.OutputDir
+	if b.outDir == "" {
+		b.outDir = plan.Output.Directory
+		if !filepath.IsAbs(b.outDir) {
+			b.outDir = filepath.Join(plan.Inputs.Dir, b.outDir)
 		}
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	if err := os.MkdirAll(b.outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the artifact directory: %w", err)
 	}
-
-	// 1. The base image, verified before anything else happens.
-	bm := plan.Manifest.Base
-	end := rep.Phase(PhaseVerifyBase, bm.Source)
-	basePath, err := base.Cache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, bm, plan.Inputs.BasePath,
-		func(done, total int64) {
-			rep.Progress(PhaseVerifyBase, done, total)
-		})
-	end(err)
-	if err != nil {
-		return nil, err
-	}
-
-	// 2. A raw working copy of the base in a work directory removed on
-	// every path: the appliance customizes it, and the packer reads the
-	// root filesystem from it on the host afterwards.
-	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-build-")
-	if err != nil {
-		return nil, fmt.Errorf("creating a work directory: %w", err)
-	}
-	defer os.RemoveAll(work)
-	disk := filepath.Join(work, "disk.raw")
-	end = rep.Phase(PhasePrepare, "raw working copy of the base image")
-	err = prepareDisk(ctx, basePath, bm.Format, disk, bm.Size)
-	end(err)
-	if err != nil {
-		return nil, err
-	}
-
-	// 3. The layer cache: the deepest run of unchanged layers is restored
-	// onto the disk, and only the layers after it are applied.
-	var lc *layerCache
-	var restored []*layercache.Entry
-	if opts.LayerCache != "" {
-		lc, restored, err = openLayerCache(ctx, plan, opts, disk, rep, func() error {
-			return prepareDisk(ctx, basePath, bm.Format, disk, bm.Size)
-		})
-		if err != nil {
-			return nil, ctxErr(ctx, err)
+	b.tgzPath = filepath.Join(b.outDir, plan.Output.Files.Tarball)
+	b.m = plan.Manifest.Clone()
+	b.m.Build.Started = started
+	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient}
+	b.sessOpts = guest.SessionOptions{Accel: opts.Accel, Log: b.rep.Log, Format: "raw"}
+	for _, ph := range phases {
+		if ph.skip != nil && ph.skip(b) {
+			continue
 		}
-		defer lc.close()
+		end := func(error) {}
+		if ph.name != "" {
+			end = b.rep.Phase(ph.name, ph.summary(b))
+		}
+		err := ph.run(b, ctx)
+		end(err)
+		if err != nil {
+			if ph.yieldsToCtx {
+				err = ctxErr(ctx, err)
+			}
+			return nil, err
+		}
 	}
+	return b.res, nil
+}
 
-	m := plan.Manifest.Clone()
-	m.Build.Started = started
-	m.Lineage.SourceRevision = sourceRevision(plan.Inputs.Dir)
-	m.Lineage.ParentVersion = opts.ParentVersion
-	ap := &apply.Applier{Events: rep, Client: opts.HTTPClient}
-	var mounts []guest.Mount
-	for i, e := range restored {
+// build is one run of Build: what its phases read and fill, in order.
+type build struct {
+	plan *plan.Plan
+	opts BuildOptions
+	rep  event.Reporter
+
+	outDir, tgzPath string
+	m               *manifest.Manifest
+	ap              *apply.Applier
+	sessOpts        guest.SessionOptions
+
+	basePath, disk string
+	lc             *layerCache
+	restored       []*layercache.Entry
+	sess           guest.Session
+	mounts         []guest.Mount
+	tgz            *atomicfile.File
+	packed         pack.Result
+	packer         string
+	docs           *attest.Documents
+	res            *Result
+
+	// cleanups run when the build ends, last first, on every path.
+	cleanups []func()
+}
+
+func (b *build) onEnd(f func()) { b.cleanups = append(b.cleanups, f) }
+
+func (b *build) cleanUp() {
+	for i := len(b.cleanups) - 1; i >= 0; i-- {
+		b.cleanups[i]()
+	}
+}
+
+// phase is one named part of a build. A phase with a name is reported as
+// that phase's events (start, then ok or failed, with its summary); one
+// without reports what it does itself (the layer cache's restores, the
+// layers' steps and snapshots).
+type phase struct {
+	name    string
+	summary func(b *build) string
+	// skip leaves the phase out, events and all.
+	skip func(b *build) bool
+	run  func(b *build, ctx context.Context) error
+	// yieldsToCtx: the phase's error yields to the context's, so a
+	// cancelled build says so rather than the broken pipe it caused.
+	yieldsToCtx bool
+	// reports are the phases an unnamed phase reports itself.
+	reports []string
+}
+
+// phases are a build, in order.
+var phases = []phase{
+	// The base image, verified before anything else happens.
+	{name: PhaseVerifyBase, summary: func(b *build) string { return b.plan.Manifest.Base.Source }, run: (*build).verifyBase},
+	// A raw working copy of the base in a work directory removed on every
+	// path: the appliance customizes it, and the packer reads the root
+	// filesystem from it on the host afterwards.
+	{name: PhasePrepare, summary: func(*build) string { return "raw working copy of the base image" }, run: (*build).prepare},
+	// The layer cache: the deepest run of unchanged layers is restored onto
+	// the disk and into the manifest, and only the layers after it are
+	// applied.
+	{run: (*build).restore, yieldsToCtx: true, reports: []string{PhaseRestore}},
+	// One appliance for the layers left, when any are.
+	{name: PhaseLaunch, summary: func(*build) string { return "libguestfs appliance" }, skip: (*build).allRestored, run: (*build).launch},
+	{skip: (*build).allRestored, run: (*build).applyLayers, reports: []string{PhaseSnapshot}},
+	// The root filesystem, streamed: compression and sha256 in one pass,
+	// no uncompressed tar on disk.
+	{name: PhasePack, summary: func(b *build) string { return b.tgzPath }, run: (*build).pack, yieldsToCtx: true},
+	// The deployability check on the packed tgz: findings are reported
+	// and recorded in the manifest (upload refuses what has errors).
+	{name: PhaseCheck, summary: func(*build) string { return "deployability of the tgz" }, run: (*build).check, yieldsToCtx: true},
+	// The SBOM, read from the packed tgz, and the provenance.
+	{name: PhaseDescribe, summary: func(b *build) string {
+		f := b.plan.Output.Files
+		return f.SBOM + ", " + f.CycloneDX + ", " + f.Provenance
+	}, run: (*build).describe, yieldsToCtx: true},
+	// The manifest and the validation script, then publish them all.
+	{name: PhaseManifest, summary: func(b *build) string { return b.plan.Output.Files.Manifest }, run: (*build).publish},
+}
+
+func (b *build) verifyBase(ctx context.Context) error {
+	var err error
+	b.basePath, err = base.Cache{Dir: filepath.Join(b.opts.CacheDir, "base"), Client: b.opts.HTTPClient}.Resolve(ctx, b.plan.Manifest.Base, b.plan.Inputs.BasePath,
+		func(done, total int64) {
+			b.rep.Progress(PhaseVerifyBase, done, total)
+		})
+	return err
+}
+
+func (b *build) prepare(ctx context.Context) error {
+	work, err := os.MkdirTemp(b.opts.WorkDir, "imagectl-build-")
+	if err != nil {
+		return fmt.Errorf("creating a work directory: %w", err)
+	}
+	b.onEnd(func() { os.RemoveAll(work) })
+	b.disk = filepath.Join(work, "disk.raw")
+	return b.prepareDisk(ctx)
+}
+
+func (b *build) prepareDisk(ctx context.Context) error {
+	bm := b.plan.Manifest.Base
+	return prepareDisk(ctx, b.basePath, bm.Format, b.disk, bm.Size)
+}
+
+func (b *build) restore(ctx context.Context) error {
+	m := b.m
+	if b.opts.LayerCache != "" {
+		var err error
+		b.lc, b.restored, err = openLayerCache(ctx, b.plan, b.opts, b.disk, b.rep, func() error { return b.prepareDisk(ctx) })
+		if err != nil {
+			return err
+		}
+		b.onEnd(b.lc.close)
+	}
+	m.Lineage.SourceRevision = sourceRevision(b.plan.Inputs.Dir)
+	m.Lineage.ParentVersion = b.opts.ParentVersion
+	for i, e := range b.restored {
 		if e == nil {
 			continue
 		}
 		var meta layerMeta
 		if err := json.Unmarshal(e.Meta, &meta); err != nil {
-			return nil, fmt.Errorf("layer cache entry for %s: %w", e.Layer, err)
+			return fmt.Errorf("layer cache entry for %s: %w", e.Layer, err)
 		}
 		created := e.Created
 		m.Layers[i].Steps, m.Layers[i].CachedAt = meta.Steps, &created
-		ap.Missing = append(ap.Missing, meta.Missing...)
-		ap.Keys = append(ap.Keys, meta.AptKeys...)
-		if plan.Layers[i].Name == compile.FinalizeLayer {
-			m.Packages, mounts = meta.Packages, meta.Mounts
-			m.MissingOptional, m.AptKeys = nonNilStrings(ap.Missing), ap.Keys
+		b.ap.Missing = append(b.ap.Missing, meta.Missing...)
+		b.ap.Keys = append(b.ap.Keys, meta.AptKeys...)
+		if b.plan.Layers[i].Name == compile.FinalizeLayer {
+			m.Packages, b.mounts = meta.Packages, meta.Mounts
+			m.MissingOptional, m.AptKeys = nonNilStrings(b.ap.Missing), b.ap.Keys
 		}
-		rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusCached, Layer: plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
+		b.rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusCached, Layer: b.plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
 	}
+	return nil
+}
 
-	// 4. One appliance for the layers left, when any are.
-	sessOpts := guest.SessionOptions{Accel: opts.Accel, Log: rep.Log, Format: "raw"}
-	var sess guest.Session
-	if len(restored) < len(plan.Layers) {
-		end = rep.Phase(PhaseLaunch, "libguestfs appliance")
-		sess, err = opts.Executor.Open(ctx, disk, sessOpts)
-		end(err)
-		if err != nil {
-			return nil, err
-		}
-		// Close is idempotent and may run from the cancellation goroutine
-		// while a guest call blocks: it then stops the appliance so the call
-		// returns.
-		closeSess := func() { sess.Close() }
-		defer closeSess()
-		stop := context.AfterFunc(ctx, closeSess)
-		defer stop()
-		m.Builder.Accelerator = sess.Accelerator()
-		mounts = sess.Mounts()
-		if err := applyLayers(ctx, plan, m, ap, sess, len(restored), lc, disk, rep); err != nil {
-			return nil, err
-		}
-	}
+// allRestored: every layer came from the layer cache, so no appliance is
+// needed before packing.
+func (b *build) allRestored() bool { return len(b.restored) == len(b.plan.Layers) }
 
-	// 5. Pack the root filesystem, streaming: compression and sha256 in one
-	// pass, no uncompressed tar on disk.
-	tgzPath := filepath.Join(outDir, plan.Output.Files.Tarball)
-	end = rep.Phase(PhasePack, tgzPath)
-	pk := pack.Root{Mode: opts.Packer, Disk: disk, Level: plan.Output.CompressionLevel, Log: rep.Log,
-		Reopen: func() (guest.Session, error) { return opts.Executor.Open(ctx, disk, sessOpts) }}
-	tgz, packed, packer, err := pk.Pack(ctx, sess, mounts, tgzPath)
-	end(err)
+func (b *build) launch(ctx context.Context) error {
+	sess, err := b.opts.Executor.Open(ctx, b.disk, b.sessOpts)
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return err
 	}
-	defer tgz.Abort()
-	if sess != nil {
-		sess.Close()
-	}
+	b.sess = sess
+	// Close is idempotent and may run from the cancellation goroutine
+	// while a guest call blocks: it then stops the appliance so the call
+	// returns.
+	closeSess := func() { sess.Close() }
+	b.onEnd(closeSess)
+	stop := context.AfterFunc(ctx, closeSess)
+	b.onEnd(func() { stop() })
+	b.m.Builder.Accelerator = sess.Accelerator()
+	b.mounts = sess.Mounts()
+	return nil
+}
 
-	// 6. The deployability check on the packed tgz: findings are reported
-	// and recorded in the manifest (upload refuses what has errors).
-	end = rep.Phase(PhaseCheck, "deployability of the tgz")
-	findings, err := validate.CheckDeployable(ctx, tgz.Name(), validate.DeployOptions{KernelArgs: m.KernelArgs, BareMetal: true})
-	end(err)
+func (b *build) applyLayers(ctx context.Context) error {
+	return applyLayers(ctx, b.plan, b.m, b.ap, b.sess, len(b.restored), b.lc, b.disk, b.rep)
+}
+
+func (b *build) pack(ctx context.Context) error {
+	pk := pack.Root{Mode: b.opts.Packer, Disk: b.disk, Level: b.plan.Output.CompressionLevel, Log: b.rep.Log,
+		Reopen: func() (guest.Session, error) { return b.opts.Executor.Open(ctx, b.disk, b.sessOpts) }}
+	var err error
+	if b.tgz, b.packed, b.packer, err = pk.Pack(ctx, b.sess, b.mounts, b.tgzPath); err != nil {
+		return err
+	}
+	b.onEnd(b.tgz.Abort)
+	if b.sess != nil {
+		b.sess.Close()
+	}
+	return nil
+}
+
+func (b *build) check(ctx context.Context) error {
+	m := b.m
+	findings, err := validate.CheckDeployable(ctx, b.tgz.Name(), validate.DeployOptions{KernelArgs: m.KernelArgs, BareMetal: true})
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return err
 	}
 	m.Deploy = []manifest.DeployFinding{}
 	for _, f := range validate.ApplyWaivers(findings, m.DeployWaivers) {
 		m.Deploy = append(m.Deploy, manifest.DeployFinding{Check: f.Check, Severity: f.Severity, Message: f.Message,
 			Waived: f.Waived, WaiverReason: f.WaiverReason})
 		if f.Waived {
-			rep.Log(fmt.Sprintf("deployability %s (waived by the recipe: %s): %s: %s", f.Severity, f.WaiverReason, f.Check, f.Message))
+			b.rep.Log(fmt.Sprintf("deployability %s (waived by the recipe: %s): %s: %s", f.Severity, f.WaiverReason, f.Check, f.Message))
 			continue
 		}
-		rep.Log(fmt.Sprintf("deployability %s: %s: %s (fix: %s)", f.Severity, f.Check, f.Message, f.Fix))
+		b.rep.Log(fmt.Sprintf("deployability %s: %s: %s (fix: %s)", f.Severity, f.Check, f.Message, f.Fix))
 	}
+	return nil
+}
 
+func (b *build) describe(ctx context.Context) error {
+	// The tgz's sha256 and the manifest's times are final from here.
+	m := b.m
 	m.Build.Finished = time.Now().UTC()
-	m.Build.Seconds = m.Build.Finished.Sub(started).Seconds()
-	m.Artifact = &manifest.Artifact{File: plan.Output.Files.Tarball, SHA256: packed.SHA256, Size: packed.Size, Compression: "gzip",
-		CompressionLevel: plan.Output.CompressionLevel, Entries: packed.Entries, Packer: packer}
+	m.Build.Seconds = m.Build.Finished.Sub(m.Build.Started).Seconds()
+	m.Artifact = &manifest.Artifact{File: b.plan.Output.Files.Tarball, SHA256: b.packed.SHA256, Size: b.packed.Size, Compression: "gzip",
+		CompressionLevel: b.plan.Output.CompressionLevel, Entries: b.packed.Entries, Packer: b.packer}
+	var err error
+	b.docs, err = attest.Describe(ctx, b.plan, m, b.tgz.Name(), b.packer)
+	return err
+}
 
-	// 7. The SBOM, read from the packed tgz, and the provenance.
-	end = rep.Phase(PhaseDescribe, plan.Output.Files.SBOM+", "+plan.Output.Files.CycloneDX+", "+plan.Output.Files.Provenance)
-	docs, err := attest.Describe(ctx, plan, m, tgz.Name(), packer)
-	end(err)
-	if err != nil {
-		return nil, ctxErr(ctx, err)
-	}
-
-	// 8. The manifest and the validation script, then publish them all.
-	end = rep.Phase(PhaseManifest, plan.Output.Files.Manifest)
-	res, err = publish(ctx, m, tgz, manifest.FilesBeside(tgzPath), docs, opts.Sign)
-	end(err)
-	return res, err
+func (b *build) publish(ctx context.Context) error {
+	var err error
+	b.res, err = publish(ctx, b.m, b.tgz, manifest.FilesBeside(b.tgzPath), b.docs, b.opts.Sign)
+	return err
 }
 
 // applyLayers applies the plan's layers from index first on, with services

@@ -78,3 +78,17 @@ func TestBuildRefusesUnresolvedPlan(t *testing.T) {
 		t.Errorf("a plan with every bundle resolved is refused: %v", err)
 	}
 }
+
+// TestPhases pins the order a build reports its phases in, which the
+// phases table alone decides.
+func TestPhases(t *testing.T) {
+	want := []string{PhaseVerifyBase, PhasePrepare, PhaseRestore, PhaseLaunch, PhaseSnapshot, PhasePack, PhaseCheck, PhaseDescribe, PhaseManifest}
+	if got := Phases(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("phases %v, want %v", got, want)
+	}
+	for _, ph := range phases {
+		if (ph.name == "") != (ph.summary == nil) {
+			t.Errorf("phase %q: a named phase needs a summary, an unnamed one reports itself", ph.name)
+		}
+	}
+}
