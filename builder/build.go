@@ -277,7 +277,7 @@ func (b *build) restore(ctx context.Context) error {
 		b.ap.Keys = append(b.ap.Keys, meta.AptKeys...)
 		if b.plan.Layers[i].Name == compile.FinalizeLayer {
 			m.Packages, b.mounts = meta.Packages, meta.Mounts
-			m.MissingOptional, m.AptKeys = nonNilStrings(b.ap.Missing), b.ap.Keys
+			m.MissingOptional, m.AptKeys = append([]string{}, b.ap.Missing...), b.ap.Keys
 		}
 		b.rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusCached, Layer: b.plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
 	}
@@ -372,7 +372,7 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 			return err
 		}
 		m.Packages = pkgs
-		m.MissingOptional, m.AptKeys = nonNilStrings(ap.Missing), ap.Keys
+		m.MissingOptional, m.AptKeys = append([]string{}, ap.Missing...), ap.Keys
 		return nil
 	}
 	ap.ValidationScript = func(ctx context.Context) ([]byte, error) {
@@ -536,11 +536,4 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("build cancelled: %w", ctx.Err())
 	}
 	return err
-}
-
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package builder
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/buildinfo"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -59,7 +59,7 @@ func cacheKeys(plan *plan.Plan, extra ...string) (root string, keys []string, vo
 			s.Write([]byte(p))
 			s.Write([]byte{'\n'})
 		}
-		return "sha256:" + hex.EncodeToString(s.Sum(nil))
+		return digest.Digest{Sum: [sha256.Size]byte(s.Sum(nil))}.String()
 	}
 	root = h("imagectl layer cache v1", buildinfo.Version, plan.BaseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
 	static, err := json.Marshal(plan.Manifest)

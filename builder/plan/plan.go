@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/buildinfo"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
@@ -169,7 +170,7 @@ func staticManifest(r *recipes.Recipe, version string, layers []*compile.Layer) 
 		Image:            manifest.Image{Name: img.Name, Title: img.Title, Version: version, Architecture: img.Architecture},
 		Recipe:           manifest.Recipe{Path: r.Path, Digest: r.Digest},
 		Builder:          manifest.Builder{Version: buildinfo.Version},
-		Base:             manifest.Base{Source: img.Base.Source, SHA256: strings.TrimPrefix(img.Base.Checksum, "sha256:"), Format: img.Base.Format, Size: img.Base.Size},
+		Base:             manifest.Base{Source: img.Base.Source, SHA256: strings.TrimPrefix(img.Base.Checksum, digest.Prefix), Format: img.Base.Format, Size: img.Base.Size},
 		Packages:         []manifest.Package{},
 		RequiredPackages: []string{},
 		MissingOptional:  []string{},
@@ -178,7 +179,7 @@ func staticManifest(r *recipes.Recipe, version string, layers []*compile.Layer) 
 		Services:         manifest.Services{Enabled: []string{}, Disabled: []string{}},
 		KernelArgs:       append([]string{}, img.Kernel.Args...),
 		Validation: manifest.Validation{Script: v.Script, Marker: img.BuildMarker,
-			ServicesActive: nonNil(v.ServicesActive), FilesExist: nonNil(v.FilesExist), Checks: []manifest.Check{},
+			ServicesActive: append([]string{}, v.ServicesActive...), FilesExist: append([]string{}, v.FilesExist...), Checks: []manifest.Check{},
 			DefaultProfile: v.DefaultProfile, DefaultStage: v.DefaultStage,
 			CollectorWaitSeconds: int(v.CollectorWait.Seconds()), GPU: v.GPU, Profiles: append([]manifest.Profile{}, v.Profiles...)},
 		Lineage: manifest.Lineage{BaseDigest: img.Base.Checksum, RecipeDigest: r.Digest},
@@ -195,7 +196,7 @@ func staticManifest(r *recipes.Recipe, version string, layers []*compile.Layer) 
 		m.Validation.Checks = append(m.Validation.Checks, manifest.Check{Name: c.Name, Command: c.Command})
 	}
 	if n := img.Netdata; n != nil {
-		m.Netdata = &manifest.Netdata{Enabled: n.Enabled, Bind: n.Bind, RetentionMB: n.RetentionMB, UpdateEvery: n.UpdateEvery, Collectors: nonNil(n.Collectors)}
+		m.Netdata = &manifest.Netdata{Enabled: n.Enabled, Bind: n.Bind, RetentionMB: n.RetentionMB, UpdateEvery: n.UpdateEvery, Collectors: append([]string{}, n.Collectors...)}
 	}
 	if n := img.Network; n != nil {
 		m.Network = &manifest.Network{WaitOnlineTimeoutSeconds: int(n.WaitOnlineTimeout.Seconds()), WaitOnlineAny: n.WaitOnlineAny}
@@ -265,11 +266,4 @@ func manifestBundle(b steps.StageBundle) manifest.Bundle {
 		mb.Entries = append(mb.Entries, manifest.BundleEntry{Path: e.Path, Type: e.Type, Mode: fsmode.String(e.Mode), Size: e.Size, SHA256: e.SHA256, Target: e.Target})
 	}
 	return mb
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
