@@ -4,7 +4,7 @@
 // layers from the layer cache, launch one appliance, apply the layers left,
 // pack the tgz, check it, describe it (SBOMs, provenance) and publish every
 // output, all or none. The same table says which phases the build reports
-// through internal/event, in which order (Phases). The package also decides
+// through internal/event, in which order. The package also decides
 // what the layer cache restores and snapshots (cache.go).
 //
 // What the phases are made of lives in the folders below it, one job each:

@@ -225,8 +225,8 @@ func staticManifest(r *recipes.Recipe, version string, layers []*compile.Layer) 
 	return m
 }
 
-// Bundles are the plan's staged bundles, in order.
-func (p *Plan) Bundles() []steps.StageBundle {
+// bundles are the plan's staged bundles, in order.
+func (p *Plan) bundles() []steps.StageBundle {
 	var out []steps.StageBundle
 	for _, l := range p.Layers {
 		for _, st := range l.Steps {
@@ -244,7 +244,7 @@ func (p *Plan) Bundles() []steps.StageBundle {
 // anything runs.
 func (p *Plan) Resolved() error {
 	var missing []string
-	for _, b := range p.Bundles() {
+	for _, b := range p.bundles() {
 		if b.Unresolved {
 			missing = append(missing, fmt.Sprintf("bundle %s is unresolved (%s)", b.Name, b.Reason))
 		}

@@ -165,7 +165,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		}
 		j.Layers = append(j.Layers, jl)
 	}
-	for _, b := range p.Bundles() {
+	for _, b := range p.bundles() {
 		j.Bundles = append(j.Bundles, bundleSummary(b))
 	}
 	if t := m.MAAS; t != nil {
@@ -285,7 +285,7 @@ func (p *Plan) writeText(w io.Writer) error {
 		}
 		pf("Network:      wait-online bounded to %ds%s\n", nw.WaitOnlineTimeoutSeconds, any)
 	}
-	for _, st := range p.Bundles() {
+	for _, st := range p.bundles() {
 		b := bundleSummary(st)
 		if b.Unresolved {
 			pf("Bundle:       %s: %s -> %s UNRESOLVED: %s; entrypoint %s\n", b.Name, b.Source, b.Destination, b.Reason, b.Entrypoint)
