@@ -18,7 +18,7 @@ func loadRecipe(t *testing.T, tc planCase) *recipes.Recipe {
 
 // TestNewPlanRefusesVersions: build --version was not checked at all, so a
 // newline reached the validation script's header and ../ put the artifact
-// outside the output directory. NewPlan refuses both, naming the flag,
+// outside the output directory. New refuses both, naming the flag,
 // whichever command asks for the plan.
 func TestNewPlanRefusesVersions(t *testing.T) {
 	chdirRoot(t)

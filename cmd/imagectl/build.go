@@ -70,12 +70,12 @@ for the day (20261122.1). The manifest's lineage.parent_version is the
 store's latest version of the image.`,
 		Example: `  imagectl build recipes/h200.hcl --dry-run
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
-  imagectl build recipes/h200-slice-vm.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
+  imagectl build recipes/h200.hcl --dry-run -var version=1.4.0 -var site_bootstrap_dir=testdata/bundles`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rf.dryRun = dryRun
 			// A version names files and store paths: refused before the
-			// recipe is read (NewPlan holds every caller to the same rule).
+			// recipe is read (plan.New holds every caller to the same rule).
 			if version != "" {
 				if err := manifest.CheckVersion(version); err != nil {
 					return fmt.Errorf("--version: %w", err)
