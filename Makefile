@@ -14,7 +14,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/gpuaas/imagectl/builder.Version=$(VERSION)
+LDFLAGS := -X github.com/gpuaas/imagectl/internal/buildinfo.Version=$(VERSION)
 TAGS := guestfs
 FUZZTIME ?= 20s
 RULES_FUZZTIME ?= 10s
@@ -103,7 +103,7 @@ lint: build $(STATICCHECK)
 # versions as file names (shorter: small, fast properties).
 fuzz:
 	$(GO) test ./recipes -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./layers -run '^$$' -fuzz '^FuzzGrubDropIn$$' -fuzztime $(RULES_FUZZTIME)
+	$(GO) test ./builder/compile -run '^$$' -fuzz '^FuzzGrubDropIn$$' -fuzztime $(RULES_FUZZTIME)
 	$(GO) test ./manifest -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(RULES_FUZZTIME)
 	$(GO) test ./internal/textsafe -run '^$$' -fuzz '^FuzzTerminal$$' -fuzztime $(RULES_FUZZTIME)
 
@@ -173,7 +173,7 @@ test: lint test-tools
 # Plan and repack benchmarks, then the packing comparison on the base image
 # (one iteration each: every run launches an appliance).
 bench: build base-image cosign
-	$(GO) test -run '^$$' -bench . -benchmem ./builder ./recipes
+	$(GO) test -run '^$$' -bench . -benchmem ./builder/pack ./builder/plan ./recipes
 	$(GO) test -run '^$$' -bench Upload1GiB -benchtime 3x ./upload/maas
 	$(GO) test -run '^$$' -bench PushPull1GiB -benchtime 1x ./store/oci
 	$(GO) test -run '^$$' -bench Rollout20Sites -benchtime 1x ./store/release

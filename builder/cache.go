@@ -3,16 +3,19 @@ package builder
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/buildinfo"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
-	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -29,7 +32,7 @@ type layerMeta struct {
 	// Packages and Mounts are kept with the final layer, so that a build
 	// whose every layer is cached needs no appliance at all.
 	Packages []manifest.Package `json:"packages,omitempty"`
-	Mounts   []Mount            `json:"mounts,omitempty"`
+	Mounts   []guest.Mount      `json:"mounts,omitempty"`
 }
 
 // layerCache is a build's use of the layer cache.
@@ -49,17 +52,17 @@ type layerCache struct {
 // build marker and the validation script, made from the manifest, so its
 // key also covers the manifest's static part and the per-build facts the
 // marker records (extra: the source revision, the parent version).
-func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
+func cacheKeys(plan *plan.Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
 	h := func(parts ...string) string {
 		s := sha256.New()
 		for _, p := range parts {
 			s.Write([]byte(p))
 			s.Write([]byte{'\n'})
 		}
-		return "sha256:" + hex.EncodeToString(s.Sum(nil))
+		return digest.Digest{Sum: [sha256.Size]byte(s.Sum(nil))}.String()
 	}
-	root = h("imagectl layer cache v1", Version, plan.Base.Checksum, plan.Base.Format, fmt.Sprint(plan.Base.SizeBytes))
-	static, err := json.Marshal(plan.Manifest())
+	root = h("imagectl layer cache v1", buildinfo.Version, plan.BaseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
+	static, err := json.Marshal(plan.Manifest)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -70,7 +73,7 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 			continue
 		}
 		keys[i] = h(root, l.Key)
-		if l.Name == layers.FinalizeLayer {
+		if l.Name == compile.FinalizeLayer {
 			keys[i] = h(append([]string{root, l.Key, string(static)}, extra...)...)
 		}
 		for _, st := range l.Steps {
@@ -88,10 +91,10 @@ func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatil
 // restored, one per leading plan layer (nil for disabled ones). A corrupted
 // snapshot is reported, removed and rebuilt; prepare makes a fresh base disk
 // when a restore has to start again.
-func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk string, rep event.Reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
+func openLayerCache(ctx context.Context, plan *plan.Plan, opts BuildOptions, disk string, rep event.Reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
 	lc := &layerCache{c: layercache.Cache{Dir: opts.LayerCache}}
 	var err error
-	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Source.Dir), opts.ParentVersion); err != nil {
+	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Inputs.Dir), opts.ParentVersion); err != nil {
 		return nil, nil, err
 	}
 	if lc.unlock, err = lc.c.Lock(false); err != nil {
@@ -165,12 +168,12 @@ func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk str
 }
 
 // save snapshots the disk after layer i.
-func (lc *layerCache) save(ctx context.Context, plan *Plan, i int, disk string, meta layerMeta) error {
+func (lc *layerCache) save(ctx context.Context, plan *plan.Plan, i int, disk string, meta layerMeta) error {
 	mb, err := json.Marshal(meta)
 	if err != nil {
 		return err
 	}
-	e := layercache.Entry{Key: lc.keys[i], Parent: lc.parent, Root: lc.root, Layer: plan.Layers[i].Name, Image: plan.Image.Name,
+	e := layercache.Entry{Key: lc.keys[i], Parent: lc.parent, Root: lc.root, Layer: plan.Layers[i].Name, Image: plan.Manifest.Image.Name,
 		Volatile: lc.volatile[i], Created: time.Now().UTC(), Meta: mb}
 	t, err := lc.c.Save(ctx, e, disk, lc.table)
 	if err != nil {

@@ -4,7 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/layers"
+	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -15,7 +16,7 @@ func TestCacheKeys(t *testing.T) {
 	demo := func(flags ...string) []string {
 		t.Helper()
 		base := []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
-		p := loadPlan(t, planCase{recipe: "examples/demo.hcl", inputs: recipes.Inputs{Flags: append(base, flags...)}})
+		p := loadPlan(t, "examples/demo.hcl", recipes.Inputs{Flags: append(base, flags...)}, plan.Options{}, false)
 		_, keys, volatile, err := cacheKeys(p)
 		if err != nil {
 			t.Fatal(err)
@@ -31,7 +32,7 @@ func TestCacheKeys(t *testing.T) {
 		return keys
 	}
 	names := func() []string {
-		p := loadPlan(t, planCases[3])
+		p := loadPlan(t, "examples/demo.hcl", recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}, plan.Options{}, false)
 		var n []string
 		for _, l := range p.Layers {
 			n = append(n, l.Name)
@@ -46,7 +47,7 @@ func TestCacheKeys(t *testing.T) {
 	netdata := demo("netdata_retention_mb=65")
 	for i, n := range names {
 		changed := netdata[i] != same[i]
-		want := n == "@config" || n == layers.FinalizeLayer
+		want := n == "@config" || n == compile.FinalizeLayer
 		if same[i] != "" && changed != want {
 			t.Errorf("netdata_retention_mb: layer %s changed %v, want %v", n, changed, want)
 		}
@@ -62,7 +63,7 @@ func TestCacheKeys(t *testing.T) {
 		if n == "tools" && !changed {
 			t.Error("the tools layer writes the version but kept its key")
 		}
-		if n == layers.FinalizeLayer && !changed {
+		if n == compile.FinalizeLayer && !changed {
 			t.Error("@finalize writes the marker with the version but kept its key")
 		}
 	}

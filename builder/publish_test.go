@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/attest"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
@@ -34,12 +35,7 @@ func TestPublishSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := manifest.FilesFor("demo", "1")
-	arts := Artifacts{Tarball: f.Tarball, Manifest: f.Manifest, ValidationScript: f.ValidationScript,
-		Signature: f.TarballSignature, SigstoreBundle: f.TarballBundle,
-		ManifestSignature: f.ManifestSignature, ManifestSigstoreBundle: f.ManifestBundle,
-		SBOM: f.SBOM, SBOMAttestation: f.SBOMAttestation, Provenance: f.Provenance, ProvenanceAttestation: f.ProvenanceAttestation,
-		CycloneDX: f.CycloneDX, CycloneDXAttestation: f.CycloneDXAttestation}
+	arts := manifest.FilesFor("demo", "1")
 	hook := func(r SignRequest) (map[string][]byte, error) {
 		_, files, err := signer.SignBuilt(context.Background(), r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
@@ -55,7 +51,7 @@ func TestPublishSigned(t *testing.T) {
 		tgz.Write(content)
 		m := &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: manifest.Image{Name: "demo", Version: "1"},
 			Artifact: &manifest.Artifact{File: arts.Tarball, SHA256: digest.Bytes(content).Hex(), Size: int64(len(content))}}
-		return publish(context.Background(), m, tgz, dir, arts, testDocuments(t, m, arts), sign)
+		return publish(context.Background(), m, tgz, manifest.FilesBeside(filepath.Join(dir, arts.Tarball)), testDocuments(t, m, arts), sign)
 	}
 	files := func(dir string) []string {
 		entries, _ := os.ReadDir(dir)
@@ -75,7 +71,7 @@ func TestPublishSigned(t *testing.T) {
 	if len(res.Signatures) != 7 || len(files(dir)) != 13 {
 		t.Fatalf("published %v with signatures %v", files(dir), res.Signatures)
 	}
-	r, err := signing.VerifyArtifact(context.Background(), verifier, res.Tarball, res.ManifestPath)
+	r, err := signing.VerifyArtifact(context.Background(), verifier, res.Files.Tarball, res.Files.Manifest)
 	if err != nil || r.Err() != nil {
 		t.Fatalf("the published artifact does not verify: %v %v", err, r.Err())
 	}
@@ -112,8 +108,8 @@ func TestPublishSigned(t *testing.T) {
 }
 
 // testDocuments makes the SBOM and provenance of a published test
-// artifact, as describe does, recording them in m.
-func testDocuments(t *testing.T, m *manifest.Manifest, arts Artifacts) *documents {
+// artifact, as attest.Describe does, recording them in m.
+func testDocuments(t *testing.T, m *manifest.Manifest, arts manifest.Files) *attest.Documents {
 	t.Helper()
 	at := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	img := sbom.Image{Name: "demo", Version: "1", Tarball: arts.Tarball, SHA256: m.Artifact.SHA256, Created: at, Tool: "imagectl-test"}
@@ -122,31 +118,31 @@ func testDocuments(t *testing.T, m *manifest.Manifest, arts Artifacts) *document
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &documents{}
-	if d.sbom, err = sbom.Marshal(doc); err != nil {
+	d := &attest.Documents{}
+	if d.SBOM, err = sbom.Marshal(doc); err != nil {
 		t.Fatal(err)
 	}
 	bom, err := sbom.CycloneDX(img, inv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.cyclonedx, err = sbom.MarshalCycloneDX(bom); err != nil {
+	if d.CycloneDX, err = sbom.MarshalCycloneDX(bom); err != nil {
 		t.Fatal(err)
 	}
-	m.CycloneDX = &manifest.Document{File: arts.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
+	m.CycloneDX = &manifest.Document{File: arts.CycloneDX, SHA256: digest.Bytes(d.CycloneDX).Hex(), Format: sbom.CycloneDXFormat}
 	subject := provenance.Resource{Name: arts.Tarball, SHA256: m.Artifact.SHA256}
-	if d.sbomStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.sbom); err != nil {
+	if d.SBOMStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.SBOM); err != nil {
 		t.Fatal(err)
 	}
-	if d.cyclonedxStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.cyclonedx); err != nil {
+	if d.CycloneDXStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.CycloneDX); err != nil {
 		t.Fatal(err)
 	}
-	if d.provenance, err = provenance.Statement(provenance.Build{Subject: subject, ImagectlVersion: "test", Host: "h",
+	if d.Provenance, err = provenance.Statement(provenance.Build{Subject: subject, ImagectlVersion: "test", Host: "h",
 		Recipe: provenance.Resource{Name: "demo.hcl", SHA256: m.Artifact.SHA256}, Version: "1",
 		Base: provenance.Resource{URI: "file:///base.qcow2", SHA256: m.Artifact.SHA256}, Started: at, Finished: at}); err != nil {
 		t.Fatal(err)
 	}
-	m.SBOM = &manifest.Document{File: arts.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
-	m.Provenance = &manifest.Document{File: arts.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
+	m.SBOM = &manifest.Document{File: arts.SBOM, SHA256: digest.Bytes(d.SBOM).Hex(), Format: sbom.Format}
+	m.Provenance = &manifest.Document{File: arts.Provenance, SHA256: digest.Bytes(d.Provenance).Hex(), Format: provenance.PredicateType}
 	return d
 }

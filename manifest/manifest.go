@@ -454,3 +454,17 @@ func Parse(b []byte) (*Manifest, error) {
 	}
 	return &m, nil
 }
+
+// Clone is a deep copy of m: a plan's manifest is the start of each build's
+// and of each generated validation script's, none of which may change it.
+func (m *Manifest) Clone() *Manifest {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("manifest: cloning: %v", err)) // every field encodes
+	}
+	var c Manifest
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(fmt.Sprintf("manifest: cloning: %v", err))
+	}
+	return &c
+}

@@ -14,8 +14,8 @@
 // Everything a recipe can get wrong is reported as an hcl.Diagnostic with a
 // source range, and all of them are collected before the caller sees them.
 // The package never reads a base image or touches a disk: what a recipe
-// compiles to is the business of package layers, and what a build runs is the
-// business of package builder.
+// compiles to is the business of package builder/compile, and what a build
+// runs is the business of package builder.
 //
 // No input may take imagectl down. Every byte a user gives that reaches an
 // HCL parser passes the guard of internal/hclkit (ReadInput, ParseConfig,

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -97,7 +97,7 @@ func checkLoad(t *testing.T, src []byte) {
 			t.Fatal("no recipe and no error")
 		}
 	} else {
-		plan, err := builder.NewPlan(r, builder.PlanOptions{Version: "1"})
+		plan, err := plan.New(r, plan.Options{Version: "1"})
 		if err != nil {
 			t.Fatalf("a loaded recipe failed to plan: %v", err)
 		}

@@ -78,16 +78,10 @@ type Image struct {
 	// ("imagectl-<version>").
 	Created time.Time
 	Tool    string
-	// Bundles are the bundles staged into the image.
-	Bundles []Bundle
-}
-
-// Bundle is a staged bundle: its files are the inventory's files under
-// Destination.
-type Bundle struct {
-	Name, Destination string
-	// Digest is imagectl's digest of the bundle's tree.
-	Digest string
+	// Bundles are the bundles staged into the image, as the manifest
+	// records them: a bundle's files are the inventory's files under its
+	// Destination (its entries are not read here).
+	Bundles []manifest.Bundle
 }
 
 // Summary is what imagectl diff reads from an SPDX document: the root

@@ -14,6 +14,8 @@ import (
 	"github.com/spdx/tools-golang/spdx"
 	"github.com/spdx/tools-golang/spdx/v2/common"
 	"github.com/spdx/tools-golang/utils"
+
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Namespace is where imagectl's SPDX documents' namespaces begin; a
@@ -251,7 +253,7 @@ func spdxFile(f File, id string) *spdx.File {
 }
 
 // bundlePackage is the SPDX package of a staged bundle, its files analyzed.
-func bundlePackage(b Bundle, files []*spdx.File, id string) (*spdx.Package, error) {
+func bundlePackage(b manifest.Bundle, files []*spdx.File, id string) (*spdx.Package, error) {
 	comment := "bundle staged at " + b.Destination
 	if b.Digest != "" {
 		comment += "; imagectl digest " + b.Digest
@@ -286,8 +288,8 @@ func filesPackage(name, version, comment string, files []*spdx.File, id string) 
 // each file the index of the bundle whose destination holds it (the
 // deepest, should destinations nest), or -1: the one rule both documents
 // follow.
-func ownedFiles(bs []Bundle, fs []File) (bundles []Bundle, files []File, owner []int) {
-	bundles = append([]Bundle(nil), bs...)
+func ownedFiles(bs []manifest.Bundle, fs []File) (bundles []manifest.Bundle, files []File, owner []int) {
+	bundles = append([]manifest.Bundle(nil), bs...)
 	sort.SliceStable(bundles, func(i, j int) bool { return bundles[i].Name < bundles[j].Name })
 	dests := make([]string, len(bundles))
 	for b, bd := range bundles {

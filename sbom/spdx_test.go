@@ -17,6 +17,8 @@ import (
 	"github.com/spdx/tools-golang/spdx/v2/common"
 	"github.com/spdx/tools-golang/spdxlib"
 	"github.com/spdx/tools-golang/utils"
+
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 const tgzSHA256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -27,7 +29,7 @@ func testImage() Image {
 		Tarball: "gpu-node-2024.06.1.tgz", SHA256: tgzSHA256,
 		Created: time.Date(2024, 6, 1, 14, 30, 5, 999, time.FixedZone("CEST", 2*3600)),
 		Tool:    "imagectl-1.4.0",
-		Bundles: []Bundle{{Name: "tool", Destination: "/opt/tool", Digest: "sha256:0123abcd"}},
+		Bundles: []manifest.Bundle{{Name: "tool", Destination: "/opt/tool", Digest: "sha256:0123abcd"}},
 	}
 }
 
@@ -255,7 +257,7 @@ func TestDocumentDeterministic(t *testing.T) {
 		inv.Packages[i], inv.Packages[j] = inv.Packages[j], inv.Packages[i]
 	}
 	img := testImage()
-	img.Bundles = append([]Bundle{{Name: "empty", Destination: "/opt/empty"}}, img.Bundles...)
+	img.Bundles = append([]manifest.Bundle{{Name: "empty", Destination: "/opt/empty"}}, img.Bundles...)
 	d1, err := Document(img, inv)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +288,7 @@ func TestDocumentIDs(t *testing.T) {
 		},
 	}
 	img := testImage()
-	img.Bundles = []Bundle{{Name: "outer", Destination: "/opt/nested"}, {Name: "inner", Destination: "/opt/nested/inner/"}, {Name: "my bundle", Destination: "/srv"}}
+	img.Bundles = []manifest.Bundle{{Name: "outer", Destination: "/opt/nested"}, {Name: "inner", Destination: "/opt/nested/inner/"}, {Name: "my bundle", Destination: "/srv"}}
 	doc, err := Document(img, inv)
 	if err != nil {
 		t.Fatal(err)

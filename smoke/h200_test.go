@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/guestfs"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/testbase"
-	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -128,7 +129,7 @@ func TestSmokeH200StandIn(t *testing.T) {
 		// /etc/default/grub and the grub.d drop-ins as grub-mkconfig does,
 		// and /proc/cmdline) and the imagectl drop-in's file check (it is
 		// not the file the build wrote). Nothing else fails.
-		want := []string{"bridge:ovsbr0", "file:" + layers.GrubDropIn,
+		want := []string{"bridge:ovsbr0", "file:" + compile.GrubDropIn,
 			"kernel-arg:iommu=pt:default-grub", "kernel-arg:iommu=pt:grub-d", "kernel-arg:iommu=pt:cmdline"}
 		slices.Sort(failed)
 		slices.Sort(want)
@@ -215,7 +216,7 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	plan, err := plan.New(r, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +231,5 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
 		t.Fatalf("building the H200 stand-in (%s): %v", name, err)
 	}
 	t.Logf("H200 stand-in (%s) built in %s", name, time.Since(start).Round(time.Second))
-	return res.Tarball
+	return res.Files.Tarball
 }

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
-	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -123,7 +123,7 @@ func withoutKernelArg(t *testing.T, tgz, arg string) string {
 	t.Helper()
 	// GRUB_CMDLINE_LINUX holds the arg bare, the drop-in single-quoted.
 	re := regexp.MustCompile(`(^|[" ])(` + regexp.QuoteMeta(arg) + `|'` + regexp.QuoteMeta(arg) + `')`)
-	files := []string{"./etc/default/grub", "." + layers.GrubDropIn}
+	files := []string{"./etc/default/grub", "." + compile.GrubDropIn}
 	edited := map[string]bool{}
 	dst := brokenCopy(t, tgz, func(h *tar.Header, body func() []byte) (bool, []byte) {
 		if !slices.Contains(files, h.Name) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/layers"
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -127,7 +127,7 @@ func convergedHost(t *testing.T, awk string) *host {
 	h := newHost(t, awk)
 	h.file(marker, "{\n  \"version\": \"2.0.0\",\n  \"top_key\": \"\"\n}\n")
 	h.file("etc/default/grub", "GRUB_CMDLINE_LINUX=\"intel_iommu=on iommu=pt\"\n")
-	h.file("etc/default/grub.d/99-imagectl-kernel-args.cfg", layers.GrubDropInContent([]string{"intel_iommu=on", "iommu=pt"}))
+	h.file("etc/default/grub.d/99-imagectl-kernel-args.cfg", compile.GrubDropInContent([]string{"intel_iommu=on", "iommu=pt"}))
 	h.file("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=UUID=x ro intel_iommu=on iommu=pt\n")
 	healthySlice(h)
 	for _, f := range []string{ibDone, sliceDone, netplan, subnetCfg} {

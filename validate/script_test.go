@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/layers"
+	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -47,7 +47,7 @@ func fakeRoot(t *testing.T) string {
 	}
 	write("var/lib/dpkg/status", "Package: jq\nStatus: install ok installed\nVersion: 1.6-2.1\nArchitecture: amd64\n\n", 0o644)
 	write("etc/default/grub", "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX=\"iommu=pt\"\n", 0o644)
-	write("etc/default/grub.d/99-imagectl-kernel-args.cfg", layers.GrubDropInContent([]string{"iommu=pt"}), 0o644)
+	write("etc/default/grub.d/99-imagectl-kernel-args.cfg", compile.GrubDropInContent([]string{"iommu=pt"}), 0o644)
 	write("etc/netdata/netdata.conf", "[db]\n    dbengine multihost disk space MB = 64\n[web]\n    bind to = 127.0.0.1:19998\n", 0o644)
 	write("etc/systemd/system/systemd-networkd-wait-online.service.d/10-imagectl-timeout.conf", "ExecStart=/x --timeout=20 --any\n", 0o644)
 	write("etc/motd", "hello\n", 0o644)

@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/guest"
+	"github.com/gpuaas/imagectl/builder/pack"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/internal/testenv"
@@ -51,7 +54,7 @@ func BenchmarkPack(b *testing.B) {
 
 	b.Run("imagectl-host", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := builder.PackDisk(ctx, raw, rootPartition, io.Discard, 6); err != nil {
+			if _, err := pack.Disk(ctx, raw, rootPartition, io.Discard, 6); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -60,7 +63,7 @@ func BenchmarkPack(b *testing.B) {
 		for b.Loop() {
 			r := filepath.Join(b.TempDir(), "r.raw")
 			shell(b, "qemu-img convert -q -O raw "+base+" "+r)
-			if _, err := builder.PackDisk(ctx, r, rootPartition, io.Discard, 6); err != nil {
+			if _, err := pack.Disk(ctx, r, rootPartition, io.Discard, 6); err != nil {
 				b.Fatal(err)
 			}
 			os.Remove(r)
@@ -70,11 +73,11 @@ func BenchmarkPack(b *testing.B) {
 		for b.Loop() {
 			overlay := filepath.Join(b.TempDir(), "o.qcow2")
 			shell(b, "qemu-img create -q -f qcow2 -F qcow2 -b "+base+" "+overlay)
-			sess, err := Executor{}.Open(ctx, overlay, builder.SessionOptions{Accel: accel})
+			sess, err := Executor{}.Open(ctx, overlay, guest.SessionOptions{Accel: accel})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := builder.PackSession(ctx, sess, io.Discard, 6); err != nil {
+			if _, err := pack.Appliance(ctx, sess, io.Discard, 6); err != nil {
 				b.Fatal(err)
 			}
 			sess.Close()
@@ -173,10 +176,10 @@ func benchSetup(b *testing.B) (vars, base, accel string, env []string) {
 func BenchmarkDemoCache(b *testing.B) {
 	vars, _, accel, _ := benchSetup(b)
 	ctx := context.Background()
-	plan := func(b *testing.B, flags ...string) *builder.Plan {
+	planOf := func(b *testing.B, flags ...string) *plan.Plan {
 		return loadPlan(b, "../../examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Files: []string{vars}, Flags: flags}})
 	}
-	build := func(b *testing.B, p *builder.Plan, cacheDir string) {
+	build := func(b *testing.B, p *plan.Plan, cacheDir string) {
 		if _, err := builder.Build(ctx, p, builder.BuildOptions{Executor: Executor{}, CacheDir: b.TempDir(),
 			WorkDir: b.TempDir(), OutputDir: b.TempDir(), Accel: accel, LayerCache: cacheDir}); err != nil {
 			b.Fatal(err)
@@ -185,25 +188,25 @@ func BenchmarkDemoCache(b *testing.B) {
 	shared := filepath.Join(b.TempDir(), "layers")
 	b.Run("cold-no-cache", func(b *testing.B) {
 		for b.Loop() {
-			build(b, plan(b), "")
+			build(b, planOf(b), "")
 		}
 	})
 	b.Run("cold-with-cache", func(b *testing.B) {
 		for b.Loop() {
 			os.RemoveAll(shared)
-			build(b, plan(b), shared)
+			build(b, planOf(b), shared)
 		}
 	})
 	b.Run("warm-no-change", func(b *testing.B) {
 		for b.Loop() {
-			build(b, plan(b), shared)
+			build(b, planOf(b), shared)
 		}
 	})
 	b.Run("netdata-setting-changed", func(b *testing.B) {
 		n := 64
 		for b.Loop() {
 			n++
-			build(b, plan(b, fmt.Sprintf("netdata_retention_mb=%d", n)), shared)
+			build(b, planOf(b, fmt.Sprintf("netdata_retention_mb=%d", n)), shared)
 		}
 	})
 }

@@ -22,6 +22,10 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	basecache "github.com/gpuaas/imagectl/builder/base"
+	"github.com/gpuaas/imagectl/builder/guest"
+	"github.com/gpuaas/imagectl/builder/pack"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/deploycheck"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
@@ -93,20 +97,20 @@ func recipeTree(t *testing.T) string {
 	return dir
 }
 
-func planFor(t *testing.T, recipe string, flags ...string) *builder.Plan {
+func planFor(t *testing.T, recipe string, flags ...string) *plan.Plan {
 	t.Helper()
 	return loadPlan(t, recipe, recipes.Options{Inputs: recipes.Inputs{Files: []string{testbase.Vars(t)}, Flags: flags}})
 }
 
 // loadPlan loads the recipe file with opts and plans it, failing tb on
 // any error.
-func loadPlan(tb testing.TB, recipe string, opts recipes.Options) *builder.Plan {
+func loadPlan(tb testing.TB, recipe string, opts recipes.Options) *plan.Plan {
 	tb.Helper()
 	r, diags := recipes.NewParser().LoadFile(recipe, opts)
 	if diags.HasErrors() {
 		tb.Fatalf("%s: %s", recipe, diags.Error())
 	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{})
+	plan, err := plan.New(r, plan.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -142,7 +146,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 	m := res.Manifest
 
 	// The manifest describes the file beside it.
-	sum, size := fileSHA256(t, res.Tarball)
+	sum, size := fileSHA256(t, res.Files.Tarball)
 	if m.Artifact.Packer != "host" {
 		t.Errorf("the tgz was packed by %q, want the host-side reader", m.Artifact.Packer)
 	}
@@ -177,7 +181,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 
 	// Unpack the tgz the way curtin does and look at it from outside.
 	root := t.TempDir()
-	if out, err := exec.Command("tar", "-C", root, "--xattrs", "--xattrs-include=*", "-Sxpf", res.Tarball, "--numeric-owner").CombinedOutput(); err != nil {
+	if out, err := exec.Command("tar", "-C", root, "--xattrs", "--xattrs-include=*", "-Sxpf", res.Files.Tarball, "--numeric-owner").CombinedOutput(); err != nil {
 		t.Fatalf("curtin's tar cannot extract the tgz: %v: %s", err, out)
 	}
 	checkFile(t, root, "etc/every-step/plain.conf", "plain\n", 0o600)
@@ -224,11 +228,11 @@ func TestBuildEveryStepKind(t *testing.T) {
 	// The validation script baked in and the one beside the artifact are
 	// the same, and pass on the unpacked tree.
 	baked, _ := os.ReadFile(filepath.Join(root, "usr/local/sbin/every-step-validate.sh"))
-	beside, _ := os.ReadFile(res.ValidationScript)
+	beside, _ := os.ReadFile(res.Files.ValidationScript)
 	if len(baked) == 0 || string(baked) != string(beside) {
 		t.Error("the baked validation script differs from the one beside the artifact")
 	}
-	vout, err := exec.Command("sh", res.ValidationScript, "--root", root).CombinedOutput()
+	vout, err := exec.Command("sh", res.Files.ValidationScript, "--root", root).CombinedOutput()
 	if err != nil || strings.Contains(string(vout), "status=FAIL") {
 		t.Errorf("validation of the unpacked tgz: %v\n%s", err, vout)
 	}
@@ -236,7 +240,7 @@ func TestBuildEveryStepKind(t *testing.T) {
 	// The deployability check on the built tgz: the clean-up and packing
 	// leave nothing curtin trips on; what remains is that the test image is
 	// Debian, not Ubuntu.
-	findings, err := deploycheck.CheckDeployable(context.Background(), res.Tarball, deploycheck.DeployOptions{KernelArgs: m.KernelArgs})
+	findings, err := deploycheck.CheckDeployable(context.Background(), res.Files.Tarball, deploycheck.DeployOptions{KernelArgs: m.KernelArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +289,7 @@ func TestBuildFailures(t *testing.T) {
 		}
 		return p
 	}
-	load := func(p string, flags ...string) *builder.Plan {
+	load := func(p string, flags ...string) *plan.Plan {
 		return loadPlan(t, p, recipes.Options{Inputs: recipes.Inputs{Flags: flags}})
 	}
 	noOutputs := func(t *testing.T, out, work string) {
@@ -299,7 +303,7 @@ func TestBuildFailures(t *testing.T) {
 			t.Errorf("QEMU processes left running: %v", pids)
 		}
 	}
-	run := func(t *testing.T, ctx context.Context, plan *builder.Plan, opts builder.BuildOptions) error {
+	run := func(t *testing.T, ctx context.Context, plan *plan.Plan, opts builder.BuildOptions) error {
 		t.Helper()
 		_, err := builder.Build(ctx, plan, opts)
 		if err == nil {
@@ -311,15 +315,15 @@ func TestBuildFailures(t *testing.T) {
 
 	t.Run("bad checksum", func(t *testing.T) {
 		p := load(write("a.hcl", ""))
-		p.Base.Checksum = "sha256:" + strings.Repeat("0", 64)
+		p.Manifest.Base.SHA256 = strings.Repeat("0", 64)
 		opts := buildOptions(t, t.TempDir(), nil)
-		if err := run(t, context.Background(), p, opts); !errors.Is(err, builder.ErrChecksum) {
+		if err := run(t, context.Background(), p, opts); !errors.Is(err, basecache.ErrChecksum) {
 			t.Errorf("got %v", err)
 		}
 	})
 	t.Run("missing base", func(t *testing.T) {
 		p := load(write("b.hcl", ""))
-		p.Source.Image.Base.Path = filepath.Join(dir, "nope.qcow2")
+		p.Inputs.BasePath = filepath.Join(dir, "nope.qcow2")
 		opts := buildOptions(t, t.TempDir(), nil)
 		if err := run(t, context.Background(), p, opts); err == nil || !strings.Contains(err.Error(), "no such file") {
 			t.Errorf("got %v", err)
@@ -330,7 +334,7 @@ func TestBuildFailures(t *testing.T) {
     run = ["echo about to fail; exit 3"]
   }`))
 		err := run(t, context.Background(), p, buildOptions(t, t.TempDir(), nil))
-		var ce *builder.CommandError
+		var ce *guest.CommandError
 		if !errors.As(err, &ce) || ce.ExitCode != 3 || !strings.Contains(ce.Output, "about to fail") || !strings.Contains(err.Error(), "layer x, run step") {
 			t.Errorf("got %v", err)
 		}
@@ -387,7 +391,7 @@ func TestPackIsDeterministicAndFaithful(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	ctx := context.Background()
-	sess, err := Executor{}.Open(ctx, disk, builder.SessionOptions{Format: "raw", Log: func(s string) { t.Log(s) }})
+	sess, err := Executor{}.Open(ctx, disk, guest.SessionOptions{Format: "raw", Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +433,7 @@ for i in $(seq 1 3000); do : > $d/big/f$i; done`); err != nil {
 	packDone := make(chan error, 1)
 	go func() {
 		tee := io.TeeReader(pr, opw)
-		_, err := builder.Repack(ctx, tee, fa, 6)
+		_, err := pack.Repack(ctx, tee, fa, 6)
 		io.Copy(io.Discard, tee)
 		opw.Close()
 		packDone <- err
@@ -457,7 +461,7 @@ for i in $(seq 1 3000); do : > $d/big/f$i; done`); err != nil {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := builder.PackDisk(ctx, disk, mounts[0].Partition, f, 6); err != nil {
+		if _, err := pack.Disk(ctx, disk, mounts[0].Partition, f, 6); err != nil {
 			t.Fatalf("PackDisk: %v", err)
 		}
 		f.Close()
@@ -695,7 +699,7 @@ rm %[3]s`, base, raw, part))
 		if res.Manifest.Artifact.Packer != "appliance" {
 			t.Errorf("packer %q, want appliance", res.Manifest.Artifact.Packer)
 		}
-		out, err := exec.Command("tar", "-xzOf", res.Tarball, "./etc/fallback-marker").CombinedOutput()
+		out, err := exec.Command("tar", "-xzOf", res.Files.Tarball, "./etc/fallback-marker").CombinedOutput()
 		if err != nil || string(out) != "packed\n" {
 			t.Errorf("the marker in the tgz: %q, %v", out, err)
 		}

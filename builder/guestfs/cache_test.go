@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -25,7 +26,7 @@ func TestLayerCache(t *testing.T) {
 	base, checksum := baseImage(t)
 	dir := t.TempDir()
 	cacheDir := filepath.Join(t.TempDir(), "layers")
-	recipe := func(third string) *builder.Plan {
+	recipe := func(third string) *plan.Plan {
 		t.Helper()
 		p := filepath.Join(dir, "cached.hcl")
 		src := fmt.Sprintf(`image "cached" {
@@ -63,7 +64,7 @@ func TestLayerCache(t *testing.T) {
 		res    *builder.Result
 		events []event.Event
 	}
-	build := func(plan *builder.Plan) result {
+	build := func(plan *plan.Plan) result {
 		t.Helper()
 		var events []event.Event
 		opts := buildOptions(t, t.TempDir(), &events)
@@ -123,7 +124,7 @@ func TestLayerCache(t *testing.T) {
 		if got := strings.Join(cachedLayers(r), ","); got != "one,two" {
 			t.Errorf("restored %q, want one,two", got)
 		}
-		out, err := exec.Command("tar", "-xzOf", r.res.Tarball, "./etc/cache-test/three", "./opt/two/numbers").Output()
+		out, err := exec.Command("tar", "-xzOf", r.res.Files.Tarball, "./etc/cache-test/three", "./opt/two/numbers").Output()
 		if err != nil || !strings.HasPrefix(string(out), "three, changed\n1\n2\n") {
 			t.Errorf("the tgz: %.40q, %v", out, err)
 		}
@@ -178,7 +179,7 @@ func TestLayerCache(t *testing.T) {
 		if got := strings.Join(cachedLayers(r), ","); got != "one" {
 			t.Errorf("restored %q, want only one", got)
 		}
-		out, err := exec.Command("tar", "-xzOf", r.res.Tarball, "./opt/two/numbers").Output()
+		out, err := exec.Command("tar", "-xzOf", r.res.Files.Tarball, "./opt/two/numbers").Output()
 		if err != nil || !strings.HasPrefix(string(out), "1\n2\n3\n") || !strings.HasSuffix(string(out), "20000\n") {
 			t.Errorf("layer two in the tgz: %.40q, %v", out, err)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"libguestfs.org/guestfs"
 
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/shell"
 )
@@ -23,19 +23,19 @@ type Executor struct {
 	MemoryMB int
 }
 
-var _ builder.Executor = Executor{}
+var _ guest.Executor = Executor{}
 
-// session is builder.Session on an appliance handle, with the guest's
+// session is guest.Session on an appliance handle, with the guest's
 // filesystems mounted. The handle serializes calls and lets Close from
 // another goroutine end a running one (builds cancel that way).
 type session struct {
 	*appliance.Handle
-	mounts []builder.Mount
+	mounts []guest.Mount
 }
 
 // Open launches the appliance on disk, grows the root filesystem to the
 // disk's size and mounts the guest.
-func (e Executor) Open(ctx context.Context, disk string, opts builder.SessionOptions) (builder.Session, error) {
+func (e Executor) Open(ctx context.Context, disk string, opts guest.SessionOptions) (guest.Session, error) {
 	accel, err := appliance.Accelerator(ctx, opts.Accel, opts.Log)
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (s *session) growAndMount(g *guestfs.Guestfs, log func(string)) (string, er
 		if err := g.Mount(dev, mp); err != nil {
 			return "", fmt.Errorf("mounting %s on %s: %w", dev, mp, err)
 		}
-		m := builder.Mount{Point: mp, Device: dev, Partition: -1}
+		m := guest.Mount{Point: mp, Device: dev, Partition: -1}
 		m.Type, _ = g.Vfs_type(dev)
 		switch {
 		case dev == "/dev/sda":
@@ -175,7 +175,7 @@ func grow(g *guestfs.Guestfs, root string, log func(string)) error {
 	return g.Resize2fs(root)
 }
 
-func (s *session) Mounts() []builder.Mount { return s.mounts }
+func (s *session) Mounts() []guest.Mount { return s.mounts }
 
 // Checkpoint unmounts the guest (which leaves its filesystems clean on the
 // disk), syncs the appliance's block devices, runs fn, and mounts the
@@ -211,7 +211,7 @@ func (s *session) Run(ctx context.Context, cmd string) (string, error) {
 		return out, fmt.Errorf("running %s: %w", firstLine(cmd), err)
 	}
 	if code != 0 {
-		return out, &builder.CommandError{Command: cmd, ExitCode: code, Output: lastLines(out, 25)}
+		return out, &guest.CommandError{Command: cmd, ExitCode: code, Output: lastLines(out, 25)}
 	}
 	return out, nil
 }

@@ -1,6 +1,6 @@
 // Package steps owns the closed set of customization steps a build applies
 // to an image: plain data, with no knowledge of how they are executed. The
-// planner (package builder) and the layer compiler (package layers) produce
+// layer compiler (package compile) and the planner (package plan) produce
 // them; executors (the libguestfs one, and the dry-run printer) consume the
 // same values, so a plan and a build cannot disagree.
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/storeopen"
@@ -74,7 +75,7 @@ store's latest version of the image.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rf.dryRun = dryRun
 			// A version names files and store paths: refused before the
-			// recipe is read (NewPlan holds every caller to the same rule).
+			// recipe is read (plan.New holds every caller to the same rule).
 			if version != "" {
 				if err := manifest.CheckVersion(version); err != nil {
 					return fmt.Errorf("--version: %w", err)
@@ -97,7 +98,7 @@ store's latest version of the image.`,
 				return err
 			}
 			defer sb.close()
-			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version, SignKey: signKey})
+			plan, err := plan.New(r, plan.Options{Version: version, SignKey: signKey})
 			if err != nil {
 				return err
 			}
@@ -140,8 +141,9 @@ store's latest version of the image.`,
 			}
 			if rf.output == "json" {
 				// One object per line, like the events before it.
-				result := map[string]any{"type": "result", "tarball": res.Tarball,
-					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sbom": res.SBOM, "cyclonedx": res.CycloneDX, "provenance": res.Provenance,
+				f := res.Files
+				result := map[string]any{"type": "result", "tarball": f.Tarball,
+					"manifest": f.Manifest, "validation_script": f.ValidationScript, "sbom": f.SBOM, "cyclonedx": f.CycloneDX, "provenance": f.Provenance,
 					"sha256": res.Manifest.Artifact.SHA256,
 					"size":   res.Manifest.Artifact.Size, "signatures": sigs}
 				if ref := sb.registryRef(); ref != "" {
@@ -149,12 +151,13 @@ store's latest version of the image.`,
 				}
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(result)
 			}
-			tgz := res.Tarball
+			f := res.Files
+			tgz := f.Tarball
 			if tgz == "" { // pushed to a registry store, not kept here
 				tgz = sb.registryRef()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
-				res.Manifest.Artifact.Size, res.ManifestPath, res.ValidationScript, res.SBOM, res.CycloneDX, res.Provenance)
+				res.Manifest.Artifact.Size, f.Manifest, f.ValidationScript, f.SBOM, f.CycloneDX, f.Provenance)
 			for _, s := range sigs {
 				fmt.Fprintln(cmd.OutOrStdout(), s)
 			}

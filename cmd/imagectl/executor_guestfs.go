@@ -3,8 +3,8 @@
 package main
 
 import (
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/guestfs"
 )
 
-func newExecutor() builder.Executor { return guestfs.Executor{} }
+func newExecutor() guest.Executor { return guestfs.Executor{} }

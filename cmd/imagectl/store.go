@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
@@ -234,9 +235,9 @@ func (sb *storeBuild) close() {
 }
 
 // adjust says in the plan where a store-generated version came from.
-func (sb *storeBuild) adjust(p *builder.Plan) {
+func (sb *storeBuild) adjust(p *plan.Plan) {
 	if sb != nil && sb.b.Generated {
-		p.Image.VersionFrom = "generated"
+		p.VersionFrom = "generated"
 	}
 }
 
@@ -269,13 +270,14 @@ func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []s
 	if sb == nil {
 		return sigs, nil
 	}
-	v, err := sb.b.Publish(ctx, store.Artifact{Tarball: res.Tarball, Manifest: res.ManifestPath, ValidationScript: res.ValidationScript})
+	f := &res.Files
+	v, err := sb.b.Publish(ctx, store.Artifact{Tarball: f.Tarball, Manifest: f.Manifest, ValidationScript: f.ValidationScript})
 	if err != nil {
 		return nil, err
 	}
-	res.Tarball, res.ManifestPath, res.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
+	f.Tarball, f.Manifest, f.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
 	sb.ref = v.Ref
-	res.SBOM, res.CycloneDX, res.Provenance = v.Path(res.SBOM), v.Path(res.CycloneDX), v.Path(res.Provenance)
+	f.SBOM, f.CycloneDX, f.Provenance = v.Path(f.SBOM), v.Path(f.CycloneDX), v.Path(f.Provenance)
 	out := make([]string, len(sigs))
 	for i, s := range sigs {
 		out[i] = v.Path(s)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/store"
@@ -95,13 +96,13 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 	if version != today+".1" || sb.parentVersion() != "20260101.1" {
 		t.Fatalf("version %q, parent %q", version, sb.parentVersion())
 	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version})
+	plan, err := plan.New(r, plan.Options{Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb.adjust(plan)
-	if plan.Image.VersionFrom != "generated" || plan.Image.Version != version {
-		t.Errorf("plan version %q from %q", plan.Image.Version, plan.Image.VersionFrom)
+	if plan.VersionFrom != "generated" || plan.Manifest.Image.Version != version {
+		t.Errorf("plan version %q from %q", plan.Manifest.Image.Version, plan.VersionFrom)
 	}
 	out := sb.outputDir("")
 	if !strings.HasPrefix(out, filepath.Join(dir, ".staging")) {
@@ -109,17 +110,19 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 	}
 	signer, _ := storetest.Keys(t, t.TempDir())
 	tgz, man := storetest.Artifact(t, out, "demo", version, storetest.Options{Signer: signer})
-	res := &builder.Result{Tarball: tgz, ManifestPath: man, ValidationScript: strings.TrimSuffix(tgz, ".tgz") + "-validate.sh"}
+	files := manifest.FilesBeside(tgz)
+	files.Manifest = man
+	res := &builder.Result{Files: files}
 	var log strings.Builder
 	sigs, err := sb.publish(context.Background(), res, []string{tgz + ".sig"}, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := filepath.Join(dir, "demo", version)
-	if res.Tarball != filepath.Join(want, "demo-"+version+".tgz") || sigs[0] != res.Tarball+".sig" || !strings.Contains(log.String(), "published demo "+version) {
-		t.Errorf("result points at %s, %v; log %q", res.Tarball, sigs, log.String())
+	if res.Files.Tarball != filepath.Join(want, "demo-"+version+".tgz") || sigs[0] != res.Files.Tarball+".sig" || !strings.Contains(log.String(), "published demo "+version) {
+		t.Errorf("result points at %s, %v; log %q", res.Files.Tarball, sigs, log.String())
 	}
-	for _, p := range []string{res.Tarball, res.ManifestPath, res.ValidationScript, sigs[0]} {
+	for _, p := range []string{res.Files.Tarball, res.Files.Manifest, res.Files.ValidationScript, sigs[0]} {
 		if _, err := os.Stat(p); err != nil {
 			t.Error(err)
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/validate"
@@ -49,11 +49,11 @@ it into the image and write it beside the artifact.`,
 				if err != nil {
 					return err
 				}
-				plan, err := builder.NewPlan(r, builder.PlanOptions{})
+				plan, err := plan.New(r, plan.Options{})
 				if err != nil {
 					return err
 				}
-				m = plan.Manifest()
+				m = plan.Manifest
 			}
 			script, err := validate.Script(m)
 			if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/buildinfo"
 )
 
 func newVersionCmd() *cobra.Command {
@@ -19,10 +19,10 @@ func newVersionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{
-					"version": builder.Version, "go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH,
+					"version": buildinfo.Version, "go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH,
 				})
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "imagectl %s (%s, %s/%s)\n", builder.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "imagectl %s (%s, %s/%s)\n", buildinfo.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}

@@ -1,7 +1,7 @@
 // Package appliance owns imagectl's libguestfs appliance: deciding how it
 // runs (KVM when QEMU can use it, TCG otherwise, saying which and why),
 // launching one on a disk image, and the Handle that builds
-// (builder/guestfs adapts it to builder.Session) and smoke deploys work
+// (builder/guestfs adapts it to builder/guest's Session) and smoke deploys work
 // through. A Handle serializes calls, as libguestfs requires; a cancelled
 // context, Kill or Close from another goroutine during a call kills the
 // appliance's QEMU, so the call returns at once; Close shuts the appliance

@@ -33,7 +33,7 @@ type layer struct {
 // together.
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
-		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/digest", "internal/event",
+		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/digest", "internal/event",
 		"internal/filelock", "internal/fsmode", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
 		"internal/testenv", "internal/textsafe",
 	}},
@@ -41,17 +41,22 @@ var layers = []layer{
 		"manifest",
 	}},
 	{name: "definitions (recipes, the step vocabulary, validation, signing, the SBOM and provenance documents)", pkgs: []string{
-		"builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
+		"builder/guest", "builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
 	}},
 	{name: "site definitions (the sites file: MAAS sites, deploy profiles, groups, the verify-key policy)", pkgs: []string{
 		"sites",
 	}},
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
-		"layers",
+		"builder/compile",
+	}},
+	{name: "plans (what a build will do, before anything runs: the static manifest, the steps, the local inputs)", pkgs: []string{
+		"builder/plan",
 	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
-		"builder/ext4tar", "builder/layercache", "profile", "profile/profilesim", "upload/maas", "upload/maassim",
-		"deploycheck",
+		"builder/attest", "builder/base", "builder/ext4tar", "builder/layercache", "deploycheck", "profile", "profile/profilesim", "upload/maas", "upload/maassim",
+	}},
+	{name: "build parts (the step interpreter and the packer, on the parts above)", pkgs: []string{
+		"builder/apply", "builder/pack",
 	}},
 	{name: "operations (build, store, upload, smoke test: siblings)", pkgs: []string{
 		"builder", "smoke", "store", "upload",
@@ -88,10 +93,10 @@ var testOnly = map[string]bool{
 // never gets these.
 var testUp = map[string]map[string]string{
 	"recipes": {
-		"builder": "the fuzz test plans every recipe it parses",
+		"builder/plan": "the fuzz test plans every recipe it parses",
 	},
 	"validate": {
-		"layers": "the validation script's tests read the files layers write",
+		"builder/compile": "the validation script's tests read the files the compiled layers write",
 	},
 	"smoke": {
 		"builder":         "the smoke tests boot the stand-in image a real build makes",

@@ -1,4 +1,4 @@
-package layers
+package compile
 
 import (
 	"bytes"
@@ -97,7 +97,7 @@ func TestGrubDropInLegalArgs(t *testing.T) {
 // with an argument GRUB's linux line cannot carry does not compile.
 func TestCompileRefusesKernelArgs(t *testing.T) {
 	img := &recipes.Image{Name: "x", Kernel: recipes.Kernel{Args: []string{"iommu=pt", "nvidia.NVreg_RegistryDwords=A=1;B=0"}}}
-	_, err := Compile(img)
+	_, err := Image(img)
 	if err == nil || !strings.Contains(err.Error(), "NVreg_RegistryDwords") {
 		t.Fatalf("compiling a kernel arg with ';': %v", err)
 	}

@@ -1,16 +1,18 @@
-// Package layers owns what a layer is once compiled: the reusable layer files
-// shipped beside this package (*.hcl, loaded through package recipes) and the
-// translation of a decoded recipe into ordered, digested layers of steps.
+// Package compile owns the translation of a decoded recipe's image into
+// ordered, digested layers of steps (package steps' vocabulary): the
+// recipe's own layers, in order, followed by the layers the image block
+// implies. It sits below the planner that calls it, beside the step types it
+// produces; the reusable layer files it compiles (layers/*.hcl at the root
+// of the repository) are data, loaded through package recipes.
 //
-// A recipe compiles to its own layers, in order, followed by the layers the
-// image block implies: "@boot" (kernel args and the networkd wait-online
+// The implied layers are "@boot" (kernel args and the networkd wait-online
 // bound: how the host boots, rarely changed, and slow to apply since it
 // runs update-grub; only when the recipe sets either), "@config" (Netdata,
 // bundles: what release engineers change most) and "@finalize" (validation
 // script, build marker, clean-up: made from the manifest). The split lets
 // the layer cache rebuild a Netdata or bundle change without update-grub.
 // Names starting with "@" cannot collide with recipe layer names.
-package layers
+package compile
 
 import (
 	"fmt"
@@ -45,11 +47,17 @@ type Layer struct {
 	// unresolved bundle (a dry run's), whose content is not known.
 	Digest     string
 	Unresolved bool
+	// Key chains the layer's digest with its parent's key (the base
+	// image's checksum at the root): equal keys mean equal disk states,
+	// which is what the layer cache keys on. An unresolved layer, and
+	// every enabled layer after it, has none.
+	Key string
 }
 
-// Compile turns a recipe's image into its ordered layers. Disabled layers
-// are kept, without steps or digest, so plans can show them.
-func Compile(img *recipes.Image) ([]*Layer, error) {
+// Image compiles a recipe's image into its ordered layers, digested and
+// keyed. Disabled layers are kept, without steps, digest or key, so plans
+// can show them.
+func Image(img *recipes.Image) ([]*Layer, error) {
 	var out []*Layer
 	for _, rl := range img.Layers {
 		l := &Layer{Name: rl.Name, Description: rl.Description, File: rl.File, FileDigest: rl.FileDigest, Enabled: rl.Enabled}
@@ -82,7 +90,25 @@ func Compile(img *recipes.Image) ([]*Layer, error) {
 		}
 		l.Digest = d
 	}
+	parent := img.Base.Checksum
+	for _, l := range out {
+		if !l.Enabled {
+			continue
+		}
+		// A key chains what is known: none after an unresolved layer.
+		if l.Unresolved {
+			parent = ""
+		}
+		if parent != "" {
+			l.Key = chainKey(parent, l.Digest)
+		}
+		parent = l.Key
+	}
 	return out, nil
+}
+
+func chainKey(parent, layer string) string {
+	return digest.Bytes([]byte(parent + "\n" + layer)).String()
 }
 
 // unresolved reports whether a step of list is an unresolved bundle.
@@ -215,7 +241,7 @@ func finalizeSteps(img *recipes.Image) []steps.Step {
 // curtin rewrites at deploy with MAAS's kernel_opts. Each argument is
 // single-quoted, so the shell takes it as data whatever it holds; what
 // GRUB's linux line can carry is the recipe's rule (recipes.CheckKernelArg),
-// which Compile holds the args to.
+// which Image holds the args to.
 func GrubDropInContent(args []string) string {
 	return `# Written by imagectl: the recipe's kernel arguments.
 # curtin rewrites GRUB_CMDLINE_LINUX_DEFAULT at deploy and never touches

@@ -1,13 +1,10 @@
-package builder
+package plan
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,16 +22,16 @@ type planCase struct {
 	recipe string
 	inputs recipes.Inputs
 	roots  []string
-	opts   PlanOptions
+	opts   Options
 	dryRun bool
 }
 
 var fixedNow = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 var planCases = []planCase{
-	{name: "h200", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow},
+	{name: "h200", recipe: "recipes/h200.hcl", opts: Options{Now: fixedNow},
 		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=testdata/bundles"}}},
-	{name: "h200-doca", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1.4.0"},
+	{name: "h200-doca", recipe: "recipes/h200.hcl", opts: Options{Version: "1.4.0"},
 		inputs: recipes.Inputs{Flags: []string{"site_bootstrap_dir=testdata/bundles", "enable_doca_repos=true", "install_packages=ipmitool,fio"}}},
 	{name: "h200-debian", recipe: "testdata/h200-debian.hcl",
 		inputs: recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}},
@@ -44,14 +41,14 @@ var planCases = []planCase{
 	// The design's own example on a fresh clone: no site_bootstrap_dir, so
 	// the bundles are unresolved, without digests, as is the layer that
 	// stages them and every key from there on.
-	{name: "h200-unresolved", recipe: "recipes/h200.hcl", opts: PlanOptions{Now: fixedNow}, dryRun: true},
+	{name: "h200-unresolved", recipe: "recipes/h200.hcl", opts: Options{Now: fixedNow}, dryRun: true},
 }
 
 // chdirRoot runs the test from the repository root, so that recipe paths in
 // plans read as a user typing them there would see them, and makes file
 // modes in bundle directories what a git checkout with umask 022 gives.
 func chdirRoot(t testing.TB) {
-	t.Chdir("..")
+	t.Chdir("../..")
 	for _, dir := range []string{"examples/site-bootstrap", "testdata/bundles"} {
 		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || !d.Type().IsRegular() {
@@ -82,7 +79,7 @@ func loadPlan(t testing.TB, tc planCase) *Plan {
 		_ = hclkit.WriteDiagnostics(&buf, p.Files(), diags, false)
 		t.Fatalf("%s:\n%s", tc.recipe, buf.String())
 	}
-	plan, err := NewPlan(r, tc.opts)
+	plan, err := New(r, tc.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +119,7 @@ func golden(t *testing.T, path string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./builder -update to create it)", err)
+		t.Fatalf("%v (run go test ./builder/plan -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
 		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
@@ -135,7 +132,7 @@ func golden(t *testing.T, path string, got []byte) {
 				w = wl[i]
 			}
 			if g != w {
-				t.Fatalf("%s differs from the plan at line %d:\n got: %s\nwant: %s\n(run go test ./builder -update if the change is intended)", path, i+1, g, w)
+				t.Fatalf("%s differs from the plan at line %d:\n got: %s\nwant: %s\n(run go test ./builder/plan -update if the change is intended)", path, i+1, g, w)
 			}
 		}
 	}
@@ -160,7 +157,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 func TestLayerDigestsFollowContent(t *testing.T) {
 	chdirRoot(t)
 	base := loadPlan(t, planCases[0])
-	changed := loadPlan(t, planCase{name: "x", recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "9.9.9"}, roots: planCases[0].roots,
+	changed := loadPlan(t, planCase{name: "x", recipe: "recipes/h200.hcl", opts: Options{Version: "9.9.9"}, roots: planCases[0].roots,
 		inputs: recipes.Inputs{Flags: append([]string{"netdata_retention_mb=512", "artifact_dir=elsewhere"}, planCases[0].inputs.Flags...)}})
 	afterConfig := false
 	for i, l := range base.Layers {
@@ -205,7 +202,7 @@ image "s" {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plan := loadPlan(t, planCase{recipe: path, opts: PlanOptions{Version: "1"}})
+	plan := loadPlan(t, planCase{recipe: path, opts: Options{Version: "1"}})
 	var text, js bytes.Buffer
 	if err := plan.WriteText(&text); err != nil {
 		t.Fatal(err)
@@ -230,46 +227,5 @@ func BenchmarkPlanH200(b *testing.B) {
 	chdirRoot(b)
 	for b.Loop() {
 		loadPlan(b, planCases[0])
-	}
-}
-
-// refusingExecutor fails the test when a build launches an appliance.
-type refusingExecutor struct{ t *testing.T }
-
-func (e refusingExecutor) Open(context.Context, string, SessionOptions) (Session, error) {
-	e.t.Error("the build launched an appliance")
-	return nil, errors.New("no appliance in this test")
-}
-
-// refusingTransport fails the test when a build downloads anything.
-type refusingTransport struct{ t *testing.T }
-
-func (r refusingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.t.Errorf("the build fetched %s", req.URL)
-	return nil, errors.New("no network in this test")
-}
-
-// TestBuildRefusesUnresolvedPlan checks that a dry run's plan with
-// unresolved bundles is refused by Build before anything runs: no base image
-// is looked at, no artifact directory made, no appliance launched.
-func TestBuildRefusesUnresolvedPlan(t *testing.T) {
-	chdirRoot(t)
-	plan := loadPlan(t, planCase{recipe: "recipes/h200.hcl", opts: PlanOptions{Version: "1"}, dryRun: true})
-	out := filepath.Join(t.TempDir(), "out")
-	offline := &http.Client{Transport: refusingTransport{t}}
-	_, err := Build(context.Background(), plan, BuildOptions{Executor: refusingExecutor{t}, OutputDir: out, CacheDir: t.TempDir(), HTTPClient: offline})
-	if err == nil {
-		t.Fatal("a plan with unresolved bundles was built")
-	}
-	for _, want := range []string{"bundle h200-ib is unresolved", "bundle h200-slice-vm is unresolved", "var.site_bootstrap_dir"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the refusal does not say %q: %v", want, err)
-		}
-	}
-	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the refused build made its artifact directory (%v)", err)
-	}
-	if err := loadPlan(t, planCases[0]).Resolved(); err != nil {
-		t.Errorf("a plan with every bundle resolved is refused: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package builder
+package pack
 
 import (
 	"archive/tar"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/builder/guest"
 )
 
 // rootTar builds a tar stream like the appliance's tar-out: every entry type,
@@ -129,19 +131,19 @@ func BenchmarkRepack(b *testing.B) {
 }
 
 func TestHostUnpackable(t *testing.T) {
-	root := Mount{Point: "/", Device: "/dev/sda1", Partition: 1, Type: "ext4"}
-	esp := Mount{Point: "/boot/efi", Device: "/dev/sda15", Partition: 15, Type: "vfat"}
+	root := guest.Mount{Point: "/", Device: "/dev/sda1", Partition: 1, Type: "ext4"}
+	esp := guest.Mount{Point: "/boot/efi", Device: "/dev/sda15", Partition: 15, Type: "vfat"}
 	for _, c := range []struct {
-		mounts []Mount
+		mounts []guest.Mount
 		want   string
 	}{
-		{[]Mount{root, esp}, ""},
-		{[]Mount{root}, ""},
-		{[]Mount{{Point: "/", Device: "/dev/sda", Partition: 0, Type: "ext4"}}, ""},
+		{[]guest.Mount{root, esp}, ""},
+		{[]guest.Mount{root}, ""},
+		{[]guest.Mount{{Point: "/", Device: "/dev/sda", Partition: 0, Type: "ext4"}}, ""},
 		{nil, "not known"},
-		{[]Mount{{Point: "/", Device: "/dev/mapper/vg-root", Partition: -1, Type: "ext4"}}, "not on a partition"},
-		{[]Mount{{Point: "/", Device: "/dev/sda1", Partition: 1, Type: "xfs"}}, "xfs, not ext4"},
-		{[]Mount{root, esp, {Point: "/var", Device: "/dev/sda3", Partition: 3, Type: "ext4"}}, "mounts /dev/sda3 on /var"},
+		{[]guest.Mount{{Point: "/", Device: "/dev/mapper/vg-root", Partition: -1, Type: "ext4"}}, "not on a partition"},
+		{[]guest.Mount{{Point: "/", Device: "/dev/sda1", Partition: 1, Type: "xfs"}}, "xfs, not ext4"},
+		{[]guest.Mount{root, esp, {Point: "/var", Device: "/dev/sda3", Partition: 3, Type: "ext4"}}, "mounts /dev/sda3 on /var"},
 	} {
 		got := hostUnpackable(c.mounts)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {

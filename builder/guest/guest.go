@@ -1,15 +1,20 @@
-package builder
+// Package guest owns the seam between a build and the appliance that
+// customizes its disk: Executor starts a Session on a disk image, whose
+// guest filesystems are mounted (Mount) and whose failed commands are
+// CommandErrors. The libguestfs executor (package builder/guestfs, built
+// with the guestfs tag) is the real one; the CLI supplies it, so the build
+// itself compiles without cgo.
+package guest
 
 import (
 	"context"
 	"io"
 	"io/fs"
 	"strconv"
+	"strings"
 )
 
-// Executor starts sessions on disk images. The libguestfs executor (package
-// builder/guestfs, built with the guestfs tag) is the real one; the CLI
-// supplies it, so this package builds without cgo.
+// Executor starts sessions on disk images.
 type Executor interface {
 	// Open launches one appliance for the whole customization of disk,
 	// grows the root filesystem to fill the disk, and mounts the guest's
@@ -94,4 +99,13 @@ func (e *CommandError) Error() string {
 		out = ":\n" + indent(out)
 	}
 	return msg + ": " + e.Command + out
+}
+
+// indent prefixes every line with four spaces, for command output in errors.
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n")
 }

@@ -1,4 +1,7 @@
-package builder
+// Package base owns the base images a build starts from: a local file
+// verified against the recipe's checksum, or a download verified as it is
+// written and kept by digest, so a cached file is verified by its name.
+package base
 
 import (
 	"context"
@@ -10,12 +13,13 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
-// BaseCache holds downloaded base images by digest: <dir>/sha256-<hex>.
+// Cache holds downloaded base images by digest: <dir>/sha256-<hex>.
 // An image is stored only after its sha256 matched, under a name derived
 // from that sha256, so a file in the cache is verified by its name.
-type BaseCache struct {
+type Cache struct {
 	Dir    string
 	Client *http.Client
 }
@@ -27,8 +31,8 @@ var ErrChecksum = errors.New("checksum mismatch")
 // for a local source (hashed now), or the cached download for a URL
 // (downloaded and hashed in one pass when missing). Nothing else happens
 // before this succeeds.
-func (c BaseCache) Resolve(ctx context.Context, b BaseRef, localPath string, progress func(done, total int64)) (string, error) {
-	sum, err := digest.Parse(b.Checksum)
+func (c Cache) Resolve(ctx context.Context, b manifest.Base, localPath string, progress func(done, total int64)) (string, error) {
+	sum, err := digest.Parse(b.SHA256)
 	if err != nil {
 		return "", fmt.Errorf("base image %s: checksum: %w", b.Source, err)
 	}
@@ -54,7 +58,7 @@ func (c BaseCache) Resolve(ctx context.Context, b BaseRef, localPath string, pro
 
 // download fetches url into dest, hashing it on the way, and keeps it only
 // when its sha256 is want's.
-func (c BaseCache) download(ctx context.Context, url, dest string, want digest.Digest, progress func(done, total int64)) error {
+func (c Cache) download(ctx context.Context, url, dest string, want digest.Digest, progress func(done, total int64)) error {
 	client := c.Client
 	if client == nil {
 		client = http.DefaultClient

@@ -1,4 +1,4 @@
-package builder
+package plan
 
 import (
 	"strings"
@@ -18,7 +18,7 @@ func loadRecipe(t *testing.T, tc planCase) *recipes.Recipe {
 
 // TestNewPlanRefusesVersions: build --version was not checked at all, so a
 // newline reached the validation script's header and ../ put the artifact
-// outside the output directory. NewPlan refuses both, naming the flag,
+// outside the output directory. New refuses both, naming the flag,
 // whichever command asks for the plan.
 func TestNewPlanRefusesVersions(t *testing.T) {
 	chdirRoot(t)
@@ -29,14 +29,14 @@ func TestNewPlanRefusesVersions(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"0.1\ntouch x", "../../../../etc/x", "a/b", "..", " 1", strings.Repeat("1", 101)} {
-		tc.opts = PlanOptions{Version: v}
+		tc.opts = Options{Version: v}
 		p := loadRecipe(t, tc)
-		if _, err := NewPlan(p, tc.opts); err == nil || !strings.HasPrefix(err.Error(), "--version: ") || !strings.Contains(err.Error(), "is not a valid version") {
+		if _, err := New(p, tc.opts); err == nil || !strings.HasPrefix(err.Error(), "--version: ") || !strings.Contains(err.Error(), "is not a valid version") {
 			t.Errorf("--version %q: %v", v, err)
 		}
 	}
-	tc.opts = PlanOptions{Version: "1.4.0+build.2~rc1"}
-	if _, err := NewPlan(loadRecipe(t, tc), tc.opts); err != nil {
+	tc.opts = Options{Version: "1.4.0+build.2~rc1"}
+	if _, err := New(loadRecipe(t, tc), tc.opts); err != nil {
 		t.Errorf("a good version: %v", err)
 	}
 }

@@ -1,8 +1,13 @@
-package builder
+// Package apply owns the step interpreter: it executes each kind of step
+// (package steps) in an appliance session (package guest) and records what
+// the manifest needs from running them (missing optional packages, fetched
+// apt keys, the installed packages).
+package apply
 
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -14,11 +19,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
+	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
@@ -37,23 +44,27 @@ const aptInstall = "apt-get install -y -q -o Dpkg::Options::=--force-confdef -o 
 // bundle's bytes in the image depend on its content only.
 var bundleMTime = time.Unix(946684800, 0) // 2000-01-01
 
-// applier executes steps in a session and records what the manifest needs.
-type applier struct {
-	s       Session
-	rep     event.Reporter
-	client  *http.Client
+// Applier executes steps in a session and records what the manifest needs.
+type Applier struct {
+	Session guest.Session
+	Events  event.Reporter
+	Client  *http.Client
+
+	// Missing are the optional packages the archive did not have, Keys
+	// the apt keys fetched: what the manifest records of running steps.
+	Missing []string
+	Keys    []manifest.AptKey
+
+	// The finalize hooks: the validation script and build marker are
+	// generated from the build's own state when their steps run.
+	ValidationScript func(ctx context.Context) ([]byte, error)
+	Marker           func(ctx context.Context) ([]byte, error)
+
 	aptSync bool // apt lists are current for the configured repositories
-
-	missing []string
-	keys    []manifest.AptKey
-
-	// finalize hooks: the validation script and build marker are generated
-	// from the build's own state when their steps run.
-	validationScript func(ctx context.Context) ([]byte, error)
-	marker           func(ctx context.Context) ([]byte, error)
 }
 
-func (a *applier) apply(ctx context.Context, st steps.Step) error {
+// Apply executes one step.
+func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 	switch s := st.(type) {
 	case steps.AptRepository:
 		return a.aptRepository(ctx, s)
@@ -63,9 +74,9 @@ func (a *applier) apply(ctx context.Context, st steps.Step) error {
 		}
 		return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
 	case steps.WriteFile:
-		return a.s.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner)
+		return a.Session.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner)
 	case steps.Run:
-		_, err := a.s.Run(ctx, s.Command)
+		_, err := a.Session.Run(ctx, s.Command)
 		return err
 	case steps.Services:
 		return a.services(ctx, s)
@@ -74,29 +85,29 @@ func (a *applier) apply(ctx context.Context, st steps.Step) error {
 	case steps.StageBundle:
 		return a.stageBundle(ctx, s)
 	case steps.InstallValidationScript:
-		b, err := a.validationScript(ctx)
+		b, err := a.ValidationScript(ctx)
 		if err != nil {
 			return err
 		}
-		return a.s.WriteFile(ctx, s.Path, b, 0o755, "root:root")
+		return a.Session.WriteFile(ctx, s.Path, b, 0o755, "root:root")
 	case steps.WriteBuildMarker:
-		b, err := a.marker(ctx)
+		b, err := a.Marker(ctx)
 		if err != nil {
 			return err
 		}
-		return a.s.WriteFile(ctx, s.Path, b, 0o644, "root:root")
+		return a.Session.WriteFile(ctx, s.Path, b, 0o644, "root:root")
 	case steps.Cleanup:
-		_, err := a.s.Run(ctx, cleanupScript(s.Actions))
+		_, err := a.Session.Run(ctx, cleanupScript(s.Actions))
 		return err
 	}
 	return fmt.Errorf("no executor for %s steps", st.Kind())
 }
 
-func (a *applier) aptUpdate(ctx context.Context) error {
+func (a *Applier) aptUpdate(ctx context.Context) error {
 	if a.aptSync {
 		return nil
 	}
-	if _, err := a.s.Run(ctx, aptEnv+"apt-get update -q"); err != nil {
+	if _, err := a.Session.Run(ctx, aptEnv+"apt-get update -q"); err != nil {
 		return fmt.Errorf("apt-get update: %w", err)
 	}
 	a.aptSync = true
@@ -111,32 +122,32 @@ func aptInstallCmd(s steps.Packages) string {
 	return aptEnv + aptInstall
 }
 
-func (a *applier) requiredPackages(ctx context.Context, pkgs []string, install string) error {
+func (a *Applier) requiredPackages(ctx context.Context, pkgs []string, install string) error {
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	_, err := a.s.Run(ctx, install+shell.Join(pkgs))
+	_, err := a.Session.Run(ctx, install+shell.Join(pkgs))
 	return err
 }
 
 // optionalPackages installs what the archive has: all at once when it can,
 // else one by one, recording the packages that could not be installed.
-func (a *applier) optionalPackages(ctx context.Context, pkgs []string, install string) error {
+func (a *Applier) optionalPackages(ctx context.Context, pkgs []string, install string) error {
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	if _, err := a.s.Run(ctx, install+shell.Join(pkgs)); err == nil {
+	if _, err := a.Session.Run(ctx, install+shell.Join(pkgs)); err == nil {
 		return nil
 	} else if !isCommandError(err) {
 		return err
 	}
 	for _, p := range pkgs {
-		_, err := a.s.Run(ctx, install+shell.Quote(p))
+		_, err := a.Session.Run(ctx, install+shell.Quote(p))
 		switch {
 		case err == nil:
 		case isCommandError(err):
-			a.missing = append(a.missing, p)
-			a.rep.Log(fmt.Sprintf("optional package %s not installed: %s", p, lastLine(err.(*CommandError).Output)))
+			a.Missing = append(a.Missing, p)
+			a.Events.Log(fmt.Sprintf("optional package %s not installed: %s", p, lastLine(err.(*guest.CommandError).Output)))
 		default:
 			return err
 		}
@@ -145,7 +156,7 @@ func (a *applier) optionalPackages(ctx context.Context, pkgs []string, install s
 }
 
 func isCommandError(err error) bool {
-	var ce *CommandError
+	var ce *guest.CommandError
 	return errors.As(err, &ce)
 }
 
@@ -154,11 +165,11 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-func (a *applier) aptRepository(ctx context.Context, s steps.AptRepository) error {
+func (a *Applier) aptRepository(ctx context.Context, s steps.AptRepository) error {
 	key, source := s.KeyContent, s.KeyFile
 	if s.KeyURL != "" {
 		var err error
-		if key, err = fetch(ctx, a.client, s.KeyURL); err != nil {
+		if key, err = fetch(ctx, a.Client, s.KeyURL); err != nil {
 			return fmt.Errorf("fetching the signing key of apt repository %s: %w", s.Name, err)
 		}
 		source = s.KeyURL
@@ -167,13 +178,13 @@ func (a *applier) aptRepository(ctx context.Context, s steps.AptRepository) erro
 	if err != nil {
 		return fmt.Errorf("signing key of apt repository %s (%s): %w", s.Name, source, err)
 	}
-	if err := a.s.WriteFile(ctx, s.KeyringPath, keyring, 0o644, "root:root"); err != nil {
+	if err := a.Session.WriteFile(ctx, s.KeyringPath, keyring, 0o644, "root:root"); err != nil {
 		return err
 	}
-	if err := a.s.WriteFile(ctx, s.SourcesPath, []byte(s.Sources), 0o644, "root:root"); err != nil {
+	if err := a.Session.WriteFile(ctx, s.SourcesPath, []byte(s.Sources), 0o644, "root:root"); err != nil {
 		return err
 	}
-	a.keys = append(a.keys, manifest.AptKey{Repository: s.Name, Source: source, SHA256: digest.Bytes(keyring).Hex()})
+	a.Keys = append(a.Keys, manifest.AptKey{Repository: s.Name, Source: source, SHA256: digest.Bytes(keyring).Hex()})
 	a.aptSync = false
 	return nil
 }
@@ -216,14 +227,14 @@ func fetch(ctx context.Context, client *http.Client, url string) ([]byte, error)
 	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 }
 
-func (a *applier) services(ctx context.Context, s steps.Services) error {
+func (a *Applier) services(ctx context.Context, s steps.Services) error {
 	if len(s.Enable) > 0 {
-		if _, err := a.s.Run(ctx, "systemctl enable -- "+shell.Join(s.Enable)); err != nil {
+		if _, err := a.Session.Run(ctx, "systemctl enable -- "+shell.Join(s.Enable)); err != nil {
 			return err
 		}
 	}
 	if len(s.Disable) > 0 {
-		if _, err := a.s.Run(ctx, "systemctl disable -- "+shell.Join(s.Disable)); err != nil {
+		if _, err := a.Session.Run(ctx, "systemctl disable -- "+shell.Join(s.Disable)); err != nil {
 			return err
 		}
 	}
@@ -232,38 +243,38 @@ func (a *applier) services(ctx context.Context, s steps.Services) error {
 
 const defaultGrub = "/etc/default/grub"
 
-func (a *applier) kernelArgs(ctx context.Context, s steps.KernelArgs) error {
+func (a *Applier) kernelArgs(ctx context.Context, s steps.KernelArgs) error {
 	var cur []byte
-	ok, err := a.s.Exists(ctx, defaultGrub)
+	ok, err := a.Session.Exists(ctx, defaultGrub)
 	if err != nil {
 		return err
 	}
 	if ok {
-		if cur, err = a.s.ReadFile(ctx, defaultGrub); err != nil {
+		if cur, err = a.Session.ReadFile(ctx, defaultGrub); err != nil {
 			return err
 		}
 	}
-	if err := a.s.WriteFile(ctx, defaultGrub, AddKernelArgs(cur, s.Args), 0o644, "root:root"); err != nil {
+	if err := a.Session.WriteFile(ctx, defaultGrub, addKernelArgs(cur, s.Args), 0o644, "root:root"); err != nil {
 		return err
 	}
 	// curtin regenerates grub.cfg at deploy; doing it here too makes the
 	// image boot with the args outside MAAS. Best effort: a failure is said,
 	// not fatal.
-	if _, err := a.s.Run(ctx, "if command -v update-grub >/dev/null 2>&1; then update-grub; fi"); err != nil {
+	if _, err := a.Session.Run(ctx, "if command -v update-grub >/dev/null 2>&1; then update-grub; fi"); err != nil {
 		if !isCommandError(err) {
 			return err
 		}
-		a.rep.Log("update-grub failed (curtin runs it again at deploy): " + lastLine(err.(*CommandError).Output))
+		a.Events.Log("update-grub failed (curtin runs it again at deploy): " + lastLine(err.(*guest.CommandError).Output))
 	}
 	return nil
 }
 
 var cmdlineRE = regexp.MustCompile(`(?m)^([ \t]*GRUB_CMDLINE_LINUX=)(.*)$`)
 
-// AddKernelArgs appends args missing from GRUB_CMDLINE_LINUX in the content
+// addKernelArgs appends args missing from GRUB_CMDLINE_LINUX in the content
 // of /etc/default/grub, or adds the variable when the file has none. Only
 // the last live assignment is edited: it is the one grub-mkconfig uses.
-func AddKernelArgs(grub []byte, args []string) []byte {
+func addKernelArgs(grub []byte, args []string) []byte {
 	locs := cmdlineRE.FindAllSubmatchIndex(grub, -1)
 	if len(locs) == 0 {
 		out := append([]byte{}, grub...)
@@ -298,11 +309,11 @@ func AddKernelArgs(grub []byte, args []string) []byte {
 // stageBundle streams the bundle as a tar owned by root into its
 // destination, re-hashing every file against the plan so a bundle that
 // changed since planning fails the build instead of shipping unplanned bytes.
-func (a *applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
+func (a *Applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 	if s.Unresolved {
 		return fmt.Errorf("staging bundle %s: unresolved (%s)", s.Name, s.Reason)
 	}
-	if _, err := a.s.Run(ctx, "mkdir -p -- "+shell.Quote(s.Destination)); err != nil {
+	if _, err := a.Session.Run(ctx, "mkdir -p -- "+shell.Quote(s.Destination)); err != nil {
 		return err
 	}
 	pr, pw := io.Pipe()
@@ -312,7 +323,7 @@ func (a *applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 		pw.CloseWithError(err)
 		errc <- err
 	}()
-	err := a.s.TarIn(ctx, pr, s.Destination)
+	err := a.Session.TarIn(ctx, pr, s.Destination)
 	pr.CloseWithError(errors.New("staging stopped"))
 	if werr := <-errc; werr != nil {
 		return fmt.Errorf("staging bundle %s: %w", s.Name, werr)
@@ -359,7 +370,7 @@ func writeBundleTar(ctx context.Context, s steps.StageBundle, w io.Writer) error
 		defer f.Close()
 		var r io.Reader = f
 		if strings.HasSuffix(s.SourcePath, ".gz") || strings.HasSuffix(s.SourcePath, ".tgz") {
-			zr, err := gzipReader(f)
+			zr, err := gzip.NewReader(f)
 			if err != nil {
 				return err
 			}
@@ -435,4 +446,25 @@ func cleanupScript(actions []string) string {
 		b.WriteString(parts[act] + "\n")
 	}
 	return b.String()
+}
+
+// InstalledPackages reads the guest's dpkg database.
+func InstalledPackages(ctx context.Context, s guest.Session) ([]manifest.Package, error) {
+	out, err := s.Run(ctx, `dpkg-query -W -f='${db:Status-Abbrev}\t${Package}\t${Version}\t${Architecture}\n'`)
+	if err != nil {
+		return nil, err
+	}
+	var pkgs []manifest.Package
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 || !strings.HasPrefix(f[0], "ii") {
+			continue
+		}
+		pkgs = append(pkgs, manifest.Package{Name: f[1], Version: f[2], Architecture: f[3]})
+	}
+	if len(pkgs) == 0 {
+		return nil, errors.New("the guest's dpkg database lists no installed package")
+	}
+	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Name < pkgs[j].Name })
+	return pkgs, nil
 }

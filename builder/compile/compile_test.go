@@ -1,4 +1,4 @@
-package layers
+package compile
 
 import (
 	"os"
@@ -74,7 +74,7 @@ func TestCompile(t *testing.T) {
 		Network:    &recipes.Network{WaitOnlineTimeout: 30 * time.Second, WaitOnlineAny: true},
 		Validation: recipes.Validation{Script: "/usr/local/sbin/x-validate.sh"},
 	}
-	ls, err := Compile(img)
+	ls, err := Image(img)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,12 +121,12 @@ func TestCompile(t *testing.T) {
 
 	// Digests follow content only.
 	img.Layers[0].Files[0].Content = []byte("y")
-	ls2, _ := Compile(img)
+	ls2, _ := Image(img)
 	if ls2[0].Digest == ls[0].Digest {
 		t.Error("changing a file's content did not change the layer digest")
 	}
 	img.Layers[0].Description = "words"
-	ls3, _ := Compile(img)
+	ls3, _ := Image(img)
 	if ls3[0].Digest != ls2[0].Digest {
 		t.Error("a description changed the layer digest")
 	}
@@ -137,7 +137,7 @@ func TestCompile(t *testing.T) {
 func TestBootLayerOnlyWhenNeeded(t *testing.T) {
 	img := &recipes.Image{Name: "x", Netdata: &recipes.Netdata{Enabled: true, Bind: "127.0.0.1:19999", RetentionMB: 64, UpdateEvery: 1},
 		Validation: recipes.Validation{Script: "/usr/local/sbin/x-validate.sh"}}
-	ls, err := Compile(img)
+	ls, err := Image(img)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +145,9 @@ func TestBootLayerOnlyWhenNeeded(t *testing.T) {
 		t.Fatalf("layers %d, first %s: want @config and @finalize only", len(ls), ls[0].Name)
 	}
 	img.Kernel.Args = []string{"iommu=pt"}
-	a, _ := Compile(img)
+	a, _ := Image(img)
 	img.Netdata.RetentionMB = 128
-	b, _ := Compile(img)
+	b, _ := Image(img)
 	if a[0].Name != BootLayer || a[0].Digest != b[0].Digest || a[1].Digest == b[1].Digest {
 		t.Errorf("@boot %s/%s, @config %s/%s: a Netdata change must change @config only", a[0].Digest, b[0].Digest, a[1].Digest, b[1].Digest)
 	}

@@ -1,9 +1,11 @@
-package builder
+package attest
 
 import (
 	"reflect"
 	"testing"
 
+	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
@@ -14,11 +16,12 @@ import (
 // not listed again from the sources file it wrote into the image, and the
 // image's other repositories are listed with where they are configured.
 func TestProvenanceAptRepositoriesOnce(t *testing.T) {
-	plan := &Plan{
-		BuilderVersion: "test",
-		Recipe:         RecipeRef{Path: "h200.hcl", Digest: "sha256:" + sixtyFour("a")},
-		Base:           BaseRef{Source: "https://user:secret@images.example/base.img", Checksum: "sha256:" + sixtyFour("b")},
-		Layers: []*PlanLayer{{Name: "cuda", Enabled: true, Steps: []steps.Step{
+	pl := &plan.Plan{
+		Manifest: &manifest.Manifest{Builder: manifest.Builder{Version: "test"},
+			Recipe:  manifest.Recipe{Path: "h200.hcl", Digest: "sha256:" + sixtyFour("a")},
+			Base:    manifest.Base{Source: "https://user:secret@images.example/base.img", SHA256: sixtyFour("b")},
+			Lineage: manifest.Lineage{BaseDigest: "sha256:" + sixtyFour("b")}},
+		Layers: []*compile.Layer{{Name: "cuda", Enabled: true, Steps: []steps.Step{
 			steps.AptRepository{Name: "cuda", URI: "https://developer.download.example/compute/cuda/repos/ubuntu2404/x86_64/",
 				Suite: "/", KeySHA256: sixtyFour("c")},
 		}}},
@@ -29,7 +32,7 @@ func TestProvenanceAptRepositoriesOnce(t *testing.T) {
 		{File: "/etc/apt/sources.list.d/ubuntu.sources", URIs: []string{"http://mirror:token@archive.ubuntu.com/ubuntu/"},
 			Suites: []string{"noble", "noble-updates"}, Components: []string{"main"}},
 	}}
-	b := provenanceOf(plan, &manifest.Manifest{Artifact: &manifest.Artifact{SHA256: sixtyFour("d")}}, inv, "pgzip")
+	b := provenanceOf(pl, &manifest.Manifest{Artifact: &manifest.Artifact{SHA256: sixtyFour("d")}}, inv, "pgzip")
 	var got []provenance.AptRepository
 	got = append(got, b.AptRepositories...)
 	want := []provenance.AptRepository{

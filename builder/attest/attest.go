@@ -1,4 +1,10 @@
-package builder
+// Package attest owns what a build says about its tgz: the SBOM (SPDX and
+// CycloneDX, read from the packed tgz by package sbom), the in-toto
+// statements that attest each SBOM for the tgz, and the SLSA provenance of
+// the build (package provenance), each recorded in the manifest by digest.
+// Signing them is the signer's (package signing); this package only keeps
+// them within what a signed envelope may hold.
+package attest
 
 import (
 	"context"
@@ -11,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
@@ -23,19 +30,20 @@ import (
 // base64, and signing.MaxEnvelopeSize bounds what verification reads.
 const maxDocument = signing.MaxEnvelopeSize / 4 * 3 * 9 / 10
 
-// documents are the files a build writes that describe its tgz: the SPDX
+// Documents are the files a build writes that describe its tgz: the SPDX
 // SBOM, the same as CycloneDX, the provenance statement, and the
 // statements that attest each SBOM for the tgz (signed, when the build
 // signs, with the provenance).
-type documents struct {
-	sbom, cyclonedx, provenance       []byte
-	sbomStatement, cyclonedxStatement []byte
+type Documents struct {
+	SBOM, CycloneDX, Provenance       []byte
+	SBOMStatement, CycloneDXStatement []byte
 }
 
-// describe reads the packed tgz's inventory and makes the build's SBOM and
-// provenance, recording their digests in the manifest. The tgz's
-// sha256 and the manifest's times are final when it runs.
-func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer string) (*documents, error) {
+// Describe reads the packed tgz's inventory and makes the build's SBOM and
+// provenance, recording their digests in m, the build's manifest. The
+// tgz's sha256 and the manifest's times are final when it runs; packer
+// says how the tgz was packed.
+func Describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, packer string) (*Documents, error) {
 	opts := sbom.ScanOptions{}
 	for _, f := range m.Files {
 		opts.Files = append(opts.Files, f.Path)
@@ -48,56 +56,54 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 		return nil, err
 	}
 	img := sbom.Image{Name: m.Image.Name, Version: m.Image.Version, Architecture: m.Image.Architecture,
-		Tarball: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256, Created: m.Build.Finished, Tool: "imagectl-" + plan.BuilderVersion}
-	for _, b := range m.Bundles {
-		img.Bundles = append(img.Bundles, sbom.Bundle{Name: b.Name, Destination: b.Destination, Digest: b.Digest})
-	}
+		Tarball: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256, Created: m.Build.Finished, Tool: "imagectl-" + m.Builder.Version}
+	img.Bundles = m.Bundles
 	doc, err := sbom.Document(img, inv)
 	if err != nil {
 		return nil, fmt.Errorf("making the SBOM of %s: %w", tgz, err)
 	}
-	d := &documents{}
-	if d.sbom, err = sbom.Marshal(doc); err != nil {
+	d := &Documents{}
+	if d.SBOM, err = sbom.Marshal(doc); err != nil {
 		return nil, fmt.Errorf("encoding the SBOM of %s: %w", tgz, err)
 	}
 	// Within what a DSSE envelope (base64, a third larger) may hold when
 	// verified; a sensitive value is never in the documents.
-	if len(d.sbom) > maxDocument {
-		return nil, fmt.Errorf("the SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.sbom), maxDocument)
+	if len(d.SBOM) > maxDocument {
+		return nil, fmt.Errorf("the SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.SBOM), maxDocument)
 	}
-	d.sbom = plan.redact(d.sbom)
-	subject := provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256}
-	if d.sbomStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.sbom); err != nil {
+	d.SBOM = plan.Redact(d.SBOM)
+	subject := provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256}
+	if d.SBOMStatement, err = provenance.SBOMStatement(subject, manifest.SPDXPredicateType, d.SBOM); err != nil {
 		return nil, err
 	}
-	m.SBOM = &manifest.Document{File: plan.Artifacts.SBOM, SHA256: digest.Bytes(d.sbom).Hex(), Format: sbom.Format}
+	m.SBOM = &manifest.Document{File: plan.Output.Files.SBOM, SHA256: digest.Bytes(d.SBOM).Hex(), Format: sbom.Format}
 
 	bom, err := sbom.CycloneDX(img, inv)
 	if err != nil {
 		return nil, fmt.Errorf("making the CycloneDX SBOM of %s: %w", tgz, err)
 	}
-	if d.cyclonedx, err = sbom.MarshalCycloneDX(bom); err != nil {
+	if d.CycloneDX, err = sbom.MarshalCycloneDX(bom); err != nil {
 		return nil, fmt.Errorf("encoding the CycloneDX SBOM of %s: %w", tgz, err)
 	}
-	if len(d.cyclonedx) > maxDocument {
-		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.cyclonedx), maxDocument)
+	if len(d.CycloneDX) > maxDocument {
+		return nil, fmt.Errorf("the CycloneDX SBOM of %s is %d bytes, more than the %d an attestation of it may hold (bundles of very many files?)", tgz, len(d.CycloneDX), maxDocument)
 	}
-	d.cyclonedx = plan.redact(d.cyclonedx)
-	if d.cyclonedxStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.cyclonedx); err != nil {
+	d.CycloneDX = plan.Redact(d.CycloneDX)
+	if d.CycloneDXStatement, err = provenance.SBOMStatement(subject, manifest.CycloneDXPredicateType, d.CycloneDX); err != nil {
 		return nil, err
 	}
-	m.CycloneDX = &manifest.Document{File: plan.Artifacts.CycloneDX, SHA256: digest.Bytes(d.cyclonedx).Hex(), Format: sbom.CycloneDXFormat}
+	m.CycloneDX = &manifest.Document{File: plan.Output.Files.CycloneDX, SHA256: digest.Bytes(d.CycloneDX).Hex(), Format: sbom.CycloneDXFormat}
 
 	b := provenanceOf(plan, m, inv, packer)
 	b.Byproducts = []provenance.Resource{
 		{Name: m.SBOM.File, SHA256: m.SBOM.SHA256, Annotations: map[string]string{"mediaType": "application/spdx+json"}},
-		{Name: m.CycloneDX.File, SHA256: m.CycloneDX.SHA256, Annotations: map[string]string{"mediaType": "application/vnd.cyclonedx+json"}},
+		{Name: m.CycloneDX.File, SHA256: m.CycloneDX.SHA256, Annotations: map[string]string{"mediaType": "application/vnd.CycloneDX+json"}},
 	}
-	if d.provenance, err = provenance.Statement(b); err != nil {
+	if d.Provenance, err = provenance.Statement(b); err != nil {
 		return nil, fmt.Errorf("making the provenance of %s: %w", tgz, err)
 	}
-	d.provenance = plan.redact(d.provenance)
-	m.Provenance = &manifest.Document{File: plan.Artifacts.Provenance, SHA256: digest.Bytes(d.provenance).Hex(), Format: provenance.PredicateType}
+	d.Provenance = plan.Redact(d.Provenance)
+	m.Provenance = &manifest.Document{File: plan.Output.Files.Provenance, SHA256: digest.Bytes(d.Provenance).Hex(), Format: provenance.PredicateType}
 	return d, nil
 }
 
@@ -105,15 +111,15 @@ func describe(ctx context.Context, plan *Plan, m *manifest.Manifest, tgz, packer
 // variables given to it (sensitive ones left out), everything it resolved
 // (the base image, layer files, bundles, apt repositories: those the
 // recipe added and those the image came configured with) and how it ran.
-func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer string) provenance.Build {
+func provenanceOf(plan *plan.Plan, m *manifest.Manifest, inv *sbom.Inventory, packer string) provenance.Build {
 	host, _ := os.Hostname()
 	b := provenance.Build{
-		Subject:         provenance.Resource{Name: plan.Artifacts.Tarball, SHA256: m.Artifact.SHA256},
-		ImagectlVersion: plan.BuilderVersion, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer,
-		Recipe:  provenance.Resource{Name: plan.Recipe.Path, URI: fileURI("", plan.Recipe.Path), SHA256: plan.Recipe.Digest},
-		Version: plan.Image.Version, VersionFrom: plan.Image.VersionFrom,
+		Subject:         provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256},
+		ImagectlVersion: m.Builder.Version, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer,
+		Recipe:  provenance.Resource{Name: m.Recipe.Path, URI: fileURI("", m.Recipe.Path), SHA256: m.Recipe.Digest},
+		Version: m.Image.Version, VersionFrom: plan.VersionFrom,
 		SourceRevision: m.Lineage.SourceRevision,
-		Base:           provenance.Resource{Name: "base", URI: baseURI(plan), SHA256: plan.Base.Checksum},
+		Base:           provenance.Resource{Name: "base", URI: baseURI(plan), SHA256: plan.BaseChecksum()},
 		InvocationID:   invocationID(),
 		Started:        m.Build.Started, Finished: m.Build.Finished,
 	}
@@ -132,7 +138,7 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 			continue
 		}
 		if l.File != "" {
-			b.LayerFiles = append(b.LayerFiles, provenance.Resource{Name: l.File, URI: fileURI(plan.Source.Dir, l.File), SHA256: l.FileDigest})
+			b.LayerFiles = append(b.LayerFiles, provenance.Resource{Name: l.File, URI: fileURI(plan.Inputs.Dir, l.File), SHA256: l.FileDigest})
 		}
 		for _, st := range l.Steps {
 			switch s := st.(type) {
@@ -148,7 +154,7 @@ func provenanceOf(plan *Plan, m *manifest.Manifest, inv *sbom.Inventory, packer 
 				if src == "" {
 					src = s.Source
 				}
-				b.Bundles = append(b.Bundles, provenance.Resource{Name: s.Name, URI: fileURI(plan.Source.Dir, src), SHA256: s.Digest})
+				b.Bundles = append(b.Bundles, provenance.Resource{Name: s.Name, URI: fileURI(plan.Inputs.Dir, src), SHA256: s.Digest})
 			}
 		}
 	}
@@ -189,13 +195,11 @@ func fileURI(dir, p string) string {
 }
 
 // baseURI is where the base image came from: its URL, or the local file.
-func baseURI(plan *Plan) string {
-	if plan.Source != nil && plan.Source.Image != nil {
-		if b := plan.Source.Image.Base; !b.URL && b.Path != "" {
-			return fileURI("", b.Path)
-		}
+func baseURI(plan *plan.Plan) string {
+	if plan.Inputs.BasePath != "" {
+		return fileURI("", plan.Inputs.BasePath)
 	}
-	return withoutCredentials(plan.Base.Source)
+	return withoutCredentials(plan.Manifest.Base.Source)
 }
 
 // withoutCredentials drops a URL's user and password: the provenance

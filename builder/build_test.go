@@ -1,0 +1,95 @@
+package builder
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/builder/guest"
+	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// chdirRoot runs the test from the repository root, where recipe paths
+// are written from.
+func chdirRoot(t testing.TB) { t.Chdir("..") }
+
+// loadPlan plans recipe (a path from the repository root) with inputs.
+func loadPlan(t testing.TB, recipe string, inputs recipes.Inputs, opts plan.Options, dryRun bool) *plan.Plan {
+	t.Helper()
+	p := recipes.NewParser()
+	r, diags := p.LoadFile(recipe, recipes.Options{Inputs: inputs, DryRun: dryRun})
+	if diags.HasErrors() {
+		var buf bytes.Buffer
+		_ = hclkit.WriteDiagnostics(&buf, p.Files(), diags, false)
+		t.Fatalf("%s:\n%s", recipe, buf.String())
+	}
+	pl, err := plan.New(r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+// refusingExecutor fails the test when a build launches an appliance.
+type refusingExecutor struct{ t *testing.T }
+
+func (e refusingExecutor) Open(context.Context, string, guest.SessionOptions) (guest.Session, error) {
+	e.t.Error("the build launched an appliance")
+	return nil, errors.New("no appliance in this test")
+}
+
+// refusingTransport fails the test when a build downloads anything.
+type refusingTransport struct{ t *testing.T }
+
+func (r refusingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.t.Errorf("the build fetched %s", req.URL)
+	return nil, errors.New("no network in this test")
+}
+
+// TestBuildRefusesUnresolvedPlan checks that a dry run's plan with
+// unresolved bundles is refused by Build before anything runs: no base image
+// is looked at, no artifact directory made, no appliance launched.
+func TestBuildRefusesUnresolvedPlan(t *testing.T) {
+	chdirRoot(t)
+	p := loadPlan(t, "recipes/h200.hcl", recipes.Inputs{}, plan.Options{Version: "1"}, true)
+	out := filepath.Join(t.TempDir(), "out")
+	offline := &http.Client{Transport: refusingTransport{t}}
+	_, err := Build(context.Background(), p, BuildOptions{Executor: refusingExecutor{t}, OutputDir: out, CacheDir: t.TempDir(), HTTPClient: offline})
+	if err == nil {
+		t.Fatal("a plan with unresolved bundles was built")
+	}
+	for _, want := range []string{"bundle h200-ib is unresolved", "bundle h200-slice-vm is unresolved", "var.site_bootstrap_dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused build made its artifact directory (%v)", err)
+	}
+	resolved := loadPlan(t, "recipes/h200.hcl", recipes.Inputs{Flags: []string{"site_bootstrap_dir=testdata/bundles"}}, plan.Options{}, false)
+	if err := resolved.Resolved(); err != nil {
+		t.Errorf("a plan with every bundle resolved is refused: %v", err)
+	}
+}
+
+// TestPhases pins the order a build reports its phases in, which the
+// phases table alone decides.
+func TestPhases(t *testing.T) {
+	want := []string{PhaseVerifyBase, PhasePrepare, PhaseRestore, PhaseLaunch, PhaseSnapshot, PhasePack, PhaseCheck, PhaseDescribe, PhaseManifest}
+	if got := reportedPhases(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("phases %v, want %v", got, want)
+	}
+	for _, ph := range phases {
+		if (ph.name == "") != (ph.summary == nil) {
+			t.Errorf("phase %q: a named phase needs a summary, an unnamed one reports itself", ph.name)
+		}
+	}
+}

@@ -1,0 +1,350 @@
+// Package pack owns the tgz: the customized root filesystem read from the
+// disk on the host (package ext4tar) or streamed out of the appliance,
+// normalized, compressed and hashed in one pass, with Root choosing
+// between the two.
+package pack
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/klauspost/pgzip"
+
+	"github.com/gpuaas/imagectl/builder/ext4tar"
+	"github.com/gpuaas/imagectl/builder/guest"
+	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
+)
+
+// Result describes a packed root filesystem.
+type Result struct {
+	SHA256  string // of the compressed tgz, hex
+	Size    int64  // bytes of the compressed tgz
+	Entries int
+	// Content is the sum of regular file sizes.
+	Content int64
+}
+
+// excluded reports paths the tgz must not carry: at deploy curtin mounts the
+// EFI system partition (vfat) at /boot/efi before extracting, where chown
+// and symlinks fail; it creates the mount point itself.
+func excluded(name string) bool {
+	n := strings.TrimPrefix(strings.TrimPrefix(name, "./"), "/")
+	return n == "boot/efi" || strings.HasPrefix(n, "boot/efi/")
+}
+
+// Repack turns a tar stream of a root filesystem (the appliance's tar-out
+// with xattrs and numeric owners) into the artifact's tgz: PAX headers with
+// numeric owners only, no user or group names, no atime or ctime, extended
+// attributes as SCHILY.xattr records, nothing under ./boot/efi, gzip at the
+// given level compressed in parallel, and the sha256 of the output computed
+// in the same pass. The same input stream gives the same bytes.
+func Repack(ctx context.Context, in io.Reader, out io.Writer, level int) (Result, error) {
+	tw, err := newTGZWriter(out, level)
+	if err != nil {
+		return Result{}, err
+	}
+	defer tw.abort()
+	tr := tar.NewReader(in)
+	for {
+		if err := ctx.Err(); err != nil {
+			return tw.res, err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return tw.res, fmt.Errorf("reading the root filesystem stream: %w", err)
+		}
+		if err := tw.add(hdr, tr); err != nil {
+			return tw.res, err
+		}
+	}
+	return tw.close()
+}
+
+// Disk packs the ext4 root filesystem on partition part of the raw disk
+// image at path (0: the image is the filesystem), read on the host, into
+// the artifact's tgz with the same header shape as Repack, entries in byte
+// order of their names. An error for which ext4tar.IsUnsupported is true
+// means the filesystem must be packed through the appliance instead; what
+// was written to out by then is to be thrown away.
+func Disk(ctx context.Context, path string, part int, out io.Writer, level int) (Result, error) {
+	fsys, err := ext4tar.Open(path, part)
+	if err != nil {
+		return Result{}, err
+	}
+	defer fsys.Close()
+	tw, err := newTGZWriter(out, level)
+	if err != nil {
+		return Result{}, err
+	}
+	defer tw.abort()
+	if err := fsys.Walk(ctx, func(hdr *tar.Header, body io.Reader) error {
+		return tw.add(hdr, body)
+	}); err != nil {
+		return tw.res, err
+	}
+	return tw.close()
+}
+
+// tgzWriter writes root filesystem entries as the artifact's tgz.
+type tgzWriter struct {
+	closed bool
+	hw     *digest.Writer
+	zw     *pgzip.Writer
+	tw     *tar.Writer
+	res    Result
+}
+
+func newTGZWriter(out io.Writer, level int) (*tgzWriter, error) {
+	hw := digest.NewWriter(out)
+	zw, err := pgzip.NewWriterLevel(hw, level)
+	if err != nil {
+		return nil, err
+	}
+	// A fixed block size and header keep the output independent of the
+	// machine: pgzip's blocks are compressed in parallel but written in order.
+	if err := zw.SetConcurrency(1<<20, 2*runtime.NumCPU()); err != nil {
+		return nil, err
+	}
+	zw.Header.ModTime = time.Unix(0, 0)
+	zw.Header.OS = 255
+	return &tgzWriter{hw: hw, zw: zw, tw: tar.NewWriter(zw)}, nil
+}
+
+// abort stops the compressor's goroutines after a failure; the output is
+// to be thrown away.
+func (t *tgzWriter) abort() {
+	if !t.closed {
+		t.closed = true
+		t.zw.Close()
+	}
+}
+
+// add writes one entry, normalized, unless it is excluded; body is read for
+// regular files.
+func (t *tgzWriter) add(hdr *tar.Header, body io.Reader) error {
+	if excluded(hdr.Name) {
+		return nil
+	}
+	nh, err := normalizeHeader(hdr)
+	if err != nil {
+		return err
+	}
+	if err := t.tw.WriteHeader(nh); err != nil {
+		return fmt.Errorf("writing %s: %w", hdr.Name, err)
+	}
+	if nh.Typeflag == tar.TypeReg {
+		n, err := io.Copy(t.tw, body)
+		if err != nil {
+			return fmt.Errorf("packing %s: %w", hdr.Name, err)
+		}
+		t.res.Content += n
+	}
+	t.res.Entries++
+	return nil
+}
+
+func (t *tgzWriter) close() (Result, error) {
+	t.closed = true
+	if err := t.tw.Close(); err != nil {
+		t.zw.Close()
+		return t.res, err
+	}
+	if err := t.zw.Close(); err != nil {
+		return t.res, err
+	}
+	d := t.hw.Digest()
+	t.res.SHA256, t.res.Size = d.Hex(), d.Size
+	return t.res, nil
+}
+
+// normalizeHeader keeps what deploy needs and drops what varies between
+// packings of the same filesystem.
+func normalizeHeader(h *tar.Header) (*tar.Header, error) {
+	name := h.Name
+	if !strings.HasPrefix(name, "./") {
+		name = "./" + strings.TrimPrefix(name, "/")
+	}
+	nh := &tar.Header{
+		Typeflag: h.Typeflag,
+		Name:     name,
+		Linkname: h.Linkname,
+		Mode:     h.Mode & 0o7777,
+		Uid:      h.Uid,
+		Gid:      h.Gid,
+		ModTime:  h.ModTime,
+		Format:   tar.FormatPAX,
+	}
+	switch h.Typeflag {
+	case tar.TypeReg:
+		nh.Typeflag, nh.Size = tar.TypeReg, h.Size
+	case tar.TypeLink:
+		if !strings.HasPrefix(nh.Linkname, "./") && !strings.HasPrefix(nh.Linkname, "/") {
+			nh.Linkname = "./" + nh.Linkname
+		}
+	case tar.TypeSymlink, tar.TypeDir, tar.TypeFifo:
+	case tar.TypeChar, tar.TypeBlock:
+		nh.Devmajor, nh.Devminor = h.Devmajor, h.Devminor
+	default:
+		return nil, fmt.Errorf("%s: unsupported tar entry type %q", h.Name, h.Typeflag)
+	}
+	for k, v := range h.PAXRecords {
+		if strings.HasPrefix(k, "SCHILY.xattr.") {
+			if nh.PAXRecords == nil {
+				nh.PAXRecords = map[string]string{}
+			}
+			nh.PAXRecords[k] = v
+		}
+	}
+	return nh, nil
+}
+
+// Root packs the customized root filesystem into the tgz.
+type Root struct {
+	Mode  string // auto, host or appliance
+	Disk  string // the raw disk the session customized
+	Level int
+	Log   func(string)
+	// Reopen starts a new appliance session on Disk.
+	Reopen func() (guest.Session, error)
+}
+
+// Pack reads the root filesystem on the host when it can: the appliance is
+// shut down first, so the filesystem is clean, and the disk is read
+// directly, much faster than a tar-out through the appliance. When the
+// guest's layout or filesystem is one the host-side reader does not
+// support, it packs through the appliance instead and says why; the two
+// are never mixed in one tgz. It returns the temporary file that becomes
+// the tgz when published, and which packer made it.
+func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount, tgzPath string) (*atomicfile.File, Result, string, error) {
+	mode := p.Mode
+	if mode == "" {
+		mode = "auto"
+	}
+	why := hostUnpackable(mounts)
+	switch {
+	case mode != "auto" && mode != "host" && mode != "appliance":
+		return nil, Result{}, "", fmt.Errorf("unknown packer %q (auto, host or appliance)", mode)
+	case mode == "host" && why != "":
+		return nil, Result{}, "", fmt.Errorf("packing on the host: %s", why)
+	case mode == "appliance" || why != "":
+		if why != "" {
+			p.Log("packing through the appliance: " + why)
+		}
+		if sess == nil {
+			return p.appliance(ctx, tgzPath)
+		}
+		f, res, err := packSession(ctx, sess, tgzPath, p.Level)
+		return f, res, "appliance", err
+	}
+	if sess != nil {
+		if err := sess.Close(); err != nil {
+			return nil, Result{}, "", fmt.Errorf("shutting the appliance down before packing: %w", err)
+		}
+	}
+	f, err := atomicfile.Create(tgzPath, 0o644)
+	if err != nil {
+		return nil, Result{}, "", err
+	}
+	res, err := Disk(ctx, p.Disk, mounts[0].Partition, f, p.Level)
+	if err == nil {
+		return f, res, "host", nil
+	}
+	f.Abort()
+	if !ext4tar.IsUnsupported(err) || mode == "host" || ctx.Err() != nil {
+		return nil, Result{}, "", fmt.Errorf("packing the root filesystem on the host: %w", err)
+	}
+	p.Log(fmt.Sprintf("packing through the appliance (launching it again): %v", err))
+	return p.appliance(ctx, tgzPath)
+}
+
+// appliance packs through a new appliance session on the disk.
+func (p Root) appliance(ctx context.Context, tgzPath string) (*atomicfile.File, Result, string, error) {
+	sess, err := p.Reopen()
+	if err != nil {
+		return nil, Result{}, "", err
+	}
+	defer sess.Close()
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	f, res, err := packSession(ctx, sess, tgzPath, p.Level)
+	return f, res, "appliance", err
+}
+
+// hostUnpackable says why the host-side reader cannot pack the guest, or ""
+// when it can: it reads one ext4 root filesystem on a partition of the disk
+// (or the whole disk); only an EFI system partition may be mounted besides,
+// since nothing under /boot/efi goes into the tgz.
+func hostUnpackable(mounts []guest.Mount) string {
+	if len(mounts) == 0 || mounts[0].Point != "/" {
+		return "the guest's root filesystem is not known"
+	}
+	root := mounts[0]
+	if root.Partition < 0 {
+		return fmt.Sprintf("the root filesystem is on %s, not on a partition of the disk", root.Device)
+	}
+	if root.Type != "ext4" {
+		return fmt.Sprintf("the root filesystem is %s, not ext4", root.Type)
+	}
+	for _, m := range mounts[1:] {
+		if m.Point != "/boot/efi" {
+			return fmt.Sprintf("the guest mounts %s on %s, and only the root filesystem is read on the host", m.Device, m.Point)
+		}
+	}
+	return ""
+}
+
+// packSession packs the guest's root filesystem into a temporary file that
+// becomes the tgz when published.
+func packSession(ctx context.Context, sess guest.Session, tgzPath string, level int) (*atomicfile.File, Result, error) {
+	f, err := atomicfile.Create(tgzPath, 0o644)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	res, err := Appliance(ctx, sess, f, level)
+	if err != nil {
+		f.Abort()
+		return nil, Result{}, fmt.Errorf("packing the root filesystem: %w", err)
+	}
+	return f, res, nil
+}
+
+// Appliance streams the session's root filesystem (tar-out with xattrs and
+// numeric owners) through Repack into w: compression and sha256 in one pass,
+// no uncompressed tar on disk.
+func Appliance(ctx context.Context, sess guest.Session, w io.Writer, level int) (Result, error) {
+	pr, pw := io.Pipe()
+	type packed struct {
+		res Result
+		err error
+	}
+	done := make(chan packed, 1)
+	go func() {
+		res, err := Repack(ctx, pr, w, level)
+		if err == nil {
+			// tar pads its output past the end-of-archive marker: take it
+			// all, or the writer would see a broken pipe.
+			_, err = io.Copy(io.Discard, pr)
+		}
+		pr.CloseWithError(errors.New("packing stopped"))
+		done <- packed{res, err}
+	}()
+	err := sess.TarOut(ctx, pw)
+	pw.CloseWithError(err)
+	p := <-done
+	if p.err != nil {
+		// The repacker's error is the cause; the tar-out's broken pipe is
+		// its consequence.
+		err = p.err
+	}
+	return p.res, err
+}
