@@ -19,6 +19,6 @@
 // parent, and a staging directory the build writes into and Publish moves
 // from.
 //
-// store/release builds promotion, rollback, status and gc of a MAAS site
-// on top of it.
+// The top-level package release builds promotion, rollback, status and
+// gc of a MAAS site on top of it; store itself only stores.
 package store

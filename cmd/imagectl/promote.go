@@ -13,9 +13,9 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/profile"
 )

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 	"github.com/gpuaas/imagectl/upload/profile"

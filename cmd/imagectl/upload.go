@@ -13,8 +13,8 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/recipes"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload"
 )
 

@@ -13,7 +13,7 @@
 // treat a MAAS mutation that timed out. The bearer token is never
 // put in an error: errors say where it came from (Config.TokenSource).
 //
-// Which value a profile gets and when is store/release's; where the URL,
+// Which value a profile gets and when is release's; where the URL,
 // ids and token come from is upload's (sites.hcl's deploy_profile block).
 // upload/profile/profilesim is the HTTP fake of the endpoint the tests run
 // against.

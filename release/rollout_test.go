@@ -15,9 +15,9 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"

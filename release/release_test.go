@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
