@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
@@ -92,16 +94,20 @@ store's latest version of the image.`,
 					return err
 				}
 			}
-			sb, err := newStoreBuild(cmd.Context(), &st, outputDir, dryRun, env, r, &version, signer)
+			sb, err := startStoreBuild(cmd.Context(), &st, env, signer, release.BuildOptions{Image: r.Image.Name,
+				Version: cmp.Or(version, r.Image.Version), DryRun: dryRun, OutputDir: outputDir})
 			if err != nil {
 				return err
 			}
-			defer sb.close()
+			defer sb.Close()
+			version = sb.Version(version)
 			plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version, SignKey: signKey})
 			if err != nil {
 				return err
 			}
-			sb.adjust(plan)
+			if from := sb.VersionFrom(); from != "" {
+				plan.Image.VersionFrom = from
+			}
 			if dryRun {
 				if rf.output == "json" {
 					return plan.WriteJSON(cmd.OutOrStdout())
@@ -121,8 +127,8 @@ store's latest version of the image.`,
 				Executor:      newExecutor(),
 				CacheDir:      cacheDir,
 				WorkDir:       workDir,
-				OutputDir:     sb.outputDir(outputDir),
-				ParentVersion: sb.parentVersion(),
+				OutputDir:     sb.OutputDir(outputDir),
+				ParentVersion: sb.Parent(),
 				Accel:         accel,
 				Packer:        packer,
 				Events:        events,
@@ -134,8 +140,8 @@ store's latest version of the image.`,
 			if err != nil {
 				return err
 			}
-			sigs := append([]string{}, res.Signatures...)
-			if sigs, err = sb.publish(cmd.Context(), res, sigs, cmd.ErrOrStderr()); err != nil {
+			sigs, ref, err := publishBuild(cmd.Context(), sb, res, cmd.ErrOrStderr())
+			if err != nil {
 				return err
 			}
 			if rf.output == "json" {
@@ -144,14 +150,14 @@ store's latest version of the image.`,
 					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sbom": res.SBOM, "cyclonedx": res.CycloneDX, "provenance": res.Provenance,
 					"sha256": res.Manifest.Artifact.SHA256,
 					"size":   res.Manifest.Artifact.Size, "signatures": sigs}
-				if ref := sb.registryRef(); ref != "" {
+				if ref != "" {
 					result["ref"] = ref
 				}
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(result)
 			}
 			tgz := res.Tarball
 			if tgz == "" { // pushed to a registry store, not kept here
-				tgz = sb.registryRef()
+				tgz = ref
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
 				res.Manifest.Artifact.Size, res.ManifestPath, res.ValidationScript, res.SBOM, res.CycloneDX, res.Provenance)

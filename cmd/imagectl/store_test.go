@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/manifest"
-	"github.com/gpuaas/imagectl/recipes"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storetest"
 )
@@ -69,77 +67,6 @@ func TestImagesAndShow(t *testing.T) {
 	out, _, code = imagectl(t, nil, "images", "--store", filepath.Join(t.TempDir(), "none"), "-o", "json")
 	if code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Errorf("empty store: %q", out)
-	}
-}
-
-// The store side of build: version generation, parent version, staging
-// inside the store and publishing by rename, with a synthetic build result
-// (no appliance runs).
-func TestBuildPublishesIntoStore(t *testing.T) {
-	dir, _ := stored(t, "20260101.1")
-	vars := []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
-	r, diags := recipes.NewParser().LoadFile("examples/demo.hcl", recipes.Options{Inputs: recipes.Inputs{Flags: vars}})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	r.Image.Name = "demo"
-	r.Image.Version = ""
-	env := []string{"IMAGECTL_STORE=" + dir}
-	version := ""
-	sb, err := newStoreBuild(context.Background(), &storeFlags{}, "", false, env, r, &version, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.close()
-	today := time.Now().UTC().Format("20060102")
-	if version != today+".1" || sb.parentVersion() != "20260101.1" {
-		t.Fatalf("version %q, parent %q", version, sb.parentVersion())
-	}
-	plan, err := builder.NewPlan(r, builder.PlanOptions{Version: version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb.adjust(plan)
-	if plan.Image.VersionFrom != "generated" || plan.Image.Version != version {
-		t.Errorf("plan version %q from %q", plan.Image.Version, plan.Image.VersionFrom)
-	}
-	out := sb.outputDir("")
-	if !strings.HasPrefix(out, filepath.Join(dir, ".staging")) {
-		t.Fatalf("the build writes to %s, not inside the store", out)
-	}
-	signer, _ := storetest.Keys(t, t.TempDir())
-	tgz, man := storetest.Artifact(t, out, "demo", version, storetest.Options{Signer: signer})
-	res := &builder.Result{Tarball: tgz, ManifestPath: man, ValidationScript: strings.TrimSuffix(tgz, ".tgz") + "-validate.sh"}
-	var log strings.Builder
-	sigs, err := sb.publish(context.Background(), res, []string{tgz + ".sig"}, &log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := filepath.Join(dir, "demo", version)
-	if res.Tarball != filepath.Join(want, "demo-"+version+".tgz") || sigs[0] != res.Tarball+".sig" || !strings.Contains(log.String(), "published demo "+version) {
-		t.Errorf("result points at %s, %v; log %q", res.Tarball, sigs, log.String())
-	}
-	for _, p := range []string{res.Tarball, res.ManifestPath, res.ValidationScript, sigs[0]} {
-		if _, err := os.Stat(p); err != nil {
-			t.Error(err)
-		}
-	}
-	if e, _ := os.ReadDir(out); len(e) != 0 {
-		t.Errorf("staging keeps %d files", len(e))
-	}
-	next := ""
-	if _, err := newStoreBuild(context.Background(), &storeFlags{store: dir}, "", true, nil, r, &next, nil); err != nil || next != today+".2" {
-		t.Errorf("next version %q %v", next, err)
-	}
-	// A version already in the store is refused before anything is built.
-	again := version
-	if _, err := newStoreBuild(context.Background(), &storeFlags{store: dir}, "", false, nil, r, &again, nil); err == nil || !strings.Contains(err.Error(), "already in the store") {
-		t.Errorf("building a stored version again: %v", err)
-	}
-	// Without a store, nothing changes.
-	v := ""
-	if sb, err := newStoreBuild(context.Background(), &storeFlags{store: ""}, "", false, nil, r, &v, nil); sb != nil || err != nil || v != "" || sb.outputDir("x") != "x" {
-		t.Errorf("no store: %+v %v %q", sb, err, v)
 	}
 }
 
