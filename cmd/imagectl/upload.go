@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,32 +65,25 @@ json prints one JSON event per line on stdout.`,
 			if output == "json" {
 				events = uploadEvents(out, true, false)
 			}
-			what := ""
-			var res *upload.Result
+			o := release.Options{Site: s, Env: env, Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events}
+			what := args[0]
+			var r *release.Result
 			if len(args) == 2 {
 				if manifestPath != "" || name != "" {
 					return errors.New("--manifest and --name apply to a tgz, not to a version from the store")
 				}
-				vs, err := st.open(cmd.Context(), env)
-				if err != nil {
+				if o.Store, err = st.open(cmd.Context(), env); err != nil {
 					return err
 				}
-				r, err := release.Upload(cmd.Context(), args[0], args[1], release.Options{Store: vs, Site: s, Env: env,
-					Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events})
-				if err != nil {
-					return err
-				}
-				res, what = r.Upload, args[0]+" "+args[1]
+				r, err = release.Upload(cmd.Context(), args[0], args[1], o)
+				what = args[0] + " " + args[1]
 			} else {
-				verify := func(ctx context.Context, tgz, manifest string) error { return verifyWith(ctx, v, tgz, manifest) }
-				res, err = upload.Artifact(cmd.Context(), s, env, args[0], upload.Options{
-					Manifest: manifestPath, Name: name, BaseImage: baseImage, Verify: verify, Events: events,
-				})
-				if err != nil {
-					return err
-				}
-				what = args[0]
+				r, err = release.UploadFile(cmd.Context(), args[0], o, release.FileOptions{Manifest: manifestPath, Name: name})
 			}
+			if err != nil {
+				return err
+			}
+			res := r.Upload
 			if output == "json" {
 				return json.NewEncoder(out).Encode(map[string]any{"type": "result", "site": res.Site, "name": res.Name,
 					"distro_series": res.DistroSeries, "title": res.Title, "sha256": res.SHA256, "size": res.Size,
@@ -114,19 +106,6 @@ json prints one JSON event per line on stdout.`,
 	cmd.Flags().StringVar(&baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (default: the manifest's maas.base_image)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
-}
-
-// verifyWith verifies a tgz and its manifest; a nil verifier (only with
-// --insecure-skip-verify) checks nothing.
-func verifyWith(ctx context.Context, v *signing.Verifier, tgz, manifest string) error {
-	if v == nil {
-		return nil
-	}
-	r, err := signing.VerifyArtifact(ctx, v, tgz, manifest)
-	if err != nil {
-		return err
-	}
-	return r.Err()
 }
 
 // siteFlags choose a site of the sites file.
