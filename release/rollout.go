@@ -53,7 +53,9 @@ type RolloutOptions struct {
 	// which must then take events from several goroutines.
 	SiteEvents func(site string) func(event.Event)
 	// VerifierFor, when set, gives each site its verifier (a site's
-	// verify_key); its error fails that site. Nil: Options.Verifier for all.
+	// verify_key). Every site's is loaded before anything is sent: an
+	// error refuses the rollout, as a missing key refuses a promotion.
+	// Nil: Options.Verifier for all.
 	VerifierFor func(site *upload.Site) (*signing.Verifier, error)
 }
 
@@ -115,7 +117,8 @@ const AfterCancelReads = 5 * time.Second
 // site is Promote: running the same rollout again finishes only what is
 // missing, since a site that runs the version already is neither uploaded
 // to nor recorded again. The error is for a rollout that could not start
-// (no sites, an unknown canary); sites' failures are in the result.
+// (no sites, an unknown canary, a site's key that does not load); sites'
+// failures are in the result.
 func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*RolloutResult, error) {
 	if len(o.Sites) == 0 {
 		return nil, fmt.Errorf("rolling out %s %s: no sites", image, version)
@@ -135,6 +138,17 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 		}
 		c := order[i]
 		order = append([]*upload.Site{c}, slices.Delete(order, i, i+1)...)
+	}
+	verifiers := map[string]*signing.Verifier{}
+	if o.VerifierFor != nil {
+		for _, s := range order {
+			v, err := o.VerifierFor(s)
+			if err != nil {
+				return nil, err
+			}
+			verifiers[s.Name] = v
+		}
+		o.VerifierFor = func(s *upload.Site) (*signing.Verifier, error) { return verifiers[s.Name], nil }
 	}
 	par := o.Parallel
 	if par <= 0 {

@@ -142,29 +142,6 @@ func (f *siteFlags) load(cmd *cobra.Command, env []string) (*upload.Site, error)
 	return s, nil
 }
 
-// loadAll reads the sites file and returns the sites that names (sites
-// and groups, comma-separated or repeated) stand for.
-func (f *siteFlags) loadAll(cmd *cobra.Command, env []string, names []string) ([]*upload.Site, error) {
-	ss, path, err := f.file(cmd, env)
-	if err != nil {
-		return nil, err
-	}
-	out, err := ss.Resolve(names)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
-}
-
-// isGroup reports whether name is a group of the sites file.
-func (f *siteFlags) isGroup(cmd *cobra.Command, env []string, name string) (bool, error) {
-	ss, _, err := f.file(cmd, env)
-	if err != nil {
-		return false, err
-	}
-	return ss.Group(name) != nil, nil
-}
-
 // file reads the sites file, printing its diagnostics.
 func (f *siteFlags) file(cmd *cobra.Command, env []string) (*upload.Sites, string, error) {
 	if f.loaded != nil {
