@@ -1,0 +1,80 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/store"
+)
+
+// lister is the least a store supplies: its versions, and the names they
+// take (a name not a version among them).
+type lister struct {
+	versions []*store.Version
+	names    []string
+	full     int // how often Version was asked
+	err      error
+}
+
+func (l *lister) ListVersions(context.Context, string) ([]*store.Version, error) {
+	return append([]*store.Version{}, l.versions...), l.err
+}
+
+func (l *lister) ListNames(context.Context, string) ([]string, error) { return l.names, l.err }
+
+func (l *lister) Version(_ context.Context, image, version string) (*store.Version, error) {
+	l.full++
+	for _, v := range l.versions {
+		if v.Version == version {
+			full := *v
+			full.Manifest = "full"
+			return &full, nil
+		}
+	}
+	return nil, fmt.Errorf("%s %s: %w", image, version, store.ErrNotFound)
+}
+
+func TestLatestAndNextVersionOf(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 11, 23, 10, m, 0, 0, time.UTC) }
+	l := &lister{
+		versions: []*store.Version{{Version: "b", Published: at(2)}, {Version: "c", Published: at(1)}, {Version: "a", Published: at(2)}},
+		names:    []string{"20261123.2", "20261123.x", "20261122.7", "site-lab", "20261123.11"},
+	}
+	v, err := store.LatestOf(ctx, l, "demo")
+	if err != nil || v.Version != "b" || v.Manifest != "full" || l.full != 1 {
+		t.Errorf("latest %+v %v (%d full reads)", v, err, l.full)
+	}
+	if n, err := store.NextVersionOf(ctx, l, "demo", at(0).Add(13*time.Hour).In(time.FixedZone("x", 3600))); err != nil || n != "20261123.12" {
+		t.Errorf("next %q %v", n, err)
+	}
+	if n, err := store.NextVersionOf(ctx, l, "demo", at(0).Add(24*time.Hour)); err != nil || n != "20261124.1" {
+		t.Errorf("next day %q %v", n, err)
+	}
+	empty := &lister{}
+	if v, err := store.LatestOf(ctx, empty, "demo"); v != nil || err != nil {
+		t.Errorf("latest of none: %+v %v", v, err)
+	}
+	broken := &lister{err: errors.New("unreachable")}
+	if _, err := store.LatestOf(ctx, broken, "demo"); err == nil {
+		t.Error("latest: no error")
+	}
+	if _, err := store.NextVersionOf(ctx, broken, "demo", at(0)); err == nil {
+		t.Error("next: no error")
+	}
+	for _, bad := range []string{"", "../x", "A"} {
+		if _, err := store.LatestOf(ctx, l, bad); err == nil {
+			t.Errorf("latest of %q: no error", bad)
+		}
+		if _, err := store.NextVersionOf(ctx, l, bad, at(0)); err == nil {
+			t.Errorf("next of %q: no error", bad)
+		}
+	}
+	vs := []*store.Version{{Version: "2", Published: at(1)}, {Version: "1", Published: at(1)}, {Version: "0", Published: at(3)}}
+	store.SortVersions(vs)
+	if vs[0].Version != "1" || vs[1].Version != "2" || vs[2].Version != "0" {
+		t.Errorf("sorted %s %s %s", vs[0].Version, vs[1].Version, vs[2].Version)
+	}
+}
