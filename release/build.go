@@ -2,8 +2,6 @@ package release
 
 import (
 	"context"
-	"path/filepath"
-	"reflect"
 	"time"
 
 	"github.com/gpuaas/imagectl/manifest"
@@ -113,20 +111,14 @@ func (b *Build) Publish(ctx context.Context, files manifest.Files, sigs []string
 	if b == nil {
 		return &Published{Files: files, Signatures: sigs}, nil
 	}
-	v, err := b.b.Publish(ctx, store.Artifact{Tarball: files.Tarball, Manifest: files.Manifest, ValidationScript: files.ValidationScript})
+	v, err := b.b.Publish(ctx, manifest.Files{Tarball: files.Tarball, Manifest: files.Manifest, ValidationScript: files.ValidationScript})
 	if err != nil {
 		return nil, err
 	}
-	in := func(p string) string {
-		if p == "" {
-			return ""
-		}
-		return filepath.Join(v.Dir, filepath.Base(p))
-	}
-	out := &Published{Version: v, Files: mapFiles(files, in), Signatures: make([]string, len(sigs))}
+	out := &Published{Version: v, Files: files.Map(v.Path), Signatures: make([]string, len(sigs))}
 	out.Files.Tarball, out.Files.Manifest, out.Files.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
 	for i, s := range sigs {
-		out.Signatures[i] = in(s)
+		out.Signatures[i] = v.Path(s)
 	}
 	return out, nil
 }
@@ -137,16 +129,4 @@ func (b *Build) Location() string {
 		return ""
 	}
 	return b.st.Location()
-}
-
-// mapFiles is f with every path mapped by fn: each of its string fields,
-// so that a file the build adds is not left behind.
-func mapFiles(f manifest.Files, fn func(string) string) manifest.Files {
-	v := reflect.ValueOf(&f).Elem()
-	for i := range v.NumField() {
-		if p := v.Field(i); p.Kind() == reflect.String && p.CanSet() {
-			p.SetString(fn(p.String()))
-		}
-	}
-	return f
 }

@@ -21,7 +21,7 @@ func TestBuildPublishesIntoStore(t *testing.T) {
 	st := store.NewDir(dir)
 	signer, _ := storetest.Keys(t, t.TempDir())
 	tgz0, man0 := storetest.Artifact(t, t.TempDir(), "demo", "20260101.1", storetest.Options{Signer: signer})
-	if _, err := st.Publish(ctx, store.Artifact{Tarball: tgz0, Manifest: man0}, store.PublishOptions{}); err != nil {
+	if _, err := st.Publish(ctx, manifest.Files{Tarball: tgz0, Manifest: man0}, store.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sb, err := release.StartBuild(ctx, st, release.BuildOptions{Image: "demo"})

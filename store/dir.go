@@ -67,11 +67,11 @@ type index struct {
 	Files         []File    `json:"files"`
 }
 
-// ReadManifest reads the artifact's build manifest, which says the image
+// ReadManifest reads the build manifest of a build's files a, which says the image
 // and version it publishes as, and says why it cannot be published: no
 // artifact section (a build marker), or a name or version that is not a
 // valid store key.
-func (a Artifact) ReadManifest() (*manifest.Manifest, error) {
+func ReadManifest(a manifest.Files) (*manifest.Manifest, error) {
 	m, err := manifest.Read(a.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("publishing %s: %w", a.Tarball, err)
@@ -106,14 +106,14 @@ func (d *Dir) Staging() (dir string, remove func(), err error) {
 }
 
 // Publish implements Store.
-func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Version, error) {
-	m, err := a.ReadManifest()
+func (d *Dir) Publish(ctx context.Context, a manifest.Files, opts PublishOptions) (*Version, error) {
+	m, err := ReadManifest(a)
 	if err != nil {
 		return nil, err
 	}
 	image, version := m.Image.Name, m.Image.Version
 	what := fmt.Sprintf("publishing %s %s", image, version)
-	srcs := a.Sources(image, version)
+	srcs := Sources(a, image, version)
 	if err := CheckSources(srcs, m.Artifact.Size); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

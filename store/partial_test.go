@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -76,5 +80,33 @@ func TestLatestAndNextVersionOf(t *testing.T) {
 	store.SortVersions(vs)
 	if vs[0].Version != "1" || vs[1].Version != "2" || vs[2].Version != "0" {
 		t.Errorf("sorted %s %s %s", vs[0].Version, vs[1].Version, vs[2].Version)
+	}
+}
+
+// Sources takes the files a build's Files name, and looks for the others
+// beside the tgz (the signatures beside the manifest, wherever it is).
+func TestSources(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	beside := manifest.FilesBeside(filepath.Join(dir, "out.tgz"))
+	elsewhere := manifest.FilesBeside(filepath.Join(other, "x.tgz"))
+	for _, p := range []string{beside.Tarball, beside.ValidationScript, beside.SBOM, beside.TarballSignature,
+		elsewhere.Manifest, elsewhere.ManifestSignature, elsewhere.CycloneDX} {
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := manifest.Files{Tarball: beside.Tarball, Manifest: elsewhere.Manifest, CycloneDX: elsewhere.CycloneDX}
+	var got []string
+	for _, s := range store.Sources(a, "demo", "1.0") {
+		rel, _ := filepath.Rel(filepath.Dir(filepath.Dir(s.Path)), s.Path)
+		got = append(got, fmt.Sprintf("%s=%s(%s)", rel, s.Name, s.Role))
+	}
+	d, o := filepath.Base(dir), filepath.Base(other)
+	want := []string{d + "/out.tgz=demo-1.0.tgz(tarball)", o + "/x.manifest.json=demo-1.0.manifest.json(manifest)",
+		d + "/out-validate.sh=demo-1.0-validate.sh(validation-script)", d + "/out.spdx.json=demo-1.0.spdx.json(sbom)",
+		o + "/x.cdx.json=demo-1.0.cdx.json(cyclonedx)", d + "/out.tgz.sig=demo-1.0.tgz.sig(signature)",
+		o + "/x.manifest.json.sig=demo-1.0.manifest.json.sig(signature)"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sources:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -282,7 +282,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 			if manifestPath == "" {
 				manifestPath = manifest.FilesBeside(args[0]).Manifest
 			}
-			v, err := st.Publish(cmd.Context(), store.Artifact{Tarball: args[0], Manifest: manifestPath, ValidationScript: script}, store.PublishOptions{})
+			v, err := st.Publish(cmd.Context(), manifest.Files{Tarball: args[0], Manifest: manifestPath, ValidationScript: script}, store.PublishOptions{})
 			if err != nil {
 				return err
 			}

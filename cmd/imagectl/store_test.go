@@ -25,7 +25,7 @@ func stored(t *testing.T, versions ...string) (dir, pub string) {
 	for i, v := range versions {
 		tgz, man := storetest.Artifact(t, t.TempDir(), "demo", v, storetest.Options{Signer: signer})
 		at := time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)
-		if _, err := s.Publish(context.Background(), store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{Now: func() time.Time { return at }}); err != nil {
+		if _, err := s.Publish(context.Background(), manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{Now: func() time.Time { return at }}); err != nil {
 			t.Fatal(err)
 		}
 	}
