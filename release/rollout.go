@@ -57,6 +57,9 @@ type RolloutOptions struct {
 	// error refuses the rollout, as a missing key refuses a promotion.
 	// Nil: Options.Verifier for all.
 	VerifierFor func(site *upload.Site) (*signing.Verifier, error)
+
+	// verifiers are VerifierFor's, by site, once loaded.
+	verifiers map[string]*signing.Verifier
 }
 
 // RolloutResult is what a rollout did, site by site.
@@ -139,16 +142,15 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 		c := order[i]
 		order = append([]*upload.Site{c}, slices.Delete(order, i, i+1)...)
 	}
-	verifiers := map[string]*signing.Verifier{}
 	if o.VerifierFor != nil {
+		o.verifiers = map[string]*signing.Verifier{}
 		for _, s := range order {
 			v, err := o.VerifierFor(s)
 			if err != nil {
 				return nil, err
 			}
-			verifiers[s.Name] = v
+			o.verifiers[s.Name] = v
 		}
-		o.VerifierFor = func(s *upload.Site) (*signing.Verifier, error) { return verifiers[s.Name], nil }
 	}
 	par := o.Parallel
 	if par <= 0 {
@@ -224,12 +226,7 @@ func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, 
 		so.Events = o.SiteEvents(site.Name)
 	}
 	r := SiteRollout{Site: site.Name}
-	if o.VerifierFor != nil {
-		v, err := o.VerifierFor(site)
-		if err != nil {
-			r.Result, r.Err, r.Detail = RolloutFailed, err, oneLine(err.Error())
-			return r
-		}
+	if v, ok := o.verifiers[site.Name]; ok {
 		so.Verifier = v
 	}
 	if h, err := so.Store.History(ctx, site.Name, image); err == nil {
