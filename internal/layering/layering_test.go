@@ -469,14 +469,12 @@ func TestFenceCatches(t *testing.T) {
 		t.Errorf("the table alone breaks the fence: %q", errs)
 	}
 	// The orchestrator, and tests, may import both.
-	for _, e := range []edge{
-		{from: orchestrator, to: "store", internal: true, tags: untagged},
-		{from: orchestrator, to: "upload/maas", internal: true, tags: untagged},
-		{from: "cmd/imagectl", to: "store", internal: true, test: true, tags: untagged},
-		{from: "cmd/imagectl", to: "upload/maas", internal: true, test: true, tags: untagged},
-	} {
-		used = append(used, e)
-	}
+	used = append(used,
+		edge{from: orchestrator, to: "store", internal: true, tags: untagged},
+		edge{from: orchestrator, to: "upload/maas", internal: true, tags: untagged},
+		edge{from: "cmd/imagectl", to: "store", internal: true, test: true, tags: untagged},
+		edge{from: "cmd/imagectl", to: "upload/maas", internal: true, test: true, tags: untagged},
+	)
 	if errs := check(pkgs, used); len(errs) != 0 {
 		t.Errorf("release or a test importing a store and the MAAS client breaks the fence: %q", errs)
 	}
