@@ -87,7 +87,7 @@ json prints one JSON event per line on stdout.`,
 			if output == "json" {
 				return json.NewEncoder(out).Encode(map[string]any{"type": "result", "site": res.Site, "name": res.Name,
 					"distro_series": res.DistroSeries, "title": res.Title, "sha256": res.SHA256, "size": res.Size,
-					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": v != nil})
+					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": r.Verified})
 			}
 			verb := "uploaded"
 			if res.Skipped {
