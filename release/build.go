@@ -111,7 +111,7 @@ func (b *Build) Publish(ctx context.Context, files manifest.Files, sigs []string
 	if b == nil {
 		return &Published{Files: files, Signatures: sigs}, nil
 	}
-	v, err := b.b.Publish(ctx, manifest.Files{Tarball: files.Tarball, Manifest: files.Manifest, ValidationScript: files.ValidationScript})
+	v, err := b.b.Publish(ctx, files)
 	if err != nil {
 		return nil, err
 	}
