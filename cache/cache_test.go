@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/cache"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/oci"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
@@ -98,7 +99,7 @@ func TestPruneBothParts(t *testing.T) {
 	}
 	for _, version := range []string{"1.0", "2.0"} {
 		tgz, m := storetest.Artifact(t, t.TempDir(), "img", version, storetest.Options{})
-		if _, err := pub.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: m}, store.PublishOptions{}); err != nil {
+		if _, err := pub.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: m}, store.PublishOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -155,3 +155,34 @@ func ReadDocument(path string, d *Document, limit int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// paths are f's paths, every field, for Map and Or.
+func (f *Files) paths() []*string {
+	return []*string{&f.Tarball, &f.Manifest, &f.ValidationScript,
+		&f.TarballSignature, &f.TarballBundle, &f.ManifestSignature, &f.ManifestBundle,
+		&f.SmokeLog, &f.SmokeTimeline, &f.SBOM, &f.SBOMAttestation,
+		&f.Provenance, &f.ProvenanceAttestation, &f.CycloneDX, &f.CycloneDXAttestation}
+}
+
+// Map is f with fn applied to every path it names ("" stays "": a file
+// it does not name): where a build's files are once moved.
+func (f Files) Map(fn func(string) string) Files {
+	for _, p := range f.paths() {
+		if *p != "" {
+			*p = fn(*p)
+		}
+	}
+	return f
+}
+
+// Or is f with every file it does not name taken from g: the files a
+// caller names, the others beside the tgz.
+func (f Files) Or(g Files) Files {
+	gp := g.paths()
+	for i, p := range f.paths() {
+		if *p == "" {
+			*p = *gp[i]
+		}
+	}
+	return f
+}

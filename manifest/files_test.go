@@ -1,6 +1,9 @@
 package manifest
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestFiles(t *testing.T) {
 	want := Files{
@@ -29,5 +32,25 @@ func TestFiles(t *testing.T) {
 	}
 	if a := Attestation("d/x.provenance.json"); a != "d/x.provenance.dsse.json" {
 		t.Errorf("Attestation: %s", a)
+	}
+}
+
+func TestFilesMapAndOr(t *testing.T) {
+	// Every field is a path Map and Or see.
+	var f Files
+	if n, want := len(f.paths()), reflect.TypeOf(f).NumField(); n != want {
+		t.Fatalf("paths names %d of the %d fields of Files", n, want)
+	}
+	all := FilesFor("x", "1.0")
+	moved := all.Map(func(p string) string { return "d/" + p })
+	if moved.Tarball != "d/x-1.0.tgz" || moved.CycloneDXAttestation != "d/x-1.0.cdx.dsse.json" || moved.SmokeLog != "d/x-1.0.smoke.log" {
+		t.Errorf("Map: %+v", moved)
+	}
+	if some := (Files{Tarball: "t"}).Map(func(p string) string { return "d/" + p }); some != (Files{Tarball: "d/t"}) {
+		t.Errorf("Map of a file not named: %+v", some)
+	}
+	named := Files{Tarball: "x-1.0.tgz", Manifest: "m.json"}
+	if got := named.Or(all); got.Manifest != "m.json" || got.Tarball != "x-1.0.tgz" || got.SBOM != all.SBOM || got.ValidationScript != all.ValidationScript {
+		t.Errorf("Or: %+v", got)
 	}
 }

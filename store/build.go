@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // BuildOptions say what is about to be built into a store.
@@ -105,7 +107,7 @@ func StartBuild(ctx context.Context, d Versions, opts BuildOptions) (*Build, err
 
 // Publish publishes the build's outputs (moved from the staging directory,
 // or copied from where the build wrote them).
-func (b *Build) Publish(ctx context.Context, a Artifact) (*Version, error) {
+func (b *Build) Publish(ctx context.Context, a manifest.Files) (*Version, error) {
 	return b.store.Publish(ctx, a, PublishOptions{Move: b.move})
 }
 

@@ -9,9 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -38,7 +35,10 @@ type Dir struct {
 	Root string
 }
 
-var _ Store = (*Dir)(nil)
+var (
+	_ Store  = (*Dir)(nil)
+	_ Lister = (*Dir)(nil)
+)
 
 // NewDir opens the store at root; nothing is created until something is
 // published or recorded.
@@ -67,11 +67,11 @@ type index struct {
 	Files         []File    `json:"files"`
 }
 
-// ReadManifest reads the artifact's build manifest, which says the image
+// ReadManifest reads the build manifest of a build's files a, which says the image
 // and version it publishes as, and says why it cannot be published: no
 // artifact section (a build marker), or a name or version that is not a
 // valid store key.
-func (a Artifact) ReadManifest() (*manifest.Manifest, error) {
+func ReadManifest(a manifest.Files) (*manifest.Manifest, error) {
 	m, err := manifest.Read(a.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("publishing %s: %w", a.Tarball, err)
@@ -106,14 +106,14 @@ func (d *Dir) Staging() (dir string, remove func(), err error) {
 }
 
 // Publish implements Store.
-func (d *Dir) Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Version, error) {
-	m, err := a.ReadManifest()
+func (d *Dir) Publish(ctx context.Context, a manifest.Files, opts PublishOptions) (*Version, error) {
+	m, err := ReadManifest(a)
 	if err != nil {
 		return nil, err
 	}
 	image, version := m.Image.Name, m.Image.Version
 	what := fmt.Sprintf("publishing %s %s", image, version)
-	srcs := a.Sources(image, version)
+	srcs := Sources(a, image, version)
 	if err := CheckSources(srcs, m.Artifact.Size); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -380,12 +380,7 @@ func (d *Dir) versions(image string) ([]*Version, error) {
 		}
 		out = append(out, d.version(idx))
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].Published.Equal(out[j].Published) {
-			return out[i].Published.Before(out[j].Published)
-		}
-		return out[i].Version < out[j].Version
-	})
+	SortVersions(out)
 	return out, nil
 }
 
@@ -404,37 +399,30 @@ func (d *Dir) Version(ctx context.Context, image, version string) (*Version, err
 	return d.version(idx), nil
 }
 
-// Latest implements Store.
+// Latest implements Store (LatestOf).
 func (d *Dir) Latest(ctx context.Context, image string) (*Version, error) {
-	if err := checkKey("image", image); err != nil {
-		return nil, err
-	}
-	vs, err := d.versions(image)
-	if err != nil || len(vs) == 0 {
-		return nil, err
-	}
-	return vs[len(vs)-1], nil
+	return LatestOf(ctx, d, image)
 }
 
-var reDated = regexp.MustCompile(`^([0-9]{8})\.([0-9]+)$`)
-
-// NextVersion implements Store.
+// NextVersion implements Store (NextVersionOf).
 func (d *Dir) NextVersion(ctx context.Context, image string, now time.Time) (string, error) {
-	if err := checkKey("image", image); err != nil {
-		return "", err
-	}
-	day := now.UTC().Format("20060102")
+	return NextVersionOf(ctx, d, image, now)
+}
+
+// ListVersions implements Lister.
+func (d *Dir) ListVersions(ctx context.Context, image string) ([]*Version, error) {
+	return d.versions(image)
+}
+
+// ListNames implements Lister: the entries of the image's directory.
+func (d *Dir) ListNames(ctx context.Context, image string) ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(d.Root, image))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("listing image %s in the store: %w", image, err)
+		return nil, fmt.Errorf("listing image %s in the store: %w", image, err)
 	}
-	next := 1
+	var out []string
 	for _, e := range entries {
-		if m := reDated.FindStringSubmatch(e.Name()); m != nil && m[1] == day {
-			if n, err := strconv.Atoi(m[2]); err == nil && n >= next {
-				next = n + 1
-			}
-		}
+		out = append(out, e.Name())
 	}
-	return fmt.Sprintf("%s.%d", day, next), nil
+	return out, nil
 }

@@ -9,7 +9,9 @@
 // registry and store/gitcatalog promotions in git. Channels are what a
 // version store that follows promotions adds (the registry's site tags);
 // Version.OpenTarball reads a version's tgz, local or remote, checked
-// against its sha256 as it streams. Dir publishes
+// against its sha256 as it streams. Latest and NextVersion are written
+// once (LatestOf, NextVersionOf) over Lister, the small core each version
+// store implements. Dir publishes
 // atomically (files are staged in a temporary directory inside the store,
 // fsynced, and renamed into place) and serializes the check-then-rename and
 // every catalog update with an flock on the store's lock file, so
@@ -19,6 +21,6 @@
 // parent, and a staging directory the build writes into and Publish moves
 // from.
 //
-// store/release builds promotion, rollback, status and gc of a MAAS site
-// on top of it.
+// The top-level package release builds promotion, rollback, status and
+// gc of a MAAS site on top of it; store itself only stores.
 package store

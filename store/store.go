@@ -16,11 +16,12 @@ import (
 // Versions keeps published image versions: Dir, a local directory, or
 // store/oci, an OCI registry.
 type Versions interface {
-	// Publish adds an artifact as the version its manifest names. The
+	// Publish adds the files of a build as the version its manifest
+	// names: a.Tarball and a.Manifest, and the others Sources finds. The
 	// version appears complete or not at all; publishing other bytes under
 	// an existing version fails with ErrExists, the same bytes again is a
 	// no-op (Version.Existed is set).
-	Publish(ctx context.Context, a Artifact, opts PublishOptions) (*Version, error)
+	Publish(ctx context.Context, a manifest.Files, opts PublishOptions) (*Version, error)
 	// Images lists every image with its versions, oldest first.
 	Images(ctx context.Context) ([]Image, error)
 	// Version returns one version, with local paths to its manifest,
@@ -115,17 +116,6 @@ var (
 	ErrExists   = errors.New("already published with other content")
 	ErrConflict = errors.New("the site's catalog changed meanwhile")
 )
-
-// Artifact is what Publish takes: a built tgz and its manifest, and
-// optionally the validation script. The signatures beside each (.sig,
-// .sigstore.json) go with them when they exist.
-type Artifact struct {
-	Tarball  string
-	Manifest string
-	// ValidationScript defaults to <name>-<version>-validate.sh beside the
-	// tgz when that exists.
-	ValidationScript string
-}
 
 // PublishOptions adjust Publish.
 type PublishOptions struct {
@@ -277,14 +267,21 @@ func CheckSources(srcs []Source, tgzSize int64) error {
 	return nil
 }
 
-// Sources lists the artifact's files under their names in a version of
+// Sources lists the files of a build under their names in a version of
 // image: the tgz and the manifest, then those of the validation script,
 // the SBOMs (SPDX, CycloneDX), the provenance, the signatures of the tgz
-// and the manifest and the attestations that exist beside the tgz. Every
-// store holds these and no others.
-func (a Artifact) Sources(image, version string) []Source {
+// and the manifest and the attestations that exist, where a names them,
+// else beside the tgz. A validation script a names must exist; the one
+// beside the tgz is taken when it does. Every store holds these and no
+// others.
+func Sources(a manifest.Files, image, version string) []Source {
 	names := manifest.FilesFor(image, version)
-	beside := manifest.FilesBeside(a.Tarball)
+	// The signatures of the tgz and of the manifest are beside each,
+	// wherever the manifest is.
+	var signed manifest.Files
+	signed.TarballSignature, signed.TarballBundle = manifest.Signatures(a.Tarball)
+	signed.ManifestSignature, signed.ManifestBundle = manifest.Signatures(a.Manifest)
+	beside := a.Or(signed.Or(manifest.FilesBeside(a.Tarball)))
 	out := []Source{{a.Tarball, names.Tarball, RoleTarball}, {a.Manifest, names.Manifest, RoleManifest}}
 	script := a.ValidationScript
 	if script == "" && exists(beside.ValidationScript) {
@@ -293,12 +290,9 @@ func (a Artifact) Sources(image, version string) []Source {
 	if script != "" {
 		out = append(out, Source{script, names.ValidationScript, RoleValidationScript})
 	}
-	optional := []Source{{beside.SBOM, names.SBOM, RoleSBOM}, {beside.CycloneDX, names.CycloneDX, RoleCycloneDX}, {beside.Provenance, names.Provenance, RoleProvenance}}
-	for _, f := range out[:2] {
-		sig, bundle := manifest.Signatures(f.Path)
-		sigName, bundleName := manifest.Signatures(f.Name)
-		optional = append(optional, Source{sig, sigName, RoleSignature}, Source{bundle, bundleName, RoleSignature})
-	}
+	optional := []Source{{beside.SBOM, names.SBOM, RoleSBOM}, {beside.CycloneDX, names.CycloneDX, RoleCycloneDX}, {beside.Provenance, names.Provenance, RoleProvenance},
+		{beside.TarballSignature, names.TarballSignature, RoleSignature}, {beside.TarballBundle, names.TarballBundle, RoleSignature},
+		{beside.ManifestSignature, names.ManifestSignature, RoleSignature}, {beside.ManifestBundle, names.ManifestBundle, RoleSignature}}
 	attestationNames := names.Attestations()
 	for i, a := range beside.Attestations() {
 		optional = append(optional, Source{a, attestationNames[i], RoleAttestation})

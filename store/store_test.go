@@ -23,7 +23,7 @@ var ctx = context.Background()
 func publish(t *testing.T, s *store.Dir, image, version string, opts storetest.Options) (*store.Version, error) {
 	t.Helper()
 	tgz, man := storetest.Artifact(t, t.TempDir(), image, version, opts)
-	return s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{})
+	return s.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{})
 }
 
 // entries lists what is in a directory tree, relative to it.
@@ -99,7 +99,7 @@ func TestPublishIsImmutable(t *testing.T) {
 	s := store.NewDir(t.TempDir())
 	dir := t.TempDir()
 	tgz, man := storetest.Artifact(t, dir, "demo", "1.0.0", storetest.Options{})
-	first, err := s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{})
+	first, err := s.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPublishIsImmutable(t *testing.T) {
 		t.Fatalf("different manifest: %v", err)
 	}
 	os.Remove(strings.TrimSuffix(tgz, ".tgz") + "-validate.sh")
-	if _, err := s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{}); !errors.Is(err, store.ErrExists) {
+	if _, err := s.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("without the validation script: %v", err)
 	}
 	after, _ := os.ReadFile(filepath.Join(first.Dir, "version.json"))
@@ -133,11 +133,11 @@ func TestPublishRefusesBadInput(t *testing.T) {
 	f, _ := os.OpenFile(tgz, os.O_WRONLY|os.O_APPEND, 0)
 	f.Write([]byte("x"))
 	f.Close()
-	_, err := s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{})
+	_, err := s.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{})
 	if err == nil || !strings.Contains(err.Error(), "is not the tgz its manifest describes") {
 		t.Errorf("tampered tgz: %v", err)
 	}
-	_, err = s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: filepath.Join(dir, "nope.json")}, store.PublishOptions{})
+	_, err = s.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: filepath.Join(dir, "nope.json")}, store.PublishOptions{})
 	if err == nil || !strings.Contains(err.Error(), "nope.json") {
 		t.Errorf("missing manifest: %v", err)
 	}
@@ -147,7 +147,7 @@ func TestPublishRefusesBadInput(t *testing.T) {
 	m.Image.Version = "../../etc"
 	b, _ := m.Marshal()
 	os.WriteFile(man2, b, 0o644)
-	_, err = s.Publish(ctx, store.Artifact{Tarball: tgz2, Manifest: man2}, store.PublishOptions{})
+	_, err = s.Publish(ctx, manifest.Files{Tarball: tgz2, Manifest: man2}, store.PublishOptions{})
 	if err == nil || !strings.Contains(err.Error(), `"../../etc" is not a valid version name`) {
 		t.Errorf("bad version: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestPublishRefusesBadInput(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	tgz3, man3 := storetest.Artifact(t, t.TempDir(), "demo", "3.0.0", storetest.Options{})
-	if _, err := s.Publish(cctx, store.Artifact{Tarball: tgz3, Manifest: man3}, store.PublishOptions{}); !errors.Is(err, context.Canceled) {
+	if _, err := s.Publish(cctx, manifest.Files{Tarball: tgz3, Manifest: man3}, store.PublishOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 	if e := entries(t, s.Root); strings.Join(e, " ") != ".staging" {
@@ -171,7 +171,7 @@ func TestPublishMove(t *testing.T) {
 	}
 	defer remove()
 	tgz, man := storetest.Artifact(t, stage, "demo", "1.0.0", storetest.Options{})
-	v, err := s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{Move: true})
+	v, err := s.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{Move: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestStartBuild(t *testing.T) {
 	}
 	signer, _ := storetest.Keys(t, t.TempDir())
 	tgz, man := storetest.Artifact(t, b.OutputDir, "demo", b.Version, storetest.Options{Signer: signer})
-	v, err := b.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man})
+	v, err := b.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestStoreConcurrentGoroutines(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i], errs[i] = s.Publish(ctx, store.Artifact{Tarball: arts[i][0], Manifest: arts[i][1]}, store.PublishOptions{})
+				results[i], errs[i] = s.Publish(ctx, manifest.Files{Tarball: arts[i][0], Manifest: arts[i][1]}, store.PublishOptions{})
 			}()
 		}
 		wg.Wait()
@@ -421,7 +421,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	s := store.NewDir(os.Getenv("STORETEST_ROOT"))
 	who := os.Getenv("STORETEST_WHO")
-	if _, err := s.Publish(ctx, store.Artifact{Tarball: os.Getenv("STORETEST_TGZ"), Manifest: os.Getenv("STORETEST_MANIFEST")}, store.PublishOptions{}); err != nil {
+	if _, err := s.Publish(ctx, manifest.Files{Tarball: os.Getenv("STORETEST_TGZ"), Manifest: os.Getenv("STORETEST_MANIFEST")}, store.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := publish(t, s, "demo", "2.0.0-"+who, storetest.Options{}); err != nil {

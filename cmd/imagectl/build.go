@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
@@ -93,16 +95,20 @@ store's latest version of the image.`,
 					return err
 				}
 			}
-			sb, err := newStoreBuild(cmd.Context(), &st, outputDir, dryRun, env, r, &version, signer)
+			sb, err := startStoreBuild(cmd.Context(), &st, env, signer, release.BuildOptions{Image: r.Image.Name,
+				Version: cmp.Or(version, r.Image.Version), DryRun: dryRun, OutputDir: outputDir})
 			if err != nil {
 				return err
 			}
-			defer sb.close()
+			defer sb.Close()
+			version = sb.Version(version)
 			plan, err := plan.New(r, plan.Options{Version: version, SignKey: signKey})
 			if err != nil {
 				return err
 			}
-			sb.adjust(plan)
+			if from := sb.VersionFrom(); from != "" {
+				plan.VersionFrom = from
+			}
 			if dryRun {
 				if rf.output == "json" {
 					return plan.WriteJSON(cmd.OutOrStdout())
@@ -122,8 +128,8 @@ store's latest version of the image.`,
 				Executor:      newExecutor(),
 				CacheDir:      cacheDir,
 				WorkDir:       workDir,
-				OutputDir:     sb.outputDir(outputDir),
-				ParentVersion: sb.parentVersion(),
+				OutputDir:     sb.OutputDir(outputDir),
+				ParentVersion: sb.Parent(),
 				Accel:         accel,
 				Packer:        packer,
 				Events:        events,
@@ -135,8 +141,8 @@ store's latest version of the image.`,
 			if err != nil {
 				return err
 			}
-			sigs := append([]string{}, res.Signatures...)
-			if sigs, err = sb.publish(cmd.Context(), res, sigs, cmd.ErrOrStderr()); err != nil {
+			sigs, ref, err := publishBuild(cmd.Context(), sb, res, cmd.ErrOrStderr())
+			if err != nil {
 				return err
 			}
 			if rf.output == "json" {
@@ -146,7 +152,7 @@ store's latest version of the image.`,
 					"manifest": f.Manifest, "validation_script": f.ValidationScript, "sbom": f.SBOM, "cyclonedx": f.CycloneDX, "provenance": f.Provenance,
 					"sha256": res.Manifest.Artifact.SHA256,
 					"size":   res.Manifest.Artifact.Size, "signatures": sigs}
-				if ref := sb.registryRef(); ref != "" {
+				if ref != "" {
 					result["ref"] = ref
 				}
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(result)
@@ -154,7 +160,7 @@ store's latest version of the image.`,
 			f := res.Files
 			tgz := f.Tarball
 			if tgz == "" { // pushed to a registry store, not kept here
-				tgz = sb.registryRef()
+				tgz = ref
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
 				res.Manifest.Artifact.Size, f.Manifest, f.ValidationScript, f.SBOM, f.CycloneDX, f.Provenance)

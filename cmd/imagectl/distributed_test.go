@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing/signingtest"
 	"github.com/gpuaas/imagectl/store/gitcatalog/gittest"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -14,10 +13,10 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 )
 
 // siteCmd holds what the commands acting on a site share.
@@ -116,21 +115,35 @@ on stderr start with the site's name.`,
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			single := len(c.sf.sites) == 1 && !strings.Contains(c.sf.sites[0], ",") && c.canary == ""
-			if single {
-				group, err := c.sf.isGroup(cmd, env, c.sf.sites[0])
-				if err != nil {
+			// A rollout's flags are checked before the sites file is read
+			// when it names several sites; a group named alone is known to
+			// be one only after.
+			several := !release.OneName(c.sf.sites, c.canary)
+			if several {
+				if err := c.checkRollout(); err != nil {
 					return err
 				}
-				single = !group
 			}
-			if single {
-				c.sf.site = c.sf.sites[0]
+			ss, path, err := c.sf.file(cmd, env)
+			if err != nil {
+				return err
+			}
+			t, err := release.ResolveTargets(ss, path, c.sf.sites, c.canary)
+			if err != nil {
+				return err
+			}
+			if t.Single != "" {
+				c.sf.site = t.Single
 				return c.promote(cmd, env, func(o release.Options) (*release.Result, error) {
 					return release.Promote(cmd.Context(), args[0], args[1], o)
 				})
 			}
-			return c.rollout(cmd, env, args[0], args[1])
+			if !several {
+				if err := c.checkRollout(); err != nil {
+					return err
+				}
+			}
+			return c.rollout(cmd, env, args[0], args[1], t)
 		},
 	}
 	c.sf.multi = true
@@ -140,50 +153,23 @@ on stderr start with the site's name.`,
 	return cmd
 }
 
-// rollout promotes to several sites and prints the table (or JSON); it
-// fails with status 1 unless every site runs the version.
-func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version string) error {
+// checkRollout checks a rollout's flags.
+func (c *siteCmd) checkRollout() error {
 	if err := checkOutput(c.output); err != nil {
 		return err
 	}
 	if c.parallel < 1 {
 		return fmt.Errorf("--parallel %d: want 1 or more", c.parallel)
 	}
-	var names []string
-	for _, v := range c.sf.sites {
-		for _, n := range strings.Split(v, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				names = append(names, n)
-			}
-		}
-	}
-	if c.canary != "" {
-		names = append([]string{c.canary}, names...)
-	}
-	targets, err := c.sf.loadAll(cmd, env, names)
+	return nil
+}
+
+// rollout promotes to the sites of t and prints the table (or JSON); it
+// fails with status 1 unless every site runs the version.
+func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version string, t *release.Targets) error {
+	o, err := c.siteOptions(cmd, env, t.Sites[0], false)
 	if err != nil {
 		return err
-	}
-	if c.canary != "" {
-		if group, err := c.sf.isGroup(cmd, env, c.canary); err != nil || group {
-			if err == nil {
-				err = fmt.Errorf("--canary %s is a group: the canary is one site", c.canary)
-			}
-			return err
-		}
-	}
-	// One verifier for all unless a site's own verify_key is needed.
-	o, err := c.siteOptions(cmd, env, targets[0], false)
-	if err != nil {
-		return err
-	}
-	// Every site's key is loaded before anything is sent: a missing one
-	// refuses the rollout as it refuses a promotion.
-	verifiers := map[string]*signing.Verifier{}
-	for _, s := range targets {
-		if verifiers[s.Name], err = c.vf.verifier(env, s); err != nil {
-			return err
-		}
 	}
 	o.InsecureSkipVerify = c.vf.insecure
 	if o.By == "" {
@@ -191,8 +177,8 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	}
 	stderr := cmd.ErrOrStderr()
 	lines := &lineWriter{w: stderr}
-	ro := release.RolloutOptions{Options: o, Sites: targets, Canary: c.canary, Parallel: c.parallel,
-		VerifierFor: func(s *sites.Site) (*signing.Verifier, error) { return verifiers[s.Name], nil },
+	ro := release.RolloutOptions{Options: o, Sites: t.Sites, Canary: t.Canary, Parallel: c.parallel,
+		VerifierFor: func(s *sites.Site) (*signing.Verifier, error) { return c.vf.verifier(env, s) },
 		SiteEvents: func(site string) func(event.Event) {
 			// One line per event, each starting with the site: no bars,
 			// which several sites would draw over one another.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/profile/profilesim"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )

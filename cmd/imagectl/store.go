@@ -11,10 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
-	"github.com/gpuaas/imagectl/recipes"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storeopen"
@@ -191,22 +190,10 @@ func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
 	return tw.Flush()
 }
 
-// storeBuild is build's side of the store: a store.Build, adjusted to
-// the build command's flags and result.
-type storeBuild struct {
-	b    *store.Build
-	root string
-	// ref is the published version's registry reference ("" in a
-	// directory store), where a registry store's tgz is: not kept locally.
-	ref string
-}
-
-// newStoreBuild returns nil when neither --store nor $IMAGECTL_STORE is
-// set. When neither the recipe nor --version gives a version, it sets
-// *version to the store's next one for the image (date and sequence).
-// Without --output-dir the build writes into a staging directory inside
-// the store, and publishing renames its files.
-func newStoreBuild(ctx context.Context, sf *storeFlags, outputDir string, dryRun bool, env []string, r *recipes.Recipe, version *string, signer *signing.Signer) (*storeBuild, error) {
+// startStoreBuild starts build's side of the store (release.StartBuild):
+// nil, no store, when neither --store nor $IMAGECTL_STORE is set. signer,
+// when set, signs what is published to a registry.
+func startStoreBuild(ctx context.Context, sf *storeFlags, env []string, signer *signing.Signer, o release.BuildOptions) (*release.Build, error) {
 	if v, _ := envValue(env, "IMAGECTL_STORE"); sf.store == "" && v == "" {
 		return nil, nil
 	}
@@ -214,76 +201,23 @@ func newStoreBuild(ctx context.Context, sf *storeFlags, outputDir string, dryRun
 	if err != nil {
 		return nil, err
 	}
-	ver := *version
-	if ver == "" {
-		ver = r.Image.Version
-	}
-	b, err := store.StartBuild(ctx, st, store.BuildOptions{Image: r.Image.Name, Version: ver, DryRun: dryRun, Stage: outputDir == ""})
+	return release.StartBuild(ctx, st, o)
+}
+
+// publishBuild publishes a build's outputs into the store (none without
+// one), points res at the published files and returns the signatures'
+// paths and the version's registry reference ("" for none).
+func publishBuild(ctx context.Context, sb *release.Build, res *builder.Result, log io.Writer) (sigs []string, ref string, err error) {
+	p, err := sb.Publish(ctx, res.Files, append([]string{}, res.Signatures...))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if b.Generated {
-		*version = b.Version
+	res.Files = p.Files
+	if v := p.Version; v != nil {
+		ref = v.Ref
+		textsafe.Fprintf(log, "published %s %s in the store %s\n", v.Image, v.Version, sb.Location())
 	}
-	return &storeBuild{b: b, root: st.Location()}, nil
-}
-
-func (sb *storeBuild) close() {
-	if sb != nil {
-		sb.b.Close()
-	}
-}
-
-// adjust says in the plan where a store-generated version came from.
-func (sb *storeBuild) adjust(p *plan.Plan) {
-	if sb != nil && sb.b.Generated {
-		p.VersionFrom = "generated"
-	}
-}
-
-func (sb *storeBuild) outputDir(flag string) string {
-	if sb == nil || sb.b.OutputDir == "" {
-		return flag
-	}
-	return sb.b.OutputDir
-}
-
-// registryRef is the published version's registry reference, "" when
-// there is none (no store, or a directory store).
-func (sb *storeBuild) registryRef() string {
-	if sb == nil {
-		return ""
-	}
-	return sb.ref
-}
-
-func (sb *storeBuild) parentVersion() string {
-	if sb == nil {
-		return ""
-	}
-	return sb.b.Parent
-}
-
-// publish puts the build's outputs into the store and points res and sigs
-// at the published files.
-func (sb *storeBuild) publish(ctx context.Context, res *builder.Result, sigs []string, log io.Writer) ([]string, error) {
-	if sb == nil {
-		return sigs, nil
-	}
-	f := &res.Files
-	v, err := sb.b.Publish(ctx, store.Artifact{Tarball: f.Tarball, Manifest: f.Manifest, ValidationScript: f.ValidationScript})
-	if err != nil {
-		return nil, err
-	}
-	f.Tarball, f.Manifest, f.ValidationScript = v.Tarball, v.Manifest, v.ValidationScript
-	sb.ref = v.Ref
-	f.SBOM, f.CycloneDX, f.Provenance = v.Path(f.SBOM), v.Path(f.CycloneDX), v.Path(f.Provenance)
-	out := make([]string, len(sigs))
-	for i, s := range sigs {
-		out[i] = v.Path(s)
-	}
-	textsafe.Fprintf(log, "published %s %s in the store %s\n", v.Image, v.Version, sb.root)
-	return out, nil
+	return p.Signatures, ref, nil
 }
 
 // version looks IMAGE VERSION up in the store; with tarball, its tgz is made
@@ -345,7 +279,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 			if manifestPath == "" {
 				manifestPath = manifest.FilesBeside(args[0]).Manifest
 			}
-			v, err := st.Publish(cmd.Context(), store.Artifact{Tarball: args[0], Manifest: manifestPath, ValidationScript: script}, store.PublishOptions{})
+			v, err := st.Publish(cmd.Context(), manifest.Files{Tarball: args[0], Manifest: manifestPath, ValidationScript: script}, store.PublishOptions{})
 			if err != nil {
 				return err
 			}

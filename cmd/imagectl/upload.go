@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,10 +12,9 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/textsafe"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/sites"
-	"github.com/gpuaas/imagectl/store/release"
-	"github.com/gpuaas/imagectl/upload"
 )
 
 func newUploadCmd(env []string) *cobra.Command {
@@ -67,36 +65,29 @@ json prints one JSON event per line on stdout.`,
 			if output == "json" {
 				events = uploadEvents(out, true, false)
 			}
-			what := ""
-			var res *upload.Result
+			o := release.Options{Site: s, Env: env, Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events}
+			what := args[0]
+			var r *release.Result
 			if len(args) == 2 {
 				if manifestPath != "" || name != "" {
 					return errors.New("--manifest and --name apply to a tgz, not to a version from the store")
 				}
-				vs, err := st.open(cmd.Context(), env)
-				if err != nil {
+				if o.Store, err = st.open(cmd.Context(), env); err != nil {
 					return err
 				}
-				r, err := release.Upload(cmd.Context(), args[0], args[1], release.Options{Store: vs, Site: s, Env: env,
-					Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events})
-				if err != nil {
-					return err
-				}
-				res, what = r.Upload, args[0]+" "+args[1]
+				r, err = release.Upload(cmd.Context(), args[0], args[1], o)
+				what = args[0] + " " + args[1]
 			} else {
-				verify := func(ctx context.Context, tgz, manifest string) error { return verifyWith(ctx, v, tgz, manifest) }
-				res, err = upload.Artifact(cmd.Context(), s, env, args[0], upload.Options{
-					Manifest: manifestPath, Name: name, BaseImage: baseImage, Verify: verify, Events: events,
-				})
-				if err != nil {
-					return err
-				}
-				what = args[0]
+				r, err = release.UploadFile(cmd.Context(), args[0], o, release.FileOptions{Manifest: manifestPath, Name: name})
 			}
+			if err != nil {
+				return err
+			}
+			res := r.Upload
 			if output == "json" {
 				return json.NewEncoder(out).Encode(map[string]any{"type": "result", "site": res.Site, "name": res.Name,
 					"distro_series": res.DistroSeries, "title": res.Title, "sha256": res.SHA256, "size": res.Size,
-					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": v != nil})
+					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": r.Verified})
 			}
 			verb := "uploaded"
 			if res.Skipped {
@@ -115,19 +106,6 @@ json prints one JSON event per line on stdout.`,
 	cmd.Flags().StringVar(&baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (default: the manifest's maas.base_image)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
-}
-
-// verifyWith verifies a tgz and its manifest; a nil verifier (only with
-// --insecure-skip-verify) checks nothing.
-func verifyWith(ctx context.Context, v *signing.Verifier, tgz, manifest string) error {
-	if v == nil {
-		return nil
-	}
-	r, err := signing.VerifyArtifact(ctx, v, tgz, manifest)
-	if err != nil {
-		return err
-	}
-	return r.Err()
 }
 
 // siteFlags choose a site of the sites file.
@@ -162,29 +140,6 @@ func (f *siteFlags) load(cmd *cobra.Command, env []string) (*sites.Site, error) 
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
-}
-
-// loadAll reads the sites file and returns the sites that names (sites
-// and groups, comma-separated or repeated) stand for.
-func (f *siteFlags) loadAll(cmd *cobra.Command, env []string, names []string) ([]*sites.Site, error) {
-	ss, path, err := f.file(cmd, env)
-	if err != nil {
-		return nil, err
-	}
-	out, err := ss.Resolve(names)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
-}
-
-// isGroup reports whether name is a group of the sites file.
-func (f *siteFlags) isGroup(cmd *cobra.Command, env []string, name string) (bool, error) {
-	ss, _, err := f.file(cmd, env)
-	if err != nil {
-		return false, err
-	}
-	return ss.Group(name) != nil, nil
 }
 
 // file reads the sites file, printing its diagnostics.

@@ -64,8 +64,11 @@ var layers = []layer{
 	{name: "remote stores (versions in an OCI registry, promotions in git)", pkgs: []string{
 		"store/gitcatalog", "store/gitcatalog/gittest", "store/oci", "store/oci/ocitest",
 	}},
-	{name: "executors and releases (the libguestfs executor, promotion to sites, opening a store by name, the cache directory as a whole)", pkgs: []string{
-		"builder/guestfs", "cache", "store/release", "store/storeopen", "store/storetest",
+	{name: "executors and stores by name (the libguestfs executor, opening a store by name, the cache directory as a whole)", pkgs: []string{
+		"builder/guestfs", "cache", "store/storeopen", "store/storetest",
+	}},
+	{name: "release (a build into a store, the verified upload, promotion to sites: store, signing, MAAS and the admin API together)", pkgs: []string{
+		"release",
 	}},
 	{name: "the CLI", pkgs: []string{
 		"cmd/imagectl",
@@ -128,6 +131,21 @@ var restricted = []struct {
 	{"github.com/in-toto/attestation", []string{"provenance"}, true,
 		"in-toto statements and SLSA provenance are the provenance package's own"},
 }
+
+// orchestrator is the one package that may import both a store and the
+// MAAS client: release, which ties a stored version to a site. Anything
+// else that did would be a second place where promotion happens.
+const orchestrator = "release"
+
+// isStore reports whether an import path (relative to the module) is a
+// store: store itself, a remote store, or opening one by name.
+func isStore(p string) bool {
+	return (p == "store" || strings.HasPrefix(p, "store/")) && !testOnly[p]
+}
+
+// isMAASClient reports whether an import path (relative to the module) is
+// the MAAS client, or the upload operation built on it.
+func isMAASClient(p string) bool { return p == "upload/maas" || p == "upload" }
 
 // tagSets are the builds the fence checks: the untagged (CGO-free) one and
 // the one with libguestfs.
@@ -323,6 +341,38 @@ func check(pkgs map[string]bool, edges []edge) []string {
 				at, e.from, layers[from].name, what, e.to, layers[to].name, rel, where))
 		}
 	}
+	// No package but the orchestrator imports both a store and the MAAS
+	// client in production code (tests may bring both up).
+	type both struct{ store, maas *edge }
+	seen := map[string]*both{}
+	for i := range edges {
+		e := &edges[i]
+		if !e.internal || e.test || e.from == orchestrator || testOnly[e.from] {
+			continue
+		}
+		key := e.from + "\x00" + e.tags
+		b := seen[key]
+		if b == nil {
+			b = &both{}
+			seen[key] = b
+		}
+		switch {
+		case isStore(e.to) && b.store == nil:
+			b.store = e
+		case isMAASClient(e.to) && b.maas == nil:
+			b.maas = e
+		default:
+			continue
+		}
+		if b.store != nil && b.maas != nil {
+			at := e.from
+			if e.pos != "" {
+				at = e.pos
+			}
+			report(*e, fmt.Sprintf("%s: %s imports both the store %s and the MAAS client %s: only %s ties a stored version to a site; call it (table in %s)",
+				at, e.from, b.store.to, b.maas.to, orchestrator, where))
+		}
+	}
 	for _, msg := range order {
 		errs = append(errs, msg+" ["+strings.Join(builds[msg], "; ")+"]")
 	}
@@ -386,6 +436,7 @@ func TestFenceCatches(t *testing.T) {
 		name string
 		add  string // a package missing from the table
 		e    edge
+		more []edge // edges besides e
 		want string
 	}{
 		{name: "builder imports upload", e: edge{from: "builder", to: "upload", internal: true}, want: "imports upload"},
@@ -396,6 +447,9 @@ func TestFenceCatches(t *testing.T) {
 		{name: "gomaasclient in the builder", e: edge{from: "builder", to: "github.com/canonical/gomaasclient/client"}, want: "stays out of builds"},
 		{name: "libguestfs untagged", e: edge{from: "smoke", to: "libguestfs.org/guestfs", tags: untagged}, want: "libguestfs is cgo"},
 		{name: "a new package", add: "internal/newthing", want: "package internal/newthing is in no layer: place it"},
+		{name: "the CLI promotes by itself", e: edge{from: "cmd/imagectl", to: "upload/maas", internal: true},
+			more: []edge{{from: "cmd/imagectl", to: "store/oci", internal: true, tags: "the build with -tags guestfs"}},
+			want: "imports both the store store/oci and the MAAS client upload/maas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pkgs
@@ -412,6 +466,7 @@ func TestFenceCatches(t *testing.T) {
 				}
 				edges = append(edges, tc.e)
 			}
+			edges = append(edges, tc.more...)
 			errs := check(p, edges)
 			if len(errs) != 1 || !strings.Contains(errs[0], tc.want) {
 				t.Errorf("got %q, want one message with %q", errs, tc.want)
@@ -420,5 +475,15 @@ func TestFenceCatches(t *testing.T) {
 	}
 	if errs := check(pkgs, used); len(errs) != 0 {
 		t.Errorf("the table alone breaks the fence: %q", errs)
+	}
+	// The orchestrator, and tests, may import both.
+	used = append(used,
+		edge{from: orchestrator, to: "store", internal: true, tags: untagged},
+		edge{from: orchestrator, to: "upload/maas", internal: true, tags: untagged},
+		edge{from: "cmd/imagectl", to: "store", internal: true, test: true, tags: untagged},
+		edge{from: "cmd/imagectl", to: "upload/maas", internal: true, test: true, tags: untagged},
+	)
+	if errs := check(pkgs, used); len(errs) != 0 {
+		t.Errorf("release or a test importing a store and the MAAS client breaks the fence: %q", errs)
 	}
 }

@@ -44,7 +44,7 @@ func bigTarball(t testing.TB, size int64) (string, digest.Digest) {
 }
 
 // bigArtifact is the big tgz with a manifest naming it image:version.
-func bigArtifact(t testing.TB, tgz string, d digest.Digest, image, version string) store.Artifact {
+func bigArtifact(t testing.TB, tgz string, d digest.Digest, image, version string) manifest.Files {
 	t.Helper()
 	a := artifact(t, image, version, nil)
 	m, err := manifest.Read(a.Manifest)
@@ -62,7 +62,7 @@ func bigArtifact(t testing.TB, tgz string, d digest.Digest, image, version strin
 
 // storePushPull publishes a through a store and fetches its tgz through
 // another with an empty cache.
-func storePushPull(t testing.TB, reg *ocitest.Registry, a store.Artifact, image, version string) (push, pull time.Duration) {
+func storePushPull(t testing.TB, reg *ocitest.Registry, a manifest.Files, image, version string) (push, pull time.Duration) {
 	ctx := context.Background()
 	start := time.Now()
 	if _, err := open(t, reg, "bench", oci.Options{}).Publish(ctx, a, store.PublishOptions{}); err != nil {

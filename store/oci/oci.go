@@ -125,6 +125,7 @@ type Store struct {
 
 var (
 	_ store.Versions = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
 	_ store.Channels = (*Store)(nil)
 	_ store.Remote   = (*remoteTarball)(nil)
 )

@@ -56,9 +56,9 @@ func open(t testing.TB, reg *ocitest.Registry, prefix string, opts oci.Options) 
 	return s
 }
 
-func artifact(t testing.TB, image, version string, signer *signing.Signer) store.Artifact {
+func artifact(t testing.TB, image, version string, signer *signing.Signer) manifest.Files {
 	tgz, m := storetest.Artifact(t, t.TempDir(), image, version, storetest.Options{Signer: signer})
-	return store.Artifact{Tarball: tgz, Manifest: m}
+	return manifest.Files{Tarball: tgz, Manifest: m}
 }
 
 func readAll(t testing.TB, b store.Blob, size int64) ([]byte, error) {
@@ -285,7 +285,7 @@ func TestImmutable(t *testing.T) {
 	rewrite(t, y, tgz, d)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, art := range []store.Artifact{x, y} {
+	for i, art := range []manifest.Files{x, y} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -313,7 +313,7 @@ func TestImmutable(t *testing.T) {
 }
 
 // rewrite replaces an artifact's tgz and its manifest's description of it.
-func rewrite(t testing.TB, a store.Artifact, tgz []byte, d digest.Digest) {
+func rewrite(t testing.TB, a manifest.Files, tgz []byte, d digest.Digest) {
 	t.Helper()
 	if err := os.WriteFile(a.Tarball, tgz, 0o644); err != nil {
 		t.Fatal(err)
@@ -485,7 +485,7 @@ func TestCosignVerify(t *testing.T) {
 	signer, pub := storetest.Keys(t, t.TempDir())
 	s := open(t, reg, "signed/x", oci.Options{Signer: signer})
 	tgz, m := storetest.Artifact(t, t.TempDir(), "img", "1.0", storetest.Options{Documents: true})
-	v, err := s.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: m}, store.PublishOptions{})
+	v, err := s.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: m}, store.PublishOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,10 +65,10 @@ type file struct {
 }
 
 // files lists an artifact's files under their store names, as a directory
-// store holds them (store.Artifact.Sources), each with its media type.
-func files(a store.Artifact, image, version string) []file {
+// store holds them (store.Sources), each with its media type.
+func files(a manifest.Files, image, version string) []file {
 	var out []file
-	for _, src := range a.Sources(image, version) {
+	for _, src := range store.Sources(a, image, version) {
 		out = append(out, file{path: src.Path, role: src.Role, desc: titled(mediaTypeOf(src), src.Name)})
 	}
 	return out
@@ -107,8 +107,8 @@ func titled(mediaType, name string) ocispec.Descriptor {
 // Publish implements store.Versions: it pushes the files the registry does
 // not have yet, the version's manifest, its signature when the store has
 // a signer, and then the version's tag.
-func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.PublishOptions) (*store.Version, error) {
-	m, err := a.ReadManifest()
+func (s *Store) Publish(ctx context.Context, a manifest.Files, opts store.PublishOptions) (*store.Version, error) {
+	m, err := store.ReadManifest(a)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (s *Store) Publish(ctx context.Context, a store.Artifact, opts store.Publis
 	if err != nil {
 		return nil, fmt.Errorf("%s: manifest %s: artifact: %w", what, a.Manifest, err)
 	}
-	if err := store.CheckSources(a.Sources(image, version), m.Artifact.Size); err != nil {
+	if err := store.CheckSources(store.Sources(a, image, version), m.Artifact.Size); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	fs := files(a, image, version)

@@ -10,9 +10,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -536,12 +533,7 @@ func (s *Store) versions(ctx context.Context, image string, fetch bool) ([]*stor
 		}
 		out = append(out, v)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].Published.Equal(out[j].Published) {
-			return out[i].Published.Before(out[j].Published)
-		}
-		return out[i].Version < out[j].Version
-	})
+	store.SortVersions(out)
 	return out, nil
 }
 
@@ -568,39 +560,25 @@ func (s *Store) Images(ctx context.Context) ([]store.Image, error) {
 	return out, nil
 }
 
-// Latest implements store.Versions.
+// Latest implements store.Versions (store.LatestOf).
 func (s *Store) Latest(ctx context.Context, image string) (*store.Version, error) {
-	if err := store.CheckKey("image", image); err != nil {
-		return nil, err
-	}
-	vs, err := s.versions(ctx, image, false)
-	if err != nil || len(vs) == 0 {
-		return nil, err
-	}
-	return s.Version(ctx, image, vs[len(vs)-1].Version)
+	return store.LatestOf(ctx, s, image)
 }
 
-var reDated = regexp.MustCompile(`^([0-9]{8})\.([0-9]+)$`)
-
-// NextVersion implements store.Versions.
+// NextVersion implements store.Versions (store.NextVersionOf).
 func (s *Store) NextVersion(ctx context.Context, image string, now time.Time) (string, error) {
-	if err := store.CheckKey("image", image); err != nil {
-		return "", err
-	}
-	tags, err := s.tags(ctx, image)
-	if err != nil {
-		return "", err
-	}
-	day := now.UTC().Format("20060102")
-	next := 1
-	for _, t := range tags {
-		if m := reDated.FindStringSubmatch(t); m != nil && m[1] == day {
-			if n, err := strconv.Atoi(m[2]); err == nil && n >= next {
-				next = n + 1
-			}
-		}
-	}
-	return fmt.Sprintf("%s.%d", day, next), nil
+	return store.NextVersionOf(ctx, s, image, now)
+}
+
+// ListVersions implements store.Lister: the image's version tags, each
+// described without fetching its files.
+func (s *Store) ListVersions(ctx context.Context, image string) ([]*store.Version, error) {
+	return s.versions(ctx, image, false)
+}
+
+// ListNames implements store.Lister: the image's tags.
+func (s *Store) ListNames(ctx context.Context, image string) ([]string, error) {
+	return s.tags(ctx, image)
 }
 
 // SetChannel implements store.Channels: the tag site-SITE names the

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 )
 
 // channelStore is a directory store with channels, as an OCI store has.

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
@@ -62,7 +62,7 @@ func newFixture(t *testing.T, versions ...string) *fixture {
 func (f *fixture) publish(t *testing.T, image, version string, o storetest.Options, at time.Time) {
 	t.Helper()
 	tgz, man := storetest.Artifact(t, t.TempDir(), image, version, o)
-	if _, err := f.store.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{Now: func() time.Time { return at }}); err != nil {
+	if _, err := f.store.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{Now: func() time.Time { return at }}); err != nil {
 		t.Fatal(err)
 	}
 }

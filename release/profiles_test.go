@@ -11,9 +11,9 @@ import (
 
 	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/profile/profilesim"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -348,14 +348,35 @@ func TestPromoteCancelDuringPatch(t *testing.T) {
 	ps.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.TimeoutAfterAccept})
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Cancel once the PATCH reached the admin API: within a deadline, so
+	// that a PATCH that never comes fails the test instead of hanging it.
+	done := make(chan struct{})
+	waited := make(chan error, 1)
 	go func() {
+		defer cancel()
+		deadline := time.NewTimer(10 * time.Second)
+		defer deadline.Stop()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
 		for len(patchKeys(ps)) == 0 {
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-deadline.C:
+				waited <- errors.New("no PATCH reached the admin API within 10s")
+				return
+			case <-done:
+				waited <- errors.New("Promote returned before its PATCH reached the admin API")
+				return
+			case <-tick.C:
+			}
 		}
-		cancel()
+		waited <- nil
 	}()
 	start := time.Now()
 	_, err := release.Promote(cctx, "demo", "1.0.0", f.opts)
+	close(done)
+	if werr := <-waited; werr != nil {
+		t.Fatalf("%v (Promote: %v)", werr, err)
+	}
 	if !errors.Is(err, context.Canceled) || time.Since(start) > 10*time.Second {
 		t.Fatalf("%v after %v", err, time.Since(start))
 	}

@@ -53,8 +53,13 @@ type RolloutOptions struct {
 	// which must then take events from several goroutines.
 	SiteEvents func(site string) func(event.Event)
 	// VerifierFor, when set, gives each site its verifier (a site's
-	// verify_key); its error fails that site. Nil: Options.Verifier for all.
+	// verify_key). Every site's is loaded before anything is sent: an
+	// error refuses the rollout, as a missing key refuses a promotion.
+	// Nil: Options.Verifier for all.
 	VerifierFor func(site *sites.Site) (*signing.Verifier, error)
+
+	// verifiers are VerifierFor's, by site, once loaded.
+	verifiers map[string]*signing.Verifier
 }
 
 // RolloutResult is what a rollout did, site by site.
@@ -115,7 +120,8 @@ const AfterCancelReads = 5 * time.Second
 // site is Promote: running the same rollout again finishes only what is
 // missing, since a site that runs the version already is neither uploaded
 // to nor recorded again. The error is for a rollout that could not start
-// (no sites, an unknown canary); sites' failures are in the result.
+// (no sites, an unknown canary, a site's key that does not load); sites'
+// failures are in the result.
 func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*RolloutResult, error) {
 	if len(o.Sites) == 0 {
 		return nil, fmt.Errorf("rolling out %s %s: no sites", image, version)
@@ -135,6 +141,16 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 		}
 		c := order[i]
 		order = append([]*sites.Site{c}, slices.Delete(order, i, i+1)...)
+	}
+	if o.VerifierFor != nil {
+		o.verifiers = map[string]*signing.Verifier{}
+		for _, s := range order {
+			v, err := o.VerifierFor(s)
+			if err != nil {
+				return nil, err
+			}
+			o.verifiers[s.Name] = v
+		}
 	}
 	par := o.Parallel
 	if par <= 0 {
@@ -210,12 +226,7 @@ func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, 
 		so.Events = o.SiteEvents(site.Name)
 	}
 	r := SiteRollout{Site: site.Name}
-	if o.VerifierFor != nil {
-		v, err := o.VerifierFor(site)
-		if err != nil {
-			r.Result, r.Err, r.Detail = RolloutFailed, err, oneLine(err.Error())
-			return r
-		}
+	if v, ok := o.verifiers[site.Name]; ok {
 		so.Verifier = v
 	}
 	if h, err := so.Store.History(ctx, site.Name, image); err == nil {

@@ -15,10 +15,10 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
-	"github.com/gpuaas/imagectl/store/release"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
@@ -73,7 +73,7 @@ func newFleet(t testing.TB, n int, size int64, simOpts ...maassim.Options) *flee
 	if size > 0 {
 		grow(t, signer, tgz, man, size)
 	}
-	if _, err := f.store.Publish(ctx, store.Artifact{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
+	if _, err := f.store.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.opts = release.RolloutOptions{Options: release.Options{Store: f.store, Env: env, Verifier: v, By: "alice", Configure: quick},

@@ -245,35 +245,84 @@ func Upload(ctx context.Context, image, version string, o Options) (*Result, err
 		return nil, fmt.Errorf("%s %s failed its deployability check (imagectl check says why and how to fix it):\n  %s",
 			image, version, strings.Join(msgs, "\n  "))
 	}
-	if o.Verifier == nil && !o.InsecureSkipVerify {
-		return nil, ErrNoVerifyKey
-	}
 	// The tgz streams from the store, its reads checked against the
 	// version's sha256: the signatures are verified against that digest
 	// rather than by hashing it first, which a remote tgz could not be.
-	verify := func(ctx context.Context, tgz, manifestPath string) error {
-		if o.Verifier == nil {
-			return nil
-		}
-		r, err := signing.VerifyArtifactDigest(ctx, o.Verifier, tgz, v.SHA256, v.Size, manifestPath)
-		if err != nil {
-			return err
-		}
-		return r.Err()
+	if err := o.mayUpload(); err != nil {
+		return nil, err
 	}
 	blob, err := v.OpenTarball(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer blob.Close()
-	up, err := upload.Artifact(ctx, o.Site, o.Env, tarballPath(v), upload.Options{Manifest: v.Manifest, BaseImage: o.BaseImage,
-		Verify: verify, Events: o.Events, Configure: o.Configure,
+	up, err := o.verifyThenUpload(ctx, tarballPath(v), upload.Options{Manifest: v.Manifest,
 		Content: &upload.Content{R: blob, SHA256: v.SHA256, Size: v.Size}})
 	if err != nil {
 		return nil, err
 	}
 	return &Result{Image: image, Version: version, Site: o.Site.Name, Upload: up, DistroSeries: up.DistroSeries,
 		Verified: o.Verifier != nil}, nil
+}
+
+// FileOptions adjust UploadFile.
+type FileOptions struct {
+	// Manifest is the tgz's build manifest; default the .manifest.json
+	// beside it.
+	Manifest string
+	// Name is the MAAS name the versioned name derives from; default the
+	// manifest's maas.name.
+	Name string
+}
+
+// UploadFile checks a built tgz on the local disk (its size and sha256
+// against its manifest, then its signatures) and uploads it to the site's
+// MAAS unless MAAS already holds it. Nothing is sent when a check fails.
+// The result names no image or version: the manifest does.
+func UploadFile(ctx context.Context, tgz string, o Options, fo FileOptions) (*Result, error) {
+	up, err := o.verifyThenUpload(ctx, tgz, upload.Options{Manifest: fo.Manifest, Name: fo.Name})
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Site: o.Site.Name, Upload: up, DistroSeries: up.DistroSeries, Verified: o.Verifier != nil}, nil
+}
+
+// verifyThenUpload is the one rule for what reaches a site: nothing
+// without a verifier unless o.InsecureSkipVerify, and with one, the tgz's
+// and the manifest's signatures must verify (after the tgz matched its
+// manifest, before MAAS is contacted). A tgz streamed from a store
+// (uo.Content) is verified against its digest, a local one by its file.
+func (o Options) verifyThenUpload(ctx context.Context, tgz string, uo upload.Options) (*upload.Result, error) {
+	if err := o.mayUpload(); err != nil {
+		return nil, err
+	}
+	uo.Verify = func(ctx context.Context, tgz, manifestPath string) error {
+		if o.Verifier == nil {
+			return nil
+		}
+		var r *signing.Report
+		var err error
+		if c := uo.Content; c != nil {
+			r, err = signing.VerifyArtifactDigest(ctx, o.Verifier, tgz, c.SHA256, c.Size, manifestPath)
+		} else {
+			r, err = signing.VerifyArtifact(ctx, o.Verifier, tgz, manifestPath)
+		}
+		if err != nil {
+			return err
+		}
+		return r.Err()
+	}
+	uo.BaseImage, uo.Events, uo.Configure = o.BaseImage, o.Events, o.Configure
+	return upload.Artifact(ctx, o.Site, o.Env, tgz, uo)
+}
+
+// mayUpload refuses an upload without a verifier, unless
+// o.InsecureSkipVerify: nothing unverified reaches a site by default.
+func (o Options) mayUpload() error {
+	if o.Verifier == nil && !o.InsecureSkipVerify {
+		return ErrNoVerifyKey
+	}
+	return nil
 }
 
 // tarballPath is where the version's tgz is, or would be, on the local
@@ -287,7 +336,7 @@ func tarballPath(v *store.Version) string {
 			return filepath.Join(v.Dir, f.Name)
 		}
 	}
-	return filepath.Join(v.Dir, v.Image+"-"+v.Version+".tgz")
+	return filepath.Join(v.Dir, manifest.FilesFor(v.Image, v.Version).Tarball)
 }
 
 // client is the site's MAAS client.

@@ -1,0 +1,33 @@
+// Package release owns what happens to an image between a build and the
+// sites that run it, over store (versions and catalogs), signing
+// (verification), upload (the checked upload, the MAAS client) and the
+// admin API client of profile:
+//
+//   - a build into a store (Build): the version it makes (generated when
+//     none is given), the version it follows, where it writes, and where
+//     its files are once published;
+//   - the one rule for what reaches a site (Upload, UploadFile): a
+//     stored version, or a tgz on disk, must match its manifest and verify
+//     before MAAS is contacted, and nothing is sent unverified unless
+//     InsecureSkipVerify says so;
+//   - promoting a stored version to a MAAS site (Promote: it must verify
+//     and pass the deployability check, it is uploaded when MAAS lacks it,
+//     the site's GPUaaS deploy profiles are pointed at it once MAAS holds
+//     it complete, and the promotion is recorded in the store's site
+//     catalog), rolling back, the site's status and drift (what MAAS
+//     holds and the deploy profiles select against what was promoted) and
+//     garbage collection of old versioned boot resources;
+//   - which sites a promotion names (ResolveTargets: a site, or groups and
+//     lists of them and a canary) and rollouts (Rollout): one version
+//     promoted to many sites, every site's key loaded first, a canary
+//     first and checked, then the others in parallel, each site's outcome
+//     reported.
+//
+// The tgz streams from the store into MAAS (Version.OpenTarball), its
+// signatures verified against the stored digest; when the store has
+// channels, the site's channel follows each recorded promotion. Which
+// value a deploy profile gets, when, and under which idempotency key is
+// decided here. It is the only package that imports both a store and the
+// MAAS client (internal/layering holds it to that); the CLI calls one
+// function of it per command and prints the result.
+package release
