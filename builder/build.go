@@ -21,6 +21,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/fsmode"
@@ -125,7 +126,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 
 	// 1. The base image, verified before anything else happens.
 	end := rep.Phase(PhaseVerifyBase, plan.Base.Source)
-	basePath, err := BaseCache{Dir: filepath.Join(opts.CacheDir, "base"), Client: opts.HTTPClient}.Resolve(ctx, plan.Base, img.Base.Path,
+	basePath, err := BaseCache{Dir: filepath.Join(opts.CacheDir, cachedir.Base), Client: opts.HTTPClient}.Resolve(ctx, plan.Base, img.Base.Path,
 		func(done, total int64) {
 			rep.Progress(PhaseVerifyBase, done, total)
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/recipes"
@@ -655,12 +656,7 @@ func (ss *Sites) Site(name string) (*Site, error) {
 func (s *Site) APIKey(env []string) (string, error) {
 	var key string
 	if s.APIKeyEnv != "" {
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, s.APIKeyEnv+"="); ok {
-				key = v
-			}
-		}
-		if key == "" {
+		if key = environ.Get(env, s.APIKeyEnv); key == "" {
 			return "", fmt.Errorf("site %q: environment variable %s (its api_key_env) is not set", s.Name, s.APIKeyEnv)
 		}
 	} else {
@@ -714,12 +710,7 @@ func (p *DeployProfile) TokenSource() string {
 func (p *DeployProfile) Token(env []string) (string, error) {
 	var tok string
 	if p.TokenEnv != "" {
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, p.TokenEnv+"="); ok {
-				tok = v
-			}
-		}
-		if tok == "" {
+		if tok = environ.Get(env, p.TokenEnv); tok == "" {
 			return "", fmt.Errorf("site %q: environment variable %s (the token_env of its %s) is not set", p.Site, p.TokenEnv, p)
 		}
 	} else {

@@ -3,14 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store/storeopen"
@@ -182,19 +181,14 @@ func layerCacheDir(cacheDir string, disabled bool) string {
 	if disabled {
 		return ""
 	}
-	return filepath.Join(cacheDir, "layers")
+	return filepath.Join(cacheDir, cachedir.Layers)
 }
 
-// defaultCacheDir is $IMAGECTL_CACHE_DIR, else the user's cache directory.
+// defaultCacheDir is the cache directory without --cache-dir.
 func defaultCacheDir(env []string) (string, error) {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "IMAGECTL_CACHE_DIR="); ok && v != "" {
-			return v, nil
-		}
-	}
-	dir, err := os.UserCacheDir()
+	dir, err := cachedir.Default(env)
 	if err != nil {
-		return "", fmt.Errorf("no cache directory: %w (pass --cache-dir)", err)
+		return "", fmt.Errorf("%w (pass --cache-dir)", err)
 	}
-	return filepath.Join(dir, "imagectl"), nil
+	return dir, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/signing"
@@ -72,7 +73,7 @@ func (c *siteCmd) siteOptions(cmd *cobra.Command, env []string, s *upload.Site, 
 		}
 		o.InsecureSkipVerify = c.vf.insecure
 		if o.By == "" {
-			o.By, _ = envValue(env, "USER")
+			o.By = environ.Get(env, "USER")
 		}
 		o.Events = uploadEvents(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
 	}
@@ -187,7 +188,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	}
 	o.InsecureSkipVerify = c.vf.insecure
 	if o.By == "" {
-		o.By, _ = envValue(env, "USER")
+		o.By = environ.Get(env, "USER")
 	}
 	stderr := cmd.ErrOrStderr()
 	lines := &lineWriter{w: stderr}

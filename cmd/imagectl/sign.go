@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
@@ -32,7 +32,7 @@ existing pair unless --force.`,
   COSIGN_PASSWORD=... imagectl keygen --output-key-prefix keys/h200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			password, ok := envValue(env, signing.PasswordEnv)
+			password, ok := environ.Lookup(env, signing.PasswordEnv)
 			if !ok {
 				return fmt.Errorf("set %s to the password for the new private key (%s= for none)", signing.PasswordEnv, signing.PasswordEnv)
 			}
@@ -176,7 +176,7 @@ log is consulted.`,
 
 // loadSigner decrypts a private key with $COSIGN_PASSWORD (unset: none).
 func loadSigner(keyPath string, env []string) (*signing.Signer, error) {
-	return signing.LoadPrivateKeyFileEnv(keyPath, func(k string) (string, bool) { return envValue(env, k) })
+	return signing.LoadPrivateKeyFileEnv(keyPath, func(k string) (string, bool) { return environ.Lookup(env, k) })
 }
 
 // buildSigner is the build's signing hook: the outputs are signed before
@@ -189,14 +189,4 @@ func buildSigner(ctx context.Context, signer *signing.Signer) func(builder.SignR
 		_, files, err := signer.SignBuilt(ctx, r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
 	}
-}
-
-// envValue looks a variable up in the environment run was given.
-func envValue(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
@@ -44,28 +46,18 @@ func (f *storeFlags) registerVersions(cmd *cobra.Command, storeHelp string) {
 
 // location is --store, else $IMAGECTL_STORE, else ./imagectl-store.
 func (f *storeFlags) location(env []string) string {
-	return flagOrEnv(f.store, env, "IMAGECTL_STORE", store.DefaultDir)
-}
-
-func flagOrEnv(flag string, env []string, name, def string) string {
-	if flag != "" {
-		return flag
-	}
-	if v, ok := envValue(env, name); ok && v != "" {
-		return v
-	}
-	return def
+	return cmp.Or(f.store, environ.Get(env, "IMAGECTL_STORE"), store.DefaultDir)
 }
 
 // open opens the store the flags name; signer, when set, signs what is
 // published to a registry.
 func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.Signer) (store.Store, error) {
-	o := storeopen.Options{Store: f.location(env), Catalog: flagOrEnv(f.catalog, env, "IMAGECTL_CATALOG", ""),
+	o := storeopen.Options{Store: f.location(env), Catalog: cmp.Or(f.catalog, environ.Get(env, "IMAGECTL_CATALOG")),
 		CAFile: f.registryCA, PlainHTTP: f.plainHTTP, Env: env}
 	if strings.HasPrefix(o.Store, storeopen.Scheme) {
 		// The variable is for registries; a directory store ignores it
 		// (the flag given with one is an error).
-		o.CAFile = flagOrEnv(f.registryCA, env, "IMAGECTL_REGISTRY_CA", "")
+		o.CAFile = cmp.Or(f.registryCA, environ.Get(env, "IMAGECTL_REGISTRY_CA"))
 	}
 	if dir, err := defaultCacheDir(env); err == nil {
 		o.CacheDir = dir
@@ -206,7 +198,7 @@ type storeBuild struct {
 // Without --output-dir the build writes into a staging directory inside
 // the store, and publishing renames its files.
 func newStoreBuild(ctx context.Context, sf *storeFlags, outputDir string, dryRun bool, env []string, r *recipes.Recipe, version *string, signer *signing.Signer) (*storeBuild, error) {
-	if v, _ := envValue(env, "IMAGECTL_STORE"); sf.store == "" && v == "" {
+	if sf.store == "" && environ.Get(env, "IMAGECTL_STORE") == "" {
 		return nil, nil
 	}
 	st, err := sf.open(ctx, env, signer)

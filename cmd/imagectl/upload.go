@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/recipes"
@@ -194,7 +195,7 @@ func (f *siteFlags) file(cmd *cobra.Command, env []string) (*upload.Sites, strin
 	path := f.sitesFile
 	if path == "" {
 		path = "sites.hcl"
-		if v, ok := envValue(env, "IMAGECTL_SITES"); ok && v != "" {
+		if v := environ.Get(env, "IMAGECTL_SITES"); v != "" {
 			path = v
 		}
 	}
@@ -232,7 +233,7 @@ func (f *verifyFlags) verifier(env []string, s *upload.Site) (*signing.Verifier,
 	}
 	path, from := f.key, "--key"
 	if path == "" && !f.insecure {
-		if v, ok := envValue(env, "IMAGECTL_VERIFY_KEY"); ok && v != "" {
+		if v := environ.Get(env, "IMAGECTL_VERIFY_KEY"); v != "" {
 			path, from = v, "$IMAGECTL_VERIFY_KEY"
 		} else if s.VerifyKey != "" {
 			path, from = s.VerifyKey, fmt.Sprintf("site %s's verify_key", s.Name)

@@ -63,6 +63,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/store"
 )
@@ -71,9 +73,9 @@ import (
 type Options struct {
 	// Branch holds the catalog; "main" by default.
 	Branch string
-	// CacheDir is where the working clone lives; by default
-	// $XDG_CACHE_HOME (or ~/.cache)/imagectl/catalogs/<the first 16 hex
-	// digits of the remote's sha256>.
+	// CacheDir is where the working clone lives; by default CloneDir
+	// under the cache directory the environment names (internal/cachedir):
+	// catalogs/<the first 16 hex digits of the remote's sha256>.
 	CacheDir string
 	// Env is added to git's environment (after the process's own).
 	Env []string
@@ -86,7 +88,7 @@ type Options struct {
 // sha256>.
 func CloneDir(cacheRoot, remote string) string {
 	sum := sha256.Sum256([]byte(storedRemote(absRemote(remote))))
-	return filepath.Join(cacheRoot, "catalogs", hex.EncodeToString(sum[:])[:16])
+	return filepath.Join(cacheRoot, cachedir.Catalogs, hex.EncodeToString(sum[:])[:16])
 }
 
 // dropLegacyClone removes the clone an earlier imagectl kept for a remote
@@ -104,7 +106,7 @@ func dropLegacyClone(dir, remote string) {
 		return
 	}
 	sum := sha256.Sum256([]byte(remote))
-	legacy := filepath.Join(root, "catalogs", hex.EncodeToString(sum[:])[:16])
+	legacy := filepath.Join(root, cachedir.Catalogs, hex.EncodeToString(sum[:])[:16])
 	if legacy != dir {
 		os.RemoveAll(legacy)
 	}
@@ -159,11 +161,11 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 	}
 	what := "opening the git catalog " + c.Location()
 	if c.dir == "" {
-		base, err := os.UserCacheDir()
+		root, err := cachedir.Default(append(os.Environ(), c.env...))
 		if err != nil {
 			return nil, fmt.Errorf("%s: finding the cache directory: %w", what, err)
 		}
-		c.dir = CloneDir(filepath.Join(base, "imagectl"), remote)
+		c.dir = CloneDir(root, remote)
 	}
 	dropLegacyClone(c.dir, remote)
 	unlock, err := c.lock(ctx)
@@ -252,12 +254,8 @@ func credentialEnv(remote string, env []string) []string {
 	}
 	pass, _ := u.User.Password()
 	n := 0
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_COUNT="); ok {
-			if c, err := strconv.Atoi(v); err == nil && c > 0 {
-				n = c
-			}
-		}
+	if c, err := strconv.Atoi(environ.Get(env, "GIT_CONFIG_COUNT")); err == nil && c > 0 {
+		n = c
 	}
 	header := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
 	return []string{
