@@ -2,15 +2,15 @@ package builder
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/layers"
 	"github.com/gpuaas/imagectl/manifest"
@@ -51,12 +51,11 @@ type layerCache struct {
 // marker records (extra: the source revision, the parent version).
 func cacheKeys(plan *Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
 	h := func(parts ...string) string {
-		s := sha256.New()
+		w := digest.NewWriter(nil)
 		for _, p := range parts {
-			s.Write([]byte(p))
-			s.Write([]byte{'\n'})
+			io.WriteString(w, p+"\n")
 		}
-		return "sha256:" + hex.EncodeToString(s.Sum(nil))
+		return w.Digest().String()
 	}
 	root = h("imagectl layer cache v1", Version, plan.Base.Checksum, plan.Base.Format, fmt.Sprint(plan.Base.SizeBytes))
 	static, err := json.Marshal(plan.Manifest())

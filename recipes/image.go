@@ -1,8 +1,6 @@
 package recipes
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -28,11 +26,6 @@ const (
 	DefaultNetdataBind       = "127.0.0.1:19999"
 	DefaultNetdataRetention  = 256
 )
-
-func digestBytes(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 func (l *loader) decodeImage(block *hcl.Block, ctx *hcl.EvalContext) (*Image, hcl.Diagnostics) {
 	var diags hcl.Diagnostics

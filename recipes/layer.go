@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/zclconf/go-cty/cty"
@@ -127,7 +128,7 @@ func (l *loader) decodeLayer(block *hcl.Block, ctx *hcl.EvalContext) (*Layer, hc
 		return layer, diags
 	}
 	layer.File = relTo(l.recipeDir, abs)
-	layer.FileDigest = digestBytes(srcBytes)
+	layer.FileDigest = digest.Bytes(srcBytes).String()
 
 	fileContent, d := file.Body.Content(layerFileSchema)
 	diags = append(diags, d...)

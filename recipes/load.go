@@ -2,13 +2,13 @@ package recipes
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // Options control how a recipe is loaded.
@@ -122,8 +122,7 @@ func (p *Parser) LoadSource(path string, src []byte, opts Options) (*Recipe, hcl
 	if d := notARecipe(file, path); d != nil {
 		return nil, append(diags, d)
 	}
-	sum := sha256.Sum256(src)
-	r := &Recipe{Path: path, Dir: filepath.Dir(absPath), Digest: "sha256:" + hex.EncodeToString(sum[:])}
+	r := &Recipe{Path: path, Dir: filepath.Dir(absPath), Digest: digest.Bytes(src).String()}
 	var roots []string
 	for _, root := range opts.Roots {
 		if abs, err := filepath.Abs(root); err == nil {

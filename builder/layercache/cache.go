@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
@@ -76,14 +77,14 @@ func (e *CorruptError) Error() string {
 }
 
 func short(key string) string {
-	key = strings.TrimPrefix(key, "sha256:")
+	key = strings.TrimPrefix(key, digest.Prefix)
 	if len(key) > 12 {
 		return key[:12]
 	}
 	return key
 }
 
-func dirName(key string) string { return strings.TrimPrefix(key, "sha256:") }
+func dirName(key string) string { return strings.TrimPrefix(key, digest.Prefix) }
 
 func (c Cache) keyDir(key string) string { return filepath.Join(c.Dir, "entries", dirName(key)) }
 
@@ -351,7 +352,7 @@ func (c Cache) List() ([]Entry, error) {
 		if !k.IsDir() || strings.HasPrefix(k.Name(), ".") {
 			continue
 		}
-		vs, err := c.versions("sha256:" + k.Name())
+		vs, err := c.versions(digest.Prefix + k.Name())
 		if err != nil {
 			return nil, err
 		}

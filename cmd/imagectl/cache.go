@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/cache"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/store/oci"
 )
@@ -146,7 +147,7 @@ func withoutMeta(es []layercache.Entry) []layercache.Entry {
 }
 
 func shortKey(k string) string {
-	k = strings.TrimPrefix(k, "sha256:")
+	k = strings.TrimPrefix(k, digest.Prefix)
 	if len(k) > 12 {
 		k = k[:12]
 	}
