@@ -185,7 +185,7 @@ func Build(ctx context.Context, plan *Plan, opts BuildOptions) (res *Result, err
 		ap.keys = append(ap.keys, meta.AptKeys...)
 		if plan.Layers[i].Name == layers.FinalizeLayer {
 			m.Packages, mounts = meta.Packages, meta.Mounts
-			m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
+			m.MissingOptional, m.AptKeys = nonNil(ap.missing), ap.keys
 		}
 		rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusCached, Layer: plan.Layers[i].Name, Summary: "restored from the layer cache, made " + created.Format(time.RFC3339)})
 	}
@@ -280,7 +280,7 @@ func applyLayers(ctx context.Context, plan *Plan, m *manifest.Manifest, ap *appl
 			return err
 		}
 		m.Packages = pkgs
-		m.MissingOptional, m.AptKeys = nonNilStrings(ap.missing), ap.keys
+		m.MissingOptional, m.AptKeys = nonNil(ap.missing), ap.keys
 		return nil
 	}
 	ap.validationScript = func(ctx context.Context) ([]byte, error) {
@@ -620,11 +620,4 @@ func manifestBundle(b steps.StageBundle) manifest.Bundle {
 		mb.Entries = append(mb.Entries, manifest.BundleEntry{Path: e.Path, Type: e.Type, Mode: fsmode.String(e.Mode), Size: e.Size, SHA256: e.SHA256, Target: e.Target})
 	}
 	return mb
-}
-
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -80,7 +80,8 @@ type ArtifactOptions struct {
 func CheckArtifact(ctx context.Context, tgz string, opts ArtifactOptions) (*Report, error) {
 	mpath := opts.Manifest
 	if mpath == "" {
-		if p := manifest.FilesBeside(tgz).Manifest; fileExists(p) {
+		p := manifest.FilesBeside(tgz).Manifest
+		if _, err := os.Stat(p); err == nil {
 			mpath = p
 		}
 	}
@@ -102,11 +103,6 @@ func CheckArtifact(ctx context.Context, tgz string, opts ArtifactOptions) (*Repo
 		findings = []Finding{}
 	}
 	return &Report{Artifact: tgz, Deployable: !Blocking(findings), Findings: findings}, nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // DeployOptions are what the check knows beyond the tgz.

@@ -99,7 +99,7 @@ remote; the console log and timeline then go to the current directory.`,
 				tgz, opts.Manifest = v.Tarball, v.Manifest
 				if opts.ConsoleLog == "" {
 					// Not beside the tgz: a store's versions are immutable.
-					opts.ConsoleLog = manifest.Stem(manifest.FilesFor(v.Image, v.Version).Tarball) + ".smoke.log"
+					opts.ConsoleLog = manifest.FilesFor(v.Image, v.Version).SmokeLog
 				}
 			}
 			res, err := smoke.Run(cmd.Context(), tgz, opts)

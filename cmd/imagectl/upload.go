@@ -265,7 +265,7 @@ func uploadEvents(w io.Writer, jsonOut, terminal bool) func(event.Event) {
 	return func(e event.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		if e.Type == "progress" && e.Total > 0 {
+		if e.Type == event.TypeProgress && e.Total > 0 {
 			tenth := e.Done * 10 / e.Total
 			if seen, ok := last[e.Phase]; ok && tenth == seen {
 				return

@@ -15,6 +15,7 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -184,6 +185,24 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	defer f.Abort()
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Commit()
+}
+
+// Copy writes a copy of the file src to path atomically.
+func Copy(path, src string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	f, err := Create(path, perm)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := io.Copy(f, in); err != nil {
+		return fmt.Errorf("copying %s to %s: %w", src, path, err)
 	}
 	return f.Commit()
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/filelock"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Cache is the registry store's local cache directory (Options.CacheDir):
@@ -114,7 +115,7 @@ func readVersionDir(root, dir string) (CachedVersion, bool, error) {
 			return CachedVersion{}, false, err
 		}
 		files++
-		if strings.HasSuffix(e.Name(), ".tgz") {
+		if strings.HasSuffix(e.Name(), manifest.TarballExt) {
 			v.Tarball = true
 		}
 		v.Bytes += diskBytes(info)

@@ -104,11 +104,6 @@ func titled(mediaType, name string) ocispec.Descriptor {
 	return ocispec.Descriptor{MediaType: mediaType, Annotations: map[string]string{ocispec.AnnotationTitle: name}}
 }
 
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
 // Publish implements store.Versions: it pushes the files the registry does
 // not have yet, the version's manifest, its signature when the store has
 // a signer, and then the version's tag.

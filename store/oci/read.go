@@ -21,6 +21,7 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
 
+	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
@@ -285,32 +286,17 @@ func linkInto(blob, dst string) error {
 	f.Close()
 	os.Remove(tmp) // the name is ours; the link takes it
 	if err := os.Link(blob, tmp); err != nil {
-		if err := copyFile(blob, tmp); err != nil {
+		// Another file system: a copy, staged and renamed alike.
+		if err := atomicfile.Copy(dst, blob, 0o644); err != nil {
 			return fmt.Errorf("placing %s: %w", dst, err)
 		}
+		return nil
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("placing %s: %w", dst, err)
 	}
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // remoteTarball is a version's tgz in the registry.

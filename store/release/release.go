@@ -287,7 +287,7 @@ func tarballPath(v *store.Version) string {
 			return filepath.Join(v.Dir, f.Name)
 		}
 	}
-	return filepath.Join(v.Dir, v.Image+"-"+v.Version+".tgz")
+	return filepath.Join(v.Dir, manifest.FilesFor(v.Image, v.Version).Tarball)
 }
 
 // client is the site's MAAS client.
