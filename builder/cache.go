@@ -93,7 +93,7 @@ func openLayerCache(ctx context.Context, plan *Plan, opts BuildOptions, disk str
 	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Source.Dir), opts.ParentVersion); err != nil {
 		return nil, nil, err
 	}
-	if lc.unlock, err = lc.c.Lock(false); err != nil {
+	if lc.unlock, err = lc.c.Lock().Wait(false); err != nil {
 		return nil, nil, err
 	}
 	base, err := lc.c.BaseTable(ctx, lc.root, disk)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/internal/cachedir"
-	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/store/oci"
 )
 
@@ -171,15 +170,15 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 // lockBoth takes both parts' locks exclusive, or neither.
 func lockBoth(ctx context.Context, layers layercache.Cache, reg oci.Cache, waiting func()) (func(), error) {
 	for {
-		unlockLayers, ok, err := filelock.Lock(layers.LockPath(), true, false)
+		unlockLayers, ok, err := layers.Lock().Try(true)
 		if err != nil {
-			return nil, fmt.Errorf("locking the layer cache %s: %w", layers.Dir, err)
+			return nil, err
 		}
 		if ok {
-			unlockReg, ok, err := filelock.Lock(reg.LockPath(), true, false)
+			unlockReg, ok, err := reg.Lock().Try(true)
 			if err != nil {
 				unlockLayers()
-				return nil, fmt.Errorf("locking the registry cache %s: %w", reg.Dir, err)
+				return nil, err
 			}
 			if ok {
 				return func() { unlockReg(); unlockLayers() }, nil

@@ -249,7 +249,7 @@ func TestEmpty(t *testing.T) {
 // gives up when its context ends.
 func TestPruneWaitsHoldingNeither(t *testing.T) {
 	dir := t.TempDir()
-	unlockRead, err := cache.Registry(dir).Lock(false)
+	unlockRead, err := cache.Registry(dir).Lock().Wait(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestPruneWaitsHoldingNeither(t *testing.T) {
 		done <- err
 	}()
 	<-waited
-	unlockBuild, err := cache.Layers(dir).Lock(false) // would block if Prune held it
+	unlockBuild, err := cache.Layers(dir).Lock().Wait(false) // would block if Prune held it
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,19 +91,8 @@ func (c Cache) keyDir(key string) string { return filepath.Join(c.Dir, "entries"
 // dir is where an entry's files are.
 func (c Cache) dir(e *Entry) string { return filepath.Join(c.keyDir(e.Key), short(e.State)) }
 
-// LockPath is the cache's lock file: shared while building, exclusive to
-// prune (filelock).
-func (c Cache) LockPath() string { return filepath.Join(c.Dir, "lock") }
-
-// Lock waits for the cache's lock, shared (builds) or exclusive, and
-// returns its release.
-func (c Cache) Lock(exclusive bool) (func(), error) {
-	unlock, _, err := filelock.Lock(c.LockPath(), exclusive, true)
-	if err != nil {
-		return nil, fmt.Errorf("locking the layer cache %s: %w", c.Dir, err)
-	}
-	return unlock, nil
-}
+// Lock is the cache's lock: shared while building, exclusive to prune.
+func (c Cache) Lock() filelock.Dir { return filelock.Dir{Path: c.Dir, What: "the layer cache"} }
 
 // BaseTable returns the cluster table of a prepared base disk, hashing the
 // disk the first time that root is seen.

@@ -163,7 +163,7 @@ func (s *Store) Version(ctx context.Context, image, version string) (*store.Vers
 func (s *Store) fetchSmall(ctx context.Context, repo *remote.Repository, rv *remoteVersion, what string) (*store.Version, error) {
 	v := rv.v
 	v.Dir = s.versionDir(v.Image, v.Version)
-	unlock, err := s.cache().Lock(false)
+	unlock, err := s.cache().Lock().Wait(false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -381,7 +381,7 @@ func (e evictOnMismatch) ReadAt(p []byte, off int64) (int, error) {
 // the version's directory.
 func (r *remoteTarball) FetchTarball(ctx context.Context) (string, error) {
 	what := "fetching " + r.v.Ref + "'s tgz"
-	unlock, err := r.s.cache().Lock(false)
+	unlock, err := r.s.cache().Lock().Wait(false)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}

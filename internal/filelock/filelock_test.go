@@ -1,0 +1,38 @@
+package filelock
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDir(t *testing.T) {
+	d := Dir{Path: filepath.Join(t.TempDir(), "layers"), What: "the layer cache"}
+	unlock, err := d.Wait(false) // creates the directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok, err := d.Try(false); err != nil || !ok {
+		t.Errorf("a second shared lock: %v, %v", ok, err)
+	} else {
+		u()
+	}
+	if _, ok, err := d.Try(true); err != nil || ok {
+		t.Errorf("exclusive while shared: %v, %v", ok, err)
+	}
+	unlock()
+	u, ok, err := d.Try(true)
+	if err != nil || !ok {
+		t.Fatalf("exclusive once released: %v, %v", ok, err)
+	}
+	u()
+
+	blocked := Dir{Path: filepath.Join(d.Path, "lock", "x"), What: "the registry cache"}
+	if _, err := blocked.Wait(true); err == nil || !strings.HasPrefix(err.Error(), "locking the registry cache "+blocked.Path+": ") {
+		t.Errorf("a lock that cannot be made: %v", err)
+	}
+	if _, err := os.Stat(d.File()); err != nil {
+		t.Error(err)
+	}
+}
