@@ -102,7 +102,7 @@ store's latest version of the image.`,
 			}
 			sb.adjust(plan)
 			if dryRun {
-				if rf.output == "json" {
+				if rf.output.json() {
 					return plan.WriteJSON(cmd.OutOrStdout())
 				}
 				return plan.WriteText(cmd.OutOrStdout())
@@ -113,7 +113,7 @@ store's latest version of the image.`,
 				}
 			}
 			events := progress(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
-			if rf.output == "json" {
+			if rf.output.json() {
 				events = progress(cmd.OutOrStdout(), true, false)
 			}
 			res, err := builder.Build(cmd.Context(), plan, builder.BuildOptions{
@@ -137,7 +137,7 @@ store's latest version of the image.`,
 			if sigs, err = sb.publish(cmd.Context(), res, sigs, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			if rf.output == "json" {
+			if rf.output.json() {
 				// One object per line, like the events before it.
 				result := map[string]any{"type": "result", "tarball": res.Tarball,
 					"manifest": res.ManifestPath, "validation_script": res.ValidationScript, "sbom": res.SBOM, "cyclonedx": res.CycloneDX, "provenance": res.Provenance,

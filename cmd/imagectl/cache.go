@@ -16,7 +16,8 @@ import (
 )
 
 func newCacheCmd(env []string) *cobra.Command {
-	var cacheDir, output string
+	var cacheDir string
+	var output outputFlag
 	dir := func() (string, error) {
 		if cacheDir == "" {
 			d, err := defaultCacheDir(env)
@@ -38,7 +39,7 @@ the tgzs check and smoke fetched whole. ls lists both; prune removes the least
 recently used of either until the whole fits.`,
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "the cache directory builds use (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
-	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.registerIn(cmd, cmd.PersistentFlags())
 
 	ls := &cobra.Command{
 		Use:     "ls",
@@ -46,6 +47,9 @@ recently used of either until the whole fits.`,
 		Example: "  imagectl cache ls\n  imagectl cache ls -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.check(); err != nil {
+				return err
+			}
 			d, err := dir()
 			if err != nil {
 				return err
@@ -54,7 +58,7 @@ recently used of either until the whole fits.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				c.Layers = withoutMeta(c.Layers)
 				return writeJSON(cmd.OutOrStdout(), c)
 			}
@@ -95,6 +99,9 @@ finish, and they wait while it runs. Downloaded base images are not pruned.`,
 		Example: "  imagectl cache prune --max-size 50G\n  imagectl cache prune --older-than 720h",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.check(); err != nil {
+				return err
+			}
 			d, err := dir()
 			if err != nil {
 				return err
@@ -114,7 +121,7 @@ finish, and they wait while it runs. Downloaded base images are not pruned.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				p.Layers = withoutMeta(p.Layers)
 				return writeJSON(cmd.OutOrStdout(), p)
 			}

@@ -26,7 +26,7 @@ type siteCmd struct {
 	sf     siteFlags
 	vf     verifyFlags
 	st     storeFlags
-	output string
+	output outputFlag
 	by     string
 	reason string
 	base   string
@@ -38,7 +38,7 @@ type siteCmd struct {
 func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
 	c.sf.register(cmd)
 	c.st.register(cmd)
-	cmd.Flags().StringVarP(&c.output, "output", "o", "text", "output format: text or json")
+	c.output.register(cmd)
 	if promoting {
 		c.vf.register(cmd)
 		cmd.Flags().StringVar(&c.by, "by", "", "who promotes, for the history (default: $USER)")
@@ -49,7 +49,7 @@ func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
 
 // options loads the site (and, when promoting, the verification key).
 func (c *siteCmd) options(cmd *cobra.Command, env []string, promoting bool) (release.Options, error) {
-	if err := checkOutput(c.output); err != nil {
+	if err := c.output.check(); err != nil {
 		return release.Options{}, err
 	}
 	s, err := c.sf.load(cmd, env)
@@ -144,7 +144,7 @@ on stderr start with the site's name.`,
 // rollout promotes to several sites and prints the table (or JSON); it
 // fails with status 1 unless every site runs the version.
 func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version string) error {
-	if err := checkOutput(c.output); err != nil {
+	if err := c.output.check(); err != nil {
 		return err
 	}
 	if c.parallel < 1 {
@@ -204,7 +204,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	if err != nil {
 		return err
 	}
-	if c.output == "json" {
+	if c.output.json() {
 		err = writeJSON(cmd.OutOrStdout(), res.Sites)
 	} else {
 		err = rolloutTable(cmd.OutOrStdout(), res)
@@ -213,7 +213,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 		return err
 	}
 	if !res.OK() {
-		if c.output != "json" {
+		if !c.output.json() {
 			textsafe.Fprintf(stderr, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
 		}
 		return exitError{1}
@@ -297,7 +297,7 @@ func (c *siteCmd) promote(cmd *cobra.Command, env []string, act func(release.Opt
 	if err != nil {
 		return err
 	}
-	return printPromotion(cmd.OutOrStdout(), c.output, res)
+	return printPromotion(cmd.OutOrStdout(), c.output.format, res)
 }
 
 func printPromotion(w io.Writer, output string, res *release.Result) error {
@@ -365,7 +365,7 @@ exits 1 when anything drifted.`,
 			if err != nil {
 				return err
 			}
-			if c.output == "json" {
+			if c.output.json() {
 				err = writeJSON(cmd.OutOrStdout(), st)
 			} else {
 				err = statusText(cmd.OutOrStdout(), st)
@@ -430,13 +430,14 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 
 func newHistoryCmd(env []string) *cobra.Command {
 	var st storeFlags
-	var site, output string
+	var site string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "history IMAGE --site SITE",
 		Short: "An image's promotions and rollbacks at a site",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			s, err := st.open(cmd.Context(), env)
@@ -447,7 +448,7 @@ func newHistoryCmd(env []string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), h)
 			}
 			cur, _ := store.State(h)
@@ -471,7 +472,7 @@ func newHistoryCmd(env []string) *cobra.Command {
 	}
 	st.register(cmd)
 	cmd.Flags().StringVar(&site, "site", "", "the site")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	_ = cmd.MarkFlagRequired("site")
 	return cmd
 }
@@ -509,7 +510,7 @@ left alone. It only says what it would delete unless --yes.`,
 			if res == nil {
 				return err
 			}
-			if c.output == "json" {
+			if c.output.json() {
 				if werr := writeJSON(cmd.OutOrStdout(), res); werr != nil {
 					return werr
 				}

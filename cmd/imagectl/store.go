@@ -68,22 +68,15 @@ func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.
 	return storeopen.Open(ctx, o)
 }
 
-func checkOutput(output string) error {
-	if output != "text" && output != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", output)
-	}
-	return nil
-}
-
 func newImagesCmd(env []string) *cobra.Command {
 	var sf storeFlags
-	var output string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "images",
 		Short: "List the images and versions in the store",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			st, err := sf.open(cmd.Context(), env)
@@ -94,7 +87,7 @@ func newImagesCmd(env []string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), imgs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -108,7 +101,7 @@ func newImagesCmd(env []string) *cobra.Command {
 		},
 	}
 	sf.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }
 
@@ -121,13 +114,13 @@ func yesNo(b bool) string {
 
 func newShowCmd(env []string) *cobra.Command {
 	var sf storeFlags
-	var output string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "show IMAGE VERSION",
 		Short: "Show one image version in the store: files, hashes, MAAS target, lineage",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			st, err := sf.open(cmd.Context(), env)
@@ -142,7 +135,7 @@ func newShowCmd(env []string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"version": v, "maas": m.MAAS, "lineage": m.Lineage,
 					"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture})
 			}
@@ -150,7 +143,7 @@ func newShowCmd(env []string) *cobra.Command {
 		},
 	}
 	sf.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }
 
@@ -299,7 +292,8 @@ func newPublishCmd(env []string) *cobra.Command {
 	var (
 		sf                   storeFlags
 		manifestPath, script string
-		signKey, output      string
+		signKey              string
+		output               outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "publish ARTIFACT.tgz",
@@ -315,7 +309,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
   imagectl publish out/x-20261123.1.tgz --store /srv/imagectl-store`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			var signer *signing.Signer
@@ -339,7 +333,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
 			verb := "published"
@@ -358,6 +352,6 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
 	cmd.Flags().StringVar(&script, "validation-script", "", "the validation script (default: the -validate.sh beside the tgz, when there is one)")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the registry's OCI manifest with this cosign private key (password from $COSIGN_PASSWORD)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }
