@@ -1,10 +1,13 @@
 package filelock
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDir(t *testing.T) {
@@ -34,5 +37,30 @@ func TestDir(t *testing.T) {
 	}
 	if _, err := os.Stat(d.File()); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestWaitContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store", ".lock")
+	unlock, err := WaitContext(context.Background(), path, "the store x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := WaitContext(ctx, path, "the store x"); !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "waiting for the lock of the store x: ") {
+		t.Errorf("while held: %v", err)
+	}
+	done := make(chan error)
+	go func() {
+		u, err := WaitContext(context.Background(), path, "the store x")
+		if err == nil {
+			u()
+		}
+		done <- err
+	}()
+	unlock()
+	if err := <-done; err != nil {
+		t.Errorf("once released: %v", err)
 	}
 }

@@ -65,6 +65,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/store"
 )
@@ -394,34 +395,12 @@ func contains(list []string, s string) bool {
 // it is free or ctx ends. Closing the file releases it, as does the end of
 // the process, so a killed imagectl never leaves the clone locked.
 func (c *Catalog) lock(ctx context.Context) (func(), error) {
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the clone's directory: %w", err)
-	}
-	f, err := os.OpenFile(c.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err := filelock.WaitContext(ctx, c.lockPath(), "the clone "+c.dir)
 	if err != nil {
-		return nil, fmt.Errorf("opening the clone's lock file: %w", err)
+		return nil, err
 	}
-	wait := time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			c.removeStaleGitLocks()
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("locking the clone %s: %w", c.dir, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for the lock of the clone %s: %w", c.dir, ctx.Err())
-		case <-time.After(wait):
-		}
-		if wait < 50*time.Millisecond {
-			wait *= 2
-		}
-	}
+	c.removeStaleGitLocks()
+	return unlock, nil
 }
 
 // removeStaleGitLocks removes the lock files a git killed with its
