@@ -195,7 +195,7 @@ func (c Cache) Save(ctx context.Context, e Entry, disk string, parent *Table) (*
 		return nil, err
 	}
 	for _, name := range []string{"delta", "table", "entry.json"} {
-		if err := syncFile(filepath.Join(tmp, name)); err != nil {
+		if err := atomicfile.Sync(filepath.Join(tmp, name)); err != nil {
 			return nil, err
 		}
 	}
@@ -394,15 +394,6 @@ func diskUsage(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-func syncFile(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 func writeAtomic(p string, data []byte) error {

@@ -160,7 +160,7 @@ func (f *File) Commit() error {
 		return fmt.Errorf("publishing %s: %w", f.final, err)
 	}
 	f.renamed = true
-	if err := SyncDir(filepath.Dir(f.final)); err != nil {
+	if err := Sync(filepath.Dir(f.final)); err != nil {
 		return fmt.Errorf("publishing %s: %w", f.final, err)
 	}
 	return nil
@@ -277,10 +277,10 @@ func (s *Set) Abort() {
 	s.files = nil
 }
 
-// SyncDir fsyncs a directory, so that the renames and creations in it
-// survive a crash.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
+// Sync fsyncs a file or a directory by name: a directory so that the
+// renames and creations in it survive a crash.
+func Sync(path string) error {
+	d, err := os.Open(path)
 	if err != nil {
 		return err
 	}
