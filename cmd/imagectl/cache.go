@@ -18,7 +18,11 @@ import (
 func newCacheCmd(env []string) *cobra.Command {
 	var cacheDir string
 	var output outputFlag
+	// dir checks --output and returns the cache directory, for ls and prune.
 	dir := func() (string, error) {
+		if err := output.check(); err != nil {
+			return "", err
+		}
 		if cacheDir == "" {
 			d, err := defaultCacheDir(env)
 			if err != nil {
@@ -47,9 +51,6 @@ recently used of either until the whole fits.`,
 		Example: "  imagectl cache ls\n  imagectl cache ls -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
 			d, err := dir()
 			if err != nil {
 				return err
@@ -99,9 +100,6 @@ finish, and they wait while it runs. Downloaded base images are not pruned.`,
 		Example: "  imagectl cache prune --max-size 50G\n  imagectl cache prune --older-than 720h",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
 			d, err := dir()
 			if err != nil {
 				return err
