@@ -184,7 +184,7 @@ log is consulted.`,
 
 // loadSigner decrypts a private key with $COSIGN_PASSWORD (unset: none).
 func loadSigner(keyPath string, env []string) (*signing.Signer, error) {
-	return signing.LoadPrivateKeyFileEnv(keyPath, func(k string) (string, bool) { return environ.Lookup(env, k) })
+	return signing.LoadPrivateKeyFileEnv(keyPath, env)
 }
 
 // buildSigner is the build's signing hook: the outputs are signed before
