@@ -25,6 +25,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/deploycheck"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
@@ -230,7 +231,7 @@ var phases = []phase{
 
 func (b *build) verifyBase(ctx context.Context) error {
 	var err error
-	b.basePath, err = base.Cache{Dir: filepath.Join(b.opts.CacheDir, "base"), Client: b.opts.HTTPClient}.Resolve(ctx, b.plan.Manifest.Base, b.plan.Inputs.BasePath,
+	b.basePath, err = base.Cache{Dir: filepath.Join(b.opts.CacheDir, cachedir.Base), Client: b.opts.HTTPClient}.Resolve(ctx, b.plan.Manifest.Base, b.plan.Inputs.BasePath,
 		func(done, total int64) {
 			b.rep.Progress(PhaseVerifyBase, done, total)
 		})

@@ -2,10 +2,10 @@ package builder
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/compile"
@@ -54,12 +54,11 @@ type layerCache struct {
 // marker records (extra: the source revision, the parent version).
 func cacheKeys(plan *plan.Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
 	h := func(parts ...string) string {
-		s := sha256.New()
+		w := digest.NewWriter(nil)
 		for _, p := range parts {
-			s.Write([]byte(p))
-			s.Write([]byte{'\n'})
+			io.WriteString(w, p+"\n")
 		}
-		return digest.Digest{Sum: [sha256.Size]byte(s.Sum(nil))}.String()
+		return w.Digest().String()
 	}
 	root = h("imagectl layer cache v1", buildinfo.Version, plan.BaseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
 	static, err := json.Marshal(plan.Manifest)
@@ -97,7 +96,7 @@ func openLayerCache(ctx context.Context, plan *plan.Plan, opts BuildOptions, dis
 	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Inputs.Dir), opts.ParentVersion); err != nil {
 		return nil, nil, err
 	}
-	if lc.unlock, err = lc.c.Lock(false); err != nil {
+	if lc.unlock, err = lc.c.Lock().Wait(false); err != nil {
 		return nil, nil, err
 	}
 	base, err := lc.c.BaseTable(ctx, lc.root, disk)

@@ -1,6 +1,6 @@
 // Package cache owns the listing and bounding of the parts of imagectl's
-// cache directory ($IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)
-// that grow with every build and read: the layer cache's snapshots
+// cache directory (internal/cachedir: where it is and its folders) that
+// grow with every build and read: the layer cache's snapshots
 // (layers/, builder/layercache) and the versions the registry store
 // fetched (oci/, store/oci: small files of every version read, tgzs
 // fetched whole for check and smoke). Prune weighs both together, least
@@ -16,14 +16,8 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/layercache"
-	"github.com/gpuaas/imagectl/internal/filelock"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/store/oci"
-)
-
-// The parts of the cache directory this package bounds.
-const (
-	LayersDir   = "layers"
-	RegistryDir = "oci"
 )
 
 // Contents is what the cache directory holds.
@@ -42,11 +36,11 @@ type Contents struct {
 
 // Layers is the layer cache of a cache directory.
 func Layers(dir string) layercache.Cache {
-	return layercache.Cache{Dir: filepath.Join(dir, LayersDir)}
+	return layercache.Cache{Dir: filepath.Join(dir, cachedir.Layers)}
 }
 
 // Registry is the registry store's cache of a cache directory.
-func Registry(dir string) oci.Cache { return oci.Cache{Dir: filepath.Join(dir, RegistryDir)} }
+func Registry(dir string) oci.Cache { return oci.Cache{Dir: filepath.Join(dir, cachedir.Registry)} }
 
 // List reads what the cache directory holds.
 func List(dir string) (*Contents, error) {
@@ -176,15 +170,15 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 // lockBoth takes both parts' locks exclusive, or neither.
 func lockBoth(ctx context.Context, layers layercache.Cache, reg oci.Cache, waiting func()) (func(), error) {
 	for {
-		unlockLayers, ok, err := filelock.Lock(layers.LockPath(), true, false)
+		unlockLayers, ok, err := layers.Lock().Try(true)
 		if err != nil {
-			return nil, fmt.Errorf("locking the layer cache %s: %w", layers.Dir, err)
+			return nil, err
 		}
 		if ok {
-			unlockReg, ok, err := filelock.Lock(reg.LockPath(), true, false)
+			unlockReg, ok, err := reg.Lock().Try(true)
 			if err != nil {
 				unlockLayers()
-				return nil, fmt.Errorf("locking the registry cache %s: %w", reg.Dir, err)
+				return nil, err
 			}
 			if ok {
 				return func() { unlockReg(); unlockLayers() }, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/cache"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/oci"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
@@ -51,7 +52,7 @@ func layerEntries(t *testing.T, dir string) {
 // usedLayer sets when a layer snapshot was last used.
 func usedLayer(t *testing.T, dir, key string, at time.Time) {
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(dir, cache.LayersDir, "entries", "*", "*", "entry.json"))
+	paths, _ := filepath.Glob(filepath.Join(dir, cachedir.Layers, "entries", "*", "*", "entry.json"))
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -78,7 +79,7 @@ func usedVersion(t *testing.T, v *store.Version, at time.Time) {
 
 func blobs(t *testing.T, dir string) []string {
 	t.Helper()
-	names, _ := filepath.Glob(filepath.Join(dir, cache.RegistryDir, "blobs", "sha256", "*"))
+	names, _ := filepath.Glob(filepath.Join(dir, cachedir.Registry, "blobs", "sha256", "*"))
 	return names
 }
 
@@ -103,7 +104,7 @@ func TestPruneBothParts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := oci.Open(reg.Host+"/team", oci.Options{CacheDir: filepath.Join(dir, cache.RegistryDir), CAFile: reg.CAFile, Env: env})
+	r, err := oci.Open(reg.Host+"/team", oci.Options{CacheDir: filepath.Join(dir, cachedir.Registry), CAFile: reg.CAFile, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestPruneBothParts(t *testing.T) {
 		t.Errorf("the registry cache takes %d bytes, more than its versions' %d", c.RegistryBytes, versionBytes)
 	}
 	// A download a crash cut short.
-	half := filepath.Join(dir, cache.RegistryDir, "blobs", "sha256", ".fetch-123")
+	half := filepath.Join(dir, cachedir.Registry, "blobs", "sha256", ".fetch-123")
 	if err := os.WriteFile(half, []byte("half"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestEmpty(t *testing.T) {
 // gives up when its context ends.
 func TestPruneWaitsHoldingNeither(t *testing.T) {
 	dir := t.TempDir()
-	unlockRead, err := cache.Registry(dir).Lock(false)
+	unlockRead, err := cache.Registry(dir).Lock().Wait(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestPruneWaitsHoldingNeither(t *testing.T) {
 		done <- err
 	}()
 	<-waited
-	unlockBuild, err := cache.Layers(dir).Lock(false) // would block if Prune held it
+	unlockBuild, err := cache.Layers(dir).Lock().Wait(false) // would block if Prune held it
 	if err != nil {
 		t.Fatal(err)
 	}

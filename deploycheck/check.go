@@ -80,7 +80,8 @@ type ArtifactOptions struct {
 func CheckArtifact(ctx context.Context, tgz string, opts ArtifactOptions) (*Report, error) {
 	mpath := opts.Manifest
 	if mpath == "" {
-		if p := manifest.FilesBeside(tgz).Manifest; fileExists(p) {
+		p := manifest.FilesBeside(tgz).Manifest
+		if _, err := os.Stat(p); err == nil {
 			mpath = p
 		}
 	}
@@ -102,11 +103,6 @@ func CheckArtifact(ctx context.Context, tgz string, opts ArtifactOptions) (*Repo
 		findings = []Finding{}
 	}
 	return &Report{Artifact: tgz, Deployable: !Blocking(findings), Findings: findings}, nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // DeployOptions are what the check knows beyond the tgz.
@@ -199,7 +195,7 @@ func CheckDeployable(ctx context.Context, tgzPath string, opts DeployOptions) ([
 		return nil, fmt.Errorf("checking the artifact: %w", err) // it names tgzPath
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20)
+	br := bufio.NewReaderSize(readlimit.WithContext(ctx, f), 1<<20)
 	magic, err := br.Peek(4)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("checking %s: reading its first bytes: %w", tgzPath, err)
@@ -223,7 +219,7 @@ func CheckDeployable(ctx context.Context, tgzPath string, opts DeployOptions) ([
 	facts := tgzFacts{present: map[string]bool{}, counts: map[string]int{}, contents: map[string][]byte{}}
 	// The context is looked at on every read of the decompressed stream,
 	// so that a huge entry (a gzip bomb) does not outlast it.
-	tr := tar.NewReader(ctxReader{ctx, zr})
+	tr := tar.NewReader(readlimit.WithContext(ctx, zr))
 	last := ""
 	for {
 		h, err := tr.Next()
@@ -299,19 +295,6 @@ func (t *tgzFacts) grubDropIns() int {
 		}
 	}
 	return n
-}
-
-// ctxReader reads r until ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 func (t tgzFacts) has(p string) bool { return t.present[p] }

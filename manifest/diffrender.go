@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 )
 
@@ -127,7 +128,7 @@ func fieldLines(fs []FieldChange) []string {
 func short(s string) string {
 	fields := strings.Fields(s)
 	for i, f := range fields {
-		f = strings.TrimPrefix(f, "sha256:")
+		f = strings.TrimPrefix(f, digest.Prefix)
 		if len(f) == 64 {
 			fields[i] = f[:12]
 		}

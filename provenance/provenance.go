@@ -162,7 +162,7 @@ func predicate(b Build) (*slsa.Provenance, error) {
 		if err != nil {
 			return nil, fmt.Errorf("recipe %s: %w", b.Recipe.Name, err)
 		}
-		recipe["digest"] = "sha256:" + d
+		recipe["digest"] = digest.Prefix + d
 	}
 	if len(recipe) > 0 {
 		ext["recipe"] = recipe

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
@@ -98,7 +99,7 @@ func readBundle(b *Bundle) ([]BundleEntry, string, error) {
 func listingDigest(entries []BundleEntry) string {
 	sorted := append([]BundleEntry(nil), entries...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
-	h := sha256.New()
+	h := digest.NewWriter(nil)
 	for _, e := range sorted {
 		ref := e.SHA256
 		if e.Type == "symlink" {
@@ -106,7 +107,7 @@ func listingDigest(entries []BundleEntry) string {
 		}
 		fmt.Fprintf(h, "%s %s %d %s %s\n", e.Type, fsmode.String(e.Mode), e.Size, ref, e.Path)
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return h.Digest().String()
 }
 
 func readTarBundle(p string) ([]BundleEntry, string, error) {
@@ -115,7 +116,7 @@ func readTarBundle(p string) ([]BundleEntry, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	whole := sha256.New()
+	whole := digest.NewWriter(nil)
 	var r io.Reader = io.TeeReader(f, whole)
 	if strings.HasSuffix(p, ".gz") || strings.HasSuffix(p, ".tgz") {
 		zr, err := gzip.NewReader(r)
@@ -168,7 +169,7 @@ func readTarBundle(p string) ([]BundleEntry, string, error) {
 	if _, err := io.Copy(whole, f); err != nil {
 		return nil, "", err
 	}
-	return entries, "sha256:" + hex.EncodeToString(whole.Sum(nil)), nil
+	return entries, whole.Digest().String(), nil
 }
 
 // inspectBundle fills b.Entries and b.Digest and checks the digest against

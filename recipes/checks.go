@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // The syntax checks of recipe values. Each returns "" when the value is
@@ -49,8 +51,8 @@ func checkChecksum(s string) string {
 	if checksumRE.MatchString(s) {
 		return ""
 	}
-	if strings.HasPrefix(s, "sha256:") {
-		hex := strings.TrimPrefix(s, "sha256:")
+	if strings.HasPrefix(s, digest.Prefix) {
+		hex := strings.TrimPrefix(s, digest.Prefix)
 		return fmt.Sprintf("The digest has %d characters; a sha256 digest is 64 lowercase hex digits, as in \"sha256:%s\".", len(hex), strings.Repeat("0", 64))
 	}
 	return fmt.Sprintf("%q is not of the form \"sha256:<64 hex digits>\".", s)

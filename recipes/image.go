@@ -2,8 +2,6 @@ package recipes
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -29,11 +27,6 @@ const (
 	DefaultNetdataBind       = "127.0.0.1:19999"
 	DefaultNetdataRetention  = 256
 )
-
-func digestBytes(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl.EvalContext) (*Image, hcl.Diagnostics) {
 	var diags hcl.Diagnostics

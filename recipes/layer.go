@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
@@ -129,7 +130,7 @@ func (l *loader) decodeLayer(loadCtx context.Context, block *hcl.Block, ctx *hcl
 		return layer, diags
 	}
 	layer.File = relTo(l.recipeDir, abs)
-	layer.FileDigest = digestBytes(srcBytes)
+	layer.FileDigest = digest.Bytes(srcBytes).String()
 
 	fileContent, d := file.Body.Content(layerFileSchema)
 	diags = append(diags, d...)

@@ -2,8 +2,6 @@ package recipes
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // Options control how a recipe is loaded.
@@ -132,8 +131,7 @@ func (p *Parser) loadSource(ctx context.Context, path string, src []byte, opts O
 	if d := notARecipe(file, path); d != nil {
 		return nil, append(diags, d)
 	}
-	sum := sha256.Sum256(src)
-	r := &Recipe{Path: path, Dir: filepath.Dir(absPath), Digest: "sha256:" + hex.EncodeToString(sum[:])}
+	r := &Recipe{Path: path, Dir: filepath.Dir(absPath), Digest: digest.Bytes(src).String()}
 	var roots []string
 	for _, root := range opts.Roots {
 		if abs, err := filepath.Abs(root); err == nil {

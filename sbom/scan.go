@@ -219,7 +219,7 @@ func interesting(name string) bool {
 
 // read iterates the tgz's entries.
 func (s *scanner) read(ctx context.Context, f io.Reader) error {
-	zr, err := pgzip.NewReader(ctxReader{ctx, f})
+	zr, err := pgzip.NewReader(readlimit.WithContext(ctx, f))
 	if err != nil {
 		return fmt.Errorf("reading its gzip header: %w", err)
 	}
@@ -456,18 +456,4 @@ func (h *hasher) Write(b []byte) (int, error) {
 
 func (h *hasher) file(p string) File {
 	return File{Path: p, SHA1: hex.EncodeToString(h.sha1.Sum(nil)), SHA256: hex.EncodeToString(h.sha256.Sum(nil)), Size: h.size}
-}
-
-// ctxReader fails its reads once its context is done, so that a long
-// entry (a large file hashed or skipped) does not outlive a cancel.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(b []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(b)
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
@@ -19,6 +18,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
@@ -145,14 +145,11 @@ func loadPrivateKeyFile(path string, b, password []byte) (*Signer, error) {
 }
 
 // LoadPrivateKeyFileEnv reads and decrypts a cosign private key file with
-// the password in $COSIGN_PASSWORD, as cosign does, looked up with
-// lookupEnv (os.LookupEnv when nil). Unset, the password is empty, and a
+// the password in $COSIGN_PASSWORD, as cosign does, looked up in env
+// (KEY=value pairs, as os.Environ). Unset, the password is empty, and a
 // failure to decrypt says that it is unset.
-func LoadPrivateKeyFileEnv(path string, lookupEnv func(string) (string, bool)) (*Signer, error) {
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
-	}
-	password, set := lookupEnv(PasswordEnv)
+func LoadPrivateKeyFileEnv(path string, env []string) (*Signer, error) {
+	password, set := environ.Lookup(env, PasswordEnv)
 	b, err := readPrivateKey(path)
 	if err != nil {
 		return nil, err

@@ -130,13 +130,11 @@ func TestLoadPrivateKeyFileEnv(t *testing.T) {
 	if err := WriteKeyPair(key, filepath.Join(dir, "k.pub"), []byte("pw")); err != nil {
 		t.Fatal(err)
 	}
-	env := func(kv ...string) func(string) (string, bool) {
-		return func(k string) (string, bool) {
-			if len(kv) == 2 && kv[0] == k {
-				return kv[1], true
-			}
-			return "", false
+	env := func(kv ...string) []string {
+		if len(kv) == 2 {
+			return []string{"OTHER=x", kv[0] + "=" + kv[1]}
 		}
+		return []string{"OTHER=x"}
 	}
 	if _, err := LoadPrivateKeyFileEnv(key, env(PasswordEnv, "pw")); err != nil {
 		t.Error(err)

@@ -1,6 +1,8 @@
 package sites
 
 import (
+	"github.com/gpuaas/imagectl/internal/environ"
+
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -41,8 +43,8 @@ func FilePath(given string, env []string) string {
 	switch {
 	case given != "":
 		return given
-	case lookupEnv(env, PathEnv) != "":
-		return lookupEnv(env, PathEnv)
+	case environ.Get(env, PathEnv) != "":
+		return environ.Get(env, PathEnv)
 	}
 	return DefaultPath
 }

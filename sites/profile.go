@@ -1,6 +1,8 @@
 package sites
 
 import (
+	"github.com/gpuaas/imagectl/internal/environ"
+
 	"fmt"
 	"net"
 	"net/url"
@@ -137,7 +139,7 @@ func (p *DeployProfile) TokenSource() string {
 func (p *DeployProfile) Token(env []string) (string, error) {
 	var tok string
 	if p.TokenEnv != "" {
-		if tok = lookupEnv(env, p.TokenEnv); tok == "" {
+		if tok = environ.Get(env, p.TokenEnv); tok == "" {
 			return "", fmt.Errorf("site %q: environment variable %s (the token_env of its %s) is not set", p.Site, p.TokenEnv, p)
 		}
 	} else {

@@ -1,6 +1,8 @@
 package sites
 
 import (
+	"github.com/gpuaas/imagectl/internal/environ"
+
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -158,7 +160,7 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 func (s *Site) APIKey(env []string) (string, error) {
 	var key string
 	if s.APIKeyEnv != "" {
-		if key = lookupEnv(env, s.APIKeyEnv); key == "" {
+		if key = environ.Get(env, s.APIKeyEnv); key == "" {
 			return "", fmt.Errorf("site %q: environment variable %s (its api_key_env) is not set", s.Name, s.APIKeyEnv)
 		}
 	} else {

@@ -1,6 +1,8 @@
 package sites
 
 import (
+	"github.com/gpuaas/imagectl/internal/environ"
+
 	"errors"
 	"fmt"
 
@@ -39,7 +41,7 @@ func (p VerifyPolicy) KeyPath(s *Site, env []string) (path, from string, err err
 	}
 	path, from = p.Key, "--key"
 	if path == "" && !p.Insecure {
-		if v := lookupEnv(env, VerifyEnv); v != "" {
+		if v := environ.Get(env, VerifyEnv); v != "" {
 			path, from = v, "$"+VerifyEnv
 		} else if s.VerifyKey != "" {
 			path, from = s.VerifyKey, fmt.Sprintf("site %s's verify_key", s.Name)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/event"
 )
 
@@ -95,7 +96,7 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 	}
 	r := c.reporter
 	vars := filepath.Join(c.work, "OVMF_VARS.fd")
-	if err := copyFile(c.firmware.vars, vars); err != nil {
+	if err := atomicfile.Copy(vars, c.firmware.vars, 0o600); err != nil {
 		return fmt.Errorf("copying the UEFI variable store: %w", err)
 	}
 	qemu, err := exec.LookPath("qemu-system-x86_64")
@@ -243,23 +244,6 @@ func boot(ctx context.Context, c bootConfig, res *Result) error {
 			return err
 		}
 	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // limitedWriter keeps the first n bytes written to it.

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/guestfs"
 	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
@@ -226,7 +227,7 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
 	}
 	start := time.Now()
 	res, err := builder.Build(context.Background(), plan, builder.BuildOptions{Executor: guestfs.Executor{},
-		CacheDir: filepath.Join(cache, "base"), LayerCache: filepath.Join(cache, "layers"), WorkDir: dir, OutputDir: out})
+		CacheDir: filepath.Join(cache, cachedir.Base), LayerCache: filepath.Join(cache, cachedir.Layers), WorkDir: dir, OutputDir: out})
 	if err != nil {
 		t.Fatalf("building the H200 stand-in (%s): %v", name, err)
 	}

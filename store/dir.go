@@ -185,7 +185,7 @@ func (d *Dir) Publish(ctx context.Context, a manifest.Files, opts PublishOptions
 	if err := os.Rename(stage, final); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := errors.Join(atomicfile.SyncDir(filepath.Dir(final)), atomicfile.SyncDir(d.Root)); err != nil {
+	if err := errors.Join(atomicfile.Sync(filepath.Dir(final)), atomicfile.Sync(d.Root)); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return d.version(&idx), nil

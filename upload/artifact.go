@@ -141,7 +141,7 @@ func Artifact(ctx context.Context, site *sites.Site, env []string, tgz string, o
 		}
 	}
 	vn := manifest.VersionedName(name, m.Image.Version)
-	sum := strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, "sha256:"))
+	sum := strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, digest.Prefix))
 	res, err := c.Upload(ctx, maas.Image{Content: content.R, Path: tgz, SHA256: sum, Size: m.Artifact.Size, Name: vn, Title: title,
 		Architecture: arch, BaseImage: baseImage, Filetype: "tgz"}, opts.Events)
 	out := &Result{Name: vn, DistroSeries: manifest.DistroSeries(vn), Title: title, SHA256: sum, Size: m.Artifact.Size, Site: site.Name}

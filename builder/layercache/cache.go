@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
@@ -76,33 +77,22 @@ func (e *CorruptError) Error() string {
 }
 
 func short(key string) string {
-	key = strings.TrimPrefix(key, "sha256:")
+	key = strings.TrimPrefix(key, digest.Prefix)
 	if len(key) > 12 {
 		return key[:12]
 	}
 	return key
 }
 
-func dirName(key string) string { return strings.TrimPrefix(key, "sha256:") }
+func dirName(key string) string { return strings.TrimPrefix(key, digest.Prefix) }
 
 func (c Cache) keyDir(key string) string { return filepath.Join(c.Dir, "entries", dirName(key)) }
 
 // dir is where an entry's files are.
 func (c Cache) dir(e *Entry) string { return filepath.Join(c.keyDir(e.Key), short(e.State)) }
 
-// LockPath is the cache's lock file: shared while building, exclusive to
-// prune (filelock).
-func (c Cache) LockPath() string { return filepath.Join(c.Dir, "lock") }
-
-// Lock waits for the cache's lock, shared (builds) or exclusive, and
-// returns its release.
-func (c Cache) Lock(exclusive bool) (func(), error) {
-	unlock, _, err := filelock.Lock(c.LockPath(), exclusive, true)
-	if err != nil {
-		return nil, fmt.Errorf("locking the layer cache %s: %w", c.Dir, err)
-	}
-	return unlock, nil
-}
+// Lock is the cache's lock: shared while building, exclusive to prune.
+func (c Cache) Lock() filelock.Dir { return filelock.Dir{Path: c.Dir, What: "the layer cache"} }
 
 // BaseTable returns the cluster table of a prepared base disk, hashing the
 // disk the first time that root is seen.
@@ -205,7 +195,7 @@ func (c Cache) Save(ctx context.Context, e Entry, disk string, parent *Table) (*
 		return nil, err
 	}
 	for _, name := range []string{"delta", "table", "entry.json"} {
-		if err := syncFile(filepath.Join(tmp, name)); err != nil {
+		if err := atomicfile.Sync(filepath.Join(tmp, name)); err != nil {
 			return nil, err
 		}
 	}
@@ -351,7 +341,7 @@ func (c Cache) List() ([]Entry, error) {
 		if !k.IsDir() || strings.HasPrefix(k.Name(), ".") {
 			continue
 		}
-		vs, err := c.versions("sha256:" + k.Name())
+		vs, err := c.versions(digest.Prefix + k.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -404,15 +394,6 @@ func diskUsage(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-func syncFile(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 func writeAtomic(p string, data []byte) error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
@@ -84,8 +84,7 @@ func (t *Table) marshal() []byte {
 
 // Digest identifies the disk state the table describes.
 func (t *Table) Digest() string {
-	sum := sha256.Sum256(t.marshal())
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digest.Bytes(t.marshal()).String()
 }
 
 // maxTable is the largest table read: 65 bytes a 256 KiB cluster, 260 MB

@@ -4,15 +4,14 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
@@ -110,7 +109,7 @@ store's latest version of the image.`,
 				plan.VersionFrom = from
 			}
 			if dryRun {
-				if rf.output == "json" {
+				if rf.output.json() {
 					return plan.WriteJSON(cmd.OutOrStdout())
 				}
 				return plan.WriteText(cmd.OutOrStdout())
@@ -121,7 +120,7 @@ store's latest version of the image.`,
 				}
 			}
 			events := progress(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
-			if rf.output == "json" {
+			if rf.output.json() {
 				events = progress(cmd.OutOrStdout(), true, false)
 			}
 			res, err := builder.Build(cmd.Context(), plan, builder.BuildOptions{
@@ -145,7 +144,7 @@ store's latest version of the image.`,
 			if err != nil {
 				return err
 			}
-			if rf.output == "json" {
+			if rf.output.json() {
 				// One object per line, like the events before it.
 				f := res.Files
 				result := map[string]any{"type": "result", "tarball": f.Tarball,
@@ -191,19 +190,14 @@ func layerCacheDir(cacheDir string, disabled bool) string {
 	if disabled {
 		return ""
 	}
-	return filepath.Join(cacheDir, "layers")
+	return filepath.Join(cacheDir, cachedir.Layers)
 }
 
-// defaultCacheDir is $IMAGECTL_CACHE_DIR, else the user's cache directory.
+// defaultCacheDir is the cache directory without --cache-dir.
 func defaultCacheDir(env []string) (string, error) {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "IMAGECTL_CACHE_DIR="); ok && v != "" {
-			return v, nil
-		}
-	}
-	dir, err := os.UserCacheDir()
+	dir, err := cachedir.Default(env)
 	if err != nil {
-		return "", fmt.Errorf("no cache directory: %w (pass --cache-dir)", err)
+		return "", fmt.Errorf("%w (pass --cache-dir)", err)
 	}
-	return filepath.Join(dir, "imagectl"), nil
+	return dir, nil
 }

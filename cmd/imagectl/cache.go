@@ -10,13 +10,19 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/cache"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/store/oci"
 )
 
 func newCacheCmd(env []string) *cobra.Command {
-	var cacheDir, output string
+	var cacheDir string
+	var output outputFlag
+	// dir checks --output and returns the cache directory, for ls and prune.
 	dir := func() (string, error) {
+		if err := output.check(); err != nil {
+			return "", err
+		}
 		if cacheDir == "" {
 			d, err := defaultCacheDir(env)
 			if err != nil {
@@ -37,7 +43,7 @@ the tgzs check and smoke fetched whole. ls lists both; prune removes the least
 recently used of either until the whole fits.`,
 	}
 	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "the cache directory builds use (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
-	cmd.PersistentFlags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.registerIn(cmd, cmd.PersistentFlags())
 
 	ls := &cobra.Command{
 		Use:     "ls",
@@ -53,7 +59,7 @@ recently used of either until the whole fits.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				c.Layers = withoutMeta(c.Layers)
 				return writeJSON(cmd.OutOrStdout(), c)
 			}
@@ -113,7 +119,7 @@ finish, and they wait while it runs. Downloaded base images are not pruned.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				p.Layers = withoutMeta(p.Layers)
 				return writeJSON(cmd.OutOrStdout(), p)
 			}
@@ -146,7 +152,7 @@ func withoutMeta(es []layercache.Entry) []layercache.Entry {
 }
 
 func shortKey(k string) string {
-	k = strings.TrimPrefix(k, "sha256:")
+	k = strings.TrimPrefix(k, digest.Prefix)
 	if len(k) > 12 {
 		k = k[:12]
 	}

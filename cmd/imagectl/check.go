@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,7 +15,7 @@ func newCheckCmd(env []string) *cobra.Command {
 	var (
 		sf           storeFlags
 		manifestPath string
-		output       string
+		output       outputFlag
 		bareMetal    bool
 	)
 	cmd := &cobra.Command{
@@ -41,22 +40,18 @@ its tgz from a registry into the local cache, verified, when it is remote.`,
   imagectl check gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tgz := args[0]
-			if len(args) == 2 {
-				if manifestPath != "" {
-					return errors.New("--manifest applies to a tgz, not to a version from the store")
-				}
-				v, err := sf.version(cmd.Context(), env, args[0], args[1], true)
-				if err != nil {
-					return err
-				}
-				tgz, manifestPath = v.Tarball, v.Manifest
+			if err := output.check(); err != nil {
+				return err
+			}
+			tgz, manifestPath, _, err := sf.artifact(cmd.Context(), env, args, manifestPath)
+			if err != nil {
+				return err
 			}
 			r, err := deploycheck.CheckArtifact(cmd.Context(), tgz, deploycheck.ArtifactOptions{Manifest: manifestPath, BareMetal: bareMetal})
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				if err := writeJSON(cmd.OutOrStdout(), r); err != nil {
 					return err
 				}
@@ -82,7 +77,7 @@ its tgz from a registry into the local cache, verified, when it is remote.`,
 	}
 	sf.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz, when there is one)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	cmd.Flags().BoolVar(&bareMetal, "bare-metal", true, "expect a generic kernel (bare-metal hosts)")
 	return cmd
 }

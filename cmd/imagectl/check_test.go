@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -80,7 +81,7 @@ func TestCheckWaivers(t *testing.T) {
 // layercache package on a small disk image.
 func TestCacheLsPrune(t *testing.T) {
 	cacheDir := t.TempDir()
-	c := layercache.Cache{Dir: filepath.Join(cacheDir, "layers")}
+	c := layercache.Cache{Dir: filepath.Join(cacheDir, cachedir.Layers)}
 	disk := filepath.Join(t.TempDir(), "disk.raw")
 	if err := os.WriteFile(disk, make([]byte, 4<<20), 0o644); err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestCacheLsPrune(t *testing.T) {
 		t.Fatalf("cache prune: exit %d, %v\n%s", code, err, out)
 	}
 	out, _, _ = imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir)
-	if !strings.Contains(out, "0 snapshots") || !strings.Contains(out, "0 registry versions, 0 B in "+filepath.Join(cacheDir, "oci")) {
+	if !strings.Contains(out, "0 snapshots") || !strings.Contains(out, "0 registry versions, 0 B in "+filepath.Join(cacheDir, cachedir.Registry)) {
 		t.Errorf("after prune:\n%s", out)
 	}
 	out, _, _ = imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir, "-o", "json")
@@ -125,7 +126,7 @@ func TestCacheLsPrune(t *testing.T) {
 		Entries   []json.RawMessage `json:"entries"`
 		Registry  []json.RawMessage `json:"registry_versions"`
 	}
-	if err := json.Unmarshal([]byte(out), &ls); err != nil || ls.Directory != filepath.Join(cacheDir, "layers") || ls.Entries == nil || ls.Registry == nil {
+	if err := json.Unmarshal([]byte(out), &ls); err != nil || ls.Directory != filepath.Join(cacheDir, cachedir.Layers) || ls.Entries == nil || ls.Registry == nil {
 		t.Errorf("cache ls -o json: %v\n%s", err, out)
 	}
 }

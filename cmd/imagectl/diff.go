@@ -16,7 +16,7 @@ import (
 func newDiffCmd(env []string) *cobra.Command {
 	var (
 		sf     storeFlags
-		output string
+		output = outputFlag{formats: []string{"text", "json", "markdown"}}
 		sboms  bool
 	)
 	cmd := &cobra.Command{
@@ -70,7 +70,7 @@ the same for two versions from the store.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err.Error()))
 				return exitError{2}
 			}
-			switch output {
+			switch output.format {
 			case "json":
 				err = writeJSON(cmd.OutOrStdout(), d)
 			case "markdown":
@@ -78,7 +78,7 @@ the same for two versions from the store.`,
 			case "text":
 				err = d.WriteText(cmd.OutOrStdout())
 			default:
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: --output must be text, json or markdown, not %q\n", output)
+				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", output.check())
 				return exitError{2}
 			}
 			if err != nil {
@@ -91,9 +91,8 @@ the same for two versions from the store.`,
 		},
 	}
 	sf.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown")
+	output.register(cmd)
 	cmd.Flags().BoolVar(&sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json or .cdx.json files, this is the default)")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json", "markdown"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

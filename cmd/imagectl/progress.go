@@ -21,7 +21,7 @@ func progress(w io.Writer, jsonOut, terminal bool) func(event.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if jsonOut {
-			if e.Type == "progress" && e.Done != e.Total {
+			if e.Type == event.TypeProgress && e.Done != e.Total {
 				return
 			}
 			_ = enc.Encode(e)
@@ -34,26 +34,26 @@ func progress(w io.Writer, jsonOut, terminal bool) func(event.Event) {
 		// Summaries and messages carry what a recipe or a server said:
 		// escaped, so that only our own colours drive the terminal.
 		what := textsafe.Terminal(e.Phase)
-		if e.Type == "step" {
+		if e.Type == event.TypeStep {
 			what = textsafe.Terminal(e.Layer + ": " + e.Summary)
 		}
 		switch {
-		case e.Type == "log":
+		case e.Type == event.TypeLog:
 			fmt.Fprintf(w, "     %s\n", textsafe.Terminal(e.Message))
-		case e.Type == "progress":
+		case e.Type == event.TypeProgress:
 			if terminal && e.Total > 0 {
 				fmt.Fprintf(w, "\r     %s %3d%%", what, e.Done*100/e.Total)
 				if e.Done == e.Total {
 					fmt.Fprintln(w)
 				}
 			}
-		case e.Status == "start":
-			if terminal || e.Type == "phase" {
+		case e.Status == event.StatusStart:
+			if terminal || e.Type == event.TypePhase {
 				fmt.Fprintf(w, "%s %s\n", run, truncate(what, 110))
 			}
-		case e.Status == "ok":
+		case e.Status == event.StatusOK:
 			fmt.Fprintf(w, "%s %s (%s)\n", ok, truncate(what, 110), dur(e.Seconds))
-		case e.Status == "failed":
+		case e.Status == event.StatusFailed:
 			fmt.Fprintf(w, "%s %s (%s)\n", fail, truncate(what, 110), dur(e.Seconds))
 		}
 	}

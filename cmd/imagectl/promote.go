@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/profile"
@@ -24,7 +25,7 @@ type siteCmd struct {
 	sf     siteFlags
 	vf     verifyFlags
 	st     storeFlags
-	output string
+	output outputFlag
 	by     string
 	reason string
 	base   string
@@ -36,7 +37,7 @@ type siteCmd struct {
 func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
 	c.sf.register(cmd)
 	c.st.register(cmd)
-	cmd.Flags().StringVarP(&c.output, "output", "o", "text", "output format: text or json")
+	c.output.register(cmd)
 	if promoting {
 		c.vf.register(cmd)
 		cmd.Flags().StringVar(&c.by, "by", "", "who promotes, for the history (default: $USER)")
@@ -47,7 +48,7 @@ func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
 
 // options loads the site (and, when promoting, the verification key).
 func (c *siteCmd) options(cmd *cobra.Command, env []string, promoting bool) (release.Options, error) {
-	if err := checkOutput(c.output); err != nil {
+	if err := c.output.check(); err != nil {
 		return release.Options{}, err
 	}
 	s, err := c.sf.load(cmd, env)
@@ -71,7 +72,7 @@ func (c *siteCmd) siteOptions(cmd *cobra.Command, env []string, s *sites.Site, p
 		}
 		o.InsecureSkipVerify = c.vf.insecure
 		if o.By == "" {
-			o.By, _ = envValue(env, "USER")
+			o.By = environ.Get(env, "USER")
 		}
 		o.Events = uploadEvents(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
 	}
@@ -155,7 +156,7 @@ on stderr start with the site's name.`,
 
 // checkRollout checks a rollout's flags.
 func (c *siteCmd) checkRollout() error {
-	if err := checkOutput(c.output); err != nil {
+	if err := c.output.check(); err != nil {
 		return err
 	}
 	if c.parallel < 1 {
@@ -173,7 +174,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	}
 	o.InsecureSkipVerify = c.vf.insecure
 	if o.By == "" {
-		o.By, _ = envValue(env, "USER")
+		o.By = environ.Get(env, "USER")
 	}
 	stderr := cmd.ErrOrStderr()
 	lines := &lineWriter{w: stderr}
@@ -189,7 +190,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 	if err != nil {
 		return err
 	}
-	if c.output == "json" {
+	if c.output.json() {
 		err = writeJSON(cmd.OutOrStdout(), res.Sites)
 	} else {
 		err = rolloutTable(cmd.OutOrStdout(), res)
@@ -198,7 +199,7 @@ func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version strin
 		return err
 	}
 	if !res.OK() {
-		if c.output != "json" {
+		if !c.output.json() {
 			textsafe.Fprintf(stderr, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
 		}
 		return exitError{1}
@@ -282,7 +283,7 @@ func (c *siteCmd) promote(cmd *cobra.Command, env []string, act func(release.Opt
 	if err != nil {
 		return err
 	}
-	return printPromotion(cmd.OutOrStdout(), c.output, res)
+	return printPromotion(cmd.OutOrStdout(), c.output.format, res)
 }
 
 func printPromotion(w io.Writer, output string, res *release.Result) error {
@@ -350,7 +351,7 @@ exits 1 when anything drifted.`,
 			if err != nil {
 				return err
 			}
-			if c.output == "json" {
+			if c.output.json() {
 				err = writeJSON(cmd.OutOrStdout(), st)
 			} else {
 				err = statusText(cmd.OutOrStdout(), st)
@@ -415,13 +416,14 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 
 func newHistoryCmd(env []string) *cobra.Command {
 	var st storeFlags
-	var site, output string
+	var site string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "history IMAGE --site SITE",
 		Short: "An image's promotions and rollbacks at a site",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			s, err := st.open(cmd.Context(), env)
@@ -432,7 +434,7 @@ func newHistoryCmd(env []string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), h)
 			}
 			cur, _ := store.State(h)
@@ -456,7 +458,7 @@ func newHistoryCmd(env []string) *cobra.Command {
 	}
 	st.register(cmd)
 	cmd.Flags().StringVar(&site, "site", "", "the site")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	_ = cmd.MarkFlagRequired("site")
 	return cmd
 }
@@ -494,7 +496,7 @@ left alone. It only says what it would delete unless --yes.`,
 			if res == nil {
 				return err
 			}
-			if c.output == "json" {
+			if c.output.json() {
 				if werr := writeJSON(cmd.OutOrStdout(), res); werr != nil {
 					return werr
 				}

@@ -17,7 +17,7 @@ type recipeFlags struct {
 	vars     []string
 	varFiles []string
 	roots    []string
-	output   string
+	output   outputFlag
 	// dryRun loads for a plan that is only shown (build --dry-run):
 	// bundles whose sources need a variable without a value are shown
 	// unresolved, with one warning, rather than failing the load.
@@ -28,15 +28,7 @@ func (f *recipeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: -var name=value (repeatable; highest precedence; a path is relative to the working directory)")
 	cmd.Flags().StringArrayVar(&f.varFiles, "var-file", nil, "read variables from an HCL file of name = value lines (repeatable; paths in it are relative to the working directory)")
 	cmd.Flags().StringArrayVar(&f.roots, "root", nil, "also allow file, bundle and key sources the recipe names from this directory tree (repeatable; paths given as variables need none)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
-}
-
-func (f *recipeFlags) check() error {
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", f.output)
-	}
-	return nil
+	f.output.register(cmd)
 }
 
 // load checks the flags, then reads a recipe and prints its diagnostics:
@@ -46,7 +38,7 @@ func (f *recipeFlags) check() error {
 // context is cancelled (Ctrl-C), whatever the load is doing: every command
 // that reads a recipe or var files reads them here.
 func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*recipes.Recipe, error) {
-	if err := f.check(); err != nil {
+	if err := f.output.check(); err != nil {
 		return nil, err
 	}
 	p := recipes.NewParser()
@@ -58,7 +50,7 @@ func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*reci
 	if err != nil {
 		return nil, fmt.Errorf("loading recipe %s: %w", path, context.Cause(cmd.Context()))
 	}
-	if diags.HasErrors() && f.output == "json" {
+	if diags.HasErrors() && f.output.json() {
 		if err := writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "recipe": path, "diagnostics": hclkit.DiagnosticsJSON(diags)}); err != nil {
 			return nil, err
 		}

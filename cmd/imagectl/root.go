@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 )
@@ -128,10 +129,8 @@ func normalizeArgs(args []string) []string {
 
 // isTerminal reports whether w is a terminal that wants colour.
 func isTerminal(w io.Writer, env []string) bool {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "NO_COLOR=") || kv == "TERM=dumb" {
-			return false
-		}
+	if _, noColor := environ.Lookup(env, "NO_COLOR"); noColor || environ.Get(env, "TERM") == "dumb" {
+		return false
 	}
 	for {
 		u, ok := w.(interface{ Unwrap() io.Writer })

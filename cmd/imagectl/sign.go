@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
@@ -32,7 +32,7 @@ existing pair unless --force.`,
   COSIGN_PASSWORD=... imagectl keygen --output-key-prefix keys/h200`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			password, ok := envValue(env, signing.PasswordEnv)
+			password, ok := environ.Lookup(env, signing.PasswordEnv)
 			if !ok {
 				return fmt.Errorf("set %s to the password for the new private key (%s= for none)", signing.PasswordEnv, signing.PasswordEnv)
 			}
@@ -57,7 +57,8 @@ existing pair unless --force.`,
 }
 
 func newSignCmd(env []string) *cobra.Command {
-	var keyPath, manifestPath, output string
+	var keyPath, manifestPath string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "sign ARTIFACT.tgz --key cosign.key",
 		Short: "Sign a built tgz and its manifest (cosign format)",
@@ -79,6 +80,9 @@ manifest records. cosign verifies the result offline:
 		Example: `  COSIGN_PASSWORD=... imagectl sign artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.key`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.check(); err != nil {
+				return err
+			}
 			signer, err := loadSigner(keyPath, env)
 			if err != nil {
 				return err
@@ -94,7 +98,7 @@ manifest records. cosign verifies the result offline:
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), a)
 			}
 			textsafe.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n", a.Tarball.File, a.Tarball.SHA256, a.Tarball.Size)
@@ -106,13 +110,14 @@ manifest records. cosign verifies the result offline:
 	}
 	cmd.Flags().StringVar(&keyPath, "key", "", "cosign private key (password from $COSIGN_PASSWORD)")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }
 
 func newVerifyCmd() *cobra.Command {
-	var keyPath, manifestPath, output string
+	var keyPath, manifestPath string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "verify ARTIFACT.tgz --key cosign.pub",
 		Short: "Verify a tgz's and its manifest's signatures, and that they match",
@@ -133,6 +138,9 @@ log is consulted.`,
   imagectl verify image.tgz --key cosign.pub --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := output.check(); err != nil {
+				return err
+			}
 			v, err := signing.LoadPublicKeyFile(keyPath)
 			if err != nil {
 				return err
@@ -144,7 +152,7 @@ log is consulted.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				if err := writeJSON(cmd.OutOrStdout(), r); err != nil {
 					return err
 				}
@@ -169,14 +177,14 @@ log is consulted.`,
 	}
 	cmd.Flags().StringVar(&keyPath, "key", "", "cosign public key (cosign.pub)")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }
 
 // loadSigner decrypts a private key with $COSIGN_PASSWORD (unset: none).
 func loadSigner(keyPath string, env []string) (*signing.Signer, error) {
-	return signing.LoadPrivateKeyFileEnv(keyPath, func(k string) (string, bool) { return envValue(env, k) })
+	return signing.LoadPrivateKeyFileEnv(keyPath, env)
 }
 
 // buildSigner is the build's signing hook: the outputs are signed before
@@ -189,14 +197,4 @@ func buildSigner(ctx context.Context, signer *signing.Signer) func(builder.SignR
 		_, files, err := signer.SignBuilt(ctx, r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)
 		return files, err
 	}
-}
-
-// envValue looks a variable up in the environment run was given.
-func envValue(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
 }

@@ -22,7 +22,7 @@ func newSmokeCmd(env []string) *cobra.Command {
 	var (
 		opts     smoke.Options
 		sf       storeFlags
-		output   string
+		output   = outputFlag{note: "one JSON event per line, then the result"}
 		baseline string
 	)
 	cmd := &cobra.Command{
@@ -66,8 +66,8 @@ remote; the console log and timeline then go to the current directory.`,
   imagectl smoke gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("--output must be text or json, not %q", output)
+			if err := output.check(); err != nil {
+				return err
 			}
 			if opts.Timeout < 0 {
 				return fmt.Errorf("--timeout must not be negative")
@@ -84,29 +84,23 @@ remote; the console log and timeline then go to the current directory.`,
 			}
 			out := cmd.OutOrStdout()
 			opts.Events = progress(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
-			if output == "json" {
+			if output.json() {
 				opts.Events = progress(out, true, false)
 			}
-			tgz := args[0]
-			if len(args) == 2 {
-				if opts.Manifest != "" {
-					return errors.New("--manifest applies to a tgz, not to a version from the store")
-				}
-				v, err := sf.version(cmd.Context(), env, args[0], args[1], true)
-				if err != nil {
-					return err
-				}
-				tgz, opts.Manifest = v.Tarball, v.Manifest
-				if opts.ConsoleLog == "" {
-					// Not beside the tgz: a store's versions are immutable.
-					opts.ConsoleLog = manifest.Stem(manifest.FilesFor(v.Image, v.Version).Tarball) + ".smoke.log"
-				}
+			tgz, mpath, ver, err := sf.artifact(cmd.Context(), env, args, opts.Manifest)
+			if err != nil {
+				return err
+			}
+			opts.Manifest = mpath
+			if ver != nil && opts.ConsoleLog == "" {
+				// Not beside the tgz: a store's versions are immutable.
+				opts.ConsoleLog = manifest.FilesFor(ver.Image, ver.Version).SmokeLog
 			}
 			res, err := smoke.Run(cmd.Context(), tgz, opts)
 			if res == nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				v := map[string]any{"type": "result", "passed": err == nil, "result": res}
 				if err != nil {
 					v["error"] = redact.Text(err.Error())
@@ -143,7 +137,7 @@ remote; the console log and timeline then go to the current directory.`,
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "limit for the boot and the validation (default 15m under TCG, 5m under KVM)")
 	cmd.Flags().IntVar(&opts.MemoryMB, "memory", 2048, "the VM's memory in MiB")
 	cmd.Flags().BoolVar(&opts.UpdateInitramfs, "update-initramfs", false, "rebuild every initramfs as curtin does, which catches DKMS modules that fail to build (slow under TCG; a missing initramfs is always created)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (one JSON event per line, then the result)")
+	output.register(cmd)
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/release"
@@ -44,28 +46,18 @@ func (f *storeFlags) registerVersions(cmd *cobra.Command, storeHelp string) {
 
 // location is --store, else $IMAGECTL_STORE, else ./imagectl-store.
 func (f *storeFlags) location(env []string) string {
-	return flagOrEnv(f.store, env, "IMAGECTL_STORE", store.DefaultDir)
-}
-
-func flagOrEnv(flag string, env []string, name, def string) string {
-	if flag != "" {
-		return flag
-	}
-	if v, ok := envValue(env, name); ok && v != "" {
-		return v
-	}
-	return def
+	return cmp.Or(f.store, environ.Get(env, "IMAGECTL_STORE"), store.DefaultDir)
 }
 
 // open opens the store the flags name; signer, when set, signs what is
 // published to a registry.
 func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.Signer) (store.Store, error) {
-	o := storeopen.Options{Store: f.location(env), Catalog: flagOrEnv(f.catalog, env, "IMAGECTL_CATALOG", ""),
+	o := storeopen.Options{Store: f.location(env), Catalog: cmp.Or(f.catalog, environ.Get(env, "IMAGECTL_CATALOG")),
 		CAFile: f.registryCA, PlainHTTP: f.plainHTTP, Env: env}
 	if strings.HasPrefix(o.Store, storeopen.Scheme) {
 		// The variable is for registries; a directory store ignores it
 		// (the flag given with one is an error).
-		o.CAFile = flagOrEnv(f.registryCA, env, "IMAGECTL_REGISTRY_CA", "")
+		o.CAFile = cmp.Or(f.registryCA, environ.Get(env, "IMAGECTL_REGISTRY_CA"))
 	}
 	if dir, err := defaultCacheDir(env); err == nil {
 		o.CacheDir = dir
@@ -76,22 +68,15 @@ func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.
 	return storeopen.Open(ctx, o)
 }
 
-func checkOutput(output string) error {
-	if output != "text" && output != "json" {
-		return fmt.Errorf("--output must be text or json, not %q", output)
-	}
-	return nil
-}
-
 func newImagesCmd(env []string) *cobra.Command {
 	var sf storeFlags
-	var output string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "images",
 		Short: "List the images and versions in the store",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			st, err := sf.open(cmd.Context(), env)
@@ -102,7 +87,7 @@ func newImagesCmd(env []string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), imgs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -116,7 +101,7 @@ func newImagesCmd(env []string) *cobra.Command {
 		},
 	}
 	sf.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }
 
@@ -129,13 +114,13 @@ func yesNo(b bool) string {
 
 func newShowCmd(env []string) *cobra.Command {
 	var sf storeFlags
-	var output string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "show IMAGE VERSION",
 		Short: "Show one image version in the store: files, hashes, MAAS target, lineage",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			st, err := sf.open(cmd.Context(), env)
@@ -150,7 +135,7 @@ func newShowCmd(env []string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"version": v, "maas": m.MAAS, "lineage": m.Lineage,
 					"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture})
 			}
@@ -158,7 +143,7 @@ func newShowCmd(env []string) *cobra.Command {
 		},
 	}
 	sf.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }
 
@@ -194,7 +179,7 @@ func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
 // nil, no store, when neither --store nor $IMAGECTL_STORE is set. signer,
 // when set, signs what is published to a registry.
 func startStoreBuild(ctx context.Context, sf *storeFlags, env []string, signer *signing.Signer, o release.BuildOptions) (*release.Build, error) {
-	if v, _ := envValue(env, "IMAGECTL_STORE"); sf.store == "" && v == "" {
+	if sf.store == "" && environ.Get(env, "IMAGECTL_STORE") == "" {
 		return nil, nil
 	}
 	st, err := sf.open(ctx, env, signer)
@@ -243,7 +228,8 @@ func newPublishCmd(env []string) *cobra.Command {
 	var (
 		sf                   storeFlags
 		manifestPath, script string
-		signKey, output      string
+		signKey              string
+		output               outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "publish ARTIFACT.tgz",
@@ -259,7 +245,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
   imagectl publish out/x-20261123.1.tgz --store /srv/imagectl-store`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			var signer *signing.Signer
@@ -283,7 +269,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
 			verb := "published"
@@ -302,6 +288,6 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
 	cmd.Flags().StringVar(&script, "validation-script", "", "the validation script (default: the -validate.sh beside the tgz, when there is one)")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the registry's OCI manifest with this cosign private key (password from $COSIGN_PASSWORD)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -19,10 +18,11 @@ import (
 
 func newUploadCmd(env []string) *cobra.Command {
 	var (
-		sf                                    siteFlags
-		vf                                    verifyFlags
-		manifestPath, name, baseImage, output string
-		st                                    storeFlags
+		sf                            siteFlags
+		vf                            verifyFlags
+		manifestPath, name, baseImage string
+		output                        outputFlag
+		st                            storeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "upload (IMAGE VERSION | ARTIFACT.tgz) --site SITE",
@@ -49,7 +49,7 @@ json prints one JSON event per line on stdout.`,
   imagectl upload x-1.4.0.tgz --site lab --sites /etc/imagectl/sites.hcl --base-image ubuntu/noble --output json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := output.check(); err != nil {
 				return err
 			}
 			s, err := sf.load(cmd, env)
@@ -62,16 +62,17 @@ json prints one JSON event per line on stdout.`,
 			}
 			out := cmd.OutOrStdout()
 			events := uploadEvents(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
-			if output == "json" {
+			if output.json() {
 				events = uploadEvents(out, true, false)
 			}
 			o := release.Options{Site: s, Env: env, Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events}
+			versioned, err := fromStore(args, manifestPath != "" || name != "", "--manifest", "--name")
+			if err != nil {
+				return err
+			}
 			what := args[0]
 			var r *release.Result
-			if len(args) == 2 {
-				if manifestPath != "" || name != "" {
-					return errors.New("--manifest and --name apply to a tgz, not to a version from the store")
-				}
+			if versioned {
 				if o.Store, err = st.open(cmd.Context(), env); err != nil {
 					return err
 				}
@@ -84,7 +85,7 @@ json prints one JSON event per line on stdout.`,
 				return err
 			}
 			res := r.Upload
-			if output == "json" {
+			if output.json() {
 				return json.NewEncoder(out).Encode(map[string]any{"type": "result", "site": res.Site, "name": res.Name,
 					"distro_series": res.DistroSeries, "title": res.Title, "sha256": res.SHA256, "size": res.Size,
 					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": r.Verified})
@@ -104,7 +105,7 @@ json prints one JSON event per line on stdout.`,
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest of a tgz (default: the .manifest.json beside it)")
 	cmd.Flags().StringVar(&name, "name", "", "the MAAS name to version (default: the manifest's maas.name, else custom/<image name>)")
 	cmd.Flags().StringVar(&baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (default: the manifest's maas.base_image)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }
 
@@ -191,7 +192,7 @@ func uploadEvents(w io.Writer, jsonOut, terminal bool) func(event.Event) {
 	return func(e event.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		if e.Type == "progress" && e.Total > 0 {
+		if e.Type == event.TypeProgress && e.Total > 0 {
 			tenth := e.Done * 10 / e.Total
 			if seen, ok := last[e.Phase]; ok && tenth == seen {
 				return

@@ -43,7 +43,7 @@ a file it reads blocks; a second one exits at once.`,
 				return err
 			}
 			enabled := len(r.Image.EnabledLayers())
-			if rf.output == "json" {
+			if rf.output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{
 					"valid": true, "recipe": args[0], "image": r.Image.Name, "version": r.Image.Version,
 					"layers": len(r.Image.Layers), "enabled_layers": enabled, "diagnostics": []any{},

@@ -10,14 +10,17 @@ import (
 )
 
 func newVersionCmd() *cobra.Command {
-	var output string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:     "version",
 		Short:   "Print imagectl's version",
 		Example: "  imagectl version\n  imagectl version --output json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output == "json" {
+			if err := output.check(); err != nil {
+				return err
+			}
+			if output.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{
 					"version": buildinfo.Version, "go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH,
 				})
@@ -26,6 +29,6 @@ func newVersionCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.register(cmd)
 	return cmd
 }

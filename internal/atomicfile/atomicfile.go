@@ -15,6 +15,7 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -159,7 +160,7 @@ func (f *File) Commit() error {
 		return fmt.Errorf("publishing %s: %w", f.final, err)
 	}
 	f.renamed = true
-	if err := SyncDir(filepath.Dir(f.final)); err != nil {
+	if err := Sync(filepath.Dir(f.final)); err != nil {
 		return fmt.Errorf("publishing %s: %w", f.final, err)
 	}
 	return nil
@@ -184,6 +185,24 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	defer f.Abort()
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Commit()
+}
+
+// Copy writes a copy of the file src to path atomically.
+func Copy(path, src string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	f, err := Create(path, perm)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := io.Copy(f, in); err != nil {
+		return fmt.Errorf("copying %s to %s: %w", src, path, err)
 	}
 	return f.Commit()
 }
@@ -258,10 +277,10 @@ func (s *Set) Abort() {
 	s.files = nil
 }
 
-// SyncDir fsyncs a directory, so that the renames and creations in it
-// survive a crash.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
+// Sync fsyncs a file or a directory by name: a directory so that the
+// renames and creations in it survive a crash.
+func Sync(path string) error {
+	d, err := os.Open(path)
 	if err != nil {
 		return err
 	}

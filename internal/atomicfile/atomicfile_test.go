@@ -237,3 +237,29 @@ func TestRefusesAnotherUsersLinkInASharedDirectory(t *testing.T) {
 		t.Errorf("root's own link: %v", err)
 	}
 }
+
+func TestCopy(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	if err := os.WriteFile(src, []byte("firmware vars"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, []byte("an older, longer copy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Copy(dst, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "firmware vars" {
+		t.Errorf("content %q", b)
+	}
+	if st, _ := os.Stat(dst); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", st.Mode())
+	}
+	if err := Copy(filepath.Join(dir, "other"), filepath.Join(dir, "none"), 0o600); !os.IsNotExist(err) {
+		t.Errorf("a missing source: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other")); !os.IsNotExist(err) {
+		t.Errorf("a failed copy left a file: %v", err)
+	}
+}

@@ -33,7 +33,7 @@ type layer struct {
 // together.
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
-		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/digest", "internal/event",
+		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
 		"internal/filelock", "internal/fsmode", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
 		"internal/testenv", "internal/textsafe",
 	}},

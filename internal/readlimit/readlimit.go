@@ -2,7 +2,9 @@
 // names: whole files within a bound (File: keys, signatures, manifests,
 // SBOMs, secrets files, recipes and templates), files opened for streaming
 // (Open: a tgz to hash or check), and the one kind of input that may be a
-// pipe (FileOrPipe: HCL files, which `-var-file <(...)` feeds).
+// pipe (FileOrPipe: HCL files, which `-var-file <(...)` feeds); and
+// reading a stream no longer than a context (WithContext: a tgz checked or
+// scanned entry by entry).
 //
 // None of them blocks on what is not a regular file: a FIFO or a device is
 // refused without waiting for a writer (FileOrPipe waits a bounded time),
@@ -12,6 +14,7 @@
 package readlimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -236,4 +239,21 @@ func readPipe(f *os.File, path string, limit int64, wait time.Duration) ([]byte,
 			out = append(out, buf[:n]...)
 		}
 	}
+}
+
+// WithContext returns a reader that fails its reads with ctx's error once
+// ctx is done, so that a long read (a large entry of a tgz hashed or
+// skipped) does not outlive a cancel.
+func WithContext(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -2,6 +2,7 @@ package readlimit
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -212,5 +213,18 @@ func TestSize(t *testing.T) {
 		if got := Size(n); got != want {
 			t.Errorf("Size(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := WithContext(ctx, strings.NewReader("abcdef"))
+	b := make([]byte, 3)
+	if n, err := r.Read(b); n != 3 || err != nil || string(b) != "abc" {
+		t.Fatalf("read %d %q, %v", n, b[:n], err)
+	}
+	cancel()
+	if n, err := r.Read(b); n != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("after cancel: read %d, %v", n, err)
 	}
 }

@@ -63,6 +63,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/store"
 )
@@ -71,9 +74,9 @@ import (
 type Options struct {
 	// Branch holds the catalog; "main" by default.
 	Branch string
-	// CacheDir is where the working clone lives; by default
-	// $XDG_CACHE_HOME (or ~/.cache)/imagectl/catalogs/<the first 16 hex
-	// digits of the remote's sha256>.
+	// CacheDir is where the working clone lives; by default CloneDir
+	// under the cache directory the environment names (internal/cachedir):
+	// catalogs/<the first 16 hex digits of the remote's sha256>.
 	CacheDir string
 	// Env is added to git's environment (after the process's own).
 	Env []string
@@ -86,7 +89,7 @@ type Options struct {
 // sha256>.
 func CloneDir(cacheRoot, remote string) string {
 	sum := sha256.Sum256([]byte(storedRemote(absRemote(remote))))
-	return filepath.Join(cacheRoot, "catalogs", hex.EncodeToString(sum[:])[:16])
+	return filepath.Join(cacheRoot, cachedir.Catalogs, hex.EncodeToString(sum[:])[:16])
 }
 
 // dropLegacyClone removes the clone an earlier imagectl kept for a remote
@@ -104,7 +107,7 @@ func dropLegacyClone(dir, remote string) {
 		return
 	}
 	sum := sha256.Sum256([]byte(remote))
-	legacy := filepath.Join(root, "catalogs", hex.EncodeToString(sum[:])[:16])
+	legacy := filepath.Join(root, cachedir.Catalogs, hex.EncodeToString(sum[:])[:16])
 	if legacy != dir {
 		os.RemoveAll(legacy)
 	}
@@ -159,11 +162,11 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 	}
 	what := "opening the git catalog " + c.Location()
 	if c.dir == "" {
-		base, err := os.UserCacheDir()
+		root, err := cachedir.Default(append(os.Environ(), c.env...))
 		if err != nil {
 			return nil, fmt.Errorf("%s: finding the cache directory: %w", what, err)
 		}
-		c.dir = CloneDir(filepath.Join(base, "imagectl"), remote)
+		c.dir = CloneDir(root, remote)
 	}
 	dropLegacyClone(c.dir, remote)
 	unlock, err := c.lock(ctx)
@@ -252,12 +255,8 @@ func credentialEnv(remote string, env []string) []string {
 	}
 	pass, _ := u.User.Password()
 	n := 0
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "GIT_CONFIG_COUNT="); ok {
-			if c, err := strconv.Atoi(v); err == nil && c > 0 {
-				n = c
-			}
-		}
+	if c, err := strconv.Atoi(environ.Get(env, "GIT_CONFIG_COUNT")); err == nil && c > 0 {
+		n = c
 	}
 	header := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
 	return []string{
@@ -396,34 +395,12 @@ func contains(list []string, s string) bool {
 // it is free or ctx ends. Closing the file releases it, as does the end of
 // the process, so a killed imagectl never leaves the clone locked.
 func (c *Catalog) lock(ctx context.Context) (func(), error) {
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the clone's directory: %w", err)
-	}
-	f, err := os.OpenFile(c.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err := filelock.WaitContext(ctx, c.lockPath(), "the clone "+c.dir)
 	if err != nil {
-		return nil, fmt.Errorf("opening the clone's lock file: %w", err)
+		return nil, err
 	}
-	wait := time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			c.removeStaleGitLocks()
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("locking the clone %s: %w", c.dir, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for the lock of the clone %s: %w", c.dir, ctx.Err())
-		case <-time.After(wait):
-		}
-		if wait < 50*time.Millisecond {
-			wait *= 2
-		}
-	}
+	c.removeStaleGitLocks()
+	return unlock, nil
 }
 
 // removeStaleGitLocks removes the lock files a git killed with its

@@ -669,3 +669,17 @@ func TestCloneDirOfRelativeRemote(t *testing.T) {
 		t.Error("two remotes share a clone")
 	}
 }
+
+// TestDefaultCloneDir: without CacheDir, the clone lives under the cache
+// directory the environment names, as the other caches do.
+func TestDefaultCloneDir(t *testing.T) {
+	remote := gittest.Bare(t)
+	cache := t.TempDir()
+	env := append(gittest.Env(t), "IMAGECTL_CACHE_DIR="+cache)
+	if _, err := Open(ctx, remote, Options{Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(CloneDir(cache, remote), ".git")); err != nil {
+		t.Errorf("no clone under $IMAGECTL_CACHE_DIR: %v", err)
+	}
+}

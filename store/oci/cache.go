@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/filelock"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Cache is the registry store's local cache directory (Options.CacheDir):
@@ -39,19 +40,8 @@ type CachedVersion struct {
 	LastUsed time.Time `json:"last_used"`
 }
 
-// LockPath is the cache's lock file: shared while reading, exclusive to
-// prune (filelock).
-func (c Cache) LockPath() string { return filepath.Join(c.Dir, "lock") }
-
-// Lock waits for the cache's lock, shared (readers) or exclusive, and
-// returns its release.
-func (c Cache) Lock(exclusive bool) (func(), error) {
-	unlock, _, err := filelock.Lock(c.LockPath(), exclusive, true)
-	if err != nil {
-		return nil, fmt.Errorf("locking the registry cache %s: %w", c.Dir, err)
-	}
-	return unlock, nil
-}
+// Lock is the cache's lock: shared while reading, exclusive to prune.
+func (c Cache) Lock() filelock.Dir { return filelock.Dir{Path: c.Dir, What: "the registry cache"} }
 
 // InUse is how long after a read a version counts as in use: its reader
 // may still be opening the files it was given (check, smoke, verify), so
@@ -114,7 +104,7 @@ func readVersionDir(root, dir string) (CachedVersion, bool, error) {
 			return CachedVersion{}, false, err
 		}
 		files++
-		if strings.HasSuffix(e.Name(), ".tgz") {
+		if strings.HasSuffix(e.Name(), manifest.TarballExt) {
 			v.Tarball = true
 		}
 		v.Bytes += diskBytes(info)

@@ -54,6 +54,7 @@
 package oci
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -72,6 +73,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/signing"
@@ -90,11 +93,12 @@ const (
 
 // Options adjust a Store.
 type Options struct {
-	// CacheDir is the root of the content-addressed cache; default
-	// $XDG_CACHE_HOME/imagectl/oci, or ~/.cache/imagectl/oci.
+	// CacheDir is the root of the content-addressed cache; default the
+	// oci folder of the cache directory Env names (internal/cachedir).
 	CacheDir string
-	// Env is the environment (KEY=value) the credentials overrides and
-	// $DOCKER_CONFIG are read from; os.Environ() when nil.
+	// Env is the environment (KEY=value) the credentials overrides,
+	// $DOCKER_CONFIG and the cache directory are read from; os.Environ()
+	// when nil.
 	Env []string
 	// DockerConfig is the Docker config.json (or the directory holding
 	// it) to take credentials from; default the Docker/ORAS credential
@@ -148,18 +152,17 @@ func Open(ref string, opts Options) (*Store, error) {
 	if opts.PlainHTTP && !loopback(reg) {
 		return nil, fmt.Errorf("opening OCI store %q: plain HTTP is only allowed to a loopback registry (localhost, 127.0.0.0/8, ::1), not %s: use HTTPS (with a CA file if it has a private CA)", shown, reg)
 	}
-	env := envLookup(opts.Env)
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
 	s := &Store{registry: reg, prefix: prefix, cacheDir: opts.CacheDir, plainHTTP: opts.PlainHTTP, signer: opts.Signer}
 	if s.cacheDir == "" {
-		base, ok := env("XDG_CACHE_HOME")
-		if !ok || base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return nil, fmt.Errorf("opening OCI store %q: no cache directory: %w", shown, err)
-			}
-			base = filepath.Join(home, ".cache")
+		dir, err := cachedir.Default(env)
+		if err != nil {
+			return nil, fmt.Errorf("opening OCI store %q: %w", shown, err)
 		}
-		s.cacheDir = filepath.Join(base, "imagectl", "oci")
+		s.cacheDir = filepath.Join(dir, cachedir.Registry)
 	}
 
 	hc := opts.HTTPClient
@@ -192,8 +195,7 @@ func Open(ref string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening OCI store %q: %w", shown, err)
 	}
-	user, _ := env(UsernameEnv)
-	pass, _ := env(PasswordEnv)
+	user, pass := environ.Get(env, UsernameEnv), environ.Get(env, PasswordEnv)
 	redact.Register(pass)
 	override := "not set"
 	if user != "" || pass != "" {
@@ -219,13 +221,8 @@ func Open(ref string, opts Options) (*Store, error) {
 
 // credentialStore is the Docker credential store to read: the given config
 // (a file or its directory), $DOCKER_CONFIG's, or Docker's default.
-func credentialStore(dockerConfig string, env func(string) (string, bool)) (credentials.Store, string, error) {
-	path := dockerConfig
-	if path == "" {
-		if dir, ok := env("DOCKER_CONFIG"); ok && dir != "" {
-			path = dir
-		}
-	}
+func credentialStore(dockerConfig string, env []string) (credentials.Store, string, error) {
+	path := cmp.Or(dockerConfig, environ.Get(env, "DOCKER_CONFIG"))
 	if path == "" {
 		cs, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
 		if err != nil {
@@ -241,21 +238,6 @@ func credentialStore(dockerConfig string, env func(string) (string, bool)) (cred
 		return nil, "", fmt.Errorf("reading Docker config %s: %w", path, err)
 	}
 	return cs, "Docker config " + path + " (and its credential helpers)", nil
-}
-
-func envLookup(env []string) func(string) (string, bool) {
-	if env == nil {
-		return os.LookupEnv
-	}
-	return func(key string) (string, bool) {
-		v, ok := "", false
-		for _, kv := range env {
-			if k, val, found := strings.Cut(kv, "="); found && k == key {
-				v, ok = val, true // the last one wins, as in exec
-			}
-		}
-		return v, ok
-	}
 }
 
 // loopback reports whether a registry host (with or without a port) is

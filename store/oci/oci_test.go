@@ -891,3 +891,36 @@ func TestOpenHidesCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheDirFromEnvironment: without CacheDir, the registry cache is the
+// oci folder of the cache directory $IMAGECTL_CACHE_DIR names, as the
+// layer cache's is, before $XDG_CACHE_HOME's.
+func TestCacheDirFromEnvironment(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	a := artifact(t, "gpu-node", "1.0", nil)
+	if _, err := open(t, reg, "env", oci.Options{}).Publish(ctx, a, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir, xdg := t.TempDir(), t.TempDir()
+	s, err := oci.Open(reg.Host+"/env", oci.Options{CAFile: reg.CAFile, Env: []string{
+		oci.UsernameEnv + "=" + reg.Username, oci.PasswordEnv + "=" + reg.Password,
+		"XDG_CACHE_HOME=" + xdg, "IMAGECTL_CACHE_DIR=" + dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Version(ctx, "gpu-node", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "oci")
+	if !strings.HasPrefix(v.Dir, cache+string(filepath.Separator)) {
+		t.Errorf("the version was read into %s, not under %s", v.Dir, cache)
+	}
+	if vs, err := (oci.Cache{Dir: cache}).List(); err != nil || len(vs) != 1 {
+		t.Errorf("the cache under $IMAGECTL_CACHE_DIR lists %v, %v; want the version read", vs, err)
+	}
+	if entries, _ := os.ReadDir(xdg); len(entries) != 0 {
+		t.Errorf("$XDG_CACHE_HOME got %v", entries)
+	}
+}

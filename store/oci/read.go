@@ -18,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
 
+	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/signing"
@@ -159,7 +160,7 @@ func (s *Store) Version(ctx context.Context, image, version string) (*store.Vers
 func (s *Store) fetchSmall(ctx context.Context, repo *remote.Repository, rv *remoteVersion, what string) (*store.Version, error) {
 	v := rv.v
 	v.Dir = s.versionDir(v.Image, v.Version)
-	unlock, err := s.cache().Lock(false)
+	unlock, err := s.cache().Lock().Wait(false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -282,32 +283,17 @@ func linkInto(blob, dst string) error {
 	f.Close()
 	os.Remove(tmp) // the name is ours; the link takes it
 	if err := os.Link(blob, tmp); err != nil {
-		if err := copyFile(blob, tmp); err != nil {
+		// Another file system: a copy, staged and renamed alike.
+		if err := atomicfile.Copy(dst, blob, 0o644); err != nil {
 			return fmt.Errorf("placing %s: %w", dst, err)
 		}
+		return nil
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("placing %s: %w", dst, err)
 	}
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // remoteTarball is a version's tgz in the registry.
@@ -392,7 +378,7 @@ func (e evictOnMismatch) ReadAt(p []byte, off int64) (int, error) {
 // the version's directory.
 func (r *remoteTarball) FetchTarball(ctx context.Context) (string, error) {
 	what := "fetching " + r.v.Ref + "'s tgz"
-	unlock, err := r.s.cache().Lock(false)
+	unlock, err := r.s.cache().Lock().Wait(false)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
@@ -65,7 +66,7 @@ func Open(ctx context.Context, opts Options) (store.Store, error) {
 		redact.RegisterURL(opts.Store)
 		return nil, fmt.Errorf("opening the store %s: a store location carries no credentials: give a registry's in $%s and $%s or a Docker config (docker login)", shown, oci.UsernameEnv, oci.PasswordEnv)
 	case isOCI:
-		s, err := oci.Open(ref, oci.Options{CacheDir: sub(opts.CacheDir, "oci"), Env: opts.Env, CAFile: opts.CAFile, PlainHTTP: opts.PlainHTTP, Signer: opts.Signer})
+		s, err := oci.Open(ref, oci.Options{CacheDir: sub(opts.CacheDir, cachedir.Registry), Env: opts.Env, CAFile: opts.CAFile, PlainHTTP: opts.PlainHTTP, Signer: opts.Signer})
 		if err != nil {
 			return nil, fmt.Errorf("opening the registry store %s: %w", shown, err)
 		}
