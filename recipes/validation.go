@@ -74,7 +74,7 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 			}
 			_, ca := decodeBody(cb.Body, checkSchema, ctx, &diags)
 			cmd := ca.nonBlank("command", "Empty command", "A check's command is empty.")
-			v.Commands = append(v.Commands, Check{Name: name, Command: cmd})
+			v.Commands = append(v.Commands, manifest.Check{Name: name, Command: cmd})
 		case "profile":
 			name := cb.Labels[0]
 			if !slices.Contains(manifest.Profiles, name) {
