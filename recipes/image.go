@@ -295,7 +295,7 @@ func decodeMAAS(m *MAAS, img *Image, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 	_, a := decodeBody(b.Body, maasSchema, ctx, &diags)
 	m.Name = a.str("name", "custom/"+img.Name)
 	short := strings.TrimPrefix(m.Name, "custom/")
-	if strings.Contains(short, "/") || !nameRE.MatchString(short) {
+	if strings.Contains(short, "/") || !manifest.ValidName(short) {
 		a.errorAt("name", "Invalid MAAS name", fmt.Sprintf("%q is not a custom image name: write custom/<name> or <name>, with lowercase letters, digits, '.', '_' and '-'.", m.Name))
 	}
 	m.Title = a.str("title", img.Title)

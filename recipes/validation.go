@@ -146,7 +146,7 @@ func decodeProfile(name string, b *hcl.Block, ctx *hcl.EvalContext) (manifest.Pr
 	content, a := decodeBody(b.Body, profileSchema, ctx, &diags)
 	p.ServicesActive = checkedUnits(a, "services_active")
 	p.VFIOModules = a.checkedList("vfio_modules", "Invalid module name", func(m string) string {
-		if !nameRE.MatchString(m) {
+		if !manifest.ValidName(m) {
 			return fmt.Sprintf("%q is not a kernel module name.", m)
 		}
 		return ""

@@ -7,6 +7,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Group is a named set of sites (a group block of the sites file), which a
@@ -26,7 +28,7 @@ var groupBodySchema = &hcl.BodySchema{
 func decodeGroup(b *hcl.Block, ss *File) (*Group, hcl.Diagnostics) {
 	g := &Group{Name: b.Labels[0], DeclRange: b.DefRange}
 	var diags hcl.Diagnostics
-	if !ValidName(g.Name) {
+	if !manifest.ValidName(g.Name) {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid group name", Subject: b.LabelRanges[0].Ptr(),
 			Detail: fmt.Sprintf("%q: a group name is lowercase letters, digits, '.', '_' and '-', as a site name.", g.Name)})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/shell"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Site is one MAAS from sites.hcl. It names where its API key is, never
@@ -75,7 +76,7 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	s := &Site{Name: b.Labels[0], DeclRange: b.DefRange, Architecture: DefaultArchitecture,
 		Timeout: DefaultTimeout, LastChunkTimeout: DefaultLastChunkTimeout, CompleteTimeout: DefaultCompleteTimeout}
 	var diags hcl.Diagnostics
-	if !ValidName(s.Name) {
+	if !manifest.ValidName(s.Name) {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid site name", Subject: b.LabelRanges[0].Ptr(),
 			Detail: fmt.Sprintf("%q: a site name is lowercase letters, digits, '.', '_' and '-'.", s.Name)})
 	}
