@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
-	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -81,22 +79,8 @@ func decodeProfile(site string, b *hcl.Block, dir string) (*DeployProfile, hcl.D
 			return ""
 		})
 	}
-	// Never quoted: a token put here by mistake must not be shown.
-	at.str("token_env", &p.TokenEnv, func(v string) string {
-		if !shell.IsName(v) {
-			return "token_env must name an environment variable (letters, digits and '_')."
-		}
-		return ""
-	})
-	at.str("token_file", &p.TokenFile, func(v string) string {
-		if v == "" {
-			return "token_file is empty."
-		}
-		return ""
-	})
-	if p.TokenFile != "" && !filepath.IsAbs(p.TokenFile) {
-		p.TokenFile = filepath.Join(dir, p.TokenFile)
-	}
+	at.envName("token_env", &p.TokenEnv)
+	at.file("token_file", &p.TokenFile, dir)
 	at.str("image", &p.Image, func(v string) string {
 		if manifest.CheckImageName(v) != nil {
 			return fmt.Sprintf("%q is not an image name of the store (lowercase letters, digits, '.', '_' and '-').", v)

@@ -5,7 +5,6 @@ import (
 
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
-	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -92,31 +90,9 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 		return ""
 	})
 	s.URL = strings.TrimSuffix(s.URL, "/")
-	// Never quoted: a key put here by mistake must not be shown.
-	str("api_key_env", &s.APIKeyEnv, func(v string) string {
-		if !shell.IsName(v) {
-			return "api_key_env must name an environment variable (letters, digits and '_')."
-		}
-		return ""
-	})
-	str("api_key_file", &s.APIKeyFile, func(v string) string {
-		if v == "" {
-			return "api_key_file is empty."
-		}
-		return ""
-	})
-	if s.APIKeyFile != "" && !filepath.IsAbs(s.APIKeyFile) {
-		s.APIKeyFile = filepath.Join(dir, s.APIKeyFile)
-	}
-	str("verify_key", &s.VerifyKey, func(v string) string {
-		if v == "" {
-			return "verify_key is empty."
-		}
-		return ""
-	})
-	if s.VerifyKey != "" && !filepath.IsAbs(s.VerifyKey) {
-		s.VerifyKey = filepath.Join(dir, s.VerifyKey)
-	}
+	at.envName("api_key_env", &s.APIKeyEnv)
+	at.file("api_key_file", &s.APIKeyFile, dir)
+	at.file("verify_key", &s.VerifyKey, dir)
 	str("architecture", &s.Architecture, func(v string) string {
 		if !reArch.MatchString(v) {
 			return fmt.Sprintf("%q is not a MAAS architecture such as %q.", v, DefaultArchitecture)
