@@ -301,6 +301,17 @@ func (l labels) add(b *hcl.Block, diags *hcl.Diagnostics) bool {
 	return true
 }
 
+// decodeLabeled appends what decode makes of block b to *list, unless b's
+// label repeats one that seen has (add reports it then).
+func decodeLabeled[T any](list *[]T, seen labels, b *hcl.Block, diags *hcl.Diagnostics, decode func() (T, hcl.Diagnostics)) {
+	if !seen.add(b, diags) {
+		return
+	}
+	v, d := decode()
+	*diags = append(*diags, d...)
+	*list = append(*list, v)
+}
+
 // singleBlock returns the only block of a type, reporting any repeat.
 func singleBlock(blocks hcl.Blocks, typ string, diags *hcl.Diagnostics) *hcl.Block {
 	var first *hcl.Block

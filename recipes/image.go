@@ -62,19 +62,9 @@ func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "layer":
-			if !layerNames.add(b, &diags) {
-				continue
-			}
-			layer, d := l.decodeLayer(loadCtx, b, ctx)
-			diags = append(diags, d...)
-			img.Layers = append(img.Layers, layer)
+			decodeLabeled(&img.Layers, layerNames, b, &diags, func() (*Layer, hcl.Diagnostics) { return l.decodeLayer(loadCtx, b, ctx) })
 		case "bundle":
-			if !bundleNames.add(b, &diags) {
-				continue
-			}
-			bundle, d := l.decodeBundle(b, ctx)
-			diags = append(diags, d...)
-			img.Bundles = append(img.Bundles, bundle)
+			decodeLabeled(&img.Bundles, bundleNames, b, &diags, func() (*Bundle, hcl.Diagnostics) { return l.decodeBundle(b, ctx) })
 		}
 	}
 	if b := singleBlock(content.Blocks, "kernel", &diags); b != nil {

@@ -192,23 +192,12 @@ func (l *loader) decodeLayerContent(layer *Layer, content *hcl.BodyContent, ctx 
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "apt_repository":
-			if !repos.add(b, &diags) {
-				continue
-			}
-			repo, d := l.decodeAptRepository(b, ctx, dir)
-			diags = append(diags, d...)
-			layer.Repositories = append(layer.Repositories, repo)
+			decodeLabeled(&layer.Repositories, repos, b, &diags, func() (*AptRepository, hcl.Diagnostics) { return l.decodeAptRepository(b, ctx, dir) })
 		case "file":
-			p := b.Labels[0]
-			if msg := checkImagePath(p); msg != "" {
+			if msg := checkImagePath(b.Labels[0]); msg != "" {
 				diags = append(diags, errorAt(b.LabelRanges[0], "Invalid file path", msg))
 			}
-			if !files.add(b, &diags) {
-				continue
-			}
-			f, d := l.decodeFile(b, ctx, dir)
-			diags = append(diags, d...)
-			layer.Files = append(layer.Files, f)
+			decodeLabeled(&layer.Files, files, b, &diags, func() (*File, hcl.Diagnostics) { return l.decodeFile(b, ctx, dir) })
 		case "services":
 			if services != nil {
 				diags = append(diags, errorAt(b.DefRange, "Duplicate services block",

@@ -81,12 +81,7 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 				diags = append(diags, errorAt(cb.LabelRanges[0], "Unknown profile", oneOf("profile", name, manifest.Profiles)))
 				continue
 			}
-			if !profiles.add(cb, &diags) {
-				continue
-			}
-			p, d := decodeProfile(name, cb, ctx)
-			diags = append(diags, d...)
-			v.Profiles = append(v.Profiles, p)
+			decodeLabeled(&v.Profiles, profiles, cb, &diags, func() (manifest.Profile, hcl.Diagnostics) { return decodeProfile(name, cb, ctx) })
 		}
 	}
 	if len(v.Profiles) > 0 && slices.Contains(manifest.Profiles, v.DefaultProfile) {
