@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -67,7 +68,7 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 		case "check":
 			name := cb.Labels[0]
 			if msg := checkName("check", name); msg != "" {
-				diags = append(diags, errorAt(cb.LabelRanges[0], "Invalid check name", msg))
+				diags = append(diags, hclkit.ErrorAt(cb.LabelRanges[0], "Invalid check name", msg))
 			}
 			if !names.add(cb, &diags) {
 				continue
@@ -78,7 +79,7 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 		case "profile":
 			name := cb.Labels[0]
 			if !slices.Contains(manifest.Profiles, name) {
-				diags = append(diags, errorAt(cb.LabelRanges[0], "Unknown profile", oneOf("profile", name, manifest.Profiles)))
+				diags = append(diags, hclkit.ErrorAt(cb.LabelRanges[0], "Unknown profile", oneOf("profile", name, manifest.Profiles)))
 				continue
 			}
 			decodeLabeled(&v.Profiles, profiles, cb, &diags, func() (manifest.Profile, hcl.Diagnostics) { return decodeProfile(name, cb, ctx) })
@@ -95,7 +96,7 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 			if a.has("default_profile") {
 				a.errorAt("default_profile", "Default profile not declared", detail)
 			} else {
-				diags = append(diags, errorAt(b.DefRange, "Default profile not declared", detail))
+				diags = append(diags, hclkit.ErrorAt(b.DefRange, "Default profile not declared", detail))
 			}
 		}
 	}
@@ -255,7 +256,7 @@ func checkBootstraps(img *Image) hcl.Diagnostics {
 		} else {
 			detail += "; add a bundle block for it."
 		}
-		diags = append(diags, errorAt(img.DeclRange, "Unknown bootstrap bundle", detail))
+		diags = append(diags, hclkit.ErrorAt(img.DeclRange, "Unknown bootstrap bundle", detail))
 	}
 	return diags
 }

@@ -31,12 +31,11 @@ func (at *attrs) str(name string, dst *string, check func(string) string) {
 		return
 	}
 	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
-		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(),
-			Detail: name + " must be a string."})
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, name+" must be a string."))
 		return
 	}
 	if msg := check(v.AsString()); msg != "" {
-		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(), Detail: msg})
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, msg))
 		return
 	}
 	*dst = v.AsString()

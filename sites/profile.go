@@ -1,8 +1,6 @@
 package sites
 
 import (
-	"github.com/gpuaas/imagectl/internal/environ"
-
 	"fmt"
 	"net"
 	"net/url"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/manifest"
@@ -92,8 +92,8 @@ func decodeProfile(site string, b *hcl.Block, dir string) (*DeployProfile, hcl.D
 	_, hasEnv := content.Attributes["token_env"]
 	_, hasFile := content.Attributes["token_file"]
 	if hasEnv == hasFile {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Where is the admin token?", Subject: b.DefRange.Ptr(),
-			Detail: fmt.Sprintf("A deploy_profile of site %q needs exactly one of token_env (an environment variable) and token_file (a file) holding its admin API bearer token.", site)})
+		diags = append(diags, hclkit.ErrorAt(b.DefRange, "Where is the admin token?",
+			fmt.Sprintf("A deploy_profile of site %q needs exactly one of token_env (an environment variable) and token_file (a file) holding its admin API bearer token.", site)))
 	}
 	if diags.HasErrors() {
 		return nil, diags

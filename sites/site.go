@@ -1,8 +1,6 @@
 package sites
 
 import (
-	"github.com/gpuaas/imagectl/internal/environ"
-
 	"fmt"
 	"net/url"
 	"regexp"
@@ -11,6 +9,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/manifest"
@@ -75,8 +75,8 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 		Timeout: DefaultTimeout, LastChunkTimeout: DefaultLastChunkTimeout, CompleteTimeout: DefaultCompleteTimeout}
 	var diags hcl.Diagnostics
 	if !manifest.ValidName(s.Name) {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid site name", Subject: b.LabelRanges[0].Ptr(),
-			Detail: fmt.Sprintf("%q: a site name is lowercase letters, digits, '.', '_' and '-'.", s.Name)})
+		diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Invalid site name",
+			fmt.Sprintf("%q: a site name is lowercase letters, digits, '.', '_' and '-'.", s.Name)))
 	}
 	content, d := b.Body.Content(siteBodySchema)
 	diags = append(diags, d...)
@@ -105,8 +105,8 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	_, hasEnv := content.Attributes["api_key_env"]
 	_, hasFile := content.Attributes["api_key_file"]
 	if hasEnv == hasFile {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Where is the API key?", Subject: b.DefRange.Ptr(),
-			Detail: fmt.Sprintf("Site %q needs exactly one of api_key_env (an environment variable) and api_key_file (a file) holding its MAAS API key.", s.Name)})
+		diags = append(diags, hclkit.ErrorAt(b.DefRange, "Where is the API key?",
+			fmt.Sprintf("Site %q needs exactly one of api_key_env (an environment variable) and api_key_file (a file) holding its MAAS API key.", s.Name)))
 	}
 	diags = append(diags, at.diags...)
 	seen := map[string]hcl.Range{}
@@ -118,8 +118,8 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 		}
 		id := p.APIURL + " " + p.SiteID + " " + p.ProfileID
 		if prev, dup := seen[id]; dup {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate deploy profile", Subject: pb.DefRange.Ptr(),
-				Detail: fmt.Sprintf("Profile %q of admin site %q is already declared at %s.", p.ProfileID, p.SiteID, prev)})
+			diags = append(diags, hclkit.ErrorAt(pb.DefRange, "Duplicate deploy profile",
+				fmt.Sprintf("Profile %q of admin site %q is already declared at %s.", p.ProfileID, p.SiteID, prev)))
 			continue
 		}
 		seen[id] = pb.DefRange
