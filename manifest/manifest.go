@@ -332,7 +332,9 @@ type DHCP struct {
 	SubnetFile string `json:"subnet_file"`
 }
 
-// Check is a named command that must succeed on the host.
+// Check is a named command that must succeed on the host: the recipe's
+// check block, as the plan's JSON (imagectl build --dry-run --output json)
+// and the manifest carry it.
 type Check struct {
 	Name    string `json:"name"`
 	Command string `json:"command"`

@@ -22,13 +22,20 @@ const (
 )
 
 var (
-	imageNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
-	versionRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]*$`)
+	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]*$`)
 )
+
+// ValidName reports whether s keeps to the one rule for names: lowercase
+// letters, digits, '.', '_' and '-', starting with a letter or digit. An
+// image name keeps to it (and to CheckImageName's bounds); so do the
+// recipe's layers, bundles, checks and apt repositories, and the sites
+// file's sites and groups.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // CheckImageName says what is wrong with an image name, nil when nothing.
 func CheckImageName(name string) error {
-	if len(name) > MaxNameLen || !imageNameRE.MatchString(name) || strings.Contains(name, "..") {
+	if len(name) > MaxNameLen || !ValidName(name) || strings.Contains(name, "..") {
 		return fmt.Errorf("%s is not a valid image name: use at most %d lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, without \"..\"", shown(name), MaxNameLen)
 	}
 	return nil

@@ -81,3 +81,12 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+func TestValidName(t *testing.T) {
+	for s, want := range map[string]bool{"maas280": true, "lab-1.a_b": true, "0": true,
+		"": false, "Lab": false, "-a": false, ".": false, "..": false, "a/b": false, "a b": false} {
+		if got := ValidName(s); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

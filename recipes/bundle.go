@@ -20,23 +20,16 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
-// BundleEntry is one entry of a bundle, as it will be staged under the
-// bundle's destination (always owned by root).
-type BundleEntry struct {
-	// Path is relative to the bundle's root, with forward slashes.
-	Path string `json:"path"`
-	// Type is "file", "dir" or "symlink".
-	Type   string      `json:"type"`
-	Mode   fs.FileMode `json:"-"`
-	Size   int64       `json:"size,omitempty"`
-	SHA256 string      `json:"sha256,omitempty"`
-	Target string      `json:"target,omitempty"`
-}
+// BundleEntry is one entry of a bundle, as the build's StageBundle step
+// will stage it under the bundle's destination (always owned by root):
+// reading a bundle lists the step's entries.
+type BundleEntry = steps.BundleEntry
 
 // readBundle lists a bundle's entries with their hashes and computes its
 // digest: the sha256 of the tarball's bytes for a tarball, and for a

@@ -13,13 +13,13 @@ import (
 	"strings"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // The syntax checks of recipe values. Each returns "" when the value is
 // fine, or a sentence for the diagnostic's detail.
 
 var (
-	nameRE         = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 	checksumRE     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	sizeRE         = regexp.MustCompile(`^([0-9]+)\s*([A-Za-z]*)$`)
 	packageRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+|/[a-z0-9.+-]+)?$`)
@@ -41,7 +41,7 @@ func sentence(err error) string {
 }
 
 func checkName(kind, n string) string {
-	if !nameRE.MatchString(n) {
+	if !manifest.ValidName(n) {
 		return fmt.Sprintf("%q is not a valid %s name: use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit.", n, kind)
 	}
 	return ""
@@ -214,7 +214,7 @@ func checkBind(s string) string {
 	if err != nil {
 		return fmt.Sprintf("%q is not host:port, such as \"127.0.0.1:19999\".", s)
 	}
-	if host != "" && host != "*" && net.ParseIP(host) == nil && !nameRE.MatchString(host) {
+	if host != "" && host != "*" && net.ParseIP(host) == nil && !manifest.ValidName(host) {
 		return fmt.Sprintf("%q is not an IP address or host name.", host)
 	}
 	n, err := strconv.Atoi(port)

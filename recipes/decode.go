@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
 // attrs evaluates the attributes of one block. Every getter returns the
@@ -140,7 +142,7 @@ func (a attrs) checkedList(name, summary string, check func(string) string) []st
 	items, ranges := a.strList(name)
 	for i, it := range items {
 		if msg := check(it); msg != "" {
-			*a.diags = append(*a.diags, errorAt(ranges[i], summary, msg))
+			*a.diags = append(*a.diags, hclkit.ErrorAt(ranges[i], summary, msg))
 		}
 	}
 	return items
@@ -274,10 +276,6 @@ func (a attrs) warnAt(name, summary, detail string) {
 	})
 }
 
-func errorAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
-	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
-}
-
 // labels tracks the labels of one kind of block in a scope; add reports a
 // repeat, naming where the label was first used.
 type labels struct {
@@ -293,12 +291,23 @@ func newLabels(kind, scope string) labels {
 func (l labels) add(b *hcl.Block, diags *hcl.Diagnostics) bool {
 	name := b.Labels[0]
 	if prev, dup := l.seen[name]; dup {
-		*diags = append(*diags, errorAt(b.LabelRanges[0], "Duplicate "+strings.ToLower(l.kind),
+		*diags = append(*diags, hclkit.ErrorAt(b.LabelRanges[0], "Duplicate "+strings.ToLower(l.kind),
 			fmt.Sprintf("%s %q is already defined%s at %s.", l.kind, name, l.scope, prev)))
 		return false
 	}
 	l.seen[name] = b.DefRange
 	return true
+}
+
+// decodeLabeled appends what decode makes of block b to *list, unless b's
+// label repeats one that seen has (add reports it then).
+func decodeLabeled[T any](list *[]T, seen labels, b *hcl.Block, diags *hcl.Diagnostics, decode func() (T, hcl.Diagnostics)) {
+	if !seen.add(b, diags) {
+		return
+	}
+	v, d := decode()
+	*diags = append(*diags, d...)
+	*list = append(*list, v)
 }
 
 // singleBlock returns the only block of a type, reporting any repeat.

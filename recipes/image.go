@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -32,7 +33,7 @@ func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl
 	var diags hcl.Diagnostics
 	img := &Image{Name: block.Labels[0], DeclRange: block.DefRange}
 	if err := manifest.CheckImageName(img.Name); err != nil {
-		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid image name", sentence(err)))
+		diags = append(diags, hclkit.ErrorAt(block.LabelRanges[0], "Invalid image name", sentence(err)))
 	}
 	content, a := decodeBody(block.Body, imageSchema, ctx, &diags)
 	img.Title = a.nonBlank("title", "Empty title", "The image title is shown in MAAS; give it one.")
@@ -54,7 +55,7 @@ func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl
 	if b := singleBlock(content.Blocks, "base", &diags); b != nil {
 		diags = append(diags, l.decodeBase(&img.Base, b, ctx)...)
 	} else {
-		diags = append(diags, errorAt(block.DefRange, "Missing base block",
+		diags = append(diags, hclkit.ErrorAt(block.DefRange, "Missing base block",
 			`An image needs a base { source = ..., checksum = "sha256:..." } block naming the cloud image it starts from.`))
 	}
 
@@ -62,19 +63,9 @@ func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "layer":
-			if !layerNames.add(b, &diags) {
-				continue
-			}
-			layer, d := l.decodeLayer(loadCtx, b, ctx)
-			diags = append(diags, d...)
-			img.Layers = append(img.Layers, layer)
+			decodeLabeled(&img.Layers, layerNames, b, &diags, func() (*Layer, hcl.Diagnostics) { return l.decodeLayer(loadCtx, b, ctx) })
 		case "bundle":
-			if !bundleNames.add(b, &diags) {
-				continue
-			}
-			bundle, d := l.decodeBundle(b, ctx)
-			diags = append(diags, d...)
-			img.Bundles = append(img.Bundles, bundle)
+			decodeLabeled(&img.Bundles, bundleNames, b, &diags, func() (*Bundle, hcl.Diagnostics) { return l.decodeBundle(b, ctx) })
 		}
 	}
 	if b := singleBlock(content.Blocks, "kernel", &diags); b != nil {
@@ -112,7 +103,7 @@ func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl
 			if s := suggest(check, DeployChecks); s != "" {
 				detail = fmt.Sprintf("There is no deployability check named %q. Did you mean %q?", check, s)
 			}
-			diags = append(diags, errorAt(b.LabelRanges[0], "Unknown deployability check", detail))
+			diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Unknown deployability check", detail))
 			continue
 		}
 		if !waived.add(b, &diags) {
@@ -173,7 +164,7 @@ func decodeKernel(k *Kernel, b *hcl.Block, ctx *hcl.EvalContext) hcl.Diagnostics
 	seen := map[string]bool{}
 	for i, arg := range args {
 		if msg := checkKernelArg(arg); msg != "" {
-			diags = append(diags, errorAt(ranges[i], "Invalid kernel argument", msg))
+			diags = append(diags, hclkit.ErrorAt(ranges[i], "Invalid kernel argument", msg))
 			continue
 		}
 		if seen[arg] {
@@ -295,7 +286,7 @@ func decodeMAAS(m *MAAS, img *Image, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 	_, a := decodeBody(b.Body, maasSchema, ctx, &diags)
 	m.Name = a.str("name", "custom/"+img.Name)
 	short := strings.TrimPrefix(m.Name, "custom/")
-	if strings.Contains(short, "/") || !nameRE.MatchString(short) {
+	if strings.Contains(short, "/") || !manifest.ValidName(short) {
 		a.errorAt("name", "Invalid MAAS name", fmt.Sprintf("%q is not a custom image name: write custom/<name> or <name>, with lowercase letters, digits, '.', '_' and '-'.", m.Name))
 	}
 	m.Title = a.str("title", img.Title)
@@ -325,7 +316,7 @@ func (l *loader) decodeBundle(b *hcl.Block, ctx *hcl.EvalContext) (*Bundle, hcl.
 	var diags hcl.Diagnostics
 	bundle := &Bundle{Name: b.Labels[0]}
 	if msg := checkName("bundle", bundle.Name); msg != "" {
-		diags = append(diags, errorAt(b.LabelRanges[0], "Invalid bundle name", msg))
+		diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Invalid bundle name", msg))
 	}
 	_, a := decodeBody(b.Body, bundleSchema, ctx, &diags)
 	src, userPath := a.path("source")

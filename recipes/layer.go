@@ -41,7 +41,7 @@ func applyGiven(vars []*Variable, given *givenValues) hcl.Diagnostics {
 		val, marks := val.UnmarkDeepWithPaths()
 		cv, err := convertValue(val, v.Type)
 		if err != nil {
-			diags = append(diags, errorAt(given.rng, "Invalid value for layer variable",
+			diags = append(diags, hclkit.ErrorAt(given.rng, "Invalid value for layer variable",
 				fmt.Sprintf("The value for %q is not a valid %s: %s.", name, typeexpr.TypeString(v.Type), err)))
 			v.Value = cty.DynamicVal
 			continue
@@ -65,7 +65,7 @@ func (l *loader) decodeLayer(loadCtx context.Context, block *hcl.Block, ctx *hcl
 	var diags hcl.Diagnostics
 	layer := &Layer{Name: block.Labels[0], DeclRange: block.DefRange, Enabled: true}
 	if msg := checkName("layer", layer.Name); msg != "" {
-		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid layer name", msg))
+		diags = append(diags, hclkit.ErrorAt(block.LabelRanges[0], "Invalid layer name", msg))
 	}
 	content, a := decodeBody(block.Body, layerBlockSchema, ctx, &diags)
 	layer.NoRecommends = !a.boolean("install_recommends", true)
@@ -83,12 +83,12 @@ func (l *loader) decodeLayer(loadCtx context.Context, block *hcl.Block, ctx *hcl
 		switch name {
 		case "source", "variables", "enabled", "description", "install_recommends":
 		default:
-			diags = append(diags, errorAt(content.Attributes[name].NameRange, "Layer content beside source",
+			diags = append(diags, hclkit.ErrorAt(content.Attributes[name].NameRange, "Layer content beside source",
 				fmt.Sprintf("This layer takes its content from its source file; move %q into that file or into a layer of its own.", name)))
 		}
 	}
 	for _, b := range content.Blocks {
-		diags = append(diags, errorAt(b.DefRange, "Layer content beside source",
+		diags = append(diags, hclkit.ErrorAt(b.DefRange, "Layer content beside source",
 			fmt.Sprintf("This layer takes its content from its source file; move the %s block into that file or into a layer of its own.", b.Type)))
 	}
 	layer.Enabled = a.boolean("enabled", true)
@@ -98,13 +98,13 @@ func (l *loader) decodeLayer(loadCtx context.Context, block *hcl.Block, ctx *hcl
 		return layer, diags
 	}
 	if !strings.HasSuffix(src, ".hcl") {
-		diags = append(diags, errorAt(*a.rng("source"), "Invalid layer file name",
+		diags = append(diags, hclkit.ErrorAt(*a.rng("source"), "Invalid layer file name",
 			fmt.Sprintf("%q does not end in .hcl; a layer source is an HCL layer file.", src)))
 		return layer, diags
 	}
 	abs := located(l.recipeDir, src, userPath)
 	if abs == l.recipePath {
-		diags = append(diags, errorAt(*a.rng("source"), "Layer imports itself",
+		diags = append(diags, hclkit.ErrorAt(*a.rng("source"), "Layer imports itself",
 			"The layer source is the recipe itself; a layer source must be a layer file."))
 		return layer, diags
 	}
@@ -120,7 +120,7 @@ func (l *loader) decodeLayer(loadCtx context.Context, block *hcl.Block, ctx *hcl
 		case hclkit.IsTooLarge(err):
 			summary = "Layer file too large"
 		}
-		diags = append(diags, errorAt(*a.rng("source"), summary, detail))
+		diags = append(diags, hclkit.ErrorAt(*a.rng("source"), summary, detail))
 		return layer, diags
 	}
 	display := displayPath(l, abs)
@@ -192,26 +192,15 @@ func (l *loader) decodeLayerContent(layer *Layer, content *hcl.BodyContent, ctx 
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "apt_repository":
-			if !repos.add(b, &diags) {
-				continue
-			}
-			repo, d := l.decodeAptRepository(b, ctx, dir)
-			diags = append(diags, d...)
-			layer.Repositories = append(layer.Repositories, repo)
+			decodeLabeled(&layer.Repositories, repos, b, &diags, func() (*AptRepository, hcl.Diagnostics) { return l.decodeAptRepository(b, ctx, dir) })
 		case "file":
-			p := b.Labels[0]
-			if msg := checkImagePath(p); msg != "" {
-				diags = append(diags, errorAt(b.LabelRanges[0], "Invalid file path", msg))
+			if msg := checkImagePath(b.Labels[0]); msg != "" {
+				diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Invalid file path", msg))
 			}
-			if !files.add(b, &diags) {
-				continue
-			}
-			f, d := l.decodeFile(b, ctx, dir)
-			diags = append(diags, d...)
-			layer.Files = append(layer.Files, f)
+			decodeLabeled(&layer.Files, files, b, &diags, func() (*File, hcl.Diagnostics) { return l.decodeFile(b, ctx, dir) })
 		case "services":
 			if services != nil {
-				diags = append(diags, errorAt(b.DefRange, "Duplicate services block",
+				diags = append(diags, hclkit.ErrorAt(b.DefRange, "Duplicate services block",
 					fmt.Sprintf("A layer has one services block; the first is at %s.", services.DefRange)))
 				continue
 			}
@@ -242,7 +231,7 @@ func checkedPackages(a attrs, name string, diags *hcl.Diagnostics) []string {
 			if strings.TrimSpace(p) == "" {
 				summary = "Empty package name"
 			}
-			*diags = append(*diags, errorAt(ranges[i], summary, msg))
+			*diags = append(*diags, hclkit.ErrorAt(ranges[i], summary, msg))
 			continue
 		}
 		if seen[p] {
@@ -262,7 +251,7 @@ func (l *loader) decodeAptRepository(b *hcl.Block, ctx *hcl.EvalContext, dir str
 	var diags hcl.Diagnostics
 	repo := &AptRepository{Name: b.Labels[0], Enabled: true}
 	if msg := checkName("apt repository", repo.Name); msg != "" {
-		diags = append(diags, errorAt(b.LabelRanges[0], "Invalid apt repository name", msg))
+		diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Invalid apt repository name", msg))
 	}
 	_, a := decodeBody(b.Body, aptRepositorySchema, ctx, &diags)
 	repo.Enabled = a.boolean("enabled", true)
@@ -332,7 +321,7 @@ func (l *loader) decodeFile(b *hcl.Block, ctx *hcl.EvalContext, dir string) (*Fi
 	sort.Slice(given, func(i, j int) bool { return a.rng(given[i]).Start.Byte < a.rng(given[j]).Start.Byte })
 	switch len(given) {
 	case 0:
-		diags = append(diags, errorAt(b.DefRange, "Missing file content",
+		diags = append(diags, hclkit.ErrorAt(b.DefRange, "Missing file content",
 			"A file needs exactly one of content, source or template."))
 	case 1:
 	default:

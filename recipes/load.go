@@ -164,11 +164,11 @@ func (p *Parser) loadSource(ctx context.Context, path string, src []byte, opts O
 	switch {
 	case len(images) == 0:
 		start := hcl.Range{Filename: path, Start: hcl.InitialPos, End: hcl.InitialPos}
-		diags = append(diags, errorAt(start, "Missing image block",
+		diags = append(diags, hclkit.ErrorAt(start, "Missing image block",
 			`A recipe needs one image "<name>" { ... } block.`))
 	default:
 		for _, extra := range images[1:] {
-			diags = append(diags, errorAt(extra.DefRange, "Duplicate image block",
+			diags = append(diags, hclkit.ErrorAt(extra.DefRange, "Duplicate image block",
 				fmt.Sprintf("A recipe builds one image; the first image block is at %s.", images[0].DefRange)))
 		}
 		img, d := l.decodeImage(ctx, images[0], eval)
@@ -249,7 +249,7 @@ func (l *loader) scope(loadCtx context.Context, blocks hcl.Blocks, dir string, i
 			v, d := decodeVariable(b)
 			diags = append(diags, d...)
 			if prev := seen[v.Name]; prev != nil {
-				diags = append(diags, errorAt(b.LabelRanges[0], "Duplicate variable",
+				diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Duplicate variable",
 					fmt.Sprintf("Variable %q is already declared at %s.", v.Name, prev.DeclRange)))
 				continue
 			}

@@ -228,7 +228,7 @@ type Validation struct {
 	Script         string
 	ServicesActive []string
 	FilesExist     []string
-	Commands       []Check
+	Commands       []manifest.Check
 	// DefaultProfile and DefaultStage are what the script checks without
 	// --profile and --stage (manifest.Profiles, manifest.Stages).
 	DefaultProfile string
@@ -236,16 +236,10 @@ type Validation struct {
 	// CollectorWait bounds the wait for the Netdata collectors' charts.
 	CollectorWait time.Duration
 	// GPU is the gpu block; Profiles the profile blocks, in order. The
-	// manifest's types are the recipe's: the build copies them as they are.
+	// manifest's types (Check, GPU, Profile) are the recipe's: the build
+	// copies them as they are.
 	GPU      *manifest.GPU
 	Profiles []manifest.Profile
-}
-
-// Check is a named command that must succeed on the host. The plan's JSON
-// (imagectl build --dry-run --output json) carries it with these names.
-type Check struct {
-	Name    string `json:"name"`
-	Command string `json:"command"`
 }
 
 // EnabledLayers returns the layers whose enabled attribute is true, in order.

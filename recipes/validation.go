@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -67,26 +68,21 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 		case "check":
 			name := cb.Labels[0]
 			if msg := checkName("check", name); msg != "" {
-				diags = append(diags, errorAt(cb.LabelRanges[0], "Invalid check name", msg))
+				diags = append(diags, hclkit.ErrorAt(cb.LabelRanges[0], "Invalid check name", msg))
 			}
 			if !names.add(cb, &diags) {
 				continue
 			}
 			_, ca := decodeBody(cb.Body, checkSchema, ctx, &diags)
 			cmd := ca.nonBlank("command", "Empty command", "A check's command is empty.")
-			v.Commands = append(v.Commands, Check{Name: name, Command: cmd})
+			v.Commands = append(v.Commands, manifest.Check{Name: name, Command: cmd})
 		case "profile":
 			name := cb.Labels[0]
 			if !slices.Contains(manifest.Profiles, name) {
-				diags = append(diags, errorAt(cb.LabelRanges[0], "Unknown profile", oneOf("profile", name, manifest.Profiles)))
+				diags = append(diags, hclkit.ErrorAt(cb.LabelRanges[0], "Unknown profile", oneOf("profile", name, manifest.Profiles)))
 				continue
 			}
-			if !profiles.add(cb, &diags) {
-				continue
-			}
-			p, d := decodeProfile(name, cb, ctx)
-			diags = append(diags, d...)
-			v.Profiles = append(v.Profiles, p)
+			decodeLabeled(&v.Profiles, profiles, cb, &diags, func() (manifest.Profile, hcl.Diagnostics) { return decodeProfile(name, cb, ctx) })
 		}
 	}
 	if len(v.Profiles) > 0 && slices.Contains(manifest.Profiles, v.DefaultProfile) {
@@ -100,7 +96,7 @@ func decodeValidation(v *Validation, b *hcl.Block, ctx *hcl.EvalContext) hcl.Dia
 			if a.has("default_profile") {
 				a.errorAt("default_profile", "Default profile not declared", detail)
 			} else {
-				diags = append(diags, errorAt(b.DefRange, "Default profile not declared", detail))
+				diags = append(diags, hclkit.ErrorAt(b.DefRange, "Default profile not declared", detail))
 			}
 		}
 	}
@@ -146,7 +142,7 @@ func decodeProfile(name string, b *hcl.Block, ctx *hcl.EvalContext) (manifest.Pr
 	content, a := decodeBody(b.Body, profileSchema, ctx, &diags)
 	p.ServicesActive = checkedUnits(a, "services_active")
 	p.VFIOModules = a.checkedList("vfio_modules", "Invalid module name", func(m string) string {
-		if !nameRE.MatchString(m) {
+		if !manifest.ValidName(m) {
 			return fmt.Sprintf("%q is not a kernel module name.", m)
 		}
 		return ""
@@ -260,7 +256,7 @@ func checkBootstraps(img *Image) hcl.Diagnostics {
 		} else {
 			detail += "; add a bundle block for it."
 		}
-		diags = append(diags, errorAt(img.DeclRange, "Unknown bootstrap bundle", detail))
+		diags = append(diags, hclkit.ErrorAt(img.DeclRange, "Unknown bootstrap bundle", detail))
 	}
 	return diags
 }

@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -83,18 +82,5 @@ func TestLayerFileGivenAsRecipe(t *testing.T) {
 		!strings.Contains(diags[0].Detail, "Layer files are validated through the recipe that uses them") ||
 		diags[0].Subject == nil || diags[0].Subject.Start.Line < 1 {
 		t.Errorf("diagnostics: %v", diags)
-	}
-}
-
-// TestCheckJSON: the plan's JSON had "Name" and "Command" keys where
-// every other key is snake_case.
-func TestCheckJSON(t *testing.T) {
-	b, err := json.Marshal(Check{Name: "n", Command: "c"})
-	if err != nil || string(b) != `{"name":"n","command":"c"}` {
-		t.Errorf("%s %v", b, err)
-	}
-	var back Check
-	if err := json.Unmarshal([]byte(`{"Name":"n","Command":"c"}`), &back); err != nil || back != (Check{"n", "c"}) {
-		t.Errorf("the old keys no longer decode: %+v %v", back, err)
 	}
 }

@@ -38,7 +38,7 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	v := &Variable{Name: block.Labels[0], DeclRange: block.DefRange, Type: cty.DynamicPseudoType}
 	if !hclsyntax.ValidIdentifier(v.Name) {
-		diags = append(diags, errorAt(block.LabelRanges[0], "Invalid variable name",
+		diags = append(diags, hclkit.ErrorAt(block.LabelRanges[0], "Invalid variable name",
 			"A variable name must start with a letter or underscore and contain only letters, digits, underscores and dashes."))
 	}
 	content, a := decodeBody(block.Body, variableSchema, nil, &diags)
@@ -68,7 +68,7 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 			}
 			cv, err := convertValue(val, v.Type)
 			if err != nil {
-				diags = append(diags, errorAt(at.Expr.Range(), "Invalid default value for variable",
+				diags = append(diags, hclkit.ErrorAt(at.Expr.Range(), "Invalid default value for variable",
 					fmt.Sprintf("The default of %q does not match its type %s: %s.", v.Name, typeexpr.TypeString(v.Type), err)))
 			} else {
 				v.hasDefault, v.defaultVal = true, cv
@@ -89,12 +89,12 @@ func decodeVariable(block *hcl.Block) (*Variable, hcl.Diagnostics) {
 		val.ErrorMessage = vc.Attributes["error_message"].Expr
 		for _, tr := range val.Condition.Variables() {
 			if tr.RootName() != "var" || len(tr) < 2 {
-				diags = append(diags, errorAt(tr.SourceRange(), "Invalid validation condition",
+				diags = append(diags, hclkit.ErrorAt(tr.SourceRange(), "Invalid validation condition",
 					fmt.Sprintf("A validation condition may refer only to var.%s.", v.Name)))
 				continue
 			}
 			if at, ok := tr[1].(hcl.TraverseAttr); ok && at.Name != v.Name {
-				diags = append(diags, errorAt(tr.SourceRange(), "Invalid validation condition",
+				diags = append(diags, hclkit.ErrorAt(tr.SourceRange(), "Invalid validation condition",
 					fmt.Sprintf("A validation condition may refer only to var.%s, not var.%s.", v.Name, at.Name)))
 			}
 		}
@@ -195,7 +195,7 @@ func resolveVariables(ctx context.Context, p *Parser, vars []*Variable, in Input
 			}
 			cv, err := convertValue(val, v.Type)
 			if err != nil {
-				diags = append(diags, errorAt(at.Expr.Range(), "Invalid value for variable",
+				diags = append(diags, hclkit.ErrorAt(at.Expr.Range(), "Invalid value for variable",
 					fmt.Sprintf("The value for %q is not a valid %s: %s.", v.Name, typeexpr.TypeString(v.Type), err)))
 				invalid[v.Name] = true
 				continue
@@ -404,7 +404,7 @@ func checkValidations(vars []*Variable, ctx *hcl.EvalContext) hcl.Diagnostics {
 			}
 			res, err := convertValue(res, cty.Bool)
 			if err != nil || res.IsNull() {
-				diags = append(diags, errorAt(val.Condition.Range(), "Invalid validation condition", "The condition must be true or false."))
+				diags = append(diags, hclkit.ErrorAt(val.Condition.Range(), "Invalid validation condition", "The condition must be true or false."))
 				continue
 			}
 			if res.True() {
@@ -465,7 +465,7 @@ func decodeLocals(blocks hcl.Blocks, base *hcl.EvalContext) (cty.Value, hcl.Diag
 		diags = append(diags, d...)
 		for _, at := range inFileOrder(attrs) {
 			if prev, dup := pending[at.Name]; dup {
-				diags = append(diags, errorAt(at.NameRange, "Duplicate local value",
+				diags = append(diags, hclkit.ErrorAt(at.NameRange, "Duplicate local value",
 					fmt.Sprintf("local.%s is already defined at %s.", at.Name, prev.NameRange)))
 				continue
 			}
@@ -509,7 +509,7 @@ func decodeLocals(blocks hcl.Blocks, base *hcl.EvalContext) (cty.Value, hcl.Diag
 		if !progress {
 			for _, name := range order {
 				if at, ok := pending[name]; ok {
-					diags = append(diags, errorAt(at.NameRange, "Circular local value",
+					diags = append(diags, hclkit.ErrorAt(at.NameRange, "Circular local value",
 						fmt.Sprintf("local.%s depends, directly or not, on itself.", name)))
 					done[name] = cty.DynamicVal
 					delete(pending, name)

@@ -2,12 +2,14 @@ package sites
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/shell"
 )
 
 // attrs decodes a block's string attributes, collecting diagnostics.
@@ -29,12 +31,11 @@ func (at *attrs) str(name string, dst *string, check func(string) string) {
 		return
 	}
 	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
-		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(),
-			Detail: name + " must be a string."})
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, name+" must be a string."))
 		return
 	}
 	if msg := check(v.AsString()); msg != "" {
-		at.diags = append(at.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Subject: a.Expr.Range().Ptr(), Detail: msg})
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, msg))
 		return
 	}
 	*dst = v.AsString()
@@ -53,6 +54,32 @@ func (at *attrs) dur(name string, dst *time.Duration) {
 	if raw != "" {
 		*dst, _ = time.ParseDuration(raw)
 	}
+}
+
+// file sets dst to the attribute's value, a path that must not be empty,
+// resolved against dir (the sites file's directory) when it is relative.
+func (at *attrs) file(name string, dst *string, dir string) {
+	at.str(name, dst, func(v string) string {
+		if v == "" {
+			return name + " is empty."
+		}
+		return ""
+	})
+	if *dst != "" && !filepath.IsAbs(*dst) {
+		*dst = filepath.Join(dir, *dst)
+	}
+}
+
+// envName sets dst to the attribute's value, the name of an environment
+// variable. The value is never quoted in a diagnostic: a secret put there
+// by mistake must not be shown.
+func (at *attrs) envName(name string, dst *string) {
+	at.str(name, dst, func(v string) string {
+		if !shell.IsName(v) {
+			return name + " must name an environment variable (letters, digits and '_')."
+		}
+		return ""
+	})
 }
 
 // closest is a " Did you mean …?" hint for a misspelt name (three edits

@@ -6,8 +6,8 @@
 // sites a rollout promotes to together. It also owns the policy for the
 // key artifacts are verified with before they reach a site
 // (VerifyPolicy: --key, else $IMAGECTL_VERIFY_KEY, else the site's
-// verify_key, refused without one unless --insecure-skip-verify), and the
-// rule for a site's name (ValidName).
+// verify_key, refused without one unless --insecure-skip-verify). A site's
+// or group's name keeps to the one rule for names (manifest.ValidName).
 //
 // Like package recipes it decodes through declared schemas (one file per
 // block: site.go, profile.go, group.go), collects every problem as an

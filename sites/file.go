@@ -1,8 +1,6 @@
 package sites
 
 import (
-	"github.com/gpuaas/imagectl/internal/environ"
-
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -11,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/hclkit"
 )
 
@@ -88,8 +87,8 @@ func Parse(src []byte, filename string) (*File, hcl.Diagnostics) {
 			continue
 		}
 		if prev, dup := seen[b.Labels[0]]; dup {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site", Subject: b.LabelRanges[0].Ptr(),
-				Detail: fmt.Sprintf("Site %q is already declared at %s.", b.Labels[0], prev)})
+			diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Duplicate site",
+				fmt.Sprintf("Site %q is already declared at %s.", b.Labels[0], prev)))
 			continue
 		}
 		seen[b.Labels[0]] = b.DefRange
@@ -102,8 +101,8 @@ func Parse(src []byte, filename string) (*File, hcl.Diagnostics) {
 	for _, b := range groups {
 		name := b.Labels[0]
 		if prev, dup := seen[name]; dup {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site or group name", Subject: b.LabelRanges[0].Ptr(),
-				Detail: fmt.Sprintf("%q is already declared at %s: a group's name is used like a site's (--site), so it must differ from every site's and group's.", name, prev)})
+			diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Duplicate site or group name",
+				fmt.Sprintf("%q is already declared at %s: a group's name is used like a site's (--site), so it must differ from every site's and group's.", name, prev)))
 			continue
 		}
 		seen[name] = b.DefRange

@@ -7,6 +7,9 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Group is a named set of sites (a group block of the sites file), which a
@@ -26,9 +29,9 @@ var groupBodySchema = &hcl.BodySchema{
 func decodeGroup(b *hcl.Block, ss *File) (*Group, hcl.Diagnostics) {
 	g := &Group{Name: b.Labels[0], DeclRange: b.DefRange}
 	var diags hcl.Diagnostics
-	if !ValidName(g.Name) {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid group name", Subject: b.LabelRanges[0].Ptr(),
-			Detail: fmt.Sprintf("%q: a group name is lowercase letters, digits, '.', '_' and '-', as a site name.", g.Name)})
+	if !manifest.ValidName(g.Name) {
+		diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Invalid group name",
+			fmt.Sprintf("%q: a group name is lowercase letters, digits, '.', '_' and '-', as a site name.", g.Name)))
 	}
 	content, d := b.Body.Content(groupBodySchema)
 	diags = append(diags, d...)
@@ -42,8 +45,8 @@ func decodeGroup(b *hcl.Block, ss *File) (*Group, hcl.Diagnostics) {
 		return nil, diags
 	}
 	if v.IsNull() || !v.IsKnown() || !(v.Type().IsTupleType() || v.Type().IsListType()) {
-		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid sites", Subject: a.Expr.Range().Ptr(),
-			Detail: `A group's sites are a list of site names, such as ["maas280", "maas281"].`})
+		return nil, append(diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid sites",
+			`A group's sites are a list of site names, such as ["maas280", "maas281"].`))
 	}
 	known := map[string]bool{}
 	var names []string
@@ -55,26 +58,26 @@ func decodeGroup(b *hcl.Block, ss *File) (*Group, hcl.Diagnostics) {
 	inGroup := map[string]bool{}
 	for _, e := range v.AsValueSlice() {
 		if e.IsNull() || e.Type() != cty.String {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid sites", Subject: a.Expr.Range().Ptr(),
-				Detail: fmt.Sprintf("Group %q: every site is a name in quotes.", g.Name)})
+			diags = append(diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid sites",
+				fmt.Sprintf("Group %q: every site is a name in quotes.", g.Name)))
 			continue
 		}
 		n := e.AsString()
 		switch {
 		case !known[n]:
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown site in group", Subject: a.Expr.Range().Ptr(),
-				Detail: fmt.Sprintf("Group %q names site %q, which the sites file does not declare (sites: %s).%s", g.Name, n, strings.Join(names, ", "), closest(n, names))})
+			diags = append(diags, hclkit.ErrorAt(a.Expr.Range(), "Unknown site in group",
+				fmt.Sprintf("Group %q names site %q, which the sites file does not declare (sites: %s).%s", g.Name, n, strings.Join(names, ", "), closest(n, names))))
 		case inGroup[n]:
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate site in group", Subject: a.Expr.Range().Ptr(),
-				Detail: fmt.Sprintf("Group %q names site %q twice.", g.Name, n)})
+			diags = append(diags, hclkit.ErrorAt(a.Expr.Range(), "Duplicate site in group",
+				fmt.Sprintf("Group %q names site %q twice.", g.Name, n)))
 		default:
 			inGroup[n] = true
 			g.Sites = append(g.Sites, n)
 		}
 	}
 	if len(g.Sites) == 0 && !diags.HasErrors() {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty group", Subject: a.Expr.Range().Ptr(),
-			Detail: fmt.Sprintf("Group %q names no site.", g.Name)})
+		diags = append(diags, hclkit.ErrorAt(a.Expr.Range(), "Empty group",
+			fmt.Sprintf("Group %q names no site.", g.Name)))
 	}
 	if diags.HasErrors() {
 		return nil, diags

@@ -1,21 +1,19 @@
 package sites
 
 import (
-	"github.com/gpuaas/imagectl/internal/environ"
-
 	"fmt"
 	"net"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
-	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -81,22 +79,8 @@ func decodeProfile(site string, b *hcl.Block, dir string) (*DeployProfile, hcl.D
 			return ""
 		})
 	}
-	// Never quoted: a token put here by mistake must not be shown.
-	at.str("token_env", &p.TokenEnv, func(v string) string {
-		if !shell.IsName(v) {
-			return "token_env must name an environment variable (letters, digits and '_')."
-		}
-		return ""
-	})
-	at.str("token_file", &p.TokenFile, func(v string) string {
-		if v == "" {
-			return "token_file is empty."
-		}
-		return ""
-	})
-	if p.TokenFile != "" && !filepath.IsAbs(p.TokenFile) {
-		p.TokenFile = filepath.Join(dir, p.TokenFile)
-	}
+	at.envName("token_env", &p.TokenEnv)
+	at.file("token_file", &p.TokenFile, dir)
 	at.str("image", &p.Image, func(v string) string {
 		if manifest.CheckImageName(v) != nil {
 			return fmt.Sprintf("%q is not an image name of the store (lowercase letters, digits, '.', '_' and '-').", v)
@@ -108,8 +92,8 @@ func decodeProfile(site string, b *hcl.Block, dir string) (*DeployProfile, hcl.D
 	_, hasEnv := content.Attributes["token_env"]
 	_, hasFile := content.Attributes["token_file"]
 	if hasEnv == hasFile {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Where is the admin token?", Subject: b.DefRange.Ptr(),
-			Detail: fmt.Sprintf("A deploy_profile of site %q needs exactly one of token_env (an environment variable) and token_file (a file) holding its admin API bearer token.", site)})
+		diags = append(diags, hclkit.ErrorAt(b.DefRange, "Where is the admin token?",
+			fmt.Sprintf("A deploy_profile of site %q needs exactly one of token_env (an environment variable) and token_file (a file) holding its admin API bearer token.", site)))
 	}
 	if diags.HasErrors() {
 		return nil, diags

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/shell"
 )
@@ -62,7 +63,7 @@ func checkClearSecrets(body *hclsyntax.Body, diags *hcl.Diagnostics) {
 			continue
 		}
 		rng := a.SrcRange
-		*diags = append(*diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Subject: &rng, Detail: detail})
+		*diags = append(*diags, hclkit.ErrorAt(rng, summary, detail))
 	}
 	for _, b := range body.Blocks {
 		checkClearSecrets(b.Body, diags)

@@ -1,20 +1,19 @@
 package sites
 
 import (
-	"github.com/gpuaas/imagectl/internal/environ"
-
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
-	"github.com/gpuaas/imagectl/internal/shell"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // Site is one MAAS from sites.hcl. It names where its API key is, never
@@ -75,9 +74,9 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	s := &Site{Name: b.Labels[0], DeclRange: b.DefRange, Architecture: DefaultArchitecture,
 		Timeout: DefaultTimeout, LastChunkTimeout: DefaultLastChunkTimeout, CompleteTimeout: DefaultCompleteTimeout}
 	var diags hcl.Diagnostics
-	if !ValidName(s.Name) {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid site name", Subject: b.LabelRanges[0].Ptr(),
-			Detail: fmt.Sprintf("%q: a site name is lowercase letters, digits, '.', '_' and '-'.", s.Name)})
+	if !manifest.ValidName(s.Name) {
+		diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Invalid site name",
+			fmt.Sprintf("%q: a site name is lowercase letters, digits, '.', '_' and '-'.", s.Name)))
 	}
 	content, d := b.Body.Content(siteBodySchema)
 	diags = append(diags, d...)
@@ -91,31 +90,9 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 		return ""
 	})
 	s.URL = strings.TrimSuffix(s.URL, "/")
-	// Never quoted: a key put here by mistake must not be shown.
-	str("api_key_env", &s.APIKeyEnv, func(v string) string {
-		if !shell.IsName(v) {
-			return "api_key_env must name an environment variable (letters, digits and '_')."
-		}
-		return ""
-	})
-	str("api_key_file", &s.APIKeyFile, func(v string) string {
-		if v == "" {
-			return "api_key_file is empty."
-		}
-		return ""
-	})
-	if s.APIKeyFile != "" && !filepath.IsAbs(s.APIKeyFile) {
-		s.APIKeyFile = filepath.Join(dir, s.APIKeyFile)
-	}
-	str("verify_key", &s.VerifyKey, func(v string) string {
-		if v == "" {
-			return "verify_key is empty."
-		}
-		return ""
-	})
-	if s.VerifyKey != "" && !filepath.IsAbs(s.VerifyKey) {
-		s.VerifyKey = filepath.Join(dir, s.VerifyKey)
-	}
+	at.envName("api_key_env", &s.APIKeyEnv)
+	at.file("api_key_file", &s.APIKeyFile, dir)
+	at.file("verify_key", &s.VerifyKey, dir)
 	str("architecture", &s.Architecture, func(v string) string {
 		if !reArch.MatchString(v) {
 			return fmt.Sprintf("%q is not a MAAS architecture such as %q.", v, DefaultArchitecture)
@@ -128,8 +105,8 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 	_, hasEnv := content.Attributes["api_key_env"]
 	_, hasFile := content.Attributes["api_key_file"]
 	if hasEnv == hasFile {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Where is the API key?", Subject: b.DefRange.Ptr(),
-			Detail: fmt.Sprintf("Site %q needs exactly one of api_key_env (an environment variable) and api_key_file (a file) holding its MAAS API key.", s.Name)})
+		diags = append(diags, hclkit.ErrorAt(b.DefRange, "Where is the API key?",
+			fmt.Sprintf("Site %q needs exactly one of api_key_env (an environment variable) and api_key_file (a file) holding its MAAS API key.", s.Name)))
 	}
 	diags = append(diags, at.diags...)
 	seen := map[string]hcl.Range{}
@@ -141,8 +118,8 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 		}
 		id := p.APIURL + " " + p.SiteID + " " + p.ProfileID
 		if prev, dup := seen[id]; dup {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate deploy profile", Subject: pb.DefRange.Ptr(),
-				Detail: fmt.Sprintf("Profile %q of admin site %q is already declared at %s.", p.ProfileID, p.SiteID, prev)})
+			diags = append(diags, hclkit.ErrorAt(pb.DefRange, "Duplicate deploy profile",
+				fmt.Sprintf("Profile %q of admin site %q is already declared at %s.", p.ProfileID, p.SiteID, prev)))
 			continue
 		}
 		seen[id] = pb.DefRange

@@ -76,12 +76,3 @@ func TestVerifier(t *testing.T) {
 		t.Errorf("insecure: %v %v", v, err)
 	}
 }
-
-func TestValidName(t *testing.T) {
-	for s, want := range map[string]bool{"maas280": true, "lab-1.a_b": true, "0": true,
-		"": false, "Lab": false, "-a": false, ".": false, "..": false, "a/b": false, "a b": false} {
-		if got := ValidName(s); got != want {
-			t.Errorf("ValidName(%q) = %v, want %v", s, got, want)
-		}
-	}
-}

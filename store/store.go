@@ -10,7 +10,6 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
-	"github.com/gpuaas/imagectl/sites"
 )
 
 // Versions keeps published image versions: Dir, a local directory, or
@@ -364,7 +363,7 @@ func State(history []Promotion) (current, rollbackTo string) {
 // (kind "image", "version" or "site") as a store key, nil when it is valid;
 // every store keeps to the same keys. Image names and versions follow the
 // manifest's one rule for them (manifest.CheckImageName, CheckVersion),
-// site names the sites file's (sites.ValidName), at most 200 bytes.
+// site names the one rule for names (manifest.ValidName), at most 200 bytes.
 func CheckKey(kind, s string) error { return checkKey(kind, s) }
 
 // checkKey says what is wrong with an image name, version or site name
@@ -376,7 +375,7 @@ func checkKey(kind, s string) error {
 	case "version":
 		return manifest.CheckVersion(s)
 	}
-	if len(s) > 200 || !sites.ValidName(s) || s == "." || s == ".." {
+	if len(s) > 200 || !manifest.ValidName(s) || s == "." || s == ".." {
 		return fmt.Errorf("%q is not a valid %s name for the store", s, kind)
 	}
 	return nil

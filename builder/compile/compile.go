@@ -217,9 +217,7 @@ func configSteps(img *recipes.Image) []steps.Step {
 	for _, b := range img.Bundles {
 		sb := steps.StageBundle{Name: b.Name, Source: b.Source, SourcePath: b.Path, Archive: b.Archive, Destination: b.Destination, Entrypoint: b.Entrypoint, Digest: b.Digest,
 			Unresolved: b.Unresolved != "", Reason: b.Unresolved}
-		for _, e := range b.Entries {
-			sb.Entries = append(sb.Entries, steps.BundleEntry{Path: e.Path, Type: e.Type, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Target: e.Target})
-		}
+		sb.Entries = append(sb.Entries, b.Entries...)
 		sort.Slice(sb.Entries, func(i, j int) bool { return sb.Entries[i].Path < sb.Entries[j].Path })
 		out = append(out, sb)
 	}

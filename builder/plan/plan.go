@@ -179,7 +179,7 @@ func staticManifest(r *recipes.Recipe, version string, layers []*compile.Layer) 
 		Services:         manifest.Services{Enabled: []string{}, Disabled: []string{}},
 		KernelArgs:       append([]string{}, img.Kernel.Args...),
 		Validation: manifest.Validation{Script: v.Script, Marker: img.BuildMarker,
-			ServicesActive: append([]string{}, v.ServicesActive...), FilesExist: append([]string{}, v.FilesExist...), Checks: []manifest.Check{},
+			ServicesActive: append([]string{}, v.ServicesActive...), FilesExist: append([]string{}, v.FilesExist...), Checks: append([]manifest.Check{}, v.Commands...),
 			DefaultProfile: v.DefaultProfile, DefaultStage: v.DefaultStage,
 			CollectorWaitSeconds: int(v.CollectorWait.Seconds()), GPU: v.GPU, Profiles: append([]manifest.Profile{}, v.Profiles...)},
 		Lineage: manifest.Lineage{BaseDigest: img.Base.Checksum, RecipeDigest: r.Digest},
@@ -191,9 +191,6 @@ func staticManifest(r *recipes.Recipe, version string, layers []*compile.Layer) 
 		vn := manifest.VersionedName(mt.Name, version)
 		m.MAAS = &manifest.MAAS{Name: mt.Name, VersionedName: vn, DistroSeries: manifest.DistroSeries(vn), Title: mt.Title + " " + version,
 			Filetype: mt.Filetype, BaseImage: mt.BaseImage, Site: mt.Site}
-	}
-	for _, c := range v.Commands {
-		m.Validation.Checks = append(m.Validation.Checks, manifest.Check{Name: c.Name, Command: c.Command})
 	}
 	if n := img.Netdata; n != nil {
 		m.Netdata = &manifest.Netdata{Enabled: n.Enabled, Bind: n.Bind, RetentionMB: n.RetentionMB, UpdateEvery: n.UpdateEvery, Collectors: append([]string{}, n.Collectors...)}

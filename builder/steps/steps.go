@@ -85,9 +85,12 @@ type KernelArgs struct {
 	Args []string `json:"args"`
 }
 
-// BundleEntry is one entry of a staged bundle.
+// BundleEntry is one entry of a staged bundle, as reading the recipe's
+// bundle lists it.
 type BundleEntry struct {
-	Path   string      `json:"path"`
+	// Path is relative to the bundle's root, with forward slashes.
+	Path string `json:"path"`
+	// Type is "file", "dir" or "symlink".
 	Type   string      `json:"type"`
 	Mode   fs.FileMode `json:"-"`
 	Size   int64       `json:"size,omitempty"`

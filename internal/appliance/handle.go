@@ -149,6 +149,17 @@ func (h *Handle) Close() error {
 	})
 }
 
+// callFor is Call for a libguestfs call that returns a value.
+func callFor[T any](ctx context.Context, h *Handle, f func(g *guestfs.Guestfs) (T, error)) (T, error) {
+	var v T
+	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
+		var err error
+		v, err = f(g)
+		return err
+	})
+	return v, err
+}
+
 const exitMarker = "imagectl-exit="
 
 // Run runs a shell script in the guest (libguestfs chroots into the
@@ -156,12 +167,10 @@ const exitMarker = "imagectl-exit="
 // stdout, and returns its output and exit status. err is set only when
 // the script could not be run or its status not read.
 func (h *Handle) Run(ctx context.Context, script string) (out string, code int, err error) {
-	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		// The wrapper always succeeds so the output comes back even when
-		// the script fails; its exit status is the last line.
-		out, err = g.Sh("exec 2>&1\n(\n" + script + "\n)\necho \"" + exitMarker + "$?\"")
-		return err
+	// The wrapper always succeeds so the output comes back even when the
+	// script fails; its exit status is the last line.
+	out, err = callFor(ctx, h, func(g *guestfs.Guestfs) (string, error) {
+		return g.Sh("exec 2>&1\n(\n" + script + "\n)\necho \"" + exitMarker + "$?\"")
 	})
 	if err != nil {
 		return "", 0, err
@@ -195,12 +204,7 @@ func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode f
 
 // ReadFile reads a file of the guest.
 func (h *Handle) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	var b []byte
-	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		b, err = g.Read_file(p)
-		return err
-	})
+	b, err := callFor(ctx, h, func(g *guestfs.Guestfs) ([]byte, error) { return g.Read_file(p) })
 	if err != nil {
 		return nil, fmt.Errorf("reading %s in the guest: %w", p, err)
 	}
@@ -209,12 +213,7 @@ func (h *Handle) ReadFile(ctx context.Context, p string) ([]byte, error) {
 
 // Exists reports whether a path exists in the guest.
 func (h *Handle) Exists(ctx context.Context, p string) (bool, error) {
-	var ok bool
-	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
-		var err error
-		ok, err = g.Exists(p)
-		return err
-	})
+	ok, err := callFor(ctx, h, func(g *guestfs.Guestfs) (bool, error) { return g.Exists(p) })
 	if err != nil {
 		return false, fmt.Errorf("looking for %s in the guest: %w", p, err)
 	}

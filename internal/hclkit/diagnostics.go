@@ -13,6 +13,11 @@ import (
 	"github.com/gpuaas/imagectl/internal/textsafe"
 )
 
+// ErrorAt is an error diagnostic about what stands at rng.
+func ErrorAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
 // SortDiagnostics orders diagnostics by file and position, those without a
 // source range first, keeping discovery order among equals.
 func SortDiagnostics(diags hcl.Diagnostics) {

@@ -12,7 +12,8 @@
 //     nested deeper than MaxNesting levels (hclsyntax parses and evaluates
 //     by recursion, and deeper input exhausts the stack, which no recover
 //     catches);
-//   - did-you-mean suggestions for misspelt names (Suggest);
+//   - did-you-mean suggestions for misspelt names (Suggest), and the error
+//     diagnostic about a source range both decoders build (ErrorAt);
 //   - diagnostic rendering, as text with file:line:col and a snippet
 //     (WriteDiagnostics) and as JSON (DiagnosticsJSON): at most
 //     MaxDiagnostics shown, the rest counted, and control characters and

@@ -40,8 +40,11 @@ var layers = []layer{
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
 		"manifest",
 	}},
-	{name: "definitions (recipes, the step vocabulary, validation, signing, the SBOM and provenance documents)", pkgs: []string{
-		"builder/guest", "builder/steps", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
+	{name: "the step vocabulary (customization steps as plain data, and the bundle entries a recipe's bundle is read into)", pkgs: []string{
+		"builder/steps",
+	}},
+	{name: "definitions (recipes, validation, signing, the SBOM and provenance documents)", pkgs: []string{
+		"builder/guest", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
 	}},
 	{name: "site definitions (the sites file: MAAS sites, deploy profiles, groups, the verify-key policy)", pkgs: []string{
 		"sites",

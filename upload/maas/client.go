@@ -269,23 +269,31 @@ func apiErr(doing string, err error) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
-// List returns the boot resources of a type: "all", "synced" or "uploaded"
-// (MAAS's list has no sets; Get a resource for them).
-func (c *Client) List(ctx context.Context, typ string) ([]Resource, error) {
-	doing := fmt.Sprintf("listing %s boot resources on %s", typ, c.cfg.URL)
-	var out []Resource
-	err := c.withRetries(ctx, nil, func() error {
+// call sends a request on boot-resources/ (f, on the API object bound to
+// ctx with the request timeout), with retries; doing names it in errors.
+func (c *Client) call(ctx context.Context, doing string, f func(api client.APIClient) error) error {
+	return c.withRetries(ctx, nil, func() error {
 		api, cancel, err := c.resources(ctx)
 		if err != nil {
 			return err
 		}
 		defer cancel()
+		return apiErr(doing, f(api))
+	})
+}
+
+// List returns the boot resources of a type: "all", "synced" or "uploaded"
+// (MAAS's list has no sets; Get a resource for them).
+func (c *Client) List(ctx context.Context, typ string) ([]Resource, error) {
+	doing := fmt.Sprintf("listing %s boot resources on %s", typ, c.cfg.URL)
+	var out []Resource
+	err := c.call(ctx, doing, func(api client.APIClient) error {
 		// gomaasclient's BootResourcesReadParams sends "Type", which MAAS
 		// ignores: send the filter ourselves.
-		return apiErr(doing, api.Get("", url.Values{"type": {typ}}, func(b []byte) error {
+		return api.Get("", url.Values{"type": {typ}}, func(b []byte) error {
 			out = nil
 			return json.Unmarshal(b, &out)
-		}))
+		})
 	})
 	return out, err
 }
@@ -294,16 +302,11 @@ func (c *Client) List(ctx context.Context, typ string) ([]Resource, error) {
 func (c *Client) Get(ctx context.Context, id int) (*Resource, error) {
 	doing := fmt.Sprintf("reading boot resource %d on %s", id, c.cfg.URL)
 	var out *Resource
-	err := c.withRetries(ctx, nil, func() error {
-		api, cancel, err := c.resources(ctx)
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		return apiErr(doing, api.GetSubObject(strconv.Itoa(id)).Get("", url.Values{}, func(b []byte) error {
+	err := c.call(ctx, doing, func(api client.APIClient) error {
+		return api.GetSubObject(strconv.Itoa(id)).Get("", url.Values{}, func(b []byte) error {
 			out = new(Resource)
 			return json.Unmarshal(b, out)
-		}))
+		})
 	})
 	return out, err
 }
@@ -311,13 +314,8 @@ func (c *Client) Get(ctx context.Context, id int) (*Resource, error) {
 // Delete deletes a boot resource; one already gone is not an error.
 func (c *Client) Delete(ctx context.Context, id int) error {
 	doing := fmt.Sprintf("deleting boot resource %d on %s", id, c.cfg.URL)
-	err := c.withRetries(ctx, nil, func() error {
-		api, cancel, err := c.resources(ctx)
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		return apiErr(doing, api.GetSubObject(strconv.Itoa(id)).Delete())
+	err := c.call(ctx, doing, func(api client.APIClient) error {
+		return api.GetSubObject(strconv.Itoa(id)).Delete()
 	})
 	if IsNotFound(err) {
 		return nil

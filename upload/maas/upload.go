@@ -348,18 +348,11 @@ func (u *upload) watch(ctx context.Context, res *Resource) (watched, error) {
 // with the image's sha256 is returned instead, and another uploader's
 // newer file is left to lookup, which waits for it.
 func (u *upload) discard(ctx context.Context, id int, uploadURI string, rs *restart) (*Resource, error) {
-	res, err := u.c.Get(ctx, id)
-	if IsNotFound(err) {
-		return nil, nil
+	res, f, settled, err := u.reread(ctx, id)
+	if settled {
+		return res, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	f := res.File()
-	switch {
-	case f != nil && f.Complete && f.SHA256 == u.img.SHA256:
-		return res, nil
-	case f == nil || f.UploadURI != uploadURI:
+	if f == nil || f.UploadURI != uploadURI {
 		u.rep.Log(fmt.Sprintf("%v, and boot resource %d holds another upload now: looking it up", rs, id))
 		return nil, nil
 	}
@@ -385,21 +378,33 @@ func (u *upload) discard(ctx context.Context, id int, uploadURI string, rs *rest
 // MAAS has no conditional delete: this narrows the window, it cannot
 // close it.
 func (u *upload) deleteUnlessComplete(ctx context.Context, id int, uploadURI string) (*Resource, error) {
-	res, err := u.c.Get(ctx, id)
-	if IsNotFound(err) {
-		return nil, nil
+	res, f, settled, err := u.reread(ctx, id)
+	if settled {
+		return res, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	f := res.File()
-	switch {
-	case f != nil && f.Complete && f.SHA256 == u.img.SHA256:
-		return res, nil
-	case uploadURI != "" && (f == nil || f.UploadURI != uploadURI):
+	if uploadURI != "" && (f == nil || f.UploadURI != uploadURI) {
 		return nil, nil
 	}
 	return nil, u.c.Delete(ctx, id)
+}
+
+// reread reads resource id back before a decision about it. When there is
+// none to make, settled is set and res and err are what to return: the
+// resource when its newest file is the image's, complete; nil when it is
+// gone; or the error. Otherwise f is its newest file (nil when none).
+func (u *upload) reread(ctx context.Context, id int) (res *Resource, f *File, settled bool, err error) {
+	res, err = u.c.Get(ctx, id)
+	if IsNotFound(err) {
+		return nil, nil, true, nil
+	}
+	if err != nil {
+		return nil, nil, true, err
+	}
+	f = res.File()
+	if f != nil && f.Complete && f.SHA256 == u.img.SHA256 {
+		return res, f, true, nil
+	}
+	return res, f, false, nil
 }
 
 // create creates the resource with an empty file. A create that gets no
