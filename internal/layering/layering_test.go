@@ -34,7 +34,7 @@ type layer struct {
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
-		"internal/filelock", "internal/fsmode", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
+		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
 		"internal/testenv", "internal/textsafe",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
@@ -78,6 +78,7 @@ var layers = []layer{
 // testOnly are helpers that only test files may import (from any layer):
 // they never link into imagectl.
 var testOnly = map[string]bool{
+	"internal/golden":          true,
 	"internal/heappeak":        true,
 	"internal/simfault":        true,
 	"internal/testbase":        true,
