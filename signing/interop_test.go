@@ -33,15 +33,7 @@ func TestCosignInterop(t *testing.T) {
 	}
 
 	t.Run("imagectl keys and signatures, cosign verifies", func(t *testing.T) {
-		priv, pub, err := signing.GenerateKeyPair(pw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyFile, pubFile := write(t, dir, "imagectl.key", priv), write(t, dir, "imagectl.pub", pub)
-		s, err := signing.LoadPrivateKeyFile(keyFile, pw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, keyFile, pubFile := keyFiles(t, dir, pw)
 		tgz, man := signingtest.Artifact(t, dir, "one-1.0.0")
 		if _, err := signing.SignArtifact(ctx, s, tgz, man, nil); err != nil {
 			t.Fatal(err)
@@ -140,6 +132,19 @@ func TestCosignInterop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keyFiles makes a key pair, writes it to dir/imagectl.key (encrypted with
+// pw) and dir/imagectl.pub, and loads the signer from the key file.
+func keyFiles(t *testing.T, dir string, pw []byte) (s *signing.Signer, keyFile, pubFile string) {
+	t.Helper()
+	_, _, priv, pub := signingtest.KeyPair(t, pw)
+	keyFile, pubFile = write(t, dir, "imagectl.key", priv), write(t, dir, "imagectl.pub", pub)
+	s, err := signing.LoadPrivateKeyFile(keyFile, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, keyFile, pubFile
 }
 
 func write(t *testing.T, dir, name string, data []byte) string {
