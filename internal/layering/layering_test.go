@@ -35,7 +35,7 @@ var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
 		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
-		"internal/testenv", "internal/textsafe",
+		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
 		"manifest",
@@ -92,6 +92,8 @@ var testOnly = map[string]bool{
 	"store/oci/ocitest":        true,
 	"store/storetest":          true,
 	"upload/maassim":           true,
+
+	"internal/textsafe/textsafetest": true,
 }
 
 // testUp are the imports of a higher or sibling package that a package's
