@@ -1,17 +1,16 @@
 package sites
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/hclkit/hclkittest"
 	"github.com/gpuaas/imagectl/internal/redact"
 )
 
@@ -57,36 +56,13 @@ func TestSitesValid(t *testing.T) {
 }
 
 // The fixtures mark each expected error with "# ERROR: <summary>" on the
-// line it must point at.
+// line it must point at; each carries a range and a detail (hclkittest).
 func TestSitesInvalid(t *testing.T) {
 	for _, name := range []string{"invalid.hcl", "clear-key.hcl", "invalid-profile.hcl", "clear-token.hcl"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("testdata", name)
-			src, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []string
-			sc := bufio.NewScanner(bytes.NewReader(src))
-			for line := 1; sc.Scan(); line++ {
-				if _, msg, ok := strings.Cut(sc.Text(), "# ERROR: "); ok {
-					want = append(want, fmt.Sprintf("%d: %s", line, msg))
-				}
-			}
 			ss, diags := Load(path)
-			var got []string
-			for _, d := range diags {
-				if d.Subject == nil {
-					t.Errorf("diagnostic without a range: %s", d.Summary)
-					continue
-				}
-				got = append(got, fmt.Sprintf("%d: %s", d.Subject.Start.Line, d.Summary))
-			}
-			sort.Strings(got)
-			sort.Strings(want)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
+			hclkittest.Check(t, path, diags)
 			// Snippets come from Files: no key may be in them.
 			for _, f := range ss.Files {
 				if regexp.MustCompile(`Secret`).Match(f.Bytes) {

@@ -34,7 +34,7 @@ type layer struct {
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
-		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
+		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/hclkit/hclkittest", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
 		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
@@ -93,6 +93,7 @@ var testOnly = map[string]bool{
 	"store/storetest":          true,
 	"upload/maassim":           true,
 
+	"internal/hclkit/hclkittest":     true,
 	"internal/textsafe/textsafetest": true,
 }
 
