@@ -74,11 +74,24 @@ var remotes = []struct {
 		return gittest.Daemon(t, root) + "catalog.git", b, gittest.Env(t)
 	}},
 	{"http", func(t *testing.T) (string, string, []string) {
-		root := t.TempDir()
-		b := gittest.BareIn(t, root, "catalog.git")
-		base := gittest.HTTP(t, root, "alice", "s3cret")
+		base, b := httpCatalog(t)
 		return base + "catalog.git", b, gittest.Credentials(t, base, "alice", "s3cret")
 	}},
+}
+
+// httpCatalog serves an empty catalog.git over HTTP to user alice with
+// password s3cret: the server's base URL and the bare repository.
+func httpCatalog(t *testing.T) (base, bare string) {
+	t.Helper()
+	root := t.TempDir()
+	bare = gittest.BareIn(t, root, "catalog.git")
+	return gittest.HTTP(t, root, "alice", "s3cret"), bare
+}
+
+// withUser is the URL of base's catalog.git with userinfo (user or
+// user:password) in it.
+func withUser(base, userinfo string) string {
+	return strings.Replace(base, "://", "://"+userinfo+"@", 1) + "catalog.git"
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -148,9 +161,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestHTTPCredentials(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	gittest.BareIn(t, root, "catalog.git")
-	base := gittest.HTTP(t, root, "alice", "s3cret")
+	base, _ := httpCatalog(t)
 	for name, env := range map[string][]string{
 		"wrong password": gittest.Credentials(t, base, "alice", "wrong"),
 		"none":           gittest.Env(t),
@@ -174,7 +185,7 @@ func TestHTTPCredentials(t *testing.T) {
 	// Credentials in the URL (a CI token) work, and stay out of the clone's
 	// config and of git's command lines; a rotated token reuses the clone.
 	cache := t.TempDir()
-	withCreds := strings.Replace(base, "://", "://alice:s3cret@", 1) + "catalog.git"
+	withCreds := withUser(base, "alice:s3cret")
 	c, err := Open(ctx, withCreds, Options{CacheDir: CloneDir(cache, withCreds), Env: gittest.Env(t), Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatalf("credentials in the URL: %v", err)
@@ -195,7 +206,7 @@ func TestHTTPCredentials(t *testing.T) {
 	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
 		t.Errorf("the legacy clone %s with the token is still there: %v", legacy, err)
 	}
-	rotated := strings.Replace(base, "://", "://alice:wrong@", 1) + "catalog.git"
+	rotated := withUser(base, "alice:wrong")
 	if CloneDir(cache, rotated) != c.Dir() {
 		t.Errorf("another token, another clone: %s, %s", CloneDir(cache, rotated), c.Dir())
 	}
@@ -210,10 +221,8 @@ func TestHTTPCredentials(t *testing.T) {
 // is git's credential helpers' to complete, and stays.
 func TestStoredCredentialsRemoved(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	gittest.BareIn(t, root, "catalog.git")
-	base := gittest.HTTP(t, root, "alice", "s3cret")
-	withCreds := strings.Replace(base, "://", "://alice:s3cret@", 1) + "catalog.git"
+	base, _ := httpCatalog(t)
+	withCreds := withUser(base, "alice:s3cret")
 	dir := t.TempDir()
 	env := gittest.Env(t)
 	gittest.Run(t, dir, env, "init", "-q")
@@ -224,7 +233,7 @@ func TestStoredCredentialsRemoved(t *testing.T) {
 	if url := strings.TrimSpace(gittest.Run(t, dir, env, "config", "--get", "remote.origin.url")); url != base+"catalog.git" {
 		t.Errorf("origin is %s", url)
 	}
-	userOnly := strings.Replace(base, "://", "://alice@", 1) + "catalog.git"
+	userOnly := withUser(base, "alice")
 	if storedRemote(userOnly) != userOnly || credentialEnv(userOnly, nil) != nil {
 		t.Errorf("a user without a password: stored %s, env %v", storedRemote(userOnly), credentialEnv(userOnly, nil))
 	}
