@@ -226,6 +226,17 @@ func debianImage(t testing.TB) (string, ScanOptions, *Inventory) {
 	return tgz, opts, want
 }
 
+// debianInventory is what Scan makes of debianImage.
+func debianInventory(t testing.TB) *Inventory {
+	t.Helper()
+	tgz, opts, _ := debianImage(t)
+	inv, err := Scan(context.Background(), tgz, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
 func TestScan(t *testing.T) {
 	tgz, opts, want := debianImage(t)
 	got, err := Scan(context.Background(), tgz, opts)

@@ -149,11 +149,8 @@ func TestVerifyDSSERefuses(t *testing.T) {
 // --signature accepts offline, checking the blob's digest against the
 // statement's subject; what cosign attest-blob signs, imagectl verifies.
 func TestDSSECosignInterop(t *testing.T) {
-	cosign := signingtest.Cosign(t)
+	cosign, dir, pw, env := interopSetup(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	pw := []byte("interop pw")
-	env := []string{signing.PasswordEnv + "=" + string(pw)}
 
 	s, keyFile, pubFile := keyFiles(t, dir, pw)
 	v, err := signing.LoadPublicKeyFile(pubFile)

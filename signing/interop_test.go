@@ -17,11 +17,8 @@ import (
 // and the bundle), and what cosign generate-key-pair and sign-blob make,
 // imagectl loads and verifies. Tampering is caught by both.
 func TestCosignInterop(t *testing.T) {
-	cosign := signingtest.Cosign(t)
+	cosign, dir, pw, env := interopSetup(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	pw := []byte("interop pw")
-	env := []string{signing.PasswordEnv + "=" + string(pw)}
 	root := signingtest.TrustedRoot(t, dir)
 	verifyBlob := func(pub, blob string) (sigOut, bundleOut string, sigErr, bundleErr error) {
 		t.Helper()
@@ -132,6 +129,15 @@ func TestCosignInterop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// interopSetup is what the tests against cosign share: the cosign binary,
+// a folder, a key password and the environment that gives cosign that
+// password.
+func interopSetup(t *testing.T) (cosign, dir string, pw []byte, env []string) {
+	t.Helper()
+	pw = []byte("interop pw")
+	return signingtest.Cosign(t), t.TempDir(), pw, []string{signing.PasswordEnv + "=" + string(pw)}
 }
 
 // keyFiles makes a key pair, writes it to dir/imagectl.key (encrypted with
