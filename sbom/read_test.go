@@ -57,14 +57,7 @@ func TestReadCycloneDX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bom, err := CycloneDX(testImage(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, err := MarshalCycloneDX(bom)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cb := cycloneDX(t, testImage(), inv)
 	s, err := readSBOM(bytes.NewReader(cb))
 	if err != nil {
 		t.Fatal(err)
