@@ -77,14 +77,7 @@ func quick(t *testing.T, limit time.Duration, f func() error) error {
 func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 	fifo := mkfifo(t)
 	sparse := filepath.Join(t.TempDir(), "sparse")
-	f, err := os.Create(sparse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(2 << 30); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testenv.Sparse(t, sparse, 2<<30)
 	for _, tc := range []struct {
 		path string
 		want error
