@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/signing/signingtest"
 )
 
 // TestPublishSigned: the outputs are signed before they appear, published
@@ -23,18 +24,7 @@ import (
 // signing or publishing one of them fails; a build without a key removes
 // stale signatures.
 func TestPublishSigned(t *testing.T) {
-	priv, pub, err := signing.GenerateKeyPair([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := signing.LoadPrivateKey(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := signing.LoadPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, verifier, _, _ := signingtest.KeyPair(t, []byte("pw"))
 	arts := manifest.FilesFor("demo", "1")
 	hook := func(r SignRequest) (map[string][]byte, error) {
 		_, files, err := signer.SignBuilt(context.Background(), r.Tarball, r.SHA256, r.Size, r.ManifestPath, r.Manifest, r.Attestations)

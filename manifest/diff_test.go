@@ -3,13 +3,11 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden diffs under testdata/manifests")
+	"github.com/gpuaas/imagectl/internal/golden"
+)
 
 // The manifests are a real one from a demo build and a hand-edited next
 // version: one package added, one removed, jq upgraded from deb12u3 to
@@ -80,17 +78,7 @@ func TestDiffGolden(t *testing.T) {
 		"../testdata/manifests/demo.diff.md":   md.Bytes(),
 		"../testdata/manifests/demo.diff.json": js.Bytes(),
 	} {
-		if *update {
-			os.WriteFile(path, got, 0o644)
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (go test ./manifest -update creates it)", err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs:\n%s", path, got)
-		}
+		golden.Check(t, path, got, "go test ./manifest -update")
 	}
 }
 

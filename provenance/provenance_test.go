@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/provenance"
+	"github.com/gpuaas/imagectl/signing/signingtest"
 )
 
 const (
@@ -247,18 +248,7 @@ func TestParseRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit := func(f func(map[string]any)) []byte {
-		var doc map[string]any
-		if err := json.Unmarshal(good, &doc); err != nil {
-			t.Fatal(err)
-		}
-		f(doc)
-		b, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	edit := func(f func(map[string]any)) []byte { return signingtest.EditJSON(t, good, f) }
 	pred := func(doc map[string]any) map[string]any { return doc["predicate"].(map[string]any) }
 	for _, tc := range []struct {
 		name string

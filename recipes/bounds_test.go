@@ -3,12 +3,12 @@ package recipes
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // TestFunctionResultsAreBounded: a few bytes of recipe asked a function
@@ -49,14 +49,7 @@ func TestFunctionResultsAreBounded(t *testing.T) {
 func TestReadsAreBounded(t *testing.T) {
 	dir := t.TempDir()
 	for name, size := range map[string]int64{"big.tmpl": hclkit.MaxInputSize + 1, "big.bin": maxResultBytes + 1, "huge.bin": 10 << 30} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Truncate(size); err != nil { // sparse: nothing written
-			t.Fatal(err)
-		}
-		f.Close()
+		testenv.Sparse(t, filepath.Join(dir, name), size)
 	}
 	for _, tc := range []struct{ expr, want string }{
 		{`templatefile("big.tmpl", {})`, "big.tmpl is larger than 1 MiB"},

@@ -1,19 +1,13 @@
 package recipes
 
 import (
-	"bufio"
 	"bytes"
-	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/hclkit/hclkittest"
 )
 
 const testdata = "../testdata"
@@ -57,8 +51,6 @@ func TestValidRecipes(t *testing.T) {
 	}
 }
 
-var expectRE = regexp.MustCompile(`(ERROR|WARNING): ([^#]+)`)
-
 // TestInvalidRecipes loads every recipe under testdata/recipes/invalid. Each
 // line that should cause a diagnostic says so in a comment, "# ERROR:
 // <summary>" (or WARNING:), once per diagnostic; every diagnostic must land
@@ -70,7 +62,6 @@ func TestInvalidRecipes(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			want := expectations(t, f)
 			p := NewParser()
 			r, diags := p.LoadFile(f, Options{})
 			if r != nil {
@@ -79,47 +70,7 @@ func TestInvalidRecipes(t *testing.T) {
 			if !diags.HasErrors() {
 				t.Fatal("no errors")
 			}
-			var got []string
-			for _, d := range diags {
-				if d.Subject == nil {
-					t.Errorf("diagnostic without a source range: %s: %s", d.Summary, d.Detail)
-					continue
-				}
-				if filepath.Clean(d.Subject.Filename) != filepath.Clean(f) {
-					t.Errorf("diagnostic in another file: %s: %s", d.Subject, d.Summary)
-					continue
-				}
-				sev := "ERROR"
-				if d.Severity == hcl.DiagWarning {
-					sev = "WARNING"
-				}
-				got = append(got, fmt.Sprintf("%d %s: %s", d.Subject.Start.Line, sev, d.Summary))
-				if d.Detail == "" {
-					t.Errorf("line %d: %q has no detail", d.Subject.Start.Line, d.Summary)
-				}
-			}
-			sort.Strings(got)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("diagnostics differ\n got:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-			}
+			hclkittest.Check(t, f, diags)
 		})
 	}
-}
-
-func expectations(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var want []string
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		for _, m := range expectRE.FindAllStringSubmatch(sc.Text(), -1) {
-			want = append(want, fmt.Sprintf("%d %s: %s", line, m[1], strings.TrimSpace(m[2])))
-		}
-	}
-	sort.Strings(want)
-	return want
 }

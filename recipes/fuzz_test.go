@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/internal/textsafe/textsafetest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -79,12 +80,12 @@ func checkLoad(t *testing.T, src []byte) {
 	if len(js) > hclkit.MaxDiagnostics+1 {
 		t.Errorf("%d JSON diagnostics, more than %d and the count of the rest", len(js), hclkit.MaxDiagnostics)
 	}
-	if u := recipes.Unprintable(text.String()); u != "" {
+	if u := textsafetest.Unprintable(text.String()); u != "" {
 		t.Errorf("the diagnostics print %s:\n%s", u, text.String())
 	}
 	for _, d := range js {
 		for _, s := range []string{d.Summary, d.Detail} {
-			if u := recipes.Unprintable(s); u != "" {
+			if u := textsafetest.Unprintable(s); u != "" {
 				t.Errorf("a JSON diagnostic holds %s: %q", u, s)
 			}
 		}

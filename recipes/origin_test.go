@@ -16,11 +16,7 @@ import (
 // artifact directory through variables.
 func originTree(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
+	return chdirTree(t, 0o755, map[string]string{
 		"recipe/recipe.hcl": `variable "dir" {
   type    = string
   default = "../outside"
@@ -67,13 +63,23 @@ file "/etc/c" { source = "${var.d}/x.txt" }
 		"outside/x.txt":    "outside\n",
 		"outside/b/run.sh": "#!/bin/sh\n",
 		"vars/v.hcl":       `dir = "outside"` + "\n",
+	})
+}
+
+// chdirTree writes files (path: content) with mode into a new directory,
+// its path free of symlinks, and makes it the working directory.
+func chdirTree(t *testing.T, mode os.FileMode, files map[string]string) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,11 +251,7 @@ image "t" {
 // at a path boundary of it) is the recipe's: relative to the recipe, even
 // where the working directory has a file of the same name.
 func TestChosenPathsStayTheRecipes(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
+	chdirTree(t, 0o644, map[string]string{
 		"recipe/recipe.hcl": `variable "env" {
   type    = string
   default = "staging"
@@ -281,17 +283,7 @@ image "t" {
 		"fi.txt":                "working directory's\n",
 		"recipe/files/none.txt": "none\n",
 		"recipe/files.txt":      "recipe's\n",
-	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Chdir(dir)
+	})
 	r, diags := loadOrigin(t, Options{Inputs: Inputs{Flags: []string{"env=fi", "n=0"}}})
 	if diags.HasErrors() {
 		t.Fatalf("%s", diags.Error())

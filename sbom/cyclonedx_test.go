@@ -2,7 +2,6 @@ package sbom
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -59,19 +58,8 @@ func cdxSchema(t *testing.T) *jsonschema.Schema {
 // has: the packages with their purls and licenses, the bundles with their
 // files, the recipe's other files.
 func TestCycloneDX(t *testing.T) {
-	tgz, opts, _ := debianImage(t)
-	inv, err := Scan(context.Background(), tgz, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bom, err := CycloneDX(testImage(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := MarshalCycloneDX(bom)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := debianInventory(t)
+	bom, b := cycloneDX(t, testImage(), inv)
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +152,20 @@ func TestCycloneDX(t *testing.T) {
 	}
 }
 
+// cycloneDX makes the BOM of img and inv and marshals it.
+func cycloneDX(t *testing.T, img Image, inv *Inventory) (*cdx.BOM, []byte) {
+	t.Helper()
+	bom, err := CycloneDX(img, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MarshalCycloneDX(bom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bom, b
+}
+
 // Repeated names get distinct bom-refs (CycloneDX requires them unique),
 // and a BOM with no packages or files still validates.
 func TestCycloneDXRefsAndEmpty(t *testing.T) {
@@ -172,14 +174,7 @@ func TestCycloneDXRefsAndEmpty(t *testing.T) {
 	for _, inv := range []*Inventory{inv, {}} {
 		img := testImage()
 		img.Bundles = nil
-		bom, err := CycloneDX(img, inv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := MarshalCycloneDX(bom)
-		if err != nil {
-			t.Fatal(err)
-		}
+		bom, b := cycloneDX(t, img, inv)
 		var v any
 		if err := json.Unmarshal(b, &v); err != nil {
 			t.Fatal(err)

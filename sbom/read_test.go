@@ -12,38 +12,40 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-func TestReadImagectl(t *testing.T) {
+// TestRead reads imagectl's SPDX document and syft's into their summaries.
+func TestRead(t *testing.T) {
 	_, b, _ := testDocument(t)
-	s, err := readSBOM(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &Summary{Name: "gpu-node", Version: "2024.06.1", Packages: []manifest.Package{
-		{Name: "absdoc", Version: "1", Architecture: "all"},
-		{Name: "bash", Version: "1:5.2.15-2", Architecture: "amd64"},
-		{Name: "held", Version: "3.0", Architecture: "all"},
-		{Name: "libc6", Version: "2.36-9", Architecture: "amd64"},
-		{Name: "libfoo-dev", Version: "1.2-1+b1", Architecture: "amd64"},
-		{Name: "libfoo1", Version: "1.2-1+b1", Architecture: "amd64"},
-		{Name: "libfoo1", Version: "1.2-1+b1", Architecture: "i386"},
-	}}
-	if !reflect.DeepEqual(s, want) {
-		t.Errorf("summary\n got %+v\nwant %+v", s, want)
-	}
-}
-
-func TestReadSyft(t *testing.T) {
-	s, err := ReadFile(filepath.Join("testdata", "syft-debian.spdx.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &Summary{Name: "/tmp/rootfs", Packages: []manifest.Package{
-		{Name: "base-files", Version: "12.4+deb12u8", Architecture: "amd64"},
-		{Name: "libc6", Version: "2.36-9+deb12u9", Architecture: "amd64"},
-		{Name: "zlib1g", Version: "1:1.2.13.dfsg-1", Architecture: "amd64"},
-	}}
-	if !reflect.DeepEqual(s, want) {
-		t.Errorf("summary\n got %+v\nwant %+v", s, want)
+	for _, tc := range []struct {
+		name string
+		read func() (*Summary, error)
+		want *Summary
+	}{
+		{"imagectl", func() (*Summary, error) { return readSBOM(bytes.NewReader(b)) },
+			&Summary{Name: "gpu-node", Version: "2024.06.1", Packages: []manifest.Package{
+				{Name: "absdoc", Version: "1", Architecture: "all"},
+				{Name: "bash", Version: "1:5.2.15-2", Architecture: "amd64"},
+				{Name: "held", Version: "3.0", Architecture: "all"},
+				{Name: "libc6", Version: "2.36-9", Architecture: "amd64"},
+				{Name: "libfoo-dev", Version: "1.2-1+b1", Architecture: "amd64"},
+				{Name: "libfoo1", Version: "1.2-1+b1", Architecture: "amd64"},
+				{Name: "libfoo1", Version: "1.2-1+b1", Architecture: "i386"},
+			}}},
+		{"syft", func() (*Summary, error) { return ReadFile(filepath.Join("testdata", "syft-debian.spdx.json")) },
+			&Summary{Name: "/tmp/rootfs", Packages: []manifest.Package{
+				{Name: "base-files", Version: "12.4+deb12u8", Architecture: "amd64"},
+				{Name: "libc6", Version: "2.36-9+deb12u9", Architecture: "amd64"},
+				{Name: "zlib1g", Version: "1:1.2.13.dfsg-1", Architecture: "amd64"},
+			}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := tc.read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(s, tc.want) {
+				t.Errorf("summary\n got %+v\nwant %+v", s, tc.want)
+			}
+		})
 	}
 }
 
@@ -55,14 +57,7 @@ func TestReadCycloneDX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bom, err := CycloneDX(testImage(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, err := MarshalCycloneDX(bom)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cb := cycloneDX(t, testImage(), inv)
 	s, err := readSBOM(bytes.NewReader(cb))
 	if err != nil {
 		t.Fatal(err)

@@ -226,6 +226,17 @@ func debianImage(t testing.TB) (string, ScanOptions, *Inventory) {
 	return tgz, opts, want
 }
 
+// debianInventory is what Scan makes of debianImage.
+func debianInventory(t testing.TB) *Inventory {
+	t.Helper()
+	tgz, opts, _ := debianImage(t)
+	inv, err := Scan(context.Background(), tgz, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
 func TestScan(t *testing.T) {
 	tgz, opts, want := debianImage(t)
 	got, err := Scan(context.Background(), tgz, opts)
@@ -263,42 +274,46 @@ func compareInventory(t *testing.T, got, want *Inventory) {
 	}
 }
 
-func TestScanOSReleaseFallback(t *testing.T) {
-	// No etc/os-release: usr/lib/os-release. Both: etc/os-release.
-	status := reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n")
-	tgz := writeTgz(t, status, reg("usr/lib/os-release", "ID=ubuntu\nVERSION_ID='24.04'\n"))
-	inv, err := Scan(context.Background(), tgz, ScanOptions{})
+// statusA is a dpkg status of one package, a, at version 1.
+var statusA = reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n")
+
+// scan scans a test tgz of entries with opts.
+func scan(t testing.TB, opts ScanOptions, entries ...entry) *Inventory {
+	t.Helper()
+	inv, err := Scan(context.Background(), writeTgz(t, entries...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return inv
+}
+
+func TestScanOSReleaseFallback(t *testing.T) {
+	// No etc/os-release: usr/lib/os-release. Both: etc/os-release.
+	inv := scan(t, ScanOptions{}, statusA, reg("usr/lib/os-release", "ID=ubuntu\nVERSION_ID='24.04'\n"))
 	if inv.OS != (OSRelease{ID: "ubuntu", VersionID: "24.04"}) {
 		t.Errorf("OS = %+v", inv.OS)
 	}
-	tgz = writeTgz(t, status, reg("usr/lib/os-release", "ID=ubuntu\n"), reg("etc/os-release", "ID=debian\n"))
-	if inv, err = Scan(context.Background(), tgz, ScanOptions{}); err != nil || inv.OS.ID != "debian" {
-		t.Errorf("OS = %+v, %v", inv.OS, err)
+	inv = scan(t, ScanOptions{}, statusA, reg("usr/lib/os-release", "ID=ubuntu\n"), reg("etc/os-release", "ID=debian\n"))
+	if inv.OS.ID != "debian" {
+		t.Errorf("OS = %+v", inv.OS)
 	}
 }
 
 func TestScanSymlinkLoop(t *testing.T) {
-	tgz := writeTgz(t,
-		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+	inv := scan(t, ScanOptions{},
+		statusA,
 		symlink("usr/share/doc/a", "b"),
 		symlink("usr/share/doc/b", "/usr/share/doc/a"),
 		symlink("etc/os-release", "os-release"),
 	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if p := inv.Packages[0]; p.License != NoAssertion || p.Licenses != nil {
 		t.Errorf("package in a symlink loop: %+v", p)
 	}
 }
 
 func TestScanLaterEntryReplaces(t *testing.T) {
-	tgz := writeTgz(t,
-		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+	inv := scan(t, ScanOptions{Dirs: []string{"/opt/b"}},
+		statusA,
 		reg("usr/share/doc/a/copyright", dep5Header+"License: GPL-3\n"),
 		reg("opt/b/f", "old"),
 		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 2\n"),
@@ -306,10 +321,6 @@ func TestScanLaterEntryReplaces(t *testing.T) {
 		reg("usr/share/doc/c/copyright", dep5Header+"License: MIT\n"),
 		reg("opt/b/f", "new"),
 	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{Dirs: []string{"/opt/b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if p := inv.Packages[0]; p.Version != "2" || p.License != "MIT" {
 		t.Errorf("package %+v", p)
 	}
@@ -379,17 +390,13 @@ func TestScanStatusBound(t *testing.T) {
 
 func TestScanHugeLines(t *testing.T) {
 	huge := strings.Repeat("A", 10<<20)
-	tgz := writeTgz(t,
+	inv := scan(t, ScanOptions{},
 		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\nDescription: "+huge+"\n\nPackage: b\nStatus: install ok installed\nVersion: 2\n"),
 		reg("usr/share/doc/a/copyright", dep5Header+"License: MIT\nLicense: "+huge+"\nLicense: ISC\n"),
 		reg("usr/share/doc/b/copyright", dep5Header+"License: "+huge[:100<<10]+"\nLicense: Zlib\n"),
 		reg("etc/os-release", huge+"\nID=debian\n"),
 		reg("etc/apt/sources.list", huge),
 	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(inv.Packages) != 2 {
 		t.Fatalf("packages %+v", inv.Packages)
 	}
@@ -428,31 +435,34 @@ func TestEachLine(t *testing.T) {
 	}
 }
 
-func TestNormalize(t *testing.T) {
-	for in, want := range map[string]string{
-		"./var/lib/dpkg/status": "var/lib/dpkg/status",
-		"/var/lib/dpkg/status":  "var/lib/dpkg/status",
-		"var//lib/./dpkg/":      "var/lib/dpkg",
-		"../../etc/passwd":      "etc/passwd",
-		"./":                    "",
+// TestCleaning checks the string cleaners: normalize (a tar entry's name
+// to a path) and stripCredentials (an apt source's URI).
+func TestCleaning(t *testing.T) {
+	for _, fn := range []struct {
+		name  string
+		f     func(string) string
+		cases map[string]string
+	}{
+		{"normalize", normalize, map[string]string{
+			"./var/lib/dpkg/status": "var/lib/dpkg/status",
+			"/var/lib/dpkg/status":  "var/lib/dpkg/status",
+			"var//lib/./dpkg/":      "var/lib/dpkg",
+			"../../etc/passwd":      "etc/passwd",
+			"./":                    "",
+		}},
+		{"stripCredentials", stripCredentials, map[string]string{
+			"https://user:pass@host.example/debian": "https://host.example/debian",
+			"https://user@host.example:8443/x@y":    "https://host.example:8443/x@y",
+			"http://host.example/debian":            "http://host.example/debian",
+			"tor+https://u:p@onion.example/":        "tor+https://onion.example/",
+			"cdrom:[Debian 12]/":                    "cdrom:[Debian 12]/",
+			"file:/srv/mirror":                      "file:/srv/mirror",
+		}},
 	} {
-		if got := normalize(in); got != want {
-			t.Errorf("normalize(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestStripCredentials(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://user:pass@host.example/debian": "https://host.example/debian",
-		"https://user@host.example:8443/x@y":    "https://host.example:8443/x@y",
-		"http://host.example/debian":            "http://host.example/debian",
-		"tor+https://u:p@onion.example/":        "tor+https://onion.example/",
-		"cdrom:[Debian 12]/":                    "cdrom:[Debian 12]/",
-		"file:/srv/mirror":                      "file:/srv/mirror",
-	} {
-		if got := stripCredentials(in); got != want {
-			t.Errorf("stripCredentials(%q) = %q, want %q", in, got, want)
+		for in, want := range fn.cases {
+			if got := fn.f(in); got != want {
+				t.Errorf("%s(%q) = %q, want %q", fn.name, in, got, want)
+			}
 		}
 	}
 }
@@ -477,100 +487,85 @@ const dep5Header = "Format: https://www.debian.org/doc/packaging-manuals/copyrig
 // A free-form copyright file states no license Scan reads: its prose is
 // not taken for License fields.
 func TestScanFreeFormCopyright(t *testing.T) {
-	tgz := writeTgz(t,
-		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+	inv := scan(t, ScanOptions{},
+		statusA,
 		reg("usr/share/doc/a/copyright", "This is a's copyright.\nLicense: you may do as you please, or not\n"),
 	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if p := inv.Packages[0]; len(p.Licenses) != 0 || p.License != NoAssertion {
 		t.Errorf("package %+v", p)
 	}
 }
 
-// Merged /usr: a file the recipe wrote to /lib/... and a bundle under
-// /bin/... are found where the tgz holds them, under usr/, and reported
-// under the paths the recipe gave them.
-func TestScanMergedUsr(t *testing.T) {
-	tgz := writeTgz(t,
-		symlink("bin", "usr/bin"),
-		symlink("lib", "/usr/lib"),
-		reg("usr/bin/tool/run", "run"),
-		reg("usr/lib/systemd/system/x.service", "[Unit]\n"),
-		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
-	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{Files: []string{"/lib/systemd/system/x.service"}, Dirs: []string{"/bin/tool"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []File{hashed("/bin/tool/run", "run"), hashed("/lib/systemd/system/x.service", "[Unit]\n")}
-	if !reflect.DeepEqual(inv.Files, want) {
-		t.Errorf("files %+v, want %+v", inv.Files, want)
+// TestScanFiles checks the files and directories Scan hashes, under the
+// paths asked for:
+//   - merged /usr: a file the recipe wrote to /lib/... and a bundle under
+//     /bin/... are found where the tgz holds them, under usr/, and reported
+//     under the paths the recipe gave them;
+//   - a wanted hard link reaching its first copy through an unwanted hard
+//     link is followed by a further pass; one to a symlink is not hashed, as
+//     the symlink itself is not;
+//   - a path asked for as the tgz holds it keeps its name when another is
+//     asked for through a merged-/usr symlink.
+func TestScanFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    ScanOptions
+		entries []entry
+		want    []File
+	}{
+		{"merged usr", ScanOptions{Files: []string{"/lib/systemd/system/x.service"}, Dirs: []string{"/bin/tool"}},
+			[]entry{
+				symlink("bin", "usr/bin"),
+				symlink("lib", "/usr/lib"),
+				reg("usr/bin/tool/run", "run"),
+				reg("usr/lib/systemd/system/x.service", "[Unit]\n"),
+				statusA,
+			},
+			[]File{hashed("/bin/tool/run", "run"), hashed("/lib/systemd/system/x.service", "[Unit]\n")}},
+		{"hard link chains", ScanOptions{Dirs: []string{"/opt/b"}},
+			[]entry{
+				reg("etc/first", "first\n"),
+				statusA,
+				hardlink("etc/mid", "etc/first"),
+				symlink("etc/sym", "first"),
+				hardlink("opt/b/via-mid", "etc/mid"),
+				hardlink("opt/b/to-sym", "etc/sym"),
+				symlink("opt/b/own-sym", "via-mid"),
+				hardlink("opt/b/to-own-sym", "opt/b/own-sym"),
+			},
+			[]File{hashed("/opt/b/via-mid", "first\n")}},
+		{"merged usr asked both ways", ScanOptions{Files: []string{"/usr/lib/a/x"}, Dirs: []string{"/lib"}},
+			[]entry{
+				symlink("lib", "usr/lib"),
+				reg("usr/lib/a/x", "x"),
+				reg("usr/lib/b/y", "y"),
+				statusA,
+			},
+			[]File{hashed("/lib/b/y", "y"), hashed("/usr/lib/a/x", "x")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if inv := scan(t, tc.opts, tc.entries...); !reflect.DeepEqual(inv.Files, tc.want) {
+				t.Errorf("files %+v, want %+v", inv.Files, tc.want)
+			}
+		})
 	}
 }
 
 // A wanted hard link whose first copy in the tar is not wanted is hashed
 // by a second pass, under its own path; the first copy is not listed.
 func TestScanHardLinkToUnwantedFile(t *testing.T) {
-	tgz := writeTgz(t,
+	inv := scan(t, ScanOptions{Dirs: []string{"/opt/b"}},
 		reg("etc/a/first", "shared content\n"),
-		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
+		statusA,
 		hardlink("opt/b/second", "etc/a/first"),
 		hardlink("opt/b/third", "opt/b/second"),
 		reg("opt/b/own", "own\n"),
 	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{Dirs: []string{"/opt/b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []File{hashed("/opt/b/own", "own\n"), hashed("/opt/b/second", "shared content\n")}
 	if len(inv.Files) < 2 || !reflect.DeepEqual(inv.Files[:2], want) {
 		t.Errorf("files %+v, want %+v first", inv.Files, want)
 	}
 	if len(inv.Files) != 3 || inv.Files[2].Path != "/opt/b/third" {
 		t.Errorf("files %+v, want /opt/b/third last", inv.Files)
-	}
-}
-
-// A wanted hard link reaching its first copy through an unwanted hard
-// link is followed by a further pass; one to a symlink is not hashed, as
-// the symlink itself is not.
-func TestScanHardLinkChains(t *testing.T) {
-	tgz := writeTgz(t,
-		reg("etc/first", "first\n"),
-		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
-		hardlink("etc/mid", "etc/first"),
-		symlink("etc/sym", "first"),
-		hardlink("opt/b/via-mid", "etc/mid"),
-		hardlink("opt/b/to-sym", "etc/sym"),
-		symlink("opt/b/own-sym", "via-mid"),
-		hardlink("opt/b/to-own-sym", "opt/b/own-sym"),
-	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{Dirs: []string{"/opt/b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []File{hashed("/opt/b/via-mid", "first\n")}; !reflect.DeepEqual(inv.Files, want) {
-		t.Errorf("files %+v, want %+v", inv.Files, want)
-	}
-}
-
-// A path asked for as the tgz holds it keeps its name when another is
-// asked for through a merged-/usr symlink.
-func TestScanMergedUsrAskedBothWays(t *testing.T) {
-	tgz := writeTgz(t,
-		symlink("lib", "usr/lib"),
-		reg("usr/lib/a/x", "x"),
-		reg("usr/lib/b/y", "y"),
-		reg("var/lib/dpkg/status", "Package: a\nStatus: install ok installed\nVersion: 1\n"),
-	)
-	inv, err := Scan(context.Background(), tgz, ScanOptions{Files: []string{"/usr/lib/a/x"}, Dirs: []string{"/lib"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []File{hashed("/lib/b/y", "y"), hashed("/usr/lib/a/x", "x")}; !reflect.DeepEqual(inv.Files, want) {
-		t.Errorf("files %+v, want %+v", inv.Files, want)
 	}
 }

@@ -23,18 +23,7 @@ type keys struct {
 
 func newKeys(t testing.TB) keys {
 	t.Helper()
-	priv, pub, err := signing.GenerateKeyPair([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := signing.LoadPrivateKey(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := signing.LoadPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, v, _, _ := signingtest.KeyPair(t, []byte("pw"))
 	return keys{s, v}
 }
 

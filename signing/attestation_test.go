@@ -165,11 +165,7 @@ func TestAttestRefusesOtherSubjects(t *testing.T) {
 
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o644); err != nil {
+	if err := os.WriteFile(to, read(t, from), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -27,14 +27,22 @@ func slsaStatement(name, sha256Hex string) []byte {
 		`"runDetails":{"builder":{"id":"https://example.com/b"}}}}`)
 }
 
-func TestDSSERoundTrip(t *testing.T) {
-	ctx := context.Background()
-	k := newKeys(t)
-	payload := slsaStatement("blob", strings.Repeat("ab", 32))
-	env, err := k.signer.SignDSSE(ctx, signing.InTotoPayloadType, payload)
+// signedStatement signs an in-toto statement about a blob with new keys:
+// the keys, the statement and its DSSE envelope.
+func signedStatement(t *testing.T) (k keys, payload, env []byte) {
+	t.Helper()
+	k = newKeys(t)
+	payload = slsaStatement("blob", strings.Repeat("ab", 32))
+	env, err := k.signer.SignDSSE(context.Background(), signing.InTotoPayloadType, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return k, payload, env
+}
+
+func TestDSSERoundTrip(t *testing.T) {
+	ctx := context.Background()
+	k, payload, env := signedStatement(t)
 
 	// The envelope is cosign attest-blob's: standard base64, one
 	// signature with an empty keyid, nothing else.
@@ -85,24 +93,8 @@ func TestDSSERoundTrip(t *testing.T) {
 
 func TestVerifyDSSERefuses(t *testing.T) {
 	ctx := context.Background()
-	k := newKeys(t)
-	payload := slsaStatement("blob", strings.Repeat("ab", 32))
-	env, err := k.signer.SignDSSE(ctx, signing.InTotoPayloadType, payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit := func(f func(map[string]any)) []byte {
-		var doc map[string]any
-		if err := json.Unmarshal(env, &doc); err != nil {
-			t.Fatal(err)
-		}
-		f(doc)
-		b, err := json.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	k, payload, env := signedStatement(t)
+	edit := func(f func(map[string]any)) []byte { return signingtest.EditJSON(t, env, f) }
 	const notVerified = "the attestation's signature does not verify under this key"
 	other := newKeys(t)
 	for _, tc := range []struct {
@@ -157,21 +149,10 @@ func TestVerifyDSSERefuses(t *testing.T) {
 // --signature accepts offline, checking the blob's digest against the
 // statement's subject; what cosign attest-blob signs, imagectl verifies.
 func TestDSSECosignInterop(t *testing.T) {
-	cosign := signingtest.Cosign(t)
+	cosign, dir, pw, env := interopSetup(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	pw := []byte("interop pw")
-	env := []string{signing.PasswordEnv + "=" + string(pw)}
 
-	priv, pub, err := signing.GenerateKeyPair(pw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile, pubFile := write(t, dir, "imagectl.key", priv), write(t, dir, "imagectl.pub", pub)
-	s, err := signing.LoadPrivateKeyFile(keyFile, pw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, keyFile, pubFile := keyFiles(t, dir, pw)
 	v, err := signing.LoadPublicKeyFile(pubFile)
 	if err != nil {
 		t.Fatal(err)

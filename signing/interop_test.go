@@ -17,11 +17,8 @@ import (
 // and the bundle), and what cosign generate-key-pair and sign-blob make,
 // imagectl loads and verifies. Tampering is caught by both.
 func TestCosignInterop(t *testing.T) {
-	cosign := signingtest.Cosign(t)
+	cosign, dir, pw, env := interopSetup(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	pw := []byte("interop pw")
-	env := []string{signing.PasswordEnv + "=" + string(pw)}
 	root := signingtest.TrustedRoot(t, dir)
 	verifyBlob := func(pub, blob string) (sigOut, bundleOut string, sigErr, bundleErr error) {
 		t.Helper()
@@ -33,15 +30,7 @@ func TestCosignInterop(t *testing.T) {
 	}
 
 	t.Run("imagectl keys and signatures, cosign verifies", func(t *testing.T) {
-		priv, pub, err := signing.GenerateKeyPair(pw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyFile, pubFile := write(t, dir, "imagectl.key", priv), write(t, dir, "imagectl.pub", pub)
-		s, err := signing.LoadPrivateKeyFile(keyFile, pw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, keyFile, pubFile := keyFiles(t, dir, pw)
 		tgz, man := signingtest.Artifact(t, dir, "one-1.0.0")
 		if _, err := signing.SignArtifact(ctx, s, tgz, man, nil); err != nil {
 			t.Fatal(err)
@@ -140,6 +129,28 @@ func TestCosignInterop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// interopSetup is what the tests against cosign share: the cosign binary,
+// a folder, a key password and the environment that gives cosign that
+// password.
+func interopSetup(t *testing.T) (cosign, dir string, pw []byte, env []string) {
+	t.Helper()
+	pw = []byte("interop pw")
+	return signingtest.Cosign(t), t.TempDir(), pw, []string{signing.PasswordEnv + "=" + string(pw)}
+}
+
+// keyFiles makes a key pair, writes it to dir/imagectl.key (encrypted with
+// pw) and dir/imagectl.pub, and loads the signer from the key file.
+func keyFiles(t *testing.T, dir string, pw []byte) (s *signing.Signer, keyFile, pubFile string) {
+	t.Helper()
+	_, _, priv, pub := signingtest.KeyPair(t, pw)
+	keyFile, pubFile = write(t, dir, "imagectl.key", priv), write(t, dir, "imagectl.pub", pub)
+	s, err := signing.LoadPrivateKeyFile(keyFile, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, keyFile, pubFile
 }
 
 func write(t *testing.T, dir, name string, data []byte) string {

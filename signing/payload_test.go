@@ -4,17 +4,11 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/signing"
+	"github.com/gpuaas/imagectl/signing/signingtest"
 )
 
 func TestSignPayload(t *testing.T) {
-	priv, _, err := signing.GenerateKeyPair([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := signing.LoadPrivateKey(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, _, _ := signingtest.KeyPair(t, []byte("pw"))
 	v, err := s.Verifier()
 	if err != nil {
 		t.Fatal(err)

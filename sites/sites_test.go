@@ -1,17 +1,16 @@
 package sites
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/hclkit/hclkittest"
 	"github.com/gpuaas/imagectl/internal/redact"
 )
 
@@ -57,36 +56,13 @@ func TestSitesValid(t *testing.T) {
 }
 
 // The fixtures mark each expected error with "# ERROR: <summary>" on the
-// line it must point at.
+// line it must point at; each carries a range and a detail (hclkittest).
 func TestSitesInvalid(t *testing.T) {
 	for _, name := range []string{"invalid.hcl", "clear-key.hcl", "invalid-profile.hcl", "clear-token.hcl"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("testdata", name)
-			src, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want []string
-			sc := bufio.NewScanner(bytes.NewReader(src))
-			for line := 1; sc.Scan(); line++ {
-				if _, msg, ok := strings.Cut(sc.Text(), "# ERROR: "); ok {
-					want = append(want, fmt.Sprintf("%d: %s", line, msg))
-				}
-			}
 			ss, diags := Load(path)
-			var got []string
-			for _, d := range diags {
-				if d.Subject == nil {
-					t.Errorf("diagnostic without a range: %s", d.Summary)
-					continue
-				}
-				got = append(got, fmt.Sprintf("%d: %s", d.Subject.Start.Line, d.Summary))
-			}
-			sort.Strings(got)
-			sort.Strings(want)
-			if strings.Join(got, "\n") != strings.Join(want, "\n") {
-				t.Errorf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
+			hclkittest.Check(t, path, diags)
 			// Snippets come from Files: no key may be in them.
 			for _, f := range ss.Files {
 				if regexp.MustCompile(`Secret`).Match(f.Bytes) {
@@ -167,59 +143,69 @@ func TestProfileURLs(t *testing.T) {
 	}
 }
 
-func TestDeployProfileToken(t *testing.T) {
-	dir := t.TempDir()
-	good := "tok-SECRET-0123.abc_DEF"
-	os.WriteFile(filepath.Join(dir, "t"), []byte(good+"\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "bad"), []byte("two SECRET words\n"), 0o600)
-	env := &DeployProfile{Site: "s", SiteID: "7", ProfileID: "p", TokenEnv: "T", APIURL: "https://admin.example", Timeout: time.Second}
-	if tok, err := env.Token([]string{"T=" + good}); err != nil || tok != good {
-		t.Errorf("env: %q %v", tok, err)
-	}
-	if _, err := env.Token([]string{"U=" + good}); err == nil || !strings.Contains(err.Error(), "environment variable T (the token_env of its deploy profile p of admin site 7) is not set") {
-		t.Errorf("unset: %v", err)
-	}
-	file := &DeployProfile{Site: "s", SiteID: "7", ProfileID: "p", TokenFile: filepath.Join(dir, "t")}
-	if tok, err := file.Token(nil); err != nil || tok != good {
-		t.Errorf("file: %q %v", tok, err)
-	}
-	for _, p := range []*DeployProfile{{Site: "s", TokenFile: filepath.Join(dir, "bad")}, {Site: "s", TokenEnv: "T"}} {
-		_, err := p.Token([]string{"T=two SECRET words"})
-		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "holds a space") {
-			t.Errorf("malformed token: %v", err)
-		}
-	}
-	if _, err := (&DeployProfile{Site: "s", TokenFile: filepath.Join(dir, "missing")}).Token(nil); err == nil {
-		t.Error("missing token file accepted")
-	}
-}
-
-func TestSiteAPIKey(t *testing.T) {
-	dir := t.TempDir()
-	good := "abc123:def456:ghiSECRET789"
-	if err := os.WriteFile(filepath.Join(dir, "k"), []byte(good+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "bad"), []byte("not-a-key-SECRET\n"), 0o600)
-	env := &Site{Name: "e", APIKeyEnv: "K"}
-	if k, err := env.APIKey([]string{"K=" + good}); err != nil || k != good {
-		t.Errorf("env: %q %v", k, err)
-	}
-	if _, err := env.APIKey(nil); err == nil || !strings.Contains(err.Error(), "K (its api_key_env) is not set") {
-		t.Errorf("unset env: %v", err)
-	}
-	file := &Site{Name: "f", APIKeyFile: filepath.Join(dir, "k")}
-	if k, err := file.APIKey(nil); err != nil || k != good {
-		t.Errorf("file: %q %v", k, err)
-	}
-	for _, s := range []*Site{{Name: "b", APIKeyFile: filepath.Join(dir, "bad")}, {Name: "e", APIKeyEnv: "K"}} {
-		_, err := s.APIKey([]string{"K=not-a-key-SECRET"})
-		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "consumer_key:token_key:token_secret") {
-			t.Errorf("malformed key: %v", err)
-		}
-	}
-	if _, err := (&Site{Name: "m", APIKeyFile: filepath.Join(dir, "missing")}).APIKey(nil); err == nil {
-		t.Error("missing key file accepted")
+// TestSecrets reads a deploy profile's token and a site's API key from the
+// environment and from a file: the value comes back; an unset variable is
+// named; a malformed value, from the file or the environment, is refused
+// without being shown; a missing file is an error.
+func TestSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		good, bad string   // a good value and a malformed one (with SECRET in it)
+		unsetEnv  []string // an environment without the variable
+		unset     string   // what the error says of it
+		malformed string   // what the error says of the bad value
+		// read reads the secret from the variable (file "") or from file,
+		// its variable named V.
+		read func(file string, env []string) (string, error)
+	}{
+		{name: "deploy profile token", good: "tok-SECRET-0123.abc_DEF", bad: "two SECRET words",
+			unsetEnv: []string{"U=tok-SECRET-0123.abc_DEF"}, unset: "environment variable V (the token_env of its deploy profile p of admin site 7) is not set",
+			malformed: "holds a space",
+			read: func(file string, env []string) (string, error) {
+				p := &DeployProfile{Site: "s", SiteID: "7", ProfileID: "p", TokenEnv: "V", APIURL: "https://admin.example", Timeout: time.Second}
+				if file != "" {
+					p.TokenEnv, p.TokenFile = "", file
+				}
+				return p.Token(env)
+			}},
+		{name: "site API key", good: "abc123:def456:ghiSECRET789", bad: "not-a-key-SECRET",
+			unset: "V (its api_key_env) is not set", malformed: "consumer_key:token_key:token_secret",
+			read: func(file string, env []string) (string, error) {
+				s := &Site{Name: "e", APIKeyEnv: "V"}
+				if file != "" {
+					s.APIKeyEnv, s.APIKeyFile = "", file
+				}
+				return s.APIKey(env)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+			if err := os.WriteFile(good, []byte(tc.good+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(bad, []byte(tc.bad+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := tc.read("", []string{"V=" + tc.good}); err != nil || v != tc.good {
+				t.Errorf("env: %q %v", v, err)
+			}
+			if _, err := tc.read("", tc.unsetEnv); err == nil || !strings.Contains(err.Error(), tc.unset) {
+				t.Errorf("unset: %v", err)
+			}
+			if v, err := tc.read(good, nil); err != nil || v != tc.good {
+				t.Errorf("file: %q %v", v, err)
+			}
+			for _, file := range []string{bad, ""} {
+				_, err := tc.read(file, []string{"V=" + tc.bad})
+				if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), tc.malformed) {
+					t.Errorf("malformed (file %q): %v", file, err)
+				}
+			}
+			if _, err := tc.read(filepath.Join(dir, "missing"), nil); err == nil {
+				t.Error("missing file accepted")
+			}
+		})
 	}
 }
 

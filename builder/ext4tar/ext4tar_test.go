@@ -400,10 +400,10 @@ func TestRefusals(t *testing.T) {
 	write(t, src+"/etc/hostname", []byte("guest\n"), 0o644)
 	write(t, src+"/tiny", []byte("x"), 0o644)
 	cases := []struct {
-		name  string
-		opts  []string
-		patch func(t *testing.T, img string)
-		want  string
+		name    string
+		opts    []string
+		debugfs string // a debugfs -w request that patches the image
+		want    string
 	}{
 		{name: "inline data", opts: []string{"-O", "inline_data"}, want: "inline_data"},
 		{name: "128-byte inodes", opts: []string{"-I", "128"}, want: "128-byte inodes"},
@@ -411,24 +411,16 @@ func TestRefusals(t *testing.T) {
 		{name: "no extents", opts: []string{"-O", "^extent,^64bit"}, want: "no extents"},
 		{name: "bigalloc", opts: []string{"-O", "bigalloc", "-C", "16384"}, want: "bigalloc"},
 		{name: "meta_bg", opts: []string{"-O", "meta_bg,^resize_inode"}, want: "meta_bg"},
-		{name: "not cleanly unmounted", patch: func(t *testing.T, img string) {
-			run(t, "debugfs", "-w", "-R", "ssv state 0", img)
-		}, want: "not cleanly unmounted"},
-		{name: "journal needs recovery", patch: func(t *testing.T, img string) {
-			run(t, "debugfs", "-w", "-R", "feature needs_recovery", img)
-		}, want: "journal needs recovery"},
-		{name: "orphans", patch: func(t *testing.T, img string) {
-			run(t, "debugfs", "-w", "-R", "ssv last_orphan 12", img)
-		}, want: "orphaned inodes"},
-		{name: "errors", patch: func(t *testing.T, img string) {
-			run(t, "debugfs", "-w", "-R", "ssv state 3", img)
-		}, want: "filesystem errors"},
+		{name: "not cleanly unmounted", debugfs: "ssv state 0", want: "not cleanly unmounted"},
+		{name: "journal needs recovery", debugfs: "feature needs_recovery", want: "journal needs recovery"},
+		{name: "orphans", debugfs: "ssv last_orphan 12", want: "orphaned inodes"},
+		{name: "errors", debugfs: "ssv state 3", want: "filesystem errors"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			img := mkfs(t, src, "32M", c.opts...)
-			if c.patch != nil {
-				c.patch(t, img)
+			if c.debugfs != "" {
+				run(t, "debugfs", "-w", "-R", c.debugfs, img)
 			}
 			f, err := Open(img, 0)
 			if err == nil {

@@ -89,6 +89,18 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// save writes data at off on the work disk and saves the disk as e, over
+// the state parent: the saved state's table.
+func (f *fixture) save(t *testing.T, e Entry, parent *Table, off int64, data string) *Table {
+	t.Helper()
+	scribble(t, f.work, off, data)
+	tb, err := f.c.Save(f.ctx, e, f.work, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
 // restore restores chain onto a fresh copy of the base and returns the
 // copy's path.
 func (f *fixture) restore(t *testing.T, chain ...*Entry) (string, error) {
@@ -104,20 +116,13 @@ func (f *fixture) restore(t *testing.T, chain ...*Entry) (string, error) {
 // what changed.
 func TestSaveRestoreChain(t *testing.T) {
 	f := newFixture(t)
-	ctx, dir, c, work, bt := f.ctx, f.dir, f.c, f.work, f.bt
+	dir, c, work, bt := f.dir, f.c, f.work, f.bt
 	scribble(t, work, 1<<20, "layer one")
-	scribble(t, work, 60<<20, "into a hole")
-	t1, err := c.Save(ctx, Entry{Key: "sha256:k1", Root: "sha256:root", Layer: "one", Created: time.Now()}, work, bt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t1 := f.save(t, Entry{Key: "sha256:k1", Root: "sha256:root", Layer: "one", Created: time.Now()}, bt, 60<<20, "into a hole")
 	after1 := filepath.Join(dir, "after1.raw")
 	copyFile(t, work, after1)
 	scribble(t, work, 1<<20, "layer two")
-	scribble(t, work, 10<<20, "more")
-	if _, err := c.Save(ctx, Entry{Key: "sha256:k2", Parent: "sha256:k1", Root: "sha256:root", Layer: "two", Created: time.Now()}, work, t1); err != nil {
-		t.Fatal(err)
-	}
+	f.save(t, Entry{Key: "sha256:k2", Parent: "sha256:k1", Root: "sha256:root", Layer: "two", Created: time.Now()}, t1, 10<<20, "more")
 	e1, _ := c.Get("sha256:k1", bt.Digest())
 	e2, _ := c.Get("sha256:k2", t1.Digest())
 	if e1 == nil || e2 == nil || e1.Changed != 2 || e2.Changed != 2 {
@@ -154,11 +159,8 @@ func TestSaveRestoreChain(t *testing.T) {
 // table and an unreadable entry are each reported, never restored.
 func TestCorruptSnapshotDetected(t *testing.T) {
 	f := newFixture(t)
-	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
-	scribble(t, work, 2<<20, "changed")
-	if _, err := c.Save(ctx, Entry{Key: "sha256:k1", Layer: "one"}, work, bt); err != nil {
-		t.Fatal(err)
-	}
+	c, bt := f.c, f.bt
+	f.save(t, Entry{Key: "sha256:k1", Layer: "one"}, bt, 2<<20, "changed")
 	e, _ := c.Get("sha256:k1", bt.Digest())
 	restore := func() error {
 		_, err := f.restore(t, e)
@@ -189,22 +191,16 @@ func TestConcurrentSaves(t *testing.T) {
 	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
 	scribble(t, work, 3<<20, "same state")
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x"}, work, bt)
-			errs <- err
+			if _, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x"}, work, bt); err != nil {
+				t.Error(err)
+			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
 	e, err := c.Get("sha256:k", bt.Digest())
 	if err != nil || e == nil {
 		t.Fatalf("after concurrent saves: %v %v", e, err)
@@ -221,11 +217,8 @@ func TestConcurrentSaves(t *testing.T) {
 // entries stay (which entries go is the cache package's LRU).
 func TestSweep(t *testing.T) {
 	f := newFixture(t)
-	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
-	scribble(t, work, 1<<20, "layer a")
-	if _, err := c.Save(ctx, Entry{Key: "sha256:a", Layer: "a"}, work, bt); err != nil {
-		t.Fatal(err)
-	}
+	c, bt := f.c, f.bt
+	f.save(t, Entry{Key: "sha256:a", Layer: "a"}, bt, 1<<20, "layer a")
 	tmp := filepath.Join(c.Dir, "entries", ".tmp-123")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		t.Fatal(err)
@@ -250,17 +243,9 @@ func TestSweep(t *testing.T) {
 // state, the newest first.
 func TestStatesCoexist(t *testing.T) {
 	f := newFixture(t)
-	ctx, c, work, bt := f.ctx, f.c, f.work, f.bt
-	scribble(t, work, 1<<20, "first run")
-	a, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x", Created: time.Now().Add(-time.Minute)}, work, bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scribble(t, work, 1<<20, "second run")
-	b, err := c.Save(ctx, Entry{Key: "sha256:k", Layer: "x", Created: time.Now()}, work, bt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, bt := f.c, f.bt
+	a := f.save(t, Entry{Key: "sha256:k", Layer: "x", Created: time.Now().Add(-time.Minute)}, bt, 1<<20, "first run")
+	b := f.save(t, Entry{Key: "sha256:k", Layer: "x", Created: time.Now()}, bt, 1<<20, "second run")
 	if a.Digest() == b.Digest() {
 		t.Fatal("the two runs gave the same state")
 	}

@@ -3,19 +3,19 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/golden"
 	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden plans under testdata/golden")
+// rerun rewrites the golden plans under testdata/golden.
+const rerun = "go test ./builder/plan -update"
 
 type planCase struct {
 	name   string
@@ -49,25 +49,7 @@ var planCases = []planCase{
 // modes in bundle directories what a git checkout with umask 022 gives.
 func chdirRoot(t testing.TB) {
 	t.Chdir("../..")
-	for _, dir := range []string{"examples/site-bootstrap", "testdata/bundles"} {
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			mode := fs.FileMode(0o644)
-			if info.Mode()&0o111 != 0 {
-				mode = 0o755
-			}
-			return os.Chmod(p, mode)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	golden.NormalizeModes(t, "examples/site-bootstrap", "testdata/bundles")
 }
 
 func loadPlan(t testing.TB, tc planCase) *Plan {
@@ -103,38 +85,9 @@ func TestGoldenPlans(t *testing.T) {
 			if !json.Valid(js.Bytes()) {
 				t.Fatal("invalid JSON")
 			}
-			golden(t, "testdata/golden/"+tc.name+".plan.txt", text.Bytes())
-			golden(t, "testdata/golden/"+tc.name+".plan.json", js.Bytes())
+			golden.Check(t, "testdata/golden/"+tc.name+".plan.txt", text.Bytes(), rerun)
+			golden.Check(t, "testdata/golden/"+tc.name+".plan.json", js.Bytes(), rerun)
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./builder/plan -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < len(gl) || i < len(wl); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("%s differs from the plan at line %d:\n got: %s\nwant: %s\n(run go test ./builder/plan -update if the change is intended)", path, i+1, g, w)
-			}
-		}
 	}
 }
 

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"flag"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden validation scripts under testdata/golden")
+	"github.com/gpuaas/imagectl/internal/golden"
+)
 
 // TestGoldenValidateScripts pins, byte for byte, the validation script that
 // validate-script writes for the shipped recipes, the Debian stand-in and a
@@ -18,7 +13,7 @@ var update = flag.Bool("update", false, "rewrite the golden validation scripts u
 // The goldens are .txt, as the plans' are: data to compare, not shell to
 // lint or count (the script's shell is validate/sh/*.sh).
 func TestGoldenValidateScripts(t *testing.T) {
-	normalizeModes(t, "examples/site-bootstrap", "testdata/bundles")
+	golden.NormalizeModes(t, "examples/site-bootstrap", "testdata/bundles")
 	base := []string{"-var", "base_image=/var/cache/base.qcow2", "-var", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
 	for _, tc := range []struct {
 		name string
@@ -37,62 +32,7 @@ func TestGoldenValidateScripts(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
-			golden(t, "testdata/golden/"+tc.name+".validate.txt", []byte(out))
+			golden.Check(t, "testdata/golden/"+tc.name+".validate.txt", []byte(out), "go test ./cmd/imagectl -run TestGoldenValidateScripts -update")
 		})
-	}
-}
-
-// normalizeModes makes the file modes under dirs what a git checkout with
-// umask 022 gives: the script checks bundle files' modes.
-func normalizeModes(t *testing.T, dirs ...string) {
-	t.Helper()
-	for _, dir := range dirs {
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			mode := fs.FileMode(0o644)
-			if info.Mode()&0o111 != 0 {
-				mode = 0o755
-			}
-			return os.Chmod(p, mode)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/imagectl -run TestGoldenValidateScripts -update to create it)", err)
-	}
-	if bytes.Equal(got, want) {
-		return
-	}
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := 0; i < len(gl) || i < len(wl); i++ {
-		var g, w string
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if g != w {
-			t.Fatalf("%s differs at line %d:\n got: %s\nwant: %s\n(run go test ./cmd/imagectl -run TestGoldenValidateScripts -update if the change is intended)", path, i+1, g, w)
-		}
 	}
 }

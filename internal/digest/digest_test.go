@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // sha256("hello\n"), as sha256sum prints it.
@@ -121,14 +123,7 @@ func TestWriter(t *testing.T) {
 func TestFileMemoryFlat(t *testing.T) {
 	const size = 256 << 20
 	p := filepath.Join(t.TempDir(), "big")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testenv.Sparse(t, p, size)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

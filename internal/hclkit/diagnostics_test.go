@@ -6,24 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
+	"github.com/gpuaas/imagectl/internal/textsafe/textsafetest"
 	"github.com/hashicorp/hcl/v2"
 )
-
-// unprintable names the first control character but newline and tab, C1
-// control or invalid UTF-8 in s, or returns "".
-func unprintable(s string) string {
-	if !utf8.ValidString(s) {
-		return "invalid UTF-8"
-	}
-	for i, r := range s {
-		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
-			return fmt.Sprintf("%U at byte %d", r, i)
-		}
-	}
-	return ""
-}
 
 func rangeAt(file string, line, col, byteOff, width int) *hcl.Range {
 	return &hcl.Range{Filename: file,
@@ -101,7 +87,7 @@ func TestDiagnosticsEscapeInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	if u := unprintable(out); u != "" {
+	if u := textsafetest.Unprintable(out); u != "" {
 		t.Errorf("text output holds %s:\n%q", u, out)
 	}
 	for _, want := range []string{`r\x1b[31m.hcl:1:9: error: Bad \x1b[5mtitle`, `title = "\x1b[2J\x1b]0;pwned\a\xff\xfe\u202e\u009b"`,
@@ -119,7 +105,7 @@ func TestDiagnosticsEscapeInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{string(b), back[0].Summary, back[0].Detail, back[0].Range.Filename} {
-		if u := unprintable(s); u != "" {
+		if u := textsafetest.Unprintable(s); u != "" {
 			t.Errorf("JSON output holds %s: %q", u, s)
 		}
 	}

@@ -34,8 +34,8 @@ type layer struct {
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
-		"internal/filelock", "internal/fsmode", "internal/hclkit", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
-		"internal/testenv", "internal/textsafe",
+		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/hclkit/hclkittest", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
+		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
 		"manifest",
@@ -44,7 +44,10 @@ var layers = []layer{
 		"builder/steps",
 	}},
 	{name: "definitions (recipes, validation, signing, the SBOM and provenance documents)", pkgs: []string{
-		"builder/guest", "provenance", "recipes", "sbom", "signing", "signing/signingtest", "validate",
+		"builder/guest", "provenance", "recipes", "sbom", "signing", "validate",
+	}},
+	{name: "signing's test helpers (a real artifact, loaded keys, tampered documents, cosign: over signing)", pkgs: []string{
+		"signing/signingtest",
 	}},
 	{name: "site definitions (the sites file: MAAS sites, deploy profiles, groups, the verify-key policy)", pkgs: []string{
 		"sites",
@@ -81,6 +84,7 @@ var layers = []layer{
 // testOnly are helpers that only test files may import (from any layer):
 // they never link into imagectl.
 var testOnly = map[string]bool{
+	"internal/golden":          true,
 	"internal/heappeak":        true,
 	"internal/simfault":        true,
 	"internal/testbase":        true,
@@ -91,6 +95,9 @@ var testOnly = map[string]bool{
 	"store/oci/ocitest":        true,
 	"store/storetest":          true,
 	"upload/maassim":           true,
+
+	"internal/hclkit/hclkittest":     true,
+	"internal/textsafe/textsafetest": true,
 }
 
 // testUp are the imports of a higher or sibling package that a package's

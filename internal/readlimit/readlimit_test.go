@@ -37,6 +37,24 @@ func mkfifo(t *testing.T) string {
 	return p
 }
 
+// written makes a FIFO and, from a goroutine, opens it for writing (which
+// waits for a reader) and hands it to write; stop closes when the test ends.
+func written(t *testing.T, write func(w *os.File, stop <-chan struct{})) string {
+	t.Helper()
+	fifo := mkfifo(t)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		write(w, stop)
+	}()
+	return fifo
+}
+
 // quick runs f and fails when it takes longer than limit: what used to
 // block forever is checked not to.
 func quick(t *testing.T, limit time.Duration, f func() error) error {
@@ -59,14 +77,7 @@ func quick(t *testing.T, limit time.Duration, f func() error) error {
 func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 	fifo := mkfifo(t)
 	sparse := filepath.Join(t.TempDir(), "sparse")
-	f, err := os.Create(sparse)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(2 << 30); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	testenv.Sparse(t, sparse, 2<<30)
 	for _, tc := range []struct {
 		path string
 		want error
@@ -100,33 +111,21 @@ func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 // a device is refused.
 func TestFileOrPipe(t *testing.T) {
 	t.Run("written", func(t *testing.T) {
-		fifo := mkfifo(t)
-		go func() {
-			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err != nil {
-				return
-			}
-			defer w.Close()
+		fifo := written(t, func(w *os.File, _ <-chan struct{}) {
 			for i := 0; i < 3; i++ {
 				w.Write([]byte("abc"))
 				time.Sleep(20 * time.Millisecond)
 			}
-		}()
+		})
 		b, err := FileOrPipe(fifo, 100, 5*time.Second)
 		if err != nil || string(b) != "abcabcabc" {
 			t.Errorf("%q, %v", b, err)
 		}
 	})
 	t.Run("too much", func(t *testing.T) {
-		fifo := mkfifo(t)
-		go func() {
-			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err != nil {
-				return
-			}
-			defer w.Close()
+		fifo := written(t, func(w *os.File, _ <-chan struct{}) {
 			w.Write(bytes.Repeat([]byte("x"), 1000))
-		}()
+		})
 		if _, err := FileOrPipe(fifo, 100, 5*time.Second); !errors.Is(err, ErrTooLarge) {
 			t.Errorf("%v", err)
 		}
@@ -143,18 +142,10 @@ func TestFileOrPipe(t *testing.T) {
 		}
 	})
 	t.Run("writer stalls", func(t *testing.T) {
-		fifo := mkfifo(t)
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err != nil {
-				return
-			}
-			defer w.Close()
+		fifo := written(t, func(w *os.File, stop <-chan struct{}) {
 			w.Write([]byte("abc"))
 			<-stop
-		}()
+		})
 		err := quick(t, 5*time.Second, func() error { _, err := FileOrPipe(fifo, 100, 200*time.Millisecond); return err })
 		if !errors.Is(err, ErrPipeTimeout) {
 			t.Errorf("%v", err)
@@ -164,15 +155,7 @@ func TestFileOrPipe(t *testing.T) {
 	// still refused once the wait has passed in all: the first Ctrl-C of a
 	// command that reads it is not outlasted by more than the wait.
 	t.Run("writer trickles", func(t *testing.T) {
-		fifo := mkfifo(t)
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err != nil {
-				return
-			}
-			defer w.Close()
+		fifo := written(t, func(w *os.File, stop <-chan struct{}) {
 			for {
 				select {
 				case <-stop:
@@ -181,7 +164,7 @@ func TestFileOrPipe(t *testing.T) {
 					w.Write([]byte("a"))
 				}
 			}
-		}()
+		})
 		start := time.Now()
 		err := quick(t, 5*time.Second, func() error { _, err := FileOrPipe(fifo, 1000, 300*time.Millisecond); return err })
 		if !errors.Is(err, ErrPipeTimeout) {

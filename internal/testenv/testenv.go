@@ -3,7 +3,8 @@
 // outside CI a missing need skips the test, saying what is missing and how
 // to get it; under CI (CI set, as .ci/run sets it) it fails the test, so CI
 // never passes by skipping. Beside it, the FIFO helpers of the tests that
-// block a reader on one. Only tests import it.
+// block a reader on one, and the sparse files of the tests of size bounds.
+// Only tests import it.
 package testenv
 
 import (
@@ -50,5 +51,19 @@ func Root(t testing.TB, what string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		Missing(t, "needs root to "+what)
+	}
+}
+
+// Sparse makes a file of size bytes at path with nothing written (a hole,
+// no disk used), for tests of bounds that must not read what they bound.
+func Sparse(t testing.TB, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
 	}
 }

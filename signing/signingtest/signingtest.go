@@ -1,12 +1,14 @@
 // Package signingtest holds what tests of signing and its CLI share: a
-// small real artifact (a gzip tar and a manifest that describes it) and the
-// real cosign CLI the Makefile builds.
+// small real artifact (a gzip tar and a manifest that describes it), a
+// loaded key pair, tampered copies of signed JSON documents, and the real
+// cosign CLI the Makefile builds.
 package signingtest
 
 import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +18,42 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/signing"
 )
+
+// KeyPair makes a cosign-format key pair whose private key is encrypted
+// with password and loads it: the signer, the verifier of its public key,
+// and both keys' PEM.
+func KeyPair(t testing.TB, password []byte) (s *signing.Signer, v *signing.Verifier, priv, pub []byte) {
+	t.Helper()
+	priv, pub, err := signing.GenerateKeyPair(password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = signing.LoadPrivateKey(priv, password); err != nil {
+		t.Fatal(err)
+	}
+	if v, err = signing.LoadPublicKey(pub); err != nil {
+		t.Fatal(err)
+	}
+	return s, v, priv, pub
+}
+
+// EditJSON returns doc, a JSON object, with f's changes: the tampered
+// envelopes and statements that refusal tests feed a verifier or parser.
+func EditJSON(t testing.TB, doc []byte, f func(map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		t.Fatal(err)
+	}
+	f(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // Artifact writes <dir>/<stem>.tgz, a small gzip tar, and
 // <dir>/<stem>.manifest.json, the repository's demo manifest with its

@@ -74,83 +74,102 @@ var remotes = []struct {
 		return gittest.Daemon(t, root) + "catalog.git", b, gittest.Env(t)
 	}},
 	{"http", func(t *testing.T) (string, string, []string) {
-		root := t.TempDir()
-		b := gittest.BareIn(t, root, "catalog.git")
-		base := gittest.HTTP(t, root, "alice", "s3cret")
+		base, b := httpCatalog(t)
 		return base + "catalog.git", b, gittest.Credentials(t, base, "alice", "s3cret")
 	}},
 }
 
-func TestRoundTrip(t *testing.T) {
-	t.Parallel()
+// httpCatalog serves an empty catalog.git over HTTP to user alice with
+// password s3cret: the server's base URL and the bare repository.
+func httpCatalog(t *testing.T) (base, bare string) {
+	t.Helper()
+	root := t.TempDir()
+	bare = gittest.BareIn(t, root, "catalog.git")
+	return gittest.HTTP(t, root, "alice", "s3cret"), bare
+}
+
+// withUser is the URL of base's catalog.git with userinfo (user or
+// user:password) in it.
+func withUser(base, userinfo string) string {
+	return strings.Replace(base, "://", "://"+userinfo+"@", 1) + "catalog.git"
+}
+
+// eachRemote runs f, in parallel, against a fresh remote of each kind.
+func eachRemote(t *testing.T, f func(t *testing.T, remote, bare string, env []string)) {
+	t.Helper()
 	for _, tc := range remotes {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			remote, bare, env := tc.remote(t)
-			c := open(t, remote, env)
-			if h, err := c.History(ctx, "lab", "demo"); err != nil || h == nil || len(h) != 0 {
-				t.Fatalf("History of an empty remote: %v %v", h, err)
-			}
-			if cat, err := c.Catalog(ctx, "lab"); err != nil || cat == nil || len(cat) != 0 {
-				t.Fatalf("Catalog of an empty remote: %v %v", cat, err)
-			}
-			p1 := prom("demo", "1.0.0", "", "Alice Admin <alice@example.com>", "first rollout")
-			p1.SHA256 = strings.Repeat("ab", 32)
-			record(t, c, "lab", p1)
-			record(t, c, "lab", prom("other", "20261122.1", "", "bob", ""))
-			record(t, c, "lab", prom("demo", "1.1.0", "1.0.0", "carol", "fixes CVE-1"))
-			record(t, c, "prod", prom("demo", "1.0.0", "", "dave", "prod too"))
-
-			h, err := c.History(ctx, "lab", "demo")
-			if err != nil || versions(h) != "1.0.0 1.1.0" || h[0].By != p1.By || !h[0].At.Equal(t0) || h[0].At.Location() != time.UTC || h[0].SHA256 != p1.SHA256 {
-				t.Fatalf("History: %+v %v", h, err)
-			}
-			cat, err := c.Catalog(ctx, "lab")
-			if err != nil || len(cat) != 2 || versions(cat["demo"]) != "1.0.0 1.1.0" || versions(cat["other"]) != "20261122.1" {
-				t.Fatalf("Catalog: %+v %v", cat, err)
-			}
-
-			// The layout, read from the bare repository itself.
-			var f map[string]any
-			raw := gittest.Run(t, bare, nil, "show", "main:sites/lab/demo.json")
-			if err := json.Unmarshal([]byte(raw), &f); err != nil || f["schema_version"] != 1.0 || f["site"] != "lab" || f["image"] != "demo" ||
-				len(f["promotions"].([]any)) != 2 || !strings.HasSuffix(raw, "}\n") || !strings.Contains(raw, "\n  \"promotions\": [") {
-				t.Fatalf("sites/lab/demo.json: %v\n%s", err, raw)
-			}
-			if readme := gittest.Run(t, bare, nil, "show", "main:README.md"); !strings.Contains(readme, "promotion catalog of imagectl") {
-				t.Errorf("README.md: %s", readme)
-			}
-			if files := gittest.Run(t, bare, nil, "ls-tree", "-r", "--name-only", "main"); files != "README.md\nsites/lab/demo.json\nsites/lab/other.json\nsites/prod/demo.json\n" {
-				t.Errorf("files: %q", files)
-			}
-
-			// Author and message from By and Reason.
-			log := gittest.Run(t, bare, nil, "log", "--reverse", "--format=%an <%ae>|%cn|%aI|%B%x00", "main")
-			want := []string{
-				"Alice Admin <alice@example.com>|Alice Admin|2026-11-23T10:00:00+00:00|promote demo 1.0.0 at lab\n\nfirst rollout\n\nImage-SHA256: " + p1.SHA256 + "\n",
-				"bob <bob@imagectl.invalid>|bob|2026-11-23T10:00:00+00:00|promote other 20261122.1 at lab\n",
-				"carol <carol@imagectl.invalid>|carol|2026-11-23T10:00:00+00:00|promote demo 1.1.0 at lab\n\nfixes CVE-1\n\nPrevious-Version: 1.0.0\n",
-				"dave <dave@imagectl.invalid>|dave|2026-11-23T10:00:00+00:00|promote demo 1.0.0 at prod\n\nprod too\n",
-			}
-			got := strings.Split(strings.TrimSuffix(strings.TrimSpace(log), "\x00"), "\x00")
-			for i := range got {
-				got[i] = strings.TrimLeft(got[i], "\n")
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("git log:\n%q\nwant\n%q", got, want)
-			}
-			if tr := gittest.Run(t, bare, nil, "log", "-1", "--skip=1", "--format=%(trailers:key=Previous-Version,valueonly)", "main"); strings.TrimSpace(tr) != "1.0.0" {
-				t.Errorf("Previous-Version trailer: %q", tr)
-			}
+			f(t, remote, bare, env)
 		})
 	}
 }
 
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	eachRemote(t, func(t *testing.T, remote, bare string, env []string) {
+		c := open(t, remote, env)
+		if h, err := c.History(ctx, "lab", "demo"); err != nil || h == nil || len(h) != 0 {
+			t.Fatalf("History of an empty remote: %v %v", h, err)
+		}
+		if cat, err := c.Catalog(ctx, "lab"); err != nil || cat == nil || len(cat) != 0 {
+			t.Fatalf("Catalog of an empty remote: %v %v", cat, err)
+		}
+		p1 := prom("demo", "1.0.0", "", "Alice Admin <alice@example.com>", "first rollout")
+		p1.SHA256 = strings.Repeat("ab", 32)
+		record(t, c, "lab", p1)
+		record(t, c, "lab", prom("other", "20261122.1", "", "bob", ""))
+		record(t, c, "lab", prom("demo", "1.1.0", "1.0.0", "carol", "fixes CVE-1"))
+		record(t, c, "prod", prom("demo", "1.0.0", "", "dave", "prod too"))
+
+		h, err := c.History(ctx, "lab", "demo")
+		if err != nil || versions(h) != "1.0.0 1.1.0" || h[0].By != p1.By || !h[0].At.Equal(t0) || h[0].At.Location() != time.UTC || h[0].SHA256 != p1.SHA256 {
+			t.Fatalf("History: %+v %v", h, err)
+		}
+		cat, err := c.Catalog(ctx, "lab")
+		if err != nil || len(cat) != 2 || versions(cat["demo"]) != "1.0.0 1.1.0" || versions(cat["other"]) != "20261122.1" {
+			t.Fatalf("Catalog: %+v %v", cat, err)
+		}
+
+		// The layout, read from the bare repository itself.
+		var f map[string]any
+		raw := gittest.Run(t, bare, nil, "show", "main:sites/lab/demo.json")
+		if err := json.Unmarshal([]byte(raw), &f); err != nil || f["schema_version"] != 1.0 || f["site"] != "lab" || f["image"] != "demo" ||
+			len(f["promotions"].([]any)) != 2 || !strings.HasSuffix(raw, "}\n") || !strings.Contains(raw, "\n  \"promotions\": [") {
+			t.Fatalf("sites/lab/demo.json: %v\n%s", err, raw)
+		}
+		if readme := gittest.Run(t, bare, nil, "show", "main:README.md"); !strings.Contains(readme, "promotion catalog of imagectl") {
+			t.Errorf("README.md: %s", readme)
+		}
+		if files := gittest.Run(t, bare, nil, "ls-tree", "-r", "--name-only", "main"); files != "README.md\nsites/lab/demo.json\nsites/lab/other.json\nsites/prod/demo.json\n" {
+			t.Errorf("files: %q", files)
+		}
+
+		// Author and message from By and Reason.
+		log := gittest.Run(t, bare, nil, "log", "--reverse", "--format=%an <%ae>|%cn|%aI|%B%x00", "main")
+		want := []string{
+			"Alice Admin <alice@example.com>|Alice Admin|2026-11-23T10:00:00+00:00|promote demo 1.0.0 at lab\n\nfirst rollout\n\nImage-SHA256: " + p1.SHA256 + "\n",
+			"bob <bob@imagectl.invalid>|bob|2026-11-23T10:00:00+00:00|promote other 20261122.1 at lab\n",
+			"carol <carol@imagectl.invalid>|carol|2026-11-23T10:00:00+00:00|promote demo 1.1.0 at lab\n\nfixes CVE-1\n\nPrevious-Version: 1.0.0\n",
+			"dave <dave@imagectl.invalid>|dave|2026-11-23T10:00:00+00:00|promote demo 1.0.0 at prod\n\nprod too\n",
+		}
+		got := strings.Split(strings.TrimSuffix(strings.TrimSpace(log), "\x00"), "\x00")
+		for i := range got {
+			got[i] = strings.TrimLeft(got[i], "\n")
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("git log:\n%q\nwant\n%q", got, want)
+		}
+		if tr := gittest.Run(t, bare, nil, "log", "-1", "--skip=1", "--format=%(trailers:key=Previous-Version,valueonly)", "main"); strings.TrimSpace(tr) != "1.0.0" {
+			t.Errorf("Previous-Version trailer: %q", tr)
+		}
+	})
+}
+
 func TestHTTPCredentials(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	gittest.BareIn(t, root, "catalog.git")
-	base := gittest.HTTP(t, root, "alice", "s3cret")
+	base, _ := httpCatalog(t)
 	for name, env := range map[string][]string{
 		"wrong password": gittest.Credentials(t, base, "alice", "wrong"),
 		"none":           gittest.Env(t),
@@ -174,7 +193,7 @@ func TestHTTPCredentials(t *testing.T) {
 	// Credentials in the URL (a CI token) work, and stay out of the clone's
 	// config and of git's command lines; a rotated token reuses the clone.
 	cache := t.TempDir()
-	withCreds := strings.Replace(base, "://", "://alice:s3cret@", 1) + "catalog.git"
+	withCreds := withUser(base, "alice:s3cret")
 	c, err := Open(ctx, withCreds, Options{CacheDir: CloneDir(cache, withCreds), Env: gittest.Env(t), Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatalf("credentials in the URL: %v", err)
@@ -195,7 +214,7 @@ func TestHTTPCredentials(t *testing.T) {
 	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
 		t.Errorf("the legacy clone %s with the token is still there: %v", legacy, err)
 	}
-	rotated := strings.Replace(base, "://", "://alice:wrong@", 1) + "catalog.git"
+	rotated := withUser(base, "alice:wrong")
 	if CloneDir(cache, rotated) != c.Dir() {
 		t.Errorf("another token, another clone: %s, %s", CloneDir(cache, rotated), c.Dir())
 	}
@@ -210,10 +229,8 @@ func TestHTTPCredentials(t *testing.T) {
 // is git's credential helpers' to complete, and stays.
 func TestStoredCredentialsRemoved(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	gittest.BareIn(t, root, "catalog.git")
-	base := gittest.HTTP(t, root, "alice", "s3cret")
-	withCreds := strings.Replace(base, "://", "://alice:s3cret@", 1) + "catalog.git"
+	base, _ := httpCatalog(t)
+	withCreds := withUser(base, "alice:s3cret")
 	dir := t.TempDir()
 	env := gittest.Env(t)
 	gittest.Run(t, dir, env, "init", "-q")
@@ -224,7 +241,7 @@ func TestStoredCredentialsRemoved(t *testing.T) {
 	if url := strings.TrimSpace(gittest.Run(t, dir, env, "config", "--get", "remote.origin.url")); url != base+"catalog.git" {
 		t.Errorf("origin is %s", url)
 	}
-	userOnly := strings.Replace(base, "://", "://alice@", 1) + "catalog.git"
+	userOnly := withUser(base, "alice")
 	if storedRemote(userOnly) != userOnly || credentialEnv(userOnly, nil) != nil {
 		t.Errorf("a user without a password: stored %s, env %v", storedRemote(userOnly), credentialEnv(userOnly, nil))
 	}
@@ -297,13 +314,9 @@ func TestConflict(t *testing.T) {
 // its push, so that its push is rejected.
 func TestPushRace(t *testing.T) {
 	t.Parallel()
-	for _, tc := range remotes {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			remote, bare, env := tc.remote(t)
-			testPushRace(t, remote, bare, env)
-		})
-	}
+	eachRemote(t, func(t *testing.T, remote, bare string, env []string) {
+		testPushRace(t, remote, bare, env)
+	})
 }
 
 func testPushRace(t *testing.T, remote, bare string, env []string) {
@@ -352,35 +365,31 @@ func testPushRace(t *testing.T, remote, bare string, env []string) {
 // nothing moved, yet the refusal is transient, and the next push lands.
 func TestPushLockContended(t *testing.T) {
 	t.Parallel()
-	for _, tc := range remotes {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			remote, bare, env := tc.remote(t)
-			a := open(t, remote, env)
-			record(t, a, "lab", prom("imga", "1", "", "alice", ""))
-			lock := filepath.Join(bare, "refs", "heads", "main.lock")
-			pushes := 0
-			a.beforePush = func() {
-				switch pushes++; pushes {
-				case 1:
-					if err := os.WriteFile(lock, nil, 0o644); err != nil {
-						t.Error(err)
-					}
-				case 2:
-					if err := os.Remove(lock); err != nil {
-						t.Error(err)
-					}
+	eachRemote(t, func(t *testing.T, remote, bare string, env []string) {
+		a := open(t, remote, env)
+		record(t, a, "lab", prom("imga", "1", "", "alice", ""))
+		lock := filepath.Join(bare, "refs", "heads", "main.lock")
+		pushes := 0
+		a.beforePush = func() {
+			switch pushes++; pushes {
+			case 1:
+				if err := os.WriteFile(lock, nil, 0o644); err != nil {
+					t.Error(err)
+				}
+			case 2:
+				if err := os.Remove(lock); err != nil {
+					t.Error(err)
 				}
 			}
-			record(t, a, "lab", prom("imga", "2", "1", "alice", ""))
-			if pushes != 2 {
-				t.Errorf("%d pushes, want 2", pushes)
-			}
-			if h, err := open(t, remote, env).History(ctx, "lab", "imga"); err != nil || versions(h) != "1 2" {
-				t.Errorf("history %s %v", versions(h), err)
-			}
-		})
-	}
+		}
+		record(t, a, "lab", prom("imga", "2", "1", "alice", ""))
+		if pushes != 2 {
+			t.Errorf("%d pushes, want 2", pushes)
+		}
+		if h, err := open(t, remote, env).History(ctx, "lab", "imga"); err != nil || versions(h) != "1 2" {
+			t.Errorf("history %s %v", versions(h), err)
+		}
+	})
 }
 
 // TestRecordProcesses races imagectl processes on separate clones (other

@@ -2,8 +2,6 @@ package oci_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,13 +81,7 @@ func storePushPull(t testing.TB, reg *ocitest.Registry, a manifest.Files, image,
 // plainPushPull is the baseline: a monolithic blob upload (POST, then PUT
 // of the bytes) and a GET into a file, with net/http.
 func plainPushPull(t testing.TB, reg *ocitest.Registry, tgz string, d digest.Digest, repo string) (push, pull time.Duration) {
-	pem, err := os.ReadFile(reg.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c := &http.Client{Transport: reg.Transport(t)}
 	defer c.CloseIdleConnections()
 	do := func(method, url string, body io.Reader, size int64, want int) *http.Response {
 		req, err := http.NewRequest(method, url, body)

@@ -3,8 +3,6 @@ package oci_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -59,6 +57,19 @@ func open(t testing.TB, reg *ocitest.Registry, prefix string, opts oci.Options) 
 func artifact(t testing.TB, image, version string, signer *signing.Signer) manifest.Files {
 	tgz, m := storetest.Artifact(t, t.TempDir(), image, version, storetest.Options{Signer: signer})
 	return manifest.Files{Tarball: tgz, Manifest: m}
+}
+
+// published starts a registry, opens a store on it under prefix and
+// publishes version of image "img" there.
+func published(t testing.TB, prefix, version string) (*ocitest.Registry, *oci.Store, manifest.Files) {
+	t.Helper()
+	reg := ocitest.Start(t)
+	s := open(t, reg, prefix, oci.Options{})
+	a := artifact(t, "img", version, nil)
+	if _, err := s.Publish(context.Background(), a, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return reg, s, a
 }
 
 func readAll(t testing.TB, b store.Blob, size int64) ([]byte, error) {
@@ -183,12 +194,7 @@ func TestPublishAndRead(t *testing.T) {
 
 func TestOpenTarballRefusesOtherContent(t *testing.T) {
 	ctx := context.Background()
-	reg := ocitest.Start(t)
-	s := open(t, reg, "p", oci.Options{})
-	a := artifact(t, "img", "1", nil)
-	if _, err := s.Publish(ctx, a, store.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, s, _ := published(t, "p", "1")
 	v, err := s.Version(ctx, "img", "1")
 	if err != nil {
 		t.Fatal(err)
@@ -256,12 +262,7 @@ func TestOpenTarballRefusesOtherContent(t *testing.T) {
 
 func TestImmutable(t *testing.T) {
 	ctx := context.Background()
-	reg := ocitest.Start(t)
-	s := open(t, reg, "imm", oci.Options{})
-	a := artifact(t, "img", "1.0", nil)
-	if _, err := s.Publish(ctx, a, store.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	reg, s, a := published(t, "imm", "1.0")
 	v, err := s.Publish(ctx, a, store.PublishOptions{})
 	if err != nil || !v.Existed {
 		t.Fatalf("publishing the same bytes again: %v, existed %v", err, v != nil && v.Existed)
@@ -542,13 +543,7 @@ func TestCosignVerify(t *testing.T) {
 // fetchManifest GETs a manifest with net/http, as any client would.
 func fetchManifest(t testing.TB, reg *ocitest.Registry, repo, tag string) map[string]any {
 	t.Helper()
-	pem, err := os.ReadFile(reg.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c := &http.Client{Transport: reg.Transport(t)}
 	defer c.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodGet, "https://"+reg.Host+"/v2/"+repo+"/manifests/"+tag, nil)
 	req.SetBasicAuth(reg.Username, reg.Password)
@@ -570,14 +565,9 @@ func fetchManifest(t testing.TB, reg *ocitest.Registry, repo, tag string) map[st
 // its tgz, complete.
 func TestConcurrentReaders(t *testing.T) {
 	ctx := context.Background()
-	reg := ocitest.Start(t)
-	s := open(t, reg, "many", oci.Options{})
-	if _, err := s.Publish(ctx, artifact(t, "img", "1.0", nil), store.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	reg, _, _ := published(t, "many", "1.0")
 	reader := open(t, reg, "many", oci.Options{})
 	const readers, reads = 16, 8
-	errs := make(chan error, readers*reads)
 	var wg sync.WaitGroup
 	for range readers * reads {
 		wg.Add(1)
@@ -593,16 +583,12 @@ func TestConcurrentReaders(t *testing.T) {
 					_, err = os.Stat(p)
 				}
 			}
-			errs <- err
+			if err != nil {
+				t.Error(err)
+			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
 }
 
 // A tgz streamed from the registry survives responses cut short: each read
@@ -610,12 +596,7 @@ func TestConcurrentReaders(t *testing.T) {
 // attempts; past them, the read fails and says how far it got.
 func TestOpenTarballResumesCutResponses(t *testing.T) {
 	ctx := context.Background()
-	reg := ocitest.Start(t)
-	s := open(t, reg, "resume", oci.Options{})
-	a := artifact(t, "img", "1", nil)
-	if _, err := s.Publish(ctx, a, store.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	reg, _, a := published(t, "resume", "1")
 	want, err := os.ReadFile(a.Tarball)
 	if err != nil {
 		t.Fatal(err)
@@ -686,18 +667,12 @@ func openProxied(t *testing.T, reg *ocitest.Registry, host, prefix string) *oci.
 // response's changes), either nil. It returns its host.
 func registryProxy(t *testing.T, reg *ocitest.Registry, refuse func(http.ResponseWriter, *http.Request) bool, modify func(*http.Response) error) string {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(reg.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.AppendCertsFromPEM(pem)
 	var self string // the proxy's host, once it listens
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.Host = "https", reg.Host, reg.Host
 		},
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		Transport: reg.Transport(t),
 		ModifyResponse: func(resp *http.Response) error {
 			// The registry's upload locations name it: they name the proxy.
 			if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "https://"+reg.Host) {
@@ -768,18 +743,12 @@ func TestImagesWithoutCatalog(t *testing.T) {
 // testRepo is a repository of the test registry as another client sees it.
 func testRepo(t *testing.T, reg *ocitest.Registry, name string) *remote.Repository {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(reg.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.AppendCertsFromPEM(pem)
 	repo, err := remote.NewRepository(reg.Host + "/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo.Client = &auth.Client{
-		Client:     &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
+		Client:     &http.Client{Transport: reg.Transport(t)},
 		Credential: auth.StaticCredential(reg.Host, auth.Credential{Username: reg.Username, Password: reg.Password}),
 	}
 	return repo

@@ -86,14 +86,7 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 // and the private key (password "pw") to dir/cosign.key.
 func Keys(t testing.TB, dir string) (*signing.Signer, string) {
 	t.Helper()
-	priv, pub, err := signing.GenerateKeyPair([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := signing.LoadPrivateKey(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, priv, pub := signingtest.KeyPair(t, []byte("pw"))
 	pubPath := filepath.Join(dir, "cosign.pub")
 	if err := os.WriteFile(pubPath, pub, 0o644); err != nil {
 		t.Fatal(err)

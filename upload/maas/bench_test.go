@@ -19,6 +19,7 @@ import (
 	gomaasapi "github.com/juju/gomaasapi/v2"
 
 	"github.com/gpuaas/imagectl/internal/heappeak"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -28,14 +29,7 @@ import (
 func sparse(tb testing.TB, size int64) maas.Image {
 	tb.Helper()
 	p := filepath.Join(tb.TempDir(), "sparse.tgz")
-	f, err := os.Create(p)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		tb.Fatal(err)
-	}
-	f.Close()
+	testenv.Sparse(tb, p, size)
 	h := sha256.New()
 	zeros := make([]byte, 1<<20)
 	for n := int64(0); n < size; n += int64(len(zeros)) {

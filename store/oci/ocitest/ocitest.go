@@ -52,10 +52,7 @@ func Start(t testing.TB) *Registry {
 	htpasswd := filepath.Join(dir, "htpasswd")
 	write(t, htpasswd, r.Username+":"+string(hash)+"\n")
 
-	pool := x509.NewCertPool()
-	pem, _ := os.ReadFile(r.CAFile)
-	pool.AppendCertsFromPEM(pem)
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: r.Transport(t)}
 	defer client.CloseIdleConnections()
 
 	for attempt := 0; attempt < 3; attempt++ {
@@ -116,6 +113,19 @@ auth:
 	log, _ := os.ReadFile(filepath.Join(dir, "registry.log"))
 	t.Fatalf("docker-registry did not answer on /v2/:\n%s", log)
 	return nil
+}
+
+// Transport returns an HTTP transport that trusts the registry's CA, for
+// clients a test builds itself.
+func (r *Registry) Transport(t testing.TB) *http.Transport {
+	t.Helper()
+	pem, err := os.ReadFile(r.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 }
 
 // DockerConfig writes dir/config.json with the registry's credentials and

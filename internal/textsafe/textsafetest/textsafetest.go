@@ -1,4 +1,7 @@
-package recipes
+// Package textsafetest holds the tests' own check that text bound for a
+// terminal is safe, written apart from textsafe so that it does not share
+// textsafe's mistakes. Only tests import it.
+package textsafetest
 
 import (
 	"fmt"
@@ -6,8 +9,7 @@ import (
 )
 
 // Unprintable names the first control character but newline and tab, C1
-// control or invalid UTF-8 in s, or returns "": the fuzz test's check that
-// nothing from a recipe reaches the terminal as it is.
+// control or invalid UTF-8 in s, or returns "".
 func Unprintable(s string) string {
 	if !utf8.ValidString(s) {
 		return "invalid UTF-8"
