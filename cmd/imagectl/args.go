@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -60,6 +61,28 @@ func (o *outputFlag) check() error {
 
 // json is whether the output is JSON.
 func (o *outputFlag) json() bool { return o.format == "json" }
+
+// print writes v to w as indented JSON with --output json, else what text
+// writes.
+func (o *outputFlag) print(w io.Writer, v any, text func(io.Writer) error) error {
+	if o.json() {
+		return writeJSON(w, v)
+	}
+	return text(w)
+}
+
+// streamsOf are the streams a command writes to.
+func streamsOf(cmd *cobra.Command) streams {
+	return streams{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), err: cmd.ErrOrStderr()}
+}
+
+// failWith says err on w as run does and ends the command with status
+// code: for the commands whose status says more than failed or not (diff's
+// 2, smoke's 1 for a failed validation).
+func failWith(w io.Writer, code int, err error) error {
+	fmt.Fprintf(w, "imagectl: %s\n", errorText(err.Error()))
+	return exitError{code}
+}
 
 // orList is "a or b", "a, b or c".
 func orList(s []string) string {
