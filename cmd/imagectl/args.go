@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -108,6 +109,14 @@ func fromStore(args []string, tgzOnlySet bool, tgzOnly ...string) (bool, error) 
 		return true, fmt.Errorf("%s %s to a tgz, not to a version from the store", strings.Join(tgzOnly, " and "), verb)
 	}
 	return true, nil
+}
+
+// manifestBeside is --manifest, else the manifest beside tgz.
+func manifestBeside(tgz, flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return manifest.FilesBeside(tgz).Manifest
 }
 
 // artifact resolves ARTIFACT.tgz | IMAGE VERSION to a local tgz and its

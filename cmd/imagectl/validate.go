@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -38,21 +40,25 @@ a file it reads blocks; a second one exits at once.`,
       -var netdata_retention_mb=512 --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := rf.load(cmd, args[0], env)
-			if err != nil {
-				return err
-			}
-			enabled := len(r.Image.EnabledLayers())
-			if rf.output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{
-					"valid": true, "recipe": args[0], "image": r.Image.Name, "version": r.Image.Version,
-					"layers": len(r.Image.Layers), "enabled_layers": enabled, "diagnostics": []any{},
-				})
-			}
-			_, err = textsafe.Fprintf(cmd.OutOrStdout(), "%s: valid (image %s, %d layers, %d enabled)\n", args[0], r.Image.Name, len(r.Image.Layers), enabled)
-			return err
+			return runValidate(cmd.Context(), &rf, args, streamsOf(cmd), env)
 		},
 	}
 	rf.register(cmd)
 	return cmd
+}
+
+func runValidate(ctx context.Context, rf *recipeFlags, args []string, s streams, env []string) error {
+	r, err := rf.load(ctx, s, args[0], env)
+	if err != nil {
+		return err
+	}
+	enabled := len(r.Image.EnabledLayers())
+	v := map[string]any{
+		"valid": true, "recipe": args[0], "image": r.Image.Name, "version": r.Image.Version,
+		"layers": len(r.Image.Layers), "enabled_layers": enabled, "diagnostics": []any{},
+	}
+	return rf.output.print(s.out, v, func(w io.Writer) error {
+		_, err := textsafe.Fprintf(w, "%s: valid (image %s, %d layers, %d enabled)\n", args[0], r.Image.Name, len(r.Image.Layers), enabled)
+		return err
+	})
 }
