@@ -72,6 +72,12 @@ func (o *outputFlag) print(w io.Writer, v any, text func(io.Writer) error) error
 	return text(w)
 }
 
+// runE is cobra's RunE for a command's runX: run with the command's
+// context, its flags f, arguments, streams and env.
+func runE[F any](f *F, env []string, run func(ctx context.Context, f *F, args []string, s streams, env []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), f, args, streamsOf(cmd), env) }
+}
+
 // streamsOf are the streams a command writes to.
 func streamsOf(cmd *cobra.Command) streams {
 	return streams{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), err: cmd.ErrOrStderr()}

@@ -77,9 +77,7 @@ store's latest version of the image.`,
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
   imagectl build recipes/h200.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBuild(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&f, env, runBuild),
 	}
 	f.recipe.register(cmd)
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and touch nothing")

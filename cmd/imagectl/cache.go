@@ -45,7 +45,7 @@ recently used of either until the whole fits.`,
 		Short:   "List the layer snapshots and fetched registry versions",
 		Example: "  imagectl cache ls\n  imagectl cache ls -o json",
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return runCacheLs(cmd.Context(), &f, streamsOf(cmd), env) },
+		RunE:    runE(&f, env, runCacheLs),
 	}
 	prune := &cobra.Command{
 		Use:   "prune",
@@ -58,9 +58,7 @@ still be opening them. It waits for running builds and registry reads to
 finish, and they wait while it runs. Downloaded base images are not pruned.`,
 		Example: "  imagectl cache prune --max-size 50G\n  imagectl cache prune --older-than 720h",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runCachePrune(cmd.Context(), &f, streamsOf(cmd), env)
-		},
+		RunE:    runE(&f, env, runCachePrune),
 	}
 	prune.Flags().StringVar(&f.maxSize, "max-size", "", "keep the cache under this size (e.g. 50G, 800M)")
 	prune.Flags().DurationVar(&f.olderThan, "older-than", 0, "remove what was not used for this long (e.g. 720h)")
@@ -79,7 +77,7 @@ func (f *cacheFlags) dir(env []string) (string, error) {
 	return defaultCacheDir(env)
 }
 
-func runCacheLs(_ context.Context, f *cacheFlags, s streams, env []string) error {
+func runCacheLs(_ context.Context, f *cacheFlags, _ []string, s streams, env []string) error {
 	d, err := f.dir(env)
 	if err != nil {
 		return err
@@ -110,7 +108,7 @@ func runCacheLs(_ context.Context, f *cacheFlags, s streams, env []string) error
 	return nil
 }
 
-func runCachePrune(ctx context.Context, f *cacheFlags, s streams, env []string) error {
+func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, env []string) error {
 	d, err := f.dir(env)
 	if err != nil {
 		return err

@@ -43,9 +43,7 @@ its tgz from a registry into the local cache, verified, when it is remote.`,
   imagectl check image.tgz --manifest image.manifest.json --output json
   imagectl check gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCheck(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&f, env, runCheck),
 	}
 	f.store.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz, when there is one)")

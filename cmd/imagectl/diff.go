@@ -46,9 +46,7 @@ the same for two versions from the store.`,
   imagectl diff old.cdx.json new.cdx.json
   imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --sbom`,
 		Args: cobra.RangeArgs(2, 3),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDiff(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&f, env, runDiff),
 	}
 	f.store.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	f.output.register(cmd)

@@ -31,13 +31,13 @@ standard input to standard output. With --check nothing is written: the files
 that need formatting are listed and the exit status is 1 if there are any.`,
 		Example: `  imagectl fmt recipes/h200.hcl
   imagectl fmt --check recipes layers examples`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runFmt(cmd.Context(), &f, args, streamsOf(cmd)) },
+		RunE: runE(&f, nil, runFmt),
 	}
 	cmd.Flags().BoolVar(&f.check, "check", false, "list files that need formatting and exit 1 if any; write nothing")
 	return cmd
 }
 
-func runFmt(_ context.Context, f *fmtFlags, args []string, s streams) error {
+func runFmt(_ context.Context, f *fmtFlags, args []string, s streams, _ []string) error {
 	if len(args) == 0 {
 		args = []string{"."}
 	}

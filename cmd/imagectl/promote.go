@@ -115,9 +115,7 @@ on stderr start with the site's name.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPromote(cmd.Context(), &c, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&c, env, runPromote),
 	}
 	c.sf.multi = true
 	c.register(cmd, true)
@@ -256,9 +254,7 @@ it. Promotions stack: rolling back twice goes two versions back, not forth
 and back. A rollback whose PATCH failed is not recorded: run it again.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRollback(cmd.Context(), &c, args, streamsOf(cmd), env)
-		},
+		RunE:    runE(&c, env, runRollback),
 	}
 	c.register(cmd, true)
 	return cmd
@@ -337,13 +333,13 @@ under a version's name, versioned resources the store does not know, a
 deploy profile that selects something else than the promoted version. It
 exits 1 when anything drifted.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd.Context(), &c, streamsOf(cmd), env) },
+		RunE: runE(&c, env, runStatus),
 	}
 	c.register(cmd, false)
 	return cmd
 }
 
-func runStatus(ctx context.Context, c *siteCmdFlags, s streams, env []string) error {
+func runStatus(ctx context.Context, c *siteCmdFlags, _ []string, s streams, env []string) error {
 	o, err := c.options(ctx, s, env, false)
 	if err != nil {
 		return err
@@ -418,9 +414,7 @@ func newHistoryCmd(env []string) *cobra.Command {
 		Use:   "history IMAGE --site SITE",
 		Short: "An image's promotions and rollbacks at a site",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runHistory(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE:  runE(&f, env, runHistory),
 	}
 	f.list.store.register(cmd)
 	cmd.Flags().StringVar(&f.site, "site", "", "the site")
@@ -479,7 +473,7 @@ published to the store). A deploy profile it cannot read stops it before
 anything is deleted. Resources whose name is no version in the store are
 left alone. It only says what it would delete unless --yes.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runGC(cmd.Context(), &c, streamsOf(cmd), env) },
+		RunE: runE(&c, env, runGC),
 	}
 	c.register(cmd, false)
 	cmd.Flags().IntVar(&c.keep, "keep", 0, "keep the N newest versions of each image MAAS holds (the promoted one is always kept)")
@@ -490,7 +484,7 @@ left alone. It only says what it would delete unless --yes.`,
 
 // runGC prints what gc deleted (or would), and what it kept and why, even
 // when it stopped part way.
-func runGC(ctx context.Context, c *siteCmdFlags, s streams, env []string) error {
+func runGC(ctx context.Context, c *siteCmdFlags, _ []string, s streams, env []string) error {
 	o, err := c.options(ctx, s, env, false)
 	if err != nil {
 		return err

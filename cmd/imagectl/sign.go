@@ -33,14 +33,14 @@ existing pair unless --force.`,
 		Example: `  COSIGN_PASSWORD=... imagectl keygen
   COSIGN_PASSWORD=... imagectl keygen --output-key-prefix keys/h200`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runKeygen(cmd.Context(), &f, streamsOf(cmd), env) },
+		RunE: runE(&f, env, runKeygen),
 	}
 	cmd.Flags().StringVar(&f.prefix, "output-key-prefix", "cosign", "write <prefix>.key and <prefix>.pub")
 	cmd.Flags().BoolVar(&f.force, "force", false, "overwrite an existing key pair")
 	return cmd
 }
 
-func runKeygen(_ context.Context, f *keygenFlags, s streams, env []string) error {
+func runKeygen(_ context.Context, f *keygenFlags, _ []string, s streams, env []string) error {
 	password, ok := environ.Lookup(env, signing.PasswordEnv)
 	if !ok {
 		return fmt.Errorf("set %s to the password for the new private key (%s= for none)", signing.PasswordEnv, signing.PasswordEnv)
@@ -95,9 +95,7 @@ manifest records. cosign verifies the result offline:
 {"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1"} does.)`,
 		Example: `  COSIGN_PASSWORD=... imagectl sign artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.key`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSign(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE:    runE(&f, env, runSign),
 	}
 	f.register(cmd, "cosign private key (password from $COSIGN_PASSWORD)")
 	return cmd
@@ -150,15 +148,13 @@ log is consulted.`,
 		Example: `  imagectl verify artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.pub
   imagectl verify image.tgz --key cosign.pub --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runVerify(cmd.Context(), &f, args, streamsOf(cmd))
-		},
+		RunE: runE(&f, nil, runVerify),
 	}
 	f.register(cmd, "cosign public key (cosign.pub)")
 	return cmd
 }
 
-func runVerify(ctx context.Context, f *artifactFlags, args []string, s streams) error {
+func runVerify(ctx context.Context, f *artifactFlags, args []string, s streams, _ []string) error {
 	if err := f.output.check(); err != nil {
 		return err
 	}

@@ -68,9 +68,7 @@ remote; the console log and timeline then go to the current directory.`,
       --baseline artifacts/x-1.4.0.smoke-timeline.json
   imagectl smoke gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSmoke(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&f, env, runSmoke),
 	}
 	f.store.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&f.opts.Manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")

@@ -83,13 +83,13 @@ func newImagesCmd(env []string) *cobra.Command {
 		Use:   "images",
 		Short: "List the images and versions in the store",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runImages(cmd.Context(), &f, streamsOf(cmd), env) },
+		RunE:  runE(&f, env, runImages),
 	}
 	f.register(cmd)
 	return cmd
 }
 
-func runImages(ctx context.Context, f *listFlags, s streams, env []string) error {
+func runImages(ctx context.Context, f *listFlags, _ []string, s streams, env []string) error {
 	st, err := f.open(ctx, env)
 	if err != nil {
 		return err
@@ -123,9 +123,7 @@ func newShowCmd(env []string) *cobra.Command {
 		Use:   "show IMAGE VERSION",
 		Short: "Show one image version in the store: files, hashes, MAAS target, lineage",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runShow(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE:  runE(&f, env, runShow),
 	}
 	f.register(cmd)
 	return cmd
@@ -248,9 +246,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 		Example: `  imagectl publish artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --store oci://registry.example.com/imagectl --sign-key cosign.key
   imagectl publish out/x-20261123.1.tgz --store /srv/imagectl-store`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPublish(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&f, env, runPublish),
 	}
 	f.store.registerVersions(cmd, "the image store to publish into: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")

@@ -51,9 +51,7 @@ json prints one JSON event per line on stdout.`,
   imagectl upload artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --site maas280 --key cosign.pub
   imagectl upload x-1.4.0.tgz --site lab --sites /etc/imagectl/sites.hcl --base-image ubuntu/noble --output json`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUpload(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&f, env, runUpload),
 	}
 	f.site.register(cmd)
 	f.verify.register(cmd)

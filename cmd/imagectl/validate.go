@@ -39,9 +39,7 @@ a file it reads blocks; a second one exits at once.`,
   imagectl validate recipes/h200.hcl -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
       -var netdata_retention_mb=512 --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runValidate(cmd.Context(), &rf, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&rf, env, runValidate),
 	}
 	rf.register(cmd)
 	return cmd

@@ -40,9 +40,7 @@ it into the image and write it beside the artifact.`,
   sh validate.sh --root /mnt/unpacked-image
   sh validate.sh --profile slice --stage converged`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runValidateScript(cmd.Context(), &f, args, streamsOf(cmd), env)
-		},
+		RunE: runE(&f, env, runValidateScript),
 	}
 	f.recipe.register(cmd)
 	cmd.Flags().StringVar(&f.out, "out", "", "write the script to this file (mode 0755) instead of standard output")

@@ -20,13 +20,13 @@ func newVersionCmd() *cobra.Command {
 		Short:   "Print imagectl's version",
 		Example: "  imagectl version\n  imagectl version --output json",
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return runVersion(cmd.Context(), &f, streamsOf(cmd)) },
+		RunE:    runE(&f, nil, runVersion),
 	}
 	f.output.register(cmd)
 	return cmd
 }
 
-func runVersion(_ context.Context, f *versionFlags, s streams) error {
+func runVersion(_ context.Context, f *versionFlags, _ []string, s streams, _ []string) error {
 	if err := f.output.check(); err != nil {
 		return err
 	}
