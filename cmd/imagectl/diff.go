@@ -119,23 +119,24 @@ func sbomOf(manifestPath, dir string) (string, error) {
 // compare diffs two manifests, or the packages of two SBOMs.
 func compare(paths []string, sboms bool) (*manifest.Diff, error) {
 	if sboms {
-		var ss [2]*sbom.Summary
-		for i, p := range paths {
-			s, err := sbom.ReadFile(p)
-			if err != nil {
-				return nil, err
-			}
-			ss[i] = s
-		}
-		return sbom.Diff(ss[0], ss[1]), nil
-	}
-	var ms [2]*manifest.Manifest
-	for i, p := range paths {
-		m, err := manifest.Read(p)
+		a, b, err := readTwo(paths, sbom.ReadFile)
 		if err != nil {
 			return nil, err
 		}
-		ms[i] = m
+		return sbom.Diff(a, b), nil
 	}
-	return manifest.Compare(ms[0], ms[1]), nil
+	a, b, err := readTwo(paths, manifest.Read)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Compare(a, b), nil
+}
+
+// readTwo reads the two files a diff compares.
+func readTwo[T any](paths []string, read func(string) (T, error)) (a, b T, err error) {
+	if a, err = read(paths[0]); err != nil {
+		return a, b, err
+	}
+	b, err = read(paths[1])
+	return a, b, err
 }
