@@ -78,6 +78,14 @@ func runE[F any](f *F, env []string, run func(ctx context.Context, f *F, args []
 	return func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), f, args, streamsOf(cmd), env) }
 }
 
+// command makes c run run with a new flags struct, and returns both: the
+// caller registers the flags on c.
+func command[F any](env []string, run func(ctx context.Context, f *F, args []string, s streams, env []string) error, c *cobra.Command) (*cobra.Command, *F) {
+	f := new(F)
+	c.RunE = runE(f, env, run)
+	return c, f
+}
+
 // streamsOf are the streams a command writes to.
 func streamsOf(cmd *cobra.Command) streams {
 	return streams{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), err: cmd.ErrOrStderr()}

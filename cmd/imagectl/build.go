@@ -37,8 +37,7 @@ type buildFlags struct {
 }
 
 func newBuildCmd(env []string) *cobra.Command {
-	var f buildFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runBuild, &cobra.Command{
 		Use:   "build RECIPE",
 		Short: "Build an image from a recipe (--dry-run prints the plan)",
 		Long: `Build resolves a recipe's variables and layers into the ordered steps a
@@ -77,8 +76,7 @@ store's latest version of the image.`,
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
   imagectl build recipes/h200.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
 		Args: cobra.ExactArgs(1),
-		RunE: runE(&f, env, runBuild),
-	}
+	})
 	f.recipe.register(cmd)
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and touch nothing")
 	cmd.Flags().StringVar(&f.version, "version", "", "image version (overrides the recipe's)")

@@ -21,8 +21,7 @@ type checkFlags struct {
 }
 
 func newCheckCmd(env []string) *cobra.Command {
-	var f checkFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runCheck, &cobra.Command{
 		Use:   "check (ARTIFACT.tgz | IMAGE VERSION)",
 		Short: "Check that a tgz will deploy through MAAS/curtin",
 		Long: `Check reads a tgz the way MAAS and curtin will use it, without extracting it or
@@ -43,8 +42,7 @@ its tgz from a registry into the local cache, verified, when it is remote.`,
   imagectl check image.tgz --manifest image.manifest.json --output json
   imagectl check gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: runE(&f, env, runCheck),
-	}
+	})
 	f.store.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz, when there is one)")
 	f.output.register(cmd)

@@ -21,8 +21,7 @@ type diffFlags struct {
 }
 
 func newDiffCmd(env []string) *cobra.Command {
-	f := diffFlags{output: outputFlag{formats: []string{"text", "json", "markdown"}}}
-	cmd := &cobra.Command{
+	cmd, f := command(env, runDiff, &cobra.Command{
 		Use:   "diff (A.manifest.json B.manifest.json | A.spdx.json B.spdx.json | IMAGE VERSION-A VERSION-B)",
 		Short: "Show what changed between two image manifests",
 		Long: `Diff compares two build manifests the way an operator asks before a
@@ -46,8 +45,8 @@ the same for two versions from the store.`,
   imagectl diff old.cdx.json new.cdx.json
   imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --sbom`,
 		Args: cobra.RangeArgs(2, 3),
-		RunE: runE(&f, env, runDiff),
-	}
+	})
+	f.output = outputFlag{formats: []string{"text", "json", "markdown"}}
 	f.store.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	f.output.register(cmd)
 	cmd.Flags().BoolVar(&f.sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json or .cdx.json files, this is the default)")

@@ -21,8 +21,7 @@ import (
 type fmtFlags struct{ check bool }
 
 func newFmtCmd() *cobra.Command {
-	var f fmtFlags
-	cmd := &cobra.Command{
+	cmd, f := command(nil, runFmt, &cobra.Command{
 		Use:   "fmt [PATH...]",
 		Short: "Rewrite recipes and layer files in canonical HCL formatting",
 		Long: `Fmt rewrites .hcl files (recipes, layer files, var files) in the canonical
@@ -31,8 +30,7 @@ standard input to standard output. With --check nothing is written: the files
 that need formatting are listed and the exit status is 1 if there are any.`,
 		Example: `  imagectl fmt recipes/h200.hcl
   imagectl fmt --check recipes layers examples`,
-		RunE: runE(&f, nil, runFmt),
-	}
+	})
 	cmd.Flags().BoolVar(&f.check, "check", false, "list files that need formatting and exit 1 if any; write nothing")
 	return cmd
 }

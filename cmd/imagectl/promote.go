@@ -80,8 +80,7 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 }
 
 func newPromoteCmd(env []string) *cobra.Command {
-	var c siteCmdFlags
-	cmd := &cobra.Command{
+	cmd, c := command(env, runPromote, &cobra.Command{
 		Use:   "promote IMAGE VERSION --site SITE|GROUP [--site ...] [--canary SITE] [--parallel N] [--reason WHY]",
 		Short: "Make a stored image version the one a MAAS site runs",
 		Long: `Promote makes an image version from the store the one a site runs. The
@@ -115,8 +114,7 @@ on stderr start with the site's name.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub`,
 		Args: cobra.ExactArgs(2),
-		RunE: runE(&c, env, runPromote),
-	}
+	})
 	c.sf.multi = true
 	c.register(cmd, true)
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
@@ -244,8 +242,7 @@ func (p *sitePrefix) Write(b []byte) (int, error) {
 }
 
 func newRollbackCmd(env []string) *cobra.Command {
-	var c siteCmdFlags
-	cmd := &cobra.Command{
+	cmd, c := command(env, runRollback, &cobra.Command{
 		Use:   "rollback IMAGE --site SITE [--reason WHY]",
 		Short: "Return a site to the image version it ran before the current one",
 		Long: `Rollback promotes the version a site ran before the current one, with the
@@ -254,8 +251,7 @@ it. Promotions stack: rolling back twice goes two versions back, not forth
 and back. A rollback whose PATCH failed is not recorded: run it again.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
-		RunE:    runE(&c, env, runRollback),
-	}
+	})
 	c.register(cmd, true)
 	return cmd
 }
@@ -321,8 +317,7 @@ func promotionText(w io.Writer, res *release.Result) error {
 }
 
 func newStatusCmd(env []string) *cobra.Command {
-	var c siteCmdFlags
-	cmd := &cobra.Command{
+	cmd, c := command(env, runStatus, &cobra.Command{
 		Use:   "status --site SITE",
 		Short: "What a site runs, what its MAAS holds, and any drift between them",
 		Long: `Status shows, per image, the version promoted to the site, the versioned
@@ -333,8 +328,7 @@ under a version's name, versioned resources the store does not know, a
 deploy profile that selects something else than the promoted version. It
 exits 1 when anything drifted.`,
 		Args: cobra.NoArgs,
-		RunE: runE(&c, env, runStatus),
-	}
+	})
 	c.register(cmd, false)
 	return cmd
 }
@@ -409,13 +403,11 @@ type historyFlags struct {
 }
 
 func newHistoryCmd(env []string) *cobra.Command {
-	var f historyFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runHistory, &cobra.Command{
 		Use:   "history IMAGE --site SITE",
 		Short: "An image's promotions and rollbacks at a site",
 		Args:  cobra.ExactArgs(1),
-		RunE:  runE(&f, env, runHistory),
-	}
+	})
 	f.list.store.register(cmd)
 	cmd.Flags().StringVar(&f.site, "site", "", "the site")
 	f.list.output.register(cmd)
@@ -461,8 +453,7 @@ func dash(s string) string {
 }
 
 func newGCCmd(env []string) *cobra.Command {
-	var c siteCmdFlags
-	cmd := &cobra.Command{
+	cmd, c := command(env, runGC, &cobra.Command{
 		Use:   "gc --site SITE --keep N [--yes]",
 		Short: "Delete old versioned boot resources of the store's images from a site's MAAS",
 		Long: `Gc deletes from the site's MAAS the versioned boot resources of the store's
@@ -473,8 +464,7 @@ published to the store). A deploy profile it cannot read stops it before
 anything is deleted. Resources whose name is no version in the store are
 left alone. It only says what it would delete unless --yes.`,
 		Args: cobra.NoArgs,
-		RunE: runE(&c, env, runGC),
-	}
+	})
 	c.register(cmd, false)
 	cmd.Flags().IntVar(&c.keep, "keep", 0, "keep the N newest versions of each image MAAS holds (the promoted one is always kept)")
 	cmd.Flags().BoolVar(&c.yes, "yes", false, "delete (without it, gc only says what it would delete)")

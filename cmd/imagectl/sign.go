@@ -21,8 +21,7 @@ type keygenFlags struct {
 }
 
 func newKeygenCmd(env []string) *cobra.Command {
-	var f keygenFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runKeygen, &cobra.Command{
 		Use:   "keygen",
 		Short: "Make a signing key pair in cosign's format (cosign.key, cosign.pub)",
 		Long: `Keygen makes an ECDSA P-256 key pair as cosign generate-key-pair does:
@@ -33,8 +32,7 @@ existing pair unless --force.`,
 		Example: `  COSIGN_PASSWORD=... imagectl keygen
   COSIGN_PASSWORD=... imagectl keygen --output-key-prefix keys/h200`,
 		Args: cobra.NoArgs,
-		RunE: runE(&f, env, runKeygen),
-	}
+	})
 	cmd.Flags().StringVar(&f.prefix, "output-key-prefix", "cosign", "write <prefix>.key and <prefix>.pub")
 	cmd.Flags().BoolVar(&f.force, "force", false, "overwrite an existing key pair")
 	return cmd
@@ -74,8 +72,7 @@ func (f *artifactFlags) register(cmd *cobra.Command, keyHelp string) {
 }
 
 func newSignCmd(env []string) *cobra.Command {
-	var f artifactFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runSign, &cobra.Command{
 		Use:   "sign ARTIFACT.tgz --key cosign.key",
 		Short: "Sign a built tgz and its manifest (cosign format)",
 		Long: `Sign signs a tgz and the build manifest beside it (<name>-<version>.manifest.json)
@@ -95,8 +92,7 @@ manifest records. cosign verifies the result offline:
 {"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1"} does.)`,
 		Example: `  COSIGN_PASSWORD=... imagectl sign artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.key`,
 		Args:    cobra.ExactArgs(1),
-		RunE:    runE(&f, env, runSign),
-	}
+	})
 	f.register(cmd, "cosign private key (password from $COSIGN_PASSWORD)")
 	return cmd
 }
@@ -128,8 +124,7 @@ func runSign(ctx context.Context, f *artifactFlags, args []string, s streams, en
 }
 
 func newVerifyCmd() *cobra.Command {
-	var f artifactFlags
-	cmd := &cobra.Command{
+	cmd, f := command(nil, runVerify, &cobra.Command{
 		Use:   "verify ARTIFACT.tgz --key cosign.pub",
 		Short: "Verify a tgz's and its manifest's signatures, and that they match",
 		Long: `Verify checks, with a cosign public key and offline, the signature of a tgz
@@ -148,8 +143,7 @@ log is consulted.`,
 		Example: `  imagectl verify artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.pub
   imagectl verify image.tgz --key cosign.pub --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: runE(&f, nil, runVerify),
-	}
+	})
 	f.register(cmd, "cosign public key (cosign.pub)")
 	return cmd
 }

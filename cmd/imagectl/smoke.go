@@ -27,8 +27,7 @@ type smokeFlags struct {
 }
 
 func newSmokeCmd(env []string) *cobra.Command {
-	f := smokeFlags{output: outputFlag{note: "one JSON event per line, then the result"}}
-	cmd := &cobra.Command{
+	cmd, f := command(env, runSmoke, &cobra.Command{
 		Use:   "smoke (ARTIFACT.tgz | IMAGE VERSION)",
 		Short: "Deploy a tgz the way MAAS/curtin does, boot it under UEFI and run its validation",
 		Long: `Smoke proves on the build machine that an artifact deploys, boots and passes
@@ -68,8 +67,8 @@ remote; the console log and timeline then go to the current directory.`,
       --baseline artifacts/x-1.4.0.smoke-timeline.json
   imagectl smoke gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: runE(&f, env, runSmoke),
-	}
+	})
+	f.output = outputFlag{note: "one JSON event per line, then the result"}
 	f.store.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&f.opts.Manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
 	cmd.Flags().StringVar(&f.opts.ConsoleLog, "console-log", "", "where to keep the serial console (default: <name>-<version>.smoke.log beside the tgz)")

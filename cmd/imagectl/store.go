@@ -78,13 +78,11 @@ func (f *listFlags) open(ctx context.Context, env []string) (store.Store, error)
 }
 
 func newImagesCmd(env []string) *cobra.Command {
-	var f listFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runImages, &cobra.Command{
 		Use:   "images",
 		Short: "List the images and versions in the store",
 		Args:  cobra.NoArgs,
-		RunE:  runE(&f, env, runImages),
-	}
+	})
 	f.register(cmd)
 	return cmd
 }
@@ -118,13 +116,11 @@ func yesNo(b bool) string {
 }
 
 func newShowCmd(env []string) *cobra.Command {
-	var f listFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runShow, &cobra.Command{
 		Use:   "show IMAGE VERSION",
 		Short: "Show one image version in the store: files, hashes, MAAS target, lineage",
 		Args:  cobra.ExactArgs(2),
-		RunE:  runE(&f, env, runShow),
-	}
+	})
 	f.register(cmd)
 	return cmd
 }
@@ -232,8 +228,7 @@ type publishFlags struct {
 }
 
 func newPublishCmd(env []string) *cobra.Command {
-	var f publishFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runPublish, &cobra.Command{
 		Use:   "publish ARTIFACT.tgz",
 		Short: "Publish a built tgz, its manifest, validation script and signatures into a store",
 		Long: `Publish puts an artifact built elsewhere (or with --output-dir) into an image
@@ -246,8 +241,7 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 		Example: `  imagectl publish artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --store oci://registry.example.com/imagectl --sign-key cosign.key
   imagectl publish out/x-20261123.1.tgz --store /srv/imagectl-store`,
 		Args: cobra.ExactArgs(1),
-		RunE: runE(&f, env, runPublish),
-	}
+	})
 	f.store.registerVersions(cmd, "the image store to publish into: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
 	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
 	cmd.Flags().StringVar(&f.script, "validation-script", "", "the validation script (default: the -validate.sh beside the tgz, when there is one)")

@@ -26,8 +26,7 @@ type uploadFlags struct {
 }
 
 func newUploadCmd(env []string) *cobra.Command {
-	var f uploadFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runUpload, &cobra.Command{
 		Use:   "upload (IMAGE VERSION | ARTIFACT.tgz) --site SITE",
 		Short: "Upload a built image to a MAAS site as a custom boot resource",
 		Long: `Upload sends an image version from the store (IMAGE VERSION), or a built
@@ -51,8 +50,7 @@ json prints one JSON event per line on stdout.`,
   imagectl upload artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --site maas280 --key cosign.pub
   imagectl upload x-1.4.0.tgz --site lab --sites /etc/imagectl/sites.hcl --base-image ubuntu/noble --output json`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: runE(&f, env, runUpload),
-	}
+	})
 	f.site.register(cmd)
 	f.verify.register(cmd)
 	f.store.register(cmd)

@@ -12,8 +12,7 @@ import (
 )
 
 func newValidateCmd(env []string) *cobra.Command {
-	var rf recipeFlags
-	cmd := &cobra.Command{
+	cmd, rf := command(env, runValidate, &cobra.Command{
 		Use:   "validate RECIPE",
 		Short: "Check a recipe and report every error in it",
 		Long: fmt.Sprintf(`Validate loads a recipe with its layer files, variables and sources and
@@ -39,8 +38,7 @@ a file it reads blocks; a second one exits at once.`,
   imagectl validate recipes/h200.hcl -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
       -var netdata_retention_mb=512 --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: runE(&rf, env, runValidate),
-	}
+	})
 	rf.register(cmd)
 	return cmd
 }

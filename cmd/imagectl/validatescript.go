@@ -18,8 +18,7 @@ type validateScriptFlags struct {
 }
 
 func newValidateScriptCmd(env []string) *cobra.Command {
-	var f validateScriptFlags
-	cmd := &cobra.Command{
+	cmd, f := command(env, runValidateScript, &cobra.Command{
 		Use:   "validate-script RECIPE|MANIFEST",
 		Short: "Write the on-host validation script of an image",
 		Long: `Validate-script writes the POSIX sh script that checks a deployed host (or,
@@ -40,8 +39,7 @@ it into the image and write it beside the artifact.`,
   sh validate.sh --root /mnt/unpacked-image
   sh validate.sh --profile slice --stage converged`,
 		Args: cobra.ExactArgs(1),
-		RunE: runE(&f, env, runValidateScript),
-	}
+	})
 	f.recipe.register(cmd)
 	cmd.Flags().StringVar(&f.out, "out", "", "write the script to this file (mode 0755) instead of standard output")
 	return cmd

@@ -14,14 +14,12 @@ import (
 type versionFlags struct{ output outputFlag }
 
 func newVersionCmd() *cobra.Command {
-	var f versionFlags
-	cmd := &cobra.Command{
+	cmd, f := command(nil, runVersion, &cobra.Command{
 		Use:     "version",
 		Short:   "Print imagectl's version",
 		Example: "  imagectl version\n  imagectl version --output json",
 		Args:    cobra.NoArgs,
-		RunE:    runE(&f, nil, runVersion),
-	}
+	})
 	f.output.register(cmd)
 	return cmd
 }
