@@ -18,8 +18,8 @@ import (
 //
 // Libraries' errors may name a flag or a variable of this CLI (--version,
 // --catalog, $IMAGECTL_CATALOG, --registry-ca, --keep, --base-image,
-// --root) where that is what the user must change: they are written for
-// imagectl's users, and this is the one place that says so.
+// --root, keygen's --force) where that is what the user must change: they
+// are written for imagectl's users, and this is the one place that says so.
 
 // outputFlag is --output (-o): text, the default, or json, or another
 // format a command lists (diff's markdown).

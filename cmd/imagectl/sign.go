@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/signing"
@@ -39,19 +37,8 @@ existing pair unless --force.`,
 }
 
 func runKeygen(_ context.Context, f *keygenFlags, _ []string, s streams, env []string) error {
-	password, ok := environ.Lookup(env, signing.PasswordEnv)
-	if !ok {
-		return fmt.Errorf("set %s to the password for the new private key (%s= for none)", signing.PasswordEnv, signing.PasswordEnv)
-	}
-	keyPath, pubPath := f.prefix+".key", f.prefix+".pub"
-	if !f.force {
-		for _, p := range []string{keyPath, pubPath} {
-			if _, err := os.Stat(p); err == nil {
-				return fmt.Errorf("%s exists: keygen does not overwrite keys (--force does)", p)
-			}
-		}
-	}
-	if err := signing.WriteKeyPair(keyPath, pubPath, []byte(password)); err != nil {
+	keyPath, pubPath, err := signing.KeyGen(f.prefix, env, f.force)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(s.out, "Private key written to %s\nPublic key written to %s\n", keyPath, pubPath)
