@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -86,12 +87,10 @@ func runCacheLs(_ context.Context, f *cacheFlags, _ []string, s streams, env []s
 	if err != nil {
 		return err
 	}
-	if f.output.json() {
-		c.Layers = withoutMeta(c.Layers)
-		return writeJSON(s.out, c)
-	}
-	w := s.out
-	layers := cache.Layers(d)
+	return f.print(s.out, c, &c.Layers, func(w io.Writer) { lsText(w, c, cache.Layers(d)) })
+}
+
+func lsText(w io.Writer, c *cache.Contents, layers layercache.Cache) {
 	fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", "KEY", "IMAGE", "LAYER", "CREATED", "SIZE", "LAST USED")
 	for _, e := range c.Layers {
 		textsafe.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", shortKey(e.Key), e.Image, e.Layer, e.Created.Local().Format("2006-01-02 15:04:05"),
@@ -105,7 +104,6 @@ func runCacheLs(_ context.Context, f *cacheFlags, _ []string, s streams, env []s
 		}
 	}
 	fmt.Fprintf(w, "%d registry versions, %s in %s\n", len(c.Registry), humanBytes(c.RegistryBytes), c.RegistryDir)
-	return nil
 }
 
 func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, env []string) error {
@@ -128,11 +126,10 @@ func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, en
 	if err != nil {
 		return err
 	}
-	if f.output.json() {
-		p.Layers = withoutMeta(p.Layers)
-		return writeJSON(s.out, p)
-	}
-	w := s.out
+	return f.print(s.out, p, &p.Layers, func(w io.Writer) { pruneText(w, p) })
+}
+
+func pruneText(w io.Writer, p *cache.Pruned) {
 	fmt.Fprintf(w, "removed %d snapshots and %d registry versions, %s freed\n", len(p.Layers), len(p.Registry), humanBytes(p.FreedBytes))
 	if len(p.InUse) > 0 {
 		fmt.Fprintf(w, "kept %d registry versions read in the last %s, in use:\n", len(p.InUse), oci.InUse)
@@ -140,11 +137,18 @@ func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, en
 			textsafe.Fprintf(w, "  %s\n", v.Ref)
 		}
 	}
-	return nil
 }
 
-// withoutMeta drops what the builder recorded about each layer, which the
-// listing does not show.
+// print writes v as JSON without its layers' metadata, which the listing
+// does not show, or as text.
+func (f *cacheFlags) print(w io.Writer, v any, layers *[]layercache.Entry, text func(io.Writer)) error {
+	if f.output.json() {
+		*layers = withoutMeta(*layers)
+	}
+	return f.output.print(w, v, func(w io.Writer) error { text(w); return nil })
+}
+
+// withoutMeta drops what the builder recorded about each layer.
 func withoutMeta(es []layercache.Entry) []layercache.Entry {
 	out := make([]layercache.Entry, len(es))
 	for i, e := range es {
