@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -111,18 +110,12 @@ func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, en
 	if err != nil {
 		return err
 	}
-	var limit int64
-	if f.maxSize != "" {
-		if limit, err = parseBytes(f.maxSize); err != nil {
-			return fmt.Errorf("--max-size: %w", err)
-		}
+	o, err := cache.Bound(f.maxSize, f.olderThan)
+	if err != nil {
+		return fmt.Errorf("--max-size: %w", err)
 	}
-	if f.maxSize == "" && f.olderThan == 0 {
-		limit = -1 // everything goes
-	}
-	p, err := cache.Prune(ctx, d, cache.PruneOptions{MaxBytes: limit, OlderThan: f.olderThan, Waiting: func() {
-		fmt.Fprintln(s.err, "waiting for running builds and registry reads to finish (Ctrl-C stops)")
-	}})
+	o.Waiting = func() { fmt.Fprintln(s.err, "waiting for running builds and registry reads to finish (Ctrl-C stops)") }
+	p, err := cache.Prune(ctx, d, o)
 	if err != nil {
 		return err
 	}
@@ -177,31 +170,4 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// parseBytes reads sizes such as 800M, 50G or 1073741824.
-func parseBytes(s string) (int64, error) {
-	orig := s
-	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I"))
-	mult := int64(1)
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			s = s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a size such as 800M or 50G", orig)
-	}
-	return n * mult, nil
 }
