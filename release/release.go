@@ -1,12 +1,14 @@
 package release
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/profile"
@@ -33,7 +35,8 @@ type Options struct {
 	InsecureSkipVerify bool
 	// BaseImage overrides the manifest's maas.base_image.
 	BaseImage string
-	// By and Reason are recorded with a promotion.
+	// By and Reason are recorded with a promotion; By is $USER of Env when
+	// empty.
 	By, Reason string
 	// Now is the clock for promotions; time.Now when nil.
 	Now func() time.Time
@@ -177,10 +180,7 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 		o.followChannel(ctx, image, version, res)
 		return res, nil
 	}
-	by := o.By
-	if by == "" {
-		by = "unknown"
-	}
+	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
 		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {

@@ -79,6 +79,20 @@ func names(sim *maassim.Server) []string {
 	return out
 }
 
+// TestPromoteByUser: without By, the promotion is recorded as Env's $USER.
+func TestPromoteByUser(t *testing.T) {
+	f := newFixture(t, "1.0.0")
+	f.opts.By = ""
+	f.opts.Env = append(f.opts.Env, "USER=bob")
+	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Promotion == nil || res.Promotion.By != "bob" {
+		t.Fatalf("promotion %+v", res.Promotion)
+	}
+}
+
 func TestPromoteAndRollback(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0")
 	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
@@ -75,6 +76,26 @@ func WriteKeyPair(keyPath, pubPath string, password []byte) error {
 		return fmt.Errorf("writing %s: %w", pubPath, err)
 	}
 	return set.Commit()
+}
+
+// KeyGen makes a key pair as cosign generate-key-pair does: <prefix>.key,
+// the private key encrypted with env's $COSIGN_PASSWORD (which must be set;
+// empty for none), and <prefix>.pub. An existing pair is kept, and an
+// error says so, unless overwrite.
+func KeyGen(prefix string, env []string, overwrite bool) (keyPath, pubPath string, err error) {
+	password, ok := environ.Lookup(env, PasswordEnv)
+	if !ok {
+		return "", "", fmt.Errorf("set %s to the password for the new private key (%s= for none)", PasswordEnv, PasswordEnv)
+	}
+	keyPath, pubPath = prefix+".key", prefix+".pub"
+	if !overwrite {
+		for _, p := range []string{keyPath, pubPath} {
+			if _, err := os.Stat(p); err == nil {
+				return "", "", fmt.Errorf("%s exists: keygen does not overwrite keys (--force does)", p)
+			}
+		}
+	}
+	return keyPath, pubPath, WriteKeyPair(keyPath, pubPath, []byte(password))
 }
 
 // Signer signs with a private key.

@@ -184,3 +184,26 @@ func encryptedKey(t *testing.T, curve elliptic.Curve, password, pemType string) 
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: sealed})
 }
+
+// TestKeyGen: the password must be set (empty is none); an existing pair
+// is kept unless overwrite.
+func TestKeyGen(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "k")
+	if _, _, err := KeyGen(prefix, nil, false); err == nil || !strings.Contains(err.Error(), "set COSIGN_PASSWORD") {
+		t.Fatalf("no password: %v", err)
+	}
+	env := []string{PasswordEnv + "=pw"}
+	key, pub, err := KeyGen(prefix, env, false)
+	if err != nil || key != prefix+".key" || pub != prefix+".pub" {
+		t.Fatalf("KeyGen = %s, %s, %v", key, pub, err)
+	}
+	if _, err := LoadPrivateKeyFileEnv(key, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := KeyGen(prefix, env, false); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("over an existing pair: %v", err)
+	}
+	if _, _, err := KeyGen(prefix, []string{PasswordEnv + "="}, true); err != nil {
+		t.Fatalf("overwrite: %v", err)
+	}
+}

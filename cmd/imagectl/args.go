@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -16,8 +18,8 @@ import (
 //
 // Libraries' errors may name a flag or a variable of this CLI (--version,
 // --catalog, $IMAGECTL_CATALOG, --registry-ca, --keep, --base-image,
-// --root) where that is what the user must change: they are written for
-// imagectl's users, and this is the one place that says so.
+// --root, keygen's --force) where that is what the user must change: they
+// are written for imagectl's users, and this is the one place that says so.
 
 // outputFlag is --output (-o): text, the default, or json, or another
 // format a command lists (diff's markdown).
@@ -61,6 +63,42 @@ func (o *outputFlag) check() error {
 // json is whether the output is JSON.
 func (o *outputFlag) json() bool { return o.format == "json" }
 
+// print writes v to w as indented JSON with --output json, else what text
+// writes.
+func (o *outputFlag) print(w io.Writer, v any, text func(io.Writer) error) error {
+	if o.json() {
+		return writeJSON(w, v)
+	}
+	return text(w)
+}
+
+// runE is cobra's RunE for a command's runX: run with the command's
+// context, its flags f, arguments, streams and env.
+func runE[F any](f *F, env []string, run func(ctx context.Context, f *F, args []string, s streams, env []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error { return run(cmd.Context(), f, args, streamsOf(cmd), env) }
+}
+
+// command makes c run run with a new flags struct, and returns both: the
+// caller registers the flags on c.
+func command[F any](env []string, run func(ctx context.Context, f *F, args []string, s streams, env []string) error, c *cobra.Command) (*cobra.Command, *F) {
+	f := new(F)
+	c.RunE = runE(f, env, run)
+	return c, f
+}
+
+// streamsOf are the streams a command writes to.
+func streamsOf(cmd *cobra.Command) streams {
+	return streams{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), err: cmd.ErrOrStderr()}
+}
+
+// failWith says err on w as run does and ends the command with status
+// code: for the commands whose status says more than failed or not (diff's
+// 2, smoke's 1 for a failed validation).
+func failWith(w io.Writer, code int, err error) error {
+	fmt.Fprintf(w, "imagectl: %s\n", errorText(err.Error()))
+	return exitError{code}
+}
+
 // orList is "a or b", "a, b or c".
 func orList(s []string) string {
 	if len(s) < 2 {
@@ -85,6 +123,14 @@ func fromStore(args []string, tgzOnlySet bool, tgzOnly ...string) (bool, error) 
 		return true, fmt.Errorf("%s %s to a tgz, not to a version from the store", strings.Join(tgzOnly, " and "), verb)
 	}
 	return true, nil
+}
+
+// manifestBeside is --manifest, else the manifest beside tgz.
+func manifestBeside(tgz, flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return manifest.FilesBeside(tgz).Manifest
 }
 
 // artifact resolves ARTIFACT.tgz | IMAGE VERSION to a local tgz and its

@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"time"
 
@@ -18,23 +20,24 @@ import (
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
+type buildFlags struct {
+	recipe    recipeFlags
+	dryRun    bool
+	version   string
+	cacheDir  string
+	workDir   string
+	outputDir string
+	accel     string
+	packer    string
+	noCache   bool
+	refresh   bool
+	maxAge    time.Duration
+	signKey   string
+	store     storeFlags
+}
+
 func newBuildCmd(env []string) *cobra.Command {
-	var (
-		rf        recipeFlags
-		dryRun    bool
-		version   string
-		cacheDir  string
-		workDir   string
-		outputDir string
-		accel     string
-		packer    string
-		noCache   bool
-		refresh   bool
-		maxAge    time.Duration
-		signKey   string
-		st        storeFlags
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runBuild, &cobra.Command{
 		Use:   "build RECIPE",
 		Short: "Build an image from a recipe (--dry-run prints the plan)",
 		Long: `Build resolves a recipe's variables and layers into the ordered steps a
@@ -73,116 +76,121 @@ store's latest version of the image.`,
   imagectl build recipes/h200.hcl --dry-run --output json > plan.json
   imagectl build recipes/h200.hcl --dry-run -var version=1.4.0 -var-file site.hcl`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rf.dryRun = dryRun
-			// A version names files and store paths: refused before the
-			// recipe is read (plan.New holds every caller to the same rule).
-			if version != "" {
-				if err := manifest.CheckVersion(version); err != nil {
-					return fmt.Errorf("--version: %w", err)
-				}
-			}
-			r, err := rf.load(cmd, args[0], env)
-			if err != nil {
-				return err
-			}
-			// The key is decrypted before anything starts, and a
-			// registry store signs what it publishes with it.
-			var signer *signing.Signer
-			if key := signing.BuildKeyPath(signKey, r.Image.Artifact.SignKey, r.Path); key != "" && !dryRun {
-				if signer, err = loadSigner(key, env); err != nil {
-					return err
-				}
-			}
-			sb, err := startStoreBuild(cmd.Context(), &st, env, signer, release.BuildOptions{Image: r.Image.Name,
-				Version: cmp.Or(version, r.Image.Version), DryRun: dryRun, OutputDir: outputDir})
-			if err != nil {
-				return err
-			}
-			defer sb.Close()
-			version = sb.Version(version)
-			plan, err := plan.New(r, plan.Options{Version: version, SignKey: signKey})
-			if err != nil {
-				return err
-			}
-			if from := sb.VersionFrom(); from != "" {
-				plan.VersionFrom = from
-			}
-			if dryRun {
-				if rf.output.json() {
-					return plan.WriteJSON(cmd.OutOrStdout())
-				}
-				return plan.WriteText(cmd.OutOrStdout())
-			}
-			if cacheDir == "" {
-				if cacheDir, err = defaultCacheDir(env); err != nil {
-					return err
-				}
-			}
-			events := progress(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
-			if rf.output.json() {
-				events = progress(cmd.OutOrStdout(), true, false)
-			}
-			res, err := builder.Build(cmd.Context(), plan, builder.BuildOptions{
-				Executor:      newExecutor(),
-				CacheDir:      cacheDir,
-				WorkDir:       workDir,
-				OutputDir:     sb.OutputDir(outputDir),
-				ParentVersion: sb.Parent(),
-				Accel:         accel,
-				Packer:        packer,
-				Events:        events,
-				LayerCache:    layerCacheDir(cacheDir, noCache),
-				Refresh:       refresh,
-				CacheMaxAge:   maxAge,
-				Sign:          buildSigner(cmd.Context(), signer),
-			})
-			if err != nil {
-				return err
-			}
-			sigs, ref, err := publishBuild(cmd.Context(), sb, res, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if rf.output.json() {
-				// One object per line, like the events before it.
-				f := res.Files
-				result := map[string]any{"type": "result", "tarball": f.Tarball,
-					"manifest": f.Manifest, "validation_script": f.ValidationScript, "sbom": f.SBOM, "cyclonedx": f.CycloneDX, "provenance": f.Provenance,
-					"sha256": res.Manifest.Artifact.SHA256,
-					"size":   res.Manifest.Artifact.Size, "signatures": sigs}
-				if ref != "" {
-					result["ref"] = ref
-				}
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(result)
-			}
-			f := res.Files
-			tgz := f.Tarball
-			if tgz == "" { // pushed to a registry store, not kept here
-				tgz = ref
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
-				res.Manifest.Artifact.Size, f.Manifest, f.ValidationScript, f.SBOM, f.CycloneDX, f.Provenance)
-			for _, s := range sigs {
-				fmt.Fprintln(cmd.OutOrStdout(), s)
-			}
-			return nil
-		},
-	}
-	rf.register(cmd)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and touch nothing")
-	cmd.Flags().StringVar(&version, "version", "", "image version (overrides the recipe's)")
-	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where downloaded base images and the layer cache (layers/) are kept (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
-	cmd.Flags().StringVar(&workDir, "work-dir", "", "where the temporary working disk goes, as large as the data in the image (default: $TMPDIR)")
-	st.registerVersions(cmd, "publish the build into this image store: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE; with neither, no store)")
-	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
-	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
-	cmd.Flags().StringVar(&accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")
-	cmd.Flags().BoolVar(&noCache, "no-cache", false, "build every layer without the layer cache (neither reading nor writing it)")
-	cmd.Flags().BoolVar(&refresh, "refresh", false, "rebuild every layer and replace what the layer cache holds for them")
-	cmd.Flags().DurationVar(&maxAge, "cache-max-age", builder.DefaultCacheMaxAge, "reuse cached layers that install packages or run commands only up to this age")
-	cmd.Flags().StringVar(&packer, "packer", "auto", "how the root filesystem is read for the tgz: host (from the disk image, fast), appliance (tar-out), or auto (host when supported, else appliance)")
+	})
+	f.recipe.register(cmd)
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and touch nothing")
+	cmd.Flags().StringVar(&f.version, "version", "", "image version (overrides the recipe's)")
+	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where downloaded base images and the layer cache (layers/) are kept (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
+	cmd.Flags().StringVar(&f.workDir, "work-dir", "", "where the temporary working disk goes, as large as the data in the image (default: $TMPDIR)")
+	f.store.registerVersions(cmd, "publish the build into this image store: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE; with neither, no store)")
+	cmd.Flags().StringVar(&f.outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
+	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
+	cmd.Flags().StringVar(&f.accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")
+	cmd.Flags().BoolVar(&f.noCache, "no-cache", false, "build every layer without the layer cache (neither reading nor writing it)")
+	cmd.Flags().BoolVar(&f.refresh, "refresh", false, "rebuild every layer and replace what the layer cache holds for them")
+	cmd.Flags().DurationVar(&f.maxAge, "cache-max-age", builder.DefaultCacheMaxAge, "reuse cached layers that install packages or run commands only up to this age")
+	cmd.Flags().StringVar(&f.packer, "packer", "auto", "how the root filesystem is read for the tgz: host (from the disk image, fast), appliance (tar-out), or auto (host when supported, else appliance)")
 	return cmd
+}
+
+func runBuild(ctx context.Context, f *buildFlags, args []string, s streams, env []string) error {
+	f.recipe.dryRun = f.dryRun
+	// A version names files and store paths: refused before the
+	// recipe is read (plan.New holds every caller to the same rule).
+	if f.version != "" {
+		if err := manifest.CheckVersion(f.version); err != nil {
+			return fmt.Errorf("--version: %w", err)
+		}
+	}
+	r, err := f.recipe.load(ctx, s, args[0], env)
+	if err != nil {
+		return err
+	}
+	// The key is decrypted before anything starts, and a
+	// registry store signs what it publishes with it.
+	var signer *signing.Signer
+	if key := signing.BuildKeyPath(f.signKey, r.Image.Artifact.SignKey, r.Path); key != "" && !f.dryRun {
+		if signer, err = loadSigner(key, env); err != nil {
+			return err
+		}
+	}
+	sb, err := startStoreBuild(ctx, &f.store, env, signer, release.BuildOptions{Image: r.Image.Name,
+		Version: cmp.Or(f.version, r.Image.Version), DryRun: f.dryRun, OutputDir: f.outputDir})
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	p, err := plan.New(r, plan.Options{Version: sb.Version(f.version), SignKey: f.signKey})
+	if err != nil {
+		return err
+	}
+	if from := sb.VersionFrom(); from != "" {
+		p.VersionFrom = from
+	}
+	if f.dryRun {
+		if f.recipe.output.json() {
+			return p.WriteJSON(s.out)
+		}
+		return p.WriteText(s.out)
+	}
+	cacheDir := f.cacheDir
+	if cacheDir == "" {
+		if cacheDir, err = defaultCacheDir(env); err != nil {
+			return err
+		}
+	}
+	events := progress(s.err, false, isTerminal(s.err, env))
+	if f.recipe.output.json() {
+		events = progress(s.out, true, false)
+	}
+	res, err := builder.Build(ctx, p, builder.BuildOptions{
+		Executor:      newExecutor(),
+		CacheDir:      cacheDir,
+		WorkDir:       f.workDir,
+		OutputDir:     sb.OutputDir(f.outputDir),
+		ParentVersion: sb.Parent(),
+		Accel:         f.accel,
+		Packer:        f.packer,
+		Events:        events,
+		LayerCache:    layerCacheDir(cacheDir, f.noCache),
+		Refresh:       f.refresh,
+		CacheMaxAge:   f.maxAge,
+		Sign:          buildSigner(ctx, signer),
+	})
+	if err != nil {
+		return err
+	}
+	sigs, ref, err := publishBuild(ctx, sb, res, s.err)
+	if err != nil {
+		return err
+	}
+	return buildResult(s.out, f.recipe.output.json(), res, sigs, ref)
+}
+
+// buildResult prints what a build wrote: with --output json one object
+// on a line, like the events before it.
+func buildResult(w io.Writer, jsonOut bool, res *builder.Result, sigs []string, ref string) error {
+	f := res.Files
+	if jsonOut {
+		result := map[string]any{"type": "result", "tarball": f.Tarball,
+			"manifest": f.Manifest, "validation_script": f.ValidationScript, "sbom": f.SBOM, "cyclonedx": f.CycloneDX, "provenance": f.Provenance,
+			"sha256": res.Manifest.Artifact.SHA256,
+			"size":   res.Manifest.Artifact.Size, "signatures": sigs}
+		if ref != "" {
+			result["ref"] = ref
+		}
+		return json.NewEncoder(w).Encode(result)
+	}
+	tgz := f.Tarball
+	if tgz == "" { // pushed to a registry store, not kept here
+		tgz = ref
+	}
+	fmt.Fprintf(w, "%s\n  sha256 %s, %d bytes\n%s\n%s\n%s\n%s\n%s\n", tgz, res.Manifest.Artifact.SHA256,
+		res.Manifest.Artifact.Size, f.Manifest, f.ValidationScript, f.SBOM, f.CycloneDX, f.Provenance)
+	for _, sig := range sigs {
+		fmt.Fprintln(w, sig)
+	}
+	return nil
 }
 
 // layerCacheDir is where the layer cache lives: beside the base images.

@@ -1,8 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"strconv"
+	"io"
 	"strings"
 	"time"
 
@@ -15,23 +16,17 @@ import (
 	"github.com/gpuaas/imagectl/store/oci"
 )
 
+// cacheFlags are cache's, which ls and prune share, and prune's.
+type cacheFlags struct {
+	cacheDir string
+	output   outputFlag
+	// prune's
+	maxSize   string
+	olderThan time.Duration
+}
+
 func newCacheCmd(env []string) *cobra.Command {
-	var cacheDir string
-	var output outputFlag
-	// dir checks --output and returns the cache directory, for ls and prune.
-	dir := func() (string, error) {
-		if err := output.check(); err != nil {
-			return "", err
-		}
-		if cacheDir == "" {
-			d, err := defaultCacheDir(env)
-			if err != nil {
-				return "", err
-			}
-			cacheDir = d
-		}
-		return cacheDir, nil
-	}
+	var f cacheFlags
 	cmd := &cobra.Command{
 		Use:   "cache",
 		Short: "Show and bound the cache: layer snapshots and fetched registry versions",
@@ -42,52 +37,16 @@ holds what reads of an OCI store fetched: every version's small files, and
 the tgzs check and smoke fetched whole. ls lists both; prune removes the least
 recently used of either until the whole fits.`,
 	}
-	cmd.PersistentFlags().StringVar(&cacheDir, "cache-dir", "", "the cache directory builds use (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
-	output.registerIn(cmd, cmd.PersistentFlags())
+	cmd.PersistentFlags().StringVar(&f.cacheDir, "cache-dir", "", "the cache directory builds use (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
+	f.output.registerIn(cmd, cmd.PersistentFlags())
 
 	ls := &cobra.Command{
 		Use:     "ls",
 		Short:   "List the layer snapshots and fetched registry versions",
 		Example: "  imagectl cache ls\n  imagectl cache ls -o json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := dir()
-			if err != nil {
-				return err
-			}
-			c, err := cache.List(d)
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				c.Layers = withoutMeta(c.Layers)
-				return writeJSON(cmd.OutOrStdout(), c)
-			}
-			w := cmd.OutOrStdout()
-			layers := cache.Layers(d)
-			fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", "KEY", "IMAGE", "LAYER", "CREATED", "SIZE", "LAST USED")
-			for _, e := range c.Layers {
-				textsafe.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", shortKey(e.Key), e.Image, e.Layer, e.Created.Local().Format("2006-01-02 15:04:05"),
-					humanBytes(e.Bytes), layers.LastUsed(&e).Local().Format("2006-01-02 15:04:05"))
-			}
-			fmt.Fprintf(w, "%d snapshots, %s in %s\n", len(c.Layers), humanBytes(c.LayerBytes), c.LayersDir)
-			if len(c.Registry) > 0 {
-				fmt.Fprintf(w, "\n%-60s %-4s %10s %s\n", "REGISTRY VERSION", "TGZ", "SIZE", "LAST USED")
-				for _, v := range c.Registry {
-					tgz := "no"
-					if v.Tarball {
-						tgz = "yes"
-					}
-					textsafe.Fprintf(w, "%-60s %-4s %10s %s\n", v.Ref, tgz, humanBytes(v.Bytes), v.LastUsed.Local().Format("2006-01-02 15:04:05"))
-				}
-			}
-			fmt.Fprintf(w, "%d registry versions, %s in %s\n", len(c.Registry), humanBytes(c.RegistryBytes), c.RegistryDir)
-			return nil
-		},
+		RunE:    runE(&f, env, runCacheLs),
 	}
-
-	var maxSize string
-	var olderThan time.Duration
 	prune := &cobra.Command{
 		Use:   "prune",
 		Short: "Remove the least recently used layer snapshots and registry versions",
@@ -99,49 +58,90 @@ still be opening them. It waits for running builds and registry reads to
 finish, and they wait while it runs. Downloaded base images are not pruned.`,
 		Example: "  imagectl cache prune --max-size 50G\n  imagectl cache prune --older-than 720h",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := dir()
-			if err != nil {
-				return err
-			}
-			var limit int64
-			if maxSize != "" {
-				if limit, err = parseBytes(maxSize); err != nil {
-					return fmt.Errorf("--max-size: %w", err)
-				}
-			}
-			if maxSize == "" && olderThan == 0 {
-				limit = -1 // everything goes
-			}
-			p, err := cache.Prune(cmd.Context(), d, cache.PruneOptions{MaxBytes: limit, OlderThan: olderThan, Waiting: func() {
-				fmt.Fprintln(cmd.ErrOrStderr(), "waiting for running builds and registry reads to finish (Ctrl-C stops)")
-			}})
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				p.Layers = withoutMeta(p.Layers)
-				return writeJSON(cmd.OutOrStdout(), p)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "removed %d snapshots and %d registry versions, %s freed\n", len(p.Layers), len(p.Registry), humanBytes(p.FreedBytes))
-			if len(p.InUse) > 0 {
-				fmt.Fprintf(w, "kept %d registry versions read in the last %s, in use:\n", len(p.InUse), oci.InUse)
-				for _, v := range p.InUse {
-					textsafe.Fprintf(w, "  %s\n", v.Ref)
-				}
-			}
-			return nil
-		},
+		RunE:    runE(&f, env, runCachePrune),
 	}
-	prune.Flags().StringVar(&maxSize, "max-size", "", "keep the cache under this size (e.g. 50G, 800M)")
-	prune.Flags().DurationVar(&olderThan, "older-than", 0, "remove what was not used for this long (e.g. 720h)")
+	prune.Flags().StringVar(&f.maxSize, "max-size", "", "keep the cache under this size (e.g. 50G, 800M)")
+	prune.Flags().DurationVar(&f.olderThan, "older-than", 0, "remove what was not used for this long (e.g. 720h)")
 	cmd.AddCommand(ls, prune)
 	return cmd
 }
 
-// withoutMeta drops what the builder recorded about each layer, which the
-// listing does not show.
+// dir checks --output and returns the cache directory.
+func (f *cacheFlags) dir(env []string) (string, error) {
+	if err := f.output.check(); err != nil {
+		return "", err
+	}
+	if f.cacheDir != "" {
+		return f.cacheDir, nil
+	}
+	return defaultCacheDir(env)
+}
+
+func runCacheLs(_ context.Context, f *cacheFlags, _ []string, s streams, env []string) error {
+	d, err := f.dir(env)
+	if err != nil {
+		return err
+	}
+	c, err := cache.List(d)
+	if err != nil {
+		return err
+	}
+	return f.print(s.out, c, &c.Layers, func(w io.Writer) { lsText(w, c, cache.Layers(d)) })
+}
+
+func lsText(w io.Writer, c *cache.Contents, layers layercache.Cache) {
+	fmt.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", "KEY", "IMAGE", "LAYER", "CREATED", "SIZE", "LAST USED")
+	for _, e := range c.Layers {
+		textsafe.Fprintf(w, "%-14s %-22s %-16s %-20s %10s %s\n", shortKey(e.Key), e.Image, e.Layer, e.Created.Local().Format("2006-01-02 15:04:05"),
+			humanBytes(e.Bytes), layers.LastUsed(&e).Local().Format("2006-01-02 15:04:05"))
+	}
+	fmt.Fprintf(w, "%d snapshots, %s in %s\n", len(c.Layers), humanBytes(c.LayerBytes), c.LayersDir)
+	if len(c.Registry) > 0 {
+		fmt.Fprintf(w, "\n%-60s %-4s %10s %s\n", "REGISTRY VERSION", "TGZ", "SIZE", "LAST USED")
+		for _, v := range c.Registry {
+			textsafe.Fprintf(w, "%-60s %-4s %10s %s\n", v.Ref, yesNo(v.Tarball), humanBytes(v.Bytes), v.LastUsed.Local().Format("2006-01-02 15:04:05"))
+		}
+	}
+	fmt.Fprintf(w, "%d registry versions, %s in %s\n", len(c.Registry), humanBytes(c.RegistryBytes), c.RegistryDir)
+}
+
+func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, env []string) error {
+	d, err := f.dir(env)
+	if err != nil {
+		return err
+	}
+	o, err := cache.Bound(f.maxSize, f.olderThan)
+	if err != nil {
+		return fmt.Errorf("--max-size: %w", err)
+	}
+	o.Waiting = func() { fmt.Fprintln(s.err, "waiting for running builds and registry reads to finish (Ctrl-C stops)") }
+	p, err := cache.Prune(ctx, d, o)
+	if err != nil {
+		return err
+	}
+	return f.print(s.out, p, &p.Layers, func(w io.Writer) { pruneText(w, p) })
+}
+
+func pruneText(w io.Writer, p *cache.Pruned) {
+	fmt.Fprintf(w, "removed %d snapshots and %d registry versions, %s freed\n", len(p.Layers), len(p.Registry), humanBytes(p.FreedBytes))
+	if len(p.InUse) > 0 {
+		fmt.Fprintf(w, "kept %d registry versions read in the last %s, in use:\n", len(p.InUse), oci.InUse)
+		for _, v := range p.InUse {
+			textsafe.Fprintf(w, "  %s\n", v.Ref)
+		}
+	}
+}
+
+// print writes v as JSON without its layers' metadata, which the listing
+// does not show, or as text.
+func (f *cacheFlags) print(w io.Writer, v any, layers *[]layercache.Entry, text func(io.Writer)) error {
+	if f.output.json() {
+		*layers = withoutMeta(*layers)
+	}
+	return f.output.print(w, v, func(w io.Writer) error { text(w); return nil })
+}
+
+// withoutMeta drops what the builder recorded about each layer.
 func withoutMeta(es []layercache.Entry) []layercache.Entry {
 	out := make([]layercache.Entry, len(es))
 	for i, e := range es {
@@ -170,31 +170,4 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// parseBytes reads sizes such as 800M, 50G or 1073741824.
-func parseBytes(s string) (int64, error) {
-	orig := s
-	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I"))
-	mult := int64(1)
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			s = s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a size such as 800M or 50G", orig)
-	}
-	return n * mult, nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,14 +13,15 @@ import (
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
+type checkFlags struct {
+	store     storeFlags
+	manifest  string
+	output    outputFlag
+	bareMetal bool
+}
+
 func newCheckCmd(env []string) *cobra.Command {
-	var (
-		sf           storeFlags
-		manifestPath string
-		output       outputFlag
-		bareMetal    bool
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runCheck, &cobra.Command{
 		Use:   "check (ARTIFACT.tgz | IMAGE VERSION)",
 		Short: "Check that a tgz will deploy through MAAS/curtin",
 		Long: `Check reads a tgz the way MAAS and curtin will use it, without extracting it or
@@ -39,45 +42,47 @@ its tgz from a registry into the local cache, verified, when it is remote.`,
   imagectl check image.tgz --manifest image.manifest.json --output json
   imagectl check gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			tgz, manifestPath, _, err := sf.artifact(cmd.Context(), env, args, manifestPath)
-			if err != nil {
-				return err
-			}
-			r, err := deploycheck.CheckArtifact(cmd.Context(), tgz, deploycheck.ArtifactOptions{Manifest: manifestPath, BareMetal: bareMetal})
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				if err := writeJSON(cmd.OutOrStdout(), r); err != nil {
-					return err
-				}
-			} else {
-				// Messages carry the tgz's entry names and waiver reasons
-				// the manifest's: escaped, one line each.
-				for _, f := range r.Findings {
-					if f.Waived {
-						textsafe.Fprintf(cmd.OutOrStdout(), "%s (waived: %s): %s: %s\n", f.Severity, f.WaiverReason, f.Check, f.Message)
-						continue
-					}
-					textsafe.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
-				}
-				if len(r.Findings) == 0 {
-					textsafe.Fprintf(cmd.OutOrStdout(), "%s: deployable, no findings\n", strings.Join(args, " "))
-				}
-			}
-			if !r.Deployable {
-				return exitError{1}
-			}
-			return nil
-		},
-	}
-	sf.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
-	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz, when there is one)")
-	output.register(cmd)
-	cmd.Flags().BoolVar(&bareMetal, "bare-metal", true, "expect a generic kernel (bare-metal hosts)")
+	})
+	f.store.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz, when there is one)")
+	f.output.register(cmd)
+	cmd.Flags().BoolVar(&f.bareMetal, "bare-metal", true, "expect a generic kernel (bare-metal hosts)")
 	return cmd
+}
+
+func runCheck(ctx context.Context, f *checkFlags, args []string, s streams, env []string) error {
+	if err := f.output.check(); err != nil {
+		return err
+	}
+	tgz, manifestPath, _, err := f.store.artifact(ctx, env, args, f.manifest)
+	if err != nil {
+		return err
+	}
+	r, err := deploycheck.CheckArtifact(ctx, tgz, deploycheck.ArtifactOptions{Manifest: manifestPath, BareMetal: f.bareMetal})
+	if err != nil {
+		return err
+	}
+	if err := f.output.print(s.out, r, func(w io.Writer) error { return checkText(w, r, args) }); err != nil {
+		return err
+	}
+	if !r.Deployable {
+		return exitError{1}
+	}
+	return nil
+}
+
+// checkText prints a check's findings. Messages carry the tgz's entry names
+// and waiver reasons the manifest's: escaped, one line each.
+func checkText(w io.Writer, r *deploycheck.Report, args []string) error {
+	for _, f := range r.Findings {
+		if f.Waived {
+			textsafe.Fprintf(w, "%s (waived: %s): %s: %s\n", f.Severity, f.WaiverReason, f.Check, f.Message)
+			continue
+		}
+		textsafe.Fprintf(w, "%s: %s: %s\n  fix: %s\n", f.Severity, f.Check, f.Message, f.Fix)
+	}
+	if len(r.Findings) == 0 {
+		textsafe.Fprintf(w, "%s: deployable, no findings\n", strings.Join(args, " "))
+	}
+	return nil
 }

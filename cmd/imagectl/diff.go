@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,13 +14,14 @@ import (
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
+type diffFlags struct {
+	store  storeFlags
+	output outputFlag
+	sboms  bool
+}
+
 func newDiffCmd(env []string) *cobra.Command {
-	var (
-		sf     storeFlags
-		output = outputFlag{formats: []string{"text", "json", "markdown"}}
-		sboms  bool
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runDiff, &cobra.Command{
 		Use:   "diff (A.manifest.json B.manifest.json | A.spdx.json B.spdx.json | IMAGE VERSION-A VERSION-B)",
 		Short: "Show what changed between two image manifests",
 		Long: `Diff compares two build manifests the way an operator asks before a
@@ -43,57 +45,57 @@ the same for two versions from the store.`,
   imagectl diff old.cdx.json new.cdx.json
   imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --sbom`,
 		Args: cobra.RangeArgs(2, 3),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			paths := args
-			if len(args) == 3 {
-				paths = nil
-				for _, ver := range args[1:] {
-					v, err := sf.version(cmd.Context(), env, args[0], ver, false)
-					if err != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err.Error()))
-						return exitError{2}
-					}
-					p := v.Manifest
-					if sboms {
-						if p, err = sbomOf(v.Manifest, v.Dir); err != nil {
-							fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(fmt.Sprintf("%s %s: %v", args[0], ver, err)))
-							return exitError{2}
-						}
-					}
-					paths = append(paths, p)
-				}
-			} else if sboms || isSBOM(paths[0]) || isSBOM(paths[1]) {
-				sboms = true
-			}
-			d, err := compare(paths, sboms)
-			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err.Error()))
-				return exitError{2}
-			}
-			switch output.format {
-			case "json":
-				err = writeJSON(cmd.OutOrStdout(), d)
-			case "markdown":
-				err = d.WriteMarkdown(cmd.OutOrStdout())
-			case "text":
-				err = d.WriteText(cmd.OutOrStdout())
-			default:
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", output.check())
-				return exitError{2}
-			}
-			if err != nil {
-				return err
-			}
-			if !d.Equal {
-				return exitError{1}
-			}
-			return nil
-		},
-	}
-	sf.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
-	output.register(cmd)
-	cmd.Flags().BoolVar(&sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json or .cdx.json files, this is the default)")
+	})
+	f.output = outputFlag{formats: []string{"text", "json", "markdown"}}
+	f.store.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+	f.output.register(cmd)
+	cmd.Flags().BoolVar(&f.sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json or .cdx.json files, this is the default)")
 	return cmd
+}
+
+// runDiff compares; like diff(1) it exits 0 when equal, 1 when different
+// and 2 on trouble.
+func runDiff(ctx context.Context, f *diffFlags, args []string, s streams, env []string) error {
+	paths, sboms := args, f.sboms
+	if len(args) == 3 {
+		paths = nil
+		for _, ver := range args[1:] {
+			v, err := f.store.version(ctx, env, args[0], ver, false)
+			if err != nil {
+				return failWith(s.err, 2, err)
+			}
+			p := v.Manifest
+			if sboms {
+				if p, err = sbomOf(v.Manifest, v.Dir); err != nil {
+					return failWith(s.err, 2, fmt.Errorf("%s %s: %v", args[0], ver, err))
+				}
+			}
+			paths = append(paths, p)
+		}
+	} else if sboms || isSBOM(paths[0]) || isSBOM(paths[1]) {
+		sboms = true
+	}
+	d, err := compare(paths, sboms)
+	if err != nil {
+		return failWith(s.err, 2, err)
+	}
+	switch f.output.format {
+	case "json":
+		err = writeJSON(s.out, d)
+	case "markdown":
+		err = d.WriteMarkdown(s.out)
+	case "text":
+		err = d.WriteText(s.out)
+	default:
+		return failWith(s.err, 2, f.output.check())
+	}
+	if err != nil {
+		return err
+	}
+	if !d.Equal {
+		return exitError{1}
+	}
+	return nil
 }
 
 // isSBOM is whether a file is named as an SBOM: .spdx.json, .cdx.json.
@@ -116,23 +118,24 @@ func sbomOf(manifestPath, dir string) (string, error) {
 // compare diffs two manifests, or the packages of two SBOMs.
 func compare(paths []string, sboms bool) (*manifest.Diff, error) {
 	if sboms {
-		var ss [2]*sbom.Summary
-		for i, p := range paths {
-			s, err := sbom.ReadFile(p)
-			if err != nil {
-				return nil, err
-			}
-			ss[i] = s
-		}
-		return sbom.Diff(ss[0], ss[1]), nil
-	}
-	var ms [2]*manifest.Manifest
-	for i, p := range paths {
-		m, err := manifest.Read(p)
+		a, b, err := readTwo(paths, sbom.ReadFile)
 		if err != nil {
 			return nil, err
 		}
-		ms[i] = m
+		return sbom.Diff(a, b), nil
 	}
-	return manifest.Compare(ms[0], ms[1]), nil
+	a, b, err := readTwo(paths, manifest.Read)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Compare(a, b), nil
+}
+
+// readTwo reads the two files a diff compares.
+func readTwo[T any](paths []string, read func(string) (T, error)) (a, b T, err error) {
+	if a, err = read(paths[0]); err != nil {
+		return a, b, err
+	}
+	b, err = read(paths[1])
+	return a, b, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,9 +18,10 @@ import (
 	"github.com/gpuaas/imagectl/recipes"
 )
 
+type fmtFlags struct{ check bool }
+
 func newFmtCmd() *cobra.Command {
-	var check bool
-	cmd := &cobra.Command{
+	cmd, f := command(nil, runFmt, &cobra.Command{
 		Use:   "fmt [PATH...]",
 		Short: "Rewrite recipes and layer files in canonical HCL formatting",
 		Long: `Fmt rewrites .hcl files (recipes, layer files, var files) in the canonical
@@ -28,61 +30,59 @@ standard input to standard output. With --check nothing is written: the files
 that need formatting are listed and the exit status is 1 if there are any.`,
 		Example: `  imagectl fmt recipes/h200.hcl
   imagectl fmt --check recipes layers examples`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				args = []string{"."}
-			}
-			if len(args) == 1 && args[0] == "-" {
-				return fmtStdin(cmd)
-			}
-			var files []string
-			for _, a := range args {
-				found, err := hclFiles(a)
-				if err != nil {
-					return err
-				}
-				files = append(files, found...)
-			}
-			var unformatted, broken int
-			for _, f := range files {
-				src, err := hclkit.ReadInput(f)
-				if err != nil {
-					return err
-				}
-				out, diags := recipes.Format(src, f)
-				if diags.HasErrors() {
-					files := map[string]*hcl.File{f: {Bytes: src}}
-					if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
-						return err
-					}
-					broken++
-					continue
-				}
-				if bytes.Equal(src, out) {
-					continue
-				}
-				unformatted++
-				if check {
-					fmt.Fprintln(cmd.OutOrStdout(), f)
-					continue
-				}
-				if err := atomicfile.Replace(f, out); err != nil {
-					return fmt.Errorf("rewriting %s: %w", f, err)
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), f)
-			}
-			if broken > 0 || (check && unformatted > 0) {
-				return exitError{1}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&check, "check", false, "list files that need formatting and exit 1 if any; write nothing")
+	})
+	cmd.Flags().BoolVar(&f.check, "check", false, "list files that need formatting and exit 1 if any; write nothing")
 	return cmd
 }
 
-func fmtStdin(cmd *cobra.Command) error {
-	src, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), hclkit.MaxInputSize+1))
+func runFmt(_ context.Context, f *fmtFlags, args []string, s streams, _ []string) error {
+	if len(args) == 0 {
+		args = []string{"."}
+	}
+	if len(args) == 1 && args[0] == "-" {
+		return fmtStdin(s)
+	}
+	var files []string
+	for _, a := range args {
+		found, err := hclFiles(a)
+		if err != nil {
+			return err
+		}
+		files = append(files, found...)
+	}
+	var unformatted, broken int
+	for _, file := range files {
+		src, err := hclkit.ReadInput(file)
+		if err != nil {
+			return err
+		}
+		out, diags := recipes.Format(src, file)
+		if diags.HasErrors() {
+			if err := hclkit.WriteDiagnostics(s.err, map[string]*hcl.File{file: {Bytes: src}}, diags, false); err != nil {
+				return err
+			}
+			broken++
+			continue
+		}
+		if bytes.Equal(src, out) {
+			continue
+		}
+		unformatted++
+		if !f.check {
+			if err := atomicfile.Replace(file, out); err != nil {
+				return fmt.Errorf("rewriting %s: %w", file, err)
+			}
+		}
+		fmt.Fprintln(s.out, file)
+	}
+	if broken > 0 || (f.check && unformatted > 0) {
+		return exitError{1}
+	}
+	return nil
+}
+
+func fmtStdin(s streams) error {
+	src, err := io.ReadAll(io.LimitReader(s.in, hclkit.MaxInputSize+1))
 	if err != nil {
 		return fmt.Errorf("reading standard input: %w", err)
 	}
@@ -91,13 +91,12 @@ func fmtStdin(cmd *cobra.Command) error {
 	}
 	out, diags := recipes.Format(src, "<stdin>")
 	if diags.HasErrors() {
-		files := map[string]*hcl.File{"<stdin>": {Bytes: src}}
-		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), files, diags, false); err != nil {
+		if err := hclkit.WriteDiagnostics(s.err, map[string]*hcl.File{"<stdin>": {Bytes: src}}, diags, false); err != nil {
 			return err
 		}
 		return exitError{1}
 	}
-	_, err = cmd.OutOrStdout().Write(out)
+	_, err = s.out.Write(out)
 	return err
 }
 

@@ -1,8 +1,13 @@
 // Command imagectl builds curated MAAS host images from HCL recipes.
 //
-// This package is the thin CLI on top: it parses flags, calls one library
-// function per command and prints the result. Everything else lives in the
-// packages under the module root.
+// This package is the CLI on top, and only translates: each command is a
+// flags struct, a newXCmd that registers them, and a runX that checks them,
+// calls the library that owns the command (build alone runs three in turn:
+// plan, builder, and release for the store) and writes the result, as text
+// or --output json. Defaults from the environment, key and site
+// resolution, and building into a store live in the libraries
+// (storeopen.Resolve, sites.VerifyPolicy, release); everything else lives
+// in the packages under the module root.
 //
 // SIGINT and SIGTERM cancel the context every command runs under: the
 // command stops, cleans up and exits with status 130. A second one exits

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/profile"
@@ -20,8 +20,9 @@ import (
 	"github.com/gpuaas/imagectl/store"
 )
 
-// siteCmd holds what the commands acting on a site share.
-type siteCmd struct {
+// siteCmdFlags are the flags of the commands acting on a site (promote,
+// rollback, status, gc).
+type siteCmdFlags struct {
 	sf     siteFlags
 	vf     verifyFlags
 	st     storeFlags
@@ -32,9 +33,12 @@ type siteCmd struct {
 	// A rollout's (promote to several sites).
 	canary   string
 	parallel int
+	// gc's.
+	keep int
+	yes  bool
 }
 
-func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
+func (c *siteCmdFlags) register(cmd *cobra.Command, promoting bool) {
 	c.sf.register(cmd)
 	c.st.register(cmd)
 	c.output.register(cmd)
@@ -47,41 +51,36 @@ func (c *siteCmd) register(cmd *cobra.Command, promoting bool) {
 }
 
 // options loads the site (and, when promoting, the verification key).
-func (c *siteCmd) options(cmd *cobra.Command, env []string, promoting bool) (release.Options, error) {
+func (c *siteCmdFlags) options(ctx context.Context, s streams, env []string, promoting bool) (release.Options, error) {
 	if err := c.output.check(); err != nil {
 		return release.Options{}, err
 	}
-	s, err := c.sf.load(cmd, env)
+	site, err := c.sf.load(s, env)
 	if err != nil {
 		return release.Options{}, err
 	}
-	return c.siteOptions(cmd, env, s, promoting)
+	return c.siteOptions(ctx, s, env, site, promoting)
 }
 
 // siteOptions opens the store for a loaded site (and, when promoting,
 // loads the verification key).
-func (c *siteCmd) siteOptions(cmd *cobra.Command, env []string, s *sites.Site, promoting bool) (release.Options, error) {
-	st, err := c.st.open(cmd.Context(), env)
+func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string, site *sites.Site, promoting bool) (release.Options, error) {
+	st, err := c.st.open(ctx, env)
 	if err != nil {
 		return release.Options{}, err
 	}
-	o := release.Options{Store: st, Site: s, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by}
+	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure}
 	if promoting {
-		if o.Verifier, err = c.vf.verifier(env, s); err != nil {
+		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
 			return release.Options{}, err
 		}
-		o.InsecureSkipVerify = c.vf.insecure
-		if o.By == "" {
-			o.By = environ.Get(env, "USER")
-		}
-		o.Events = uploadEvents(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
+		o.Events = uploadEvents(s.err, false, isTerminal(s.err, env))
 	}
 	return o, nil
 }
 
 func newPromoteCmd(env []string) *cobra.Command {
-	var c siteCmd
-	cmd := &cobra.Command{
+	cmd, c := command(env, runPromote, &cobra.Command{
 		Use:   "promote IMAGE VERSION --site SITE|GROUP [--site ...] [--canary SITE] [--parallel N] [--reason WHY]",
 		Short: "Make a stored image version the one a MAAS site runs",
 		Long: `Promote makes an image version from the store the one a site runs. The
@@ -115,38 +114,7 @@ on stderr start with the site's name.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			// A rollout's flags are checked before the sites file is read
-			// when it names several sites; a group named alone is known to
-			// be one only after.
-			several := !release.OneName(c.sf.sites, c.canary)
-			if several {
-				if err := c.checkRollout(); err != nil {
-					return err
-				}
-			}
-			ss, path, err := c.sf.file(cmd, env)
-			if err != nil {
-				return err
-			}
-			t, err := release.ResolveTargets(ss, path, c.sf.sites, c.canary)
-			if err != nil {
-				return err
-			}
-			if t.Single != "" {
-				c.sf.site = t.Single
-				return c.promote(cmd, env, func(o release.Options) (*release.Result, error) {
-					return release.Promote(cmd.Context(), args[0], args[1], o)
-				})
-			}
-			if !several {
-				if err := c.checkRollout(); err != nil {
-					return err
-				}
-			}
-			return c.rollout(cmd, env, args[0], args[1], t)
-		},
-	}
+	})
 	c.sf.multi = true
 	c.register(cmd, true)
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
@@ -154,8 +122,40 @@ on stderr start with the site's name.`,
 	return cmd
 }
 
+func runPromote(ctx context.Context, c *siteCmdFlags, args []string, s streams, env []string) error {
+	// A rollout's flags are checked before the sites file is read
+	// when it names several sites; a group named alone is known to
+	// be one only after.
+	several := !release.OneName(c.sf.sites, c.canary)
+	if several {
+		if err := c.checkRollout(); err != nil {
+			return err
+		}
+	}
+	ss, path, err := c.sf.file(s, env)
+	if err != nil {
+		return err
+	}
+	t, err := release.ResolveTargets(ss, path, c.sf.sites, c.canary)
+	if err != nil {
+		return err
+	}
+	if t.Single != "" {
+		c.sf.site = t.Single
+		return c.promote(ctx, s, env, func(o release.Options) (*release.Result, error) {
+			return release.Promote(ctx, args[0], args[1], o)
+		})
+	}
+	if !several {
+		if err := c.checkRollout(); err != nil {
+			return err
+		}
+	}
+	return c.rollout(ctx, s, env, args[0], args[1], t)
+}
+
 // checkRollout checks a rollout's flags.
-func (c *siteCmd) checkRollout() error {
+func (c *siteCmdFlags) checkRollout() error {
 	if err := c.output.check(); err != nil {
 		return err
 	}
@@ -167,40 +167,30 @@ func (c *siteCmd) checkRollout() error {
 
 // rollout promotes to the sites of t and prints the table (or JSON); it
 // fails with status 1 unless every site runs the version.
-func (c *siteCmd) rollout(cmd *cobra.Command, env []string, image, version string, t *release.Targets) error {
-	o, err := c.siteOptions(cmd, env, t.Sites[0], false)
+func (c *siteCmdFlags) rollout(ctx context.Context, s streams, env []string, image, version string, t *release.Targets) error {
+	o, err := c.siteOptions(ctx, s, env, t.Sites[0], false)
 	if err != nil {
 		return err
 	}
-	o.InsecureSkipVerify = c.vf.insecure
-	if o.By == "" {
-		o.By = environ.Get(env, "USER")
-	}
-	stderr := cmd.ErrOrStderr()
-	lines := &lineWriter{w: stderr}
+	lines := &lineWriter{w: s.err}
 	ro := release.RolloutOptions{Options: o, Sites: t.Sites, Canary: t.Canary, Parallel: c.parallel,
-		VerifierFor: func(s *sites.Site) (*signing.Verifier, error) { return c.vf.verifier(env, s) },
+		VerifierFor: func(site *sites.Site) (*signing.Verifier, error) { return c.vf.verifier(env, site) },
 		SiteEvents: func(site string) func(event.Event) {
 			// One line per event, each starting with the site: no bars,
 			// which several sites would draw over one another.
 			return uploadEvents(lines.prefixed(site), false, false)
 		},
 	}
-	res, err := release.Rollout(cmd.Context(), image, version, ro)
+	res, err := release.Rollout(ctx, image, version, ro)
 	if err != nil {
 		return err
 	}
-	if c.output.json() {
-		err = writeJSON(cmd.OutOrStdout(), res.Sites)
-	} else {
-		err = rolloutTable(cmd.OutOrStdout(), res)
-	}
-	if err != nil {
+	if err := c.output.print(s.out, res.Sites, func(w io.Writer) error { return rolloutTable(w, res) }); err != nil {
 		return err
 	}
 	if !res.OK() {
 		if !c.output.json() {
-			textsafe.Fprintf(stderr, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
+			textsafe.Fprintf(s.err, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
 		}
 		return exitError{1}
 	}
@@ -252,8 +242,7 @@ func (p *sitePrefix) Write(b []byte) (int, error) {
 }
 
 func newRollbackCmd(env []string) *cobra.Command {
-	var c siteCmd
-	cmd := &cobra.Command{
+	cmd, c := command(env, runRollback, &cobra.Command{
 		Use:   "rollback IMAGE --site SITE [--reason WHY]",
 		Short: "Return a site to the image version it ran before the current one",
 		Long: `Rollback promotes the version a site ran before the current one, with the
@@ -262,20 +251,21 @@ it. Promotions stack: rolling back twice goes two versions back, not forth
 and back. A rollback whose PATCH failed is not recorded: run it again.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.promote(cmd, env, func(o release.Options) (*release.Result, error) {
-				return release.Rollback(cmd.Context(), args[0], o)
-			})
-		},
-	}
+	})
 	c.register(cmd, true)
 	return cmd
 }
 
+func runRollback(ctx context.Context, c *siteCmdFlags, args []string, s streams, env []string) error {
+	return c.promote(ctx, s, env, func(o release.Options) (*release.Result, error) {
+		return release.Rollback(ctx, args[0], o)
+	})
+}
+
 // promote makes a promotion (promote, rollback) with act, given the site's
 // options, and prints it.
-func (c *siteCmd) promote(cmd *cobra.Command, env []string, act func(release.Options) (*release.Result, error)) error {
-	o, err := c.options(cmd, env, true)
+func (c *siteCmdFlags) promote(ctx context.Context, s streams, env []string, act func(release.Options) (*release.Result, error)) error {
+	o, err := c.options(ctx, s, env, true)
 	if err != nil {
 		return err
 	}
@@ -283,13 +273,10 @@ func (c *siteCmd) promote(cmd *cobra.Command, env []string, act func(release.Opt
 	if err != nil {
 		return err
 	}
-	return printPromotion(cmd.OutOrStdout(), c.output.format, res)
+	return c.output.print(s.out, res, func(w io.Writer) error { return promotionText(w, res) })
 }
 
-func printPromotion(w io.Writer, output string, res *release.Result) error {
-	if output == "json" {
-		return writeJSON(w, res)
-	}
+func promotionText(w io.Writer, res *release.Result) error {
 	up := "uploaded as " + res.Upload.Name
 	if res.Upload.Skipped {
 		up = "MAAS already held it as " + res.Upload.Name
@@ -330,8 +317,7 @@ func printPromotion(w io.Writer, output string, res *release.Result) error {
 }
 
 func newStatusCmd(env []string) *cobra.Command {
-	var c siteCmd
-	cmd := &cobra.Command{
+	cmd, c := command(env, runStatus, &cobra.Command{
 		Use:   "status --site SITE",
 		Short: "What a site runs, what its MAAS holds, and any drift between them",
 		Long: `Status shows, per image, the version promoted to the site, the versioned
@@ -342,28 +328,25 @@ under a version's name, versioned resources the store does not know, a
 deploy profile that selects something else than the promoted version. It
 exits 1 when anything drifted.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o, err := c.options(cmd, env, false)
-			if err != nil {
-				return err
-			}
-			st, err := release.Status(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			if c.output.json() {
-				err = writeJSON(cmd.OutOrStdout(), st)
-			} else {
-				err = statusText(cmd.OutOrStdout(), st)
-			}
-			if err == nil && st.Drift {
-				return exitError{1}
-			}
-			return err
-		},
-	}
+	})
 	c.register(cmd, false)
 	return cmd
+}
+
+func runStatus(ctx context.Context, c *siteCmdFlags, _ []string, s streams, env []string) error {
+	o, err := c.options(ctx, s, env, false)
+	if err != nil {
+		return err
+	}
+	st, err := release.Status(ctx, o)
+	if err != nil {
+		return err
+	}
+	err = c.output.print(s.out, st, func(w io.Writer) error { return statusText(w, st) })
+	if err == nil && st.Drift {
+		return exitError{1}
+	}
+	return err
 }
 
 func statusText(w io.Writer, st *release.SiteStatus) error {
@@ -414,53 +397,52 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 	return nil
 }
 
+type historyFlags struct {
+	list listFlags
+	site string
+}
+
 func newHistoryCmd(env []string) *cobra.Command {
-	var st storeFlags
-	var site string
-	var output outputFlag
-	cmd := &cobra.Command{
+	cmd, f := command(env, runHistory, &cobra.Command{
 		Use:   "history IMAGE --site SITE",
 		Short: "An image's promotions and rollbacks at a site",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			s, err := st.open(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			h, err := s.History(cmd.Context(), site, args[0])
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), h)
-			}
-			cur, _ := store.State(h)
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WHEN\tVERSION\tPREVIOUS\tBY\tREASON")
-			for _, p := range h {
-				v := p.Version
-				if p.Rollback {
-					v += " (rollback)"
-				}
-				textsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.At.Format(time.RFC3339), v, dash(p.Previous), p.By, p.Reason)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if cur != "" {
-				textsafe.Fprintf(cmd.OutOrStdout(), "site %s runs %s %s\n", site, args[0], cur)
-			}
-			return nil
-		},
-	}
-	st.register(cmd)
-	cmd.Flags().StringVar(&site, "site", "", "the site")
-	output.register(cmd)
+	})
+	f.list.store.register(cmd)
+	cmd.Flags().StringVar(&f.site, "site", "", "the site")
+	f.list.output.register(cmd)
 	_ = cmd.MarkFlagRequired("site")
 	return cmd
+}
+
+func runHistory(ctx context.Context, f *historyFlags, args []string, s streams, env []string) error {
+	st, err := f.list.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	h, err := st.History(ctx, f.site, args[0])
+	if err != nil {
+		return err
+	}
+	return f.list.output.print(s.out, h, func(w io.Writer) error {
+		cur, _ := store.State(h)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "WHEN\tVERSION\tPREVIOUS\tBY\tREASON")
+		for _, p := range h {
+			v := p.Version
+			if p.Rollback {
+				v += " (rollback)"
+			}
+			textsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.At.Format(time.RFC3339), v, dash(p.Previous), p.By, p.Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if cur != "" {
+			textsafe.Fprintf(w, "site %s runs %s %s\n", f.site, args[0], cur)
+		}
+		return nil
+	})
 }
 
 func dash(s string) string {
@@ -471,12 +453,7 @@ func dash(s string) string {
 }
 
 func newGCCmd(env []string) *cobra.Command {
-	var (
-		c    siteCmd
-		keep int
-		yes  bool
-	)
-	cmd := &cobra.Command{
+	cmd, c := command(env, runGC, &cobra.Command{
 		Use:   "gc --site SITE --keep N [--yes]",
 		Short: "Delete old versioned boot resources of the store's images from a site's MAAS",
 		Long: `Gc deletes from the site's MAAS the versioned boot resources of the store's
@@ -487,41 +464,43 @@ published to the store). A deploy profile it cannot read stops it before
 anything is deleted. Resources whose name is no version in the store are
 left alone. It only says what it would delete unless --yes.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o, err := c.options(cmd, env, false)
-			if err != nil {
-				return err
-			}
-			res, err := release.GC(cmd.Context(), keep, yes, o)
-			if res == nil {
-				return err
-			}
-			if c.output.json() {
-				if werr := writeJSON(cmd.OutOrStdout(), res); werr != nil {
-					return werr
-				}
-				return err
-			}
-			verb := "would delete"
-			if yes {
-				verb = "deleted"
-			}
-			w := cmd.OutOrStdout()
-			for _, h := range res.Delete {
-				textsafe.Fprintf(w, "%s %s (boot resource %d, %s %s)\n", verb, h.Name, h.ID, h.Image, h.Version)
-			}
-			for _, k := range res.Kept {
-				textsafe.Fprintf(w, "kept %s (boot resource %d): %s\n", k.Name, k.ID, k.Why)
-			}
-			if !yes && len(res.Delete) > 0 {
-				fmt.Fprintln(w, "dry run: --yes deletes them")
-			}
-			return err
-		},
-	}
+	})
 	c.register(cmd, false)
-	cmd.Flags().IntVar(&keep, "keep", 0, "keep the N newest versions of each image MAAS holds (the promoted one is always kept)")
-	cmd.Flags().BoolVar(&yes, "yes", false, "delete (without it, gc only says what it would delete)")
+	cmd.Flags().IntVar(&c.keep, "keep", 0, "keep the N newest versions of each image MAAS holds (the promoted one is always kept)")
+	cmd.Flags().BoolVar(&c.yes, "yes", false, "delete (without it, gc only says what it would delete)")
 	_ = cmd.MarkFlagRequired("keep")
 	return cmd
+}
+
+// runGC prints what gc deleted (or would), and what it kept and why, even
+// when it stopped part way.
+func runGC(ctx context.Context, c *siteCmdFlags, _ []string, s streams, env []string) error {
+	o, err := c.options(ctx, s, env, false)
+	if err != nil {
+		return err
+	}
+	res, err := release.GC(ctx, c.keep, c.yes, o)
+	if res == nil {
+		return err
+	}
+	if werr := c.output.print(s.out, res, func(w io.Writer) error { gcText(w, res, c.yes); return nil }); werr != nil {
+		return werr
+	}
+	return err
+}
+
+func gcText(w io.Writer, res *release.GCResult, yes bool) {
+	verb := "would delete"
+	if yes {
+		verb = "deleted"
+	}
+	for _, h := range res.Delete {
+		textsafe.Fprintf(w, "%s %s (boot resource %d, %s %s)\n", verb, h.Name, h.ID, h.Image, h.Version)
+	}
+	for _, k := range res.Kept {
+		textsafe.Fprintf(w, "kept %s (boot resource %d): %s\n", k.Name, k.ID, k.Why)
+	}
+	if !yes && len(res.Delete) > 0 {
+		fmt.Fprintln(w, "dry run: --yes deletes them")
+	}
 }

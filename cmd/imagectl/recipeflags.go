@@ -37,27 +37,27 @@ func (f *recipeFlags) register(cmd *cobra.Command) {
 // exitError when there are errors. It stops as soon as the command's
 // context is cancelled (Ctrl-C), whatever the load is doing: every command
 // that reads a recipe or var files reads them here.
-func (f *recipeFlags) load(cmd *cobra.Command, path string, env []string) (*recipes.Recipe, error) {
+func (f *recipeFlags) load(ctx context.Context, s streams, path string, env []string) (*recipes.Recipe, error) {
 	if err := f.output.check(); err != nil {
 		return nil, err
 	}
 	p := recipes.NewParser()
-	r, diags, err := p.Load(cmd.Context(), path, recipes.Options{
+	r, diags, err := p.Load(ctx, path, recipes.Options{
 		Inputs: recipes.Inputs{Env: env, Files: f.varFiles, Flags: f.vars},
 		Roots:  f.roots,
 		DryRun: f.dryRun,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("loading recipe %s: %w", path, context.Cause(cmd.Context()))
+		return nil, fmt.Errorf("loading recipe %s: %w", path, context.Cause(ctx))
 	}
 	if diags.HasErrors() && f.output.json() {
-		if err := writeJSON(cmd.OutOrStdout(), map[string]any{"valid": false, "recipe": path, "diagnostics": hclkit.DiagnosticsJSON(diags)}); err != nil {
+		if err := writeJSON(s.out, map[string]any{"valid": false, "recipe": path, "diagnostics": hclkit.DiagnosticsJSON(diags)}); err != nil {
 			return nil, err
 		}
 		return nil, exitError{1}
 	}
 	if len(diags) > 0 {
-		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), p.Files(), diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
+		if err := hclkit.WriteDiagnostics(s.err, p.Files(), diags, isTerminal(s.err, env)); err != nil {
 			return nil, err
 		}
 	}

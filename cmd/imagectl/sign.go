@@ -3,24 +3,23 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/textsafe"
-	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/signing"
 )
 
+type keygenFlags struct {
+	prefix string
+	force  bool
+}
+
 func newKeygenCmd(env []string) *cobra.Command {
-	var (
-		prefix string
-		force  bool
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runKeygen, &cobra.Command{
 		Use:   "keygen",
 		Short: "Make a signing key pair in cosign's format (cosign.key, cosign.pub)",
 		Long: `Keygen makes an ECDSA P-256 key pair as cosign generate-key-pair does:
@@ -31,35 +30,36 @@ existing pair unless --force.`,
 		Example: `  COSIGN_PASSWORD=... imagectl keygen
   COSIGN_PASSWORD=... imagectl keygen --output-key-prefix keys/h200`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			password, ok := environ.Lookup(env, signing.PasswordEnv)
-			if !ok {
-				return fmt.Errorf("set %s to the password for the new private key (%s= for none)", signing.PasswordEnv, signing.PasswordEnv)
-			}
-			keyPath, pubPath := prefix+".key", prefix+".pub"
-			if !force {
-				for _, p := range []string{keyPath, pubPath} {
-					if _, err := os.Stat(p); err == nil {
-						return fmt.Errorf("%s exists: keygen does not overwrite keys (--force does)", p)
-					}
-				}
-			}
-			if err := signing.WriteKeyPair(keyPath, pubPath, []byte(password)); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Private key written to %s\nPublic key written to %s\n", keyPath, pubPath)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&prefix, "output-key-prefix", "cosign", "write <prefix>.key and <prefix>.pub")
-	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing key pair")
+	})
+	cmd.Flags().StringVar(&f.prefix, "output-key-prefix", "cosign", "write <prefix>.key and <prefix>.pub")
+	cmd.Flags().BoolVar(&f.force, "force", false, "overwrite an existing key pair")
 	return cmd
 }
 
+func runKeygen(_ context.Context, f *keygenFlags, _ []string, s streams, env []string) error {
+	keyPath, pubPath, err := signing.KeyGen(f.prefix, env, f.force)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "Private key written to %s\nPublic key written to %s\n", keyPath, pubPath)
+	return nil
+}
+
+// artifactFlags are sign's and verify's: the key and the manifest.
+type artifactFlags struct {
+	key, manifest string
+	output        outputFlag
+}
+
+func (f *artifactFlags) register(cmd *cobra.Command, keyHelp string) {
+	cmd.Flags().StringVar(&f.key, "key", "", keyHelp)
+	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
+	f.output.register(cmd)
+	_ = cmd.MarkFlagRequired("key")
+}
+
 func newSignCmd(env []string) *cobra.Command {
-	var keyPath, manifestPath string
-	var output outputFlag
-	cmd := &cobra.Command{
+	cmd, f := command(env, runSign, &cobra.Command{
 		Use:   "sign ARTIFACT.tgz --key cosign.key",
 		Short: "Sign a built tgz and its manifest (cosign format)",
 		Long: `Sign signs a tgz and the build manifest beside it (<name>-<version>.manifest.json)
@@ -79,46 +79,39 @@ manifest records. cosign verifies the result offline:
 {"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1"} does.)`,
 		Example: `  COSIGN_PASSWORD=... imagectl sign artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.key`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			signer, err := loadSigner(keyPath, env)
-			if err != nil {
-				return err
-			}
-			if manifestPath == "" {
-				manifestPath = manifest.FilesBeside(args[0]).Manifest
-			}
-			statements, err := provenance.Statements(args[0], manifestPath)
-			if err != nil {
-				return err
-			}
-			a, err := signing.SignArtifact(cmd.Context(), signer, args[0], manifestPath, statements)
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), a)
-			}
-			textsafe.Fprintf(cmd.OutOrStdout(), "%s\n  sha256 %s, %d bytes\n", a.Tarball.File, a.Tarball.SHA256, a.Tarball.Size)
-			for _, f := range a.Files() {
-				textsafe.Fprintf(cmd.OutOrStdout(), "%s\n", f)
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&keyPath, "key", "", "cosign private key (password from $COSIGN_PASSWORD)")
-	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
-	output.register(cmd)
-	_ = cmd.MarkFlagRequired("key")
+	})
+	f.register(cmd, "cosign private key (password from $COSIGN_PASSWORD)")
 	return cmd
 }
 
+func runSign(ctx context.Context, f *artifactFlags, args []string, s streams, env []string) error {
+	if err := f.output.check(); err != nil {
+		return err
+	}
+	signer, err := loadSigner(f.key, env)
+	if err != nil {
+		return err
+	}
+	manifestPath := manifestBeside(args[0], f.manifest)
+	statements, err := provenance.Statements(args[0], manifestPath)
+	if err != nil {
+		return err
+	}
+	a, err := signing.SignArtifact(ctx, signer, args[0], manifestPath, statements)
+	if err != nil {
+		return err
+	}
+	return f.output.print(s.out, a, func(w io.Writer) error {
+		textsafe.Fprintf(w, "%s\n  sha256 %s, %d bytes\n", a.Tarball.File, a.Tarball.SHA256, a.Tarball.Size)
+		for _, file := range a.Files() {
+			textsafe.Fprintf(w, "%s\n", file)
+		}
+		return nil
+	})
+}
+
 func newVerifyCmd() *cobra.Command {
-	var keyPath, manifestPath string
-	var output outputFlag
-	cmd := &cobra.Command{
+	cmd, f := command(nil, runVerify, &cobra.Command{
 		Use:   "verify ARTIFACT.tgz --key cosign.pub",
 		Short: "Verify a tgz's and its manifest's signatures, and that they match",
 		Long: `Verify checks, with a cosign public key and offline, the signature of a tgz
@@ -137,49 +130,49 @@ log is consulted.`,
 		Example: `  imagectl verify artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --key cosign.pub
   imagectl verify image.tgz --key cosign.pub --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			v, err := signing.LoadPublicKeyFile(keyPath)
-			if err != nil {
-				return err
-			}
-			if manifestPath == "" {
-				manifestPath = manifest.FilesBeside(args[0]).Manifest
-			}
-			r, err := signing.VerifyArtifact(cmd.Context(), v, args[0], manifestPath)
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				if err := writeJSON(cmd.OutOrStdout(), r); err != nil {
-					return err
-				}
-				if !r.Verified {
-					return exitError{1}
-				}
-				return nil
-			}
-			for _, c := range r.Checks {
-				status := "ok  "
-				if !c.OK {
-					status = "FAIL"
-				}
-				textsafe.Fprintf(cmd.OutOrStdout(), "%s %-25s %s\n", status, c.Name, c.File)
-			}
-			if err := r.Err(); err != nil {
-				return err
-			}
-			textsafe.Fprintf(cmd.OutOrStdout(), "verified %s (sha256 %s, %d bytes) and %s\n", r.Tarball, r.SHA256, r.Size, r.Manifest)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&keyPath, "key", "", "cosign public key (cosign.pub)")
-	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
-	output.register(cmd)
-	_ = cmd.MarkFlagRequired("key")
+	})
+	f.register(cmd, "cosign public key (cosign.pub)")
 	return cmd
+}
+
+func runVerify(ctx context.Context, f *artifactFlags, args []string, s streams, _ []string) error {
+	if err := f.output.check(); err != nil {
+		return err
+	}
+	v, err := signing.LoadPublicKeyFile(f.key)
+	if err != nil {
+		return err
+	}
+	r, err := signing.VerifyArtifact(ctx, v, args[0], manifestBeside(args[0], f.manifest))
+	if err != nil {
+		return err
+	}
+	if !f.output.json() {
+		return verifyText(s.out, r)
+	}
+	if err := writeJSON(s.out, r); err != nil {
+		return err
+	}
+	if !r.Verified {
+		return exitError{1}
+	}
+	return nil
+}
+
+// verifyText prints each check, then the result.
+func verifyText(w io.Writer, r *signing.Report) error {
+	for _, c := range r.Checks {
+		status := "ok  "
+		if !c.OK {
+			status = "FAIL"
+		}
+		textsafe.Fprintf(w, "%s %-25s %s\n", status, c.Name, c.File)
+	}
+	if err := r.Err(); err != nil {
+		return err
+	}
+	textsafe.Fprintf(w, "verified %s (sha256 %s, %d bytes) and %s\n", r.Tarball, r.SHA256, r.Size, r.Manifest)
+	return nil
 }
 
 // loadSigner decrypts a private key with $COSIGN_PASSWORD (unset: none).

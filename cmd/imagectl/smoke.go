@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +19,15 @@ import (
 	"github.com/gpuaas/imagectl/store/storeopen"
 )
 
+type smokeFlags struct {
+	opts     smoke.Options
+	store    storeFlags
+	output   outputFlag
+	baseline string
+}
+
 func newSmokeCmd(env []string) *cobra.Command {
-	var (
-		opts     smoke.Options
-		sf       storeFlags
-		output   = outputFlag{note: "one JSON event per line, then the result"}
-		baseline string
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runSmoke, &cobra.Command{
 		Use:   "smoke (ARTIFACT.tgz | IMAGE VERSION)",
 		Short: "Deploy a tgz the way MAAS/curtin does, boot it under UEFI and run its validation",
 		Long: `Smoke proves on the build machine that an artifact deploys, boots and passes
@@ -65,80 +67,81 @@ remote; the console log and timeline then go to the current directory.`,
       --baseline artifacts/x-1.4.0.smoke-timeline.json
   imagectl smoke gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			if opts.Timeout < 0 {
-				return fmt.Errorf("--timeout must not be negative")
-			}
-			if err := smoke.CheckProfileStage(opts.Profile, opts.Stage); err != nil {
-				return fmt.Errorf("--profile/--stage: %w", err)
-			}
-			var base *smoke.Timeline
-			if baseline != "" {
-				var err error
-				if base, err = smoke.ReadTimeline(baseline); err != nil {
-					return fmt.Errorf("--baseline: %w", err)
-				}
-			}
-			out := cmd.OutOrStdout()
-			opts.Events = progress(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
-			if output.json() {
-				opts.Events = progress(out, true, false)
-			}
-			tgz, mpath, ver, err := sf.artifact(cmd.Context(), env, args, opts.Manifest)
-			if err != nil {
-				return err
-			}
-			opts.Manifest = mpath
-			if ver != nil && opts.ConsoleLog == "" {
-				// Not beside the tgz: a store's versions are immutable.
-				opts.ConsoleLog = manifest.FilesFor(ver.Image, ver.Version).SmokeLog
-			}
-			res, err := smoke.Run(cmd.Context(), tgz, opts)
-			if res == nil {
-				return err
-			}
-			if output.json() {
-				v := map[string]any{"type": "result", "passed": err == nil, "result": res}
-				if err != nil {
-					v["error"] = redact.Text(err.Error())
-				}
-				if base != nil && res.Timeline != nil {
-					v["baseline"] = map[string]any{"file": baseline, "milestones": smoke.CompareTimelines(base, res.Timeline)}
-				}
-				if jerr := json.NewEncoder(out).Encode(v); jerr != nil {
-					return jerr
-				}
-			} else if _, booted := res.Seconds[smoke.PhaseBoot]; booted {
-				printSmoke(out, res)
-				if res.Timeline != nil {
-					printTimeline(out, res.Timeline, base, baseline)
-				}
-				printFiles(out, res)
-			}
-			if errors.Is(err, smoke.ErrFailed) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "imagectl: %s\n", errorText(err.Error()))
-				return exitError{1}
-			}
-			return err
-		},
-	}
-	sf.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
-	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
-	cmd.Flags().StringVar(&opts.ConsoleLog, "console-log", "", "where to keep the serial console (default: <name>-<version>.smoke.log beside the tgz)")
-	cmd.Flags().StringVar(&opts.Timeline, "timeline", "", "where to write the boot timeline JSON (default: <name>-<version>.smoke-timeline.json beside the console log)")
-	cmd.Flags().StringVar(&baseline, "baseline", "", "an earlier run's timeline JSON to compare this boot's milestones with")
-	cmd.Flags().StringVar(&opts.Profile, "profile", "", "the deploy profile to validate: bare-metal or slice (default: the manifest's, else bare-metal)")
-	cmd.Flags().StringVar(&opts.Stage, "stage", "", "the stage to validate: image, or converged to run the profile's site bootstrap first (default: the manifest's, else image)")
-	cmd.Flags().StringVar(&opts.WorkDir, "work-dir", "", "where the scratch disk goes while the test runs, sparse, up to the unpacked image's size (default: $TMPDIR)")
-	cmd.Flags().StringVar(&opts.Accel, "accel", "auto", "accelerator for the appliance and the VM: auto (KVM when it works, else TCG), kvm or tcg")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "limit for the boot and the validation (default 15m under TCG, 5m under KVM)")
-	cmd.Flags().IntVar(&opts.MemoryMB, "memory", 2048, "the VM's memory in MiB")
-	cmd.Flags().BoolVar(&opts.UpdateInitramfs, "update-initramfs", false, "rebuild every initramfs as curtin does, which catches DKMS modules that fail to build (slow under TCG; a missing initramfs is always created)")
-	output.register(cmd)
+	})
+	f.output = outputFlag{note: "one JSON event per line, then the result"}
+	f.store.registerVersions(cmd, "the image store IMAGE VERSION is in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+	cmd.Flags().StringVar(&f.opts.Manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
+	cmd.Flags().StringVar(&f.opts.ConsoleLog, "console-log", "", "where to keep the serial console (default: <name>-<version>.smoke.log beside the tgz)")
+	cmd.Flags().StringVar(&f.opts.Timeline, "timeline", "", "where to write the boot timeline JSON (default: <name>-<version>.smoke-timeline.json beside the console log)")
+	cmd.Flags().StringVar(&f.baseline, "baseline", "", "an earlier run's timeline JSON to compare this boot's milestones with")
+	cmd.Flags().StringVar(&f.opts.Profile, "profile", "", "the deploy profile to validate: bare-metal or slice (default: the manifest's, else bare-metal)")
+	cmd.Flags().StringVar(&f.opts.Stage, "stage", "", "the stage to validate: image, or converged to run the profile's site bootstrap first (default: the manifest's, else image)")
+	cmd.Flags().StringVar(&f.opts.WorkDir, "work-dir", "", "where the scratch disk goes while the test runs, sparse, up to the unpacked image's size (default: $TMPDIR)")
+	cmd.Flags().StringVar(&f.opts.Accel, "accel", "auto", "accelerator for the appliance and the VM: auto (KVM when it works, else TCG), kvm or tcg")
+	cmd.Flags().DurationVar(&f.opts.Timeout, "timeout", 0, "limit for the boot and the validation (default 15m under TCG, 5m under KVM)")
+	cmd.Flags().IntVar(&f.opts.MemoryMB, "memory", 2048, "the VM's memory in MiB")
+	cmd.Flags().BoolVar(&f.opts.UpdateInitramfs, "update-initramfs", false, "rebuild every initramfs as curtin does, which catches DKMS modules that fail to build (slow under TCG; a missing initramfs is always created)")
+	f.output.register(cmd)
 	return cmd
+}
+
+func runSmoke(ctx context.Context, f *smokeFlags, args []string, s streams, env []string) error {
+	if err := f.output.check(); err != nil {
+		return err
+	}
+	opts := f.opts
+	if opts.Timeout < 0 {
+		return fmt.Errorf("--timeout must not be negative")
+	}
+	if err := smoke.CheckProfileStage(opts.Profile, opts.Stage); err != nil {
+		return fmt.Errorf("--profile/--stage: %w", err)
+	}
+	var base *smoke.Timeline
+	if f.baseline != "" {
+		var err error
+		if base, err = smoke.ReadTimeline(f.baseline); err != nil {
+			return fmt.Errorf("--baseline: %w", err)
+		}
+	}
+	opts.Events = progress(s.err, false, isTerminal(s.err, env))
+	if f.output.json() {
+		opts.Events = progress(s.out, true, false)
+	}
+	tgz, mpath, ver, err := f.store.artifact(ctx, env, args, opts.Manifest)
+	if err != nil {
+		return err
+	}
+	opts.Manifest = mpath
+	if ver != nil && opts.ConsoleLog == "" {
+		// Not beside the tgz: a store's versions are immutable.
+		opts.ConsoleLog = manifest.FilesFor(ver.Image, ver.Version).SmokeLog
+	}
+	res, err := smoke.Run(ctx, tgz, opts)
+	if res == nil {
+		return err
+	}
+	if f.output.json() {
+		v := map[string]any{"type": "result", "passed": err == nil, "result": res}
+		if err != nil {
+			v["error"] = redact.Text(err.Error())
+		}
+		if base != nil && res.Timeline != nil {
+			v["baseline"] = map[string]any{"file": f.baseline, "milestones": smoke.CompareTimelines(base, res.Timeline)}
+		}
+		if jerr := json.NewEncoder(s.out).Encode(v); jerr != nil {
+			return jerr
+		}
+	} else if _, booted := res.Seconds[smoke.PhaseBoot]; booted {
+		printSmoke(s.out, res)
+		if res.Timeline != nil {
+			printTimeline(s.out, res.Timeline, base, f.baseline)
+		}
+		printFiles(s.out, res)
+	}
+	if errors.Is(err, smoke.ErrFailed) {
+		return failWith(s.err, 1, err)
+	}
+	return err
 }
 
 func printSmoke(w io.Writer, r *smoke.Result) {

@@ -5,14 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/builder"
-	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/release"
@@ -44,65 +42,70 @@ func (f *storeFlags) registerVersions(cmd *cobra.Command, storeHelp string) {
 	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "talk to the registry over plain HTTP (loopback registries only)")
 }
 
-// location is --store, else $IMAGECTL_STORE, else ./imagectl-store.
-func (f *storeFlags) location(env []string) string {
-	return cmp.Or(f.store, environ.Get(env, "IMAGECTL_STORE"), store.DefaultDir)
+// options are the store the flags name, with what they leave to the
+// environment filled in (storeopen.Resolve).
+func (f *storeFlags) options(env []string) storeopen.Options {
+	return storeopen.Resolve(storeopen.Options{Store: f.store, Catalog: f.catalog, CAFile: f.registryCA, PlainHTTP: f.plainHTTP, Env: env})
 }
 
 // open opens the store the flags name; signer, when set, signs what is
 // published to a registry.
 func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.Signer) (store.Store, error) {
-	o := storeopen.Options{Store: f.location(env), Catalog: cmp.Or(f.catalog, environ.Get(env, "IMAGECTL_CATALOG")),
-		CAFile: f.registryCA, PlainHTTP: f.plainHTTP, Env: env}
-	if strings.HasPrefix(o.Store, storeopen.Scheme) {
-		// The variable is for registries; a directory store ignores it
-		// (the flag given with one is an error).
-		o.CAFile = cmp.Or(f.registryCA, environ.Get(env, "IMAGECTL_REGISTRY_CA"))
-	}
-	if dir, err := defaultCacheDir(env); err == nil {
-		o.CacheDir = dir
-	}
+	o := f.options(env)
 	if len(signer) > 0 {
 		o.Signer = signer[0]
 	}
 	return storeopen.Open(ctx, o)
 }
 
+// listFlags are the flags of the commands that read the store alone.
+type listFlags struct {
+	store  storeFlags
+	output outputFlag
+}
+
+func (f *listFlags) register(cmd *cobra.Command) {
+	f.store.register(cmd)
+	f.output.register(cmd)
+}
+
+// open checks --output and opens the store.
+func (f *listFlags) open(ctx context.Context, env []string) (store.Store, error) {
+	if err := f.output.check(); err != nil {
+		return nil, err
+	}
+	return f.store.open(ctx, env)
+}
+
 func newImagesCmd(env []string) *cobra.Command {
-	var sf storeFlags
-	var output outputFlag
-	cmd := &cobra.Command{
+	cmd, f := command(env, runImages, &cobra.Command{
 		Use:   "images",
 		Short: "List the images and versions in the store",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			st, err := sf.open(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			imgs, err := st.Images(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), imgs)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "IMAGE\tVERSION\tPUBLISHED\tSIZE\tSHA256\tSIGNED")
-			for _, img := range imgs {
-				for _, v := range img.Versions {
-					textsafe.Fprintf(tw, "%s\t%s\t%s\t%d\t%.12s\t%s\n", img.Name, v.Version, v.Published.Format(time.RFC3339), v.Size, v.SHA256, yesNo(v.Signed()))
-				}
-			}
-			return tw.Flush()
-		},
-	}
-	sf.register(cmd)
-	output.register(cmd)
+	})
+	f.register(cmd)
 	return cmd
+}
+
+func runImages(ctx context.Context, f *listFlags, _ []string, s streams, env []string) error {
+	st, err := f.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	imgs, err := st.Images(ctx)
+	if err != nil {
+		return err
+	}
+	return f.output.print(s.out, imgs, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "IMAGE\tVERSION\tPUBLISHED\tSIZE\tSHA256\tSIGNED")
+		for _, img := range imgs {
+			for _, v := range img.Versions {
+				textsafe.Fprintf(tw, "%s\t%s\t%s\t%d\t%.12s\t%s\n", img.Name, v.Version, v.Published.Format(time.RFC3339), v.Size, v.SHA256, yesNo(v.Signed()))
+			}
+		}
+		return tw.Flush()
+	})
 }
 
 func yesNo(b bool) string {
@@ -113,38 +116,31 @@ func yesNo(b bool) string {
 }
 
 func newShowCmd(env []string) *cobra.Command {
-	var sf storeFlags
-	var output outputFlag
-	cmd := &cobra.Command{
+	cmd, f := command(env, runShow, &cobra.Command{
 		Use:   "show IMAGE VERSION",
 		Short: "Show one image version in the store: files, hashes, MAAS target, lineage",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			st, err := sf.open(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			v, err := st.Version(cmd.Context(), args[0], args[1])
-			if err != nil {
-				return err
-			}
-			m, err := manifest.Read(v.Manifest)
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"version": v, "maas": m.MAAS, "lineage": m.Lineage,
-					"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture})
-			}
-			return showText(cmd.OutOrStdout(), v, m)
-		},
-	}
-	sf.register(cmd)
-	output.register(cmd)
+	})
+	f.register(cmd)
 	return cmd
+}
+
+func runShow(ctx context.Context, f *listFlags, args []string, s streams, env []string) error {
+	st, err := f.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	v, err := st.Version(ctx, args[0], args[1])
+	if err != nil {
+		return err
+	}
+	m, err := manifest.Read(v.Manifest)
+	if err != nil {
+		return err
+	}
+	j := map[string]any{"version": v, "maas": m.MAAS, "lineage": m.Lineage,
+		"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture}
+	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m) })
 }
 
 func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
@@ -179,7 +175,7 @@ func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
 // nil, no store, when neither --store nor $IMAGECTL_STORE is set. signer,
 // when set, signs what is published to a registry.
 func startStoreBuild(ctx context.Context, sf *storeFlags, env []string, signer *signing.Signer, o release.BuildOptions) (*release.Build, error) {
-	if sf.store == "" && environ.Get(env, "IMAGECTL_STORE") == "" {
+	if !storeopen.Configured(sf.store, env) {
 		return nil, nil
 	}
 	st, err := sf.open(ctx, env, signer)
@@ -224,14 +220,15 @@ func (f *storeFlags) version(ctx context.Context, env []string, image, version s
 	return v, nil
 }
 
+type publishFlags struct {
+	store            storeFlags
+	manifest, script string
+	signKey          string
+	output           outputFlag
+}
+
 func newPublishCmd(env []string) *cobra.Command {
-	var (
-		sf                   storeFlags
-		manifestPath, script string
-		signKey              string
-		output               outputFlag
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runPublish, &cobra.Command{
 		Use:   "publish ARTIFACT.tgz",
 		Short: "Publish a built tgz, its manifest, validation script and signatures into a store",
 		Long: `Publish puts an artifact built elsewhere (or with --output-dir) into an image
@@ -244,50 +241,44 @@ cosign verify --key cosign.pub REGISTRY/PREFIX/IMAGE:VERSION accepts it.`,
 		Example: `  imagectl publish artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --store oci://registry.example.com/imagectl --sign-key cosign.key
   imagectl publish out/x-20261123.1.tgz --store /srv/imagectl-store`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			var signer *signing.Signer
-			if signKey != "" {
-				if loc := sf.location(env); !strings.HasPrefix(loc, storeopen.Scheme) {
-					return fmt.Errorf("--sign-key signs a registry's OCI manifest; the directory store %s keeps the signatures beside the tgz: sign the artifact with imagectl sign --key, then publish it", loc)
-				}
-				var err error
-				if signer, err = loadSigner(signKey, env); err != nil {
-					return err
-				}
-			}
-			st, err := sf.open(cmd.Context(), env, signer)
-			if err != nil {
-				return err
-			}
-			if manifestPath == "" {
-				manifestPath = manifest.FilesBeside(args[0]).Manifest
-			}
-			v, err := st.Publish(cmd.Context(), manifest.Files{Tarball: args[0], Manifest: manifestPath, ValidationScript: script}, store.PublishOptions{})
-			if err != nil {
-				return err
-			}
-			if output.json() {
-				return writeJSON(cmd.OutOrStdout(), v)
-			}
-			verb := "published"
-			if v.Existed {
-				verb = "already published (same content)"
-			}
-			where := st.Location()
-			if v.Ref != "" {
-				where = v.Ref
-			}
-			textsafe.Fprintf(cmd.OutOrStdout(), "%s %s %s: %s\n  sha256 %s, %d bytes, signed: %s\n", verb, v.Image, v.Version, where, v.SHA256, v.Size, yesNo(v.Signed()))
-			return nil
-		},
-	}
-	sf.registerVersions(cmd, "the image store to publish into: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
-	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
-	cmd.Flags().StringVar(&script, "validation-script", "", "the validation script (default: the -validate.sh beside the tgz, when there is one)")
-	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the registry's OCI manifest with this cosign private key (password from $COSIGN_PASSWORD)")
-	output.register(cmd)
+	})
+	f.store.registerVersions(cmd, "the image store to publish into: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest (default: the .manifest.json beside the tgz)")
+	cmd.Flags().StringVar(&f.script, "validation-script", "", "the validation script (default: the -validate.sh beside the tgz, when there is one)")
+	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "sign the registry's OCI manifest with this cosign private key (password from $COSIGN_PASSWORD)")
+	f.output.register(cmd)
 	return cmd
+}
+
+func runPublish(ctx context.Context, f *publishFlags, args []string, s streams, env []string) error {
+	if err := f.output.check(); err != nil {
+		return err
+	}
+	var signer *signing.Signer
+	if f.signKey != "" {
+		if loc := storeopen.Location(f.store.store, env); !storeopen.IsRegistry(loc) {
+			return fmt.Errorf("--sign-key signs a registry's OCI manifest; the directory store %s keeps the signatures beside the tgz: sign the artifact with imagectl sign --key, then publish it", loc)
+		}
+		var err error
+		if signer, err = loadSigner(f.signKey, env); err != nil {
+			return err
+		}
+	}
+	st, err := f.store.open(ctx, env, signer)
+	if err != nil {
+		return err
+	}
+	v, err := st.Publish(ctx, manifest.Files{Tarball: args[0], Manifest: manifestBeside(args[0], f.manifest), ValidationScript: f.script}, store.PublishOptions{})
+	if err != nil {
+		return err
+	}
+	return f.output.print(s.out, v, func(w io.Writer) error {
+		verb := "published"
+		if v.Existed {
+			verb = "already published (same content)"
+		}
+		where := cmp.Or(v.Ref, st.Location())
+		_, err := textsafe.Fprintf(w, "%s %s %s: %s\n  sha256 %s, %d bytes, signed: %s\n", verb, v.Image, v.Version, where, v.SHA256, v.Size, yesNo(v.Signed()))
+		return err
+	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,15 +17,16 @@ import (
 	"github.com/gpuaas/imagectl/sites"
 )
 
+type uploadFlags struct {
+	site                      siteFlags
+	verify                    verifyFlags
+	manifest, name, baseImage string
+	output                    outputFlag
+	store                     storeFlags
+}
+
 func newUploadCmd(env []string) *cobra.Command {
-	var (
-		sf                            siteFlags
-		vf                            verifyFlags
-		manifestPath, name, baseImage string
-		output                        outputFlag
-		st                            storeFlags
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runUpload, &cobra.Command{
 		Use:   "upload (IMAGE VERSION | ARTIFACT.tgz) --site SITE",
 		Short: "Upload a built image to a MAAS site as a custom boot resource",
 		Long: `Upload sends an image version from the store (IMAGE VERSION), or a built
@@ -48,65 +50,65 @@ json prints one JSON event per line on stdout.`,
   imagectl upload artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.tgz --site maas280 --key cosign.pub
   imagectl upload x-1.4.0.tgz --site lab --sites /etc/imagectl/sites.hcl --base-image ubuntu/noble --output json`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := output.check(); err != nil {
-				return err
-			}
-			s, err := sf.load(cmd, env)
-			if err != nil {
-				return err
-			}
-			v, err := vf.verifier(env, s)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			events := uploadEvents(cmd.ErrOrStderr(), false, isTerminal(cmd.ErrOrStderr(), env))
-			if output.json() {
-				events = uploadEvents(out, true, false)
-			}
-			o := release.Options{Site: s, Env: env, Verifier: v, InsecureSkipVerify: vf.insecure, BaseImage: baseImage, Events: events}
-			versioned, err := fromStore(args, manifestPath != "" || name != "", "--manifest", "--name")
-			if err != nil {
-				return err
-			}
-			what := args[0]
-			var r *release.Result
-			if versioned {
-				if o.Store, err = st.open(cmd.Context(), env); err != nil {
-					return err
-				}
-				r, err = release.Upload(cmd.Context(), args[0], args[1], o)
-				what = args[0] + " " + args[1]
-			} else {
-				r, err = release.UploadFile(cmd.Context(), args[0], o, release.FileOptions{Manifest: manifestPath, Name: name})
-			}
-			if err != nil {
-				return err
-			}
-			res := r.Upload
-			if output.json() {
-				return json.NewEncoder(out).Encode(map[string]any{"type": "result", "site": res.Site, "name": res.Name,
-					"distro_series": res.DistroSeries, "title": res.Title, "sha256": res.SHA256, "size": res.Size,
-					"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": r.Verified})
-			}
-			verb := "uploaded"
-			if res.Skipped {
-				verb = "already held"
-			}
-			textsafe.Fprintf(out, "%s %s to site %s as %s (boot resource %d, \"%s\")\ndistro_series: %s\n",
-				verb, what, res.Site, res.Name, res.Resource.ID, res.Title, res.DistroSeries)
-			return nil
-		},
-	}
-	sf.register(cmd)
-	vf.register(cmd)
-	st.register(cmd)
-	cmd.Flags().StringVar(&manifestPath, "manifest", "", "the build manifest of a tgz (default: the .manifest.json beside it)")
-	cmd.Flags().StringVar(&name, "name", "", "the MAAS name to version (default: the manifest's maas.name, else custom/<image name>)")
-	cmd.Flags().StringVar(&baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (default: the manifest's maas.base_image)")
-	output.register(cmd)
+	})
+	f.site.register(cmd)
+	f.verify.register(cmd)
+	f.store.register(cmd)
+	cmd.Flags().StringVar(&f.manifest, "manifest", "", "the build manifest of a tgz (default: the .manifest.json beside it)")
+	cmd.Flags().StringVar(&f.name, "name", "", "the MAAS name to version (default: the manifest's maas.name, else custom/<image name>)")
+	cmd.Flags().StringVar(&f.baseImage, "base-image", "", "the <os>/<series> the image is built on, which MAAS requires (default: the manifest's maas.base_image)")
+	f.output.register(cmd)
 	return cmd
+}
+
+func runUpload(ctx context.Context, f *uploadFlags, args []string, s streams, env []string) error {
+	if err := f.output.check(); err != nil {
+		return err
+	}
+	site, err := f.site.load(s, env)
+	if err != nil {
+		return err
+	}
+	v, err := f.verify.verifier(env, site)
+	if err != nil {
+		return err
+	}
+	events := uploadEvents(s.err, false, isTerminal(s.err, env))
+	if f.output.json() {
+		events = uploadEvents(s.out, true, false)
+	}
+	o := release.Options{Site: site, Env: env, Verifier: v, InsecureSkipVerify: f.verify.insecure, BaseImage: f.baseImage, Events: events}
+	versioned, err := fromStore(args, f.manifest != "" || f.name != "", "--manifest", "--name")
+	if err != nil {
+		return err
+	}
+	what := args[0]
+	var r *release.Result
+	if versioned {
+		if o.Store, err = f.store.open(ctx, env); err != nil {
+			return err
+		}
+		r, err = release.Upload(ctx, args[0], args[1], o)
+		what = args[0] + " " + args[1]
+	} else {
+		r, err = release.UploadFile(ctx, args[0], o, release.FileOptions{Manifest: f.manifest, Name: f.name})
+	}
+	if err != nil {
+		return err
+	}
+	res := r.Upload
+	if f.output.json() {
+		return json.NewEncoder(s.out).Encode(map[string]any{"type": "result", "site": res.Site, "name": res.Name,
+			"distro_series": res.DistroSeries, "title": res.Title, "sha256": res.SHA256, "size": res.Size,
+			"resource_id": res.Resource.ID, "skipped": res.Skipped, "restarts": res.Restarts, "sent": res.Sent, "verified": r.Verified})
+	}
+	verb := "uploaded"
+	if res.Skipped {
+		verb = "already held"
+	}
+	textsafe.Fprintf(s.out, "%s %s to site %s as %s (boot resource %d, \"%s\")\ndistro_series: %s\n",
+		verb, what, res.Site, res.Name, res.Resource.ID, res.Title, res.DistroSeries)
+	return nil
 }
 
 // siteFlags choose a site of the sites file.
@@ -131,27 +133,27 @@ func (f *siteFlags) register(cmd *cobra.Command) {
 }
 
 // load reads the sites file, printing its diagnostics, and returns the site.
-func (f *siteFlags) load(cmd *cobra.Command, env []string) (*sites.Site, error) {
-	ss, path, err := f.file(cmd, env)
+func (f *siteFlags) load(s streams, env []string) (*sites.Site, error) {
+	ss, path, err := f.file(s, env)
 	if err != nil {
 		return nil, err
 	}
-	s, err := ss.Site(f.site)
+	site, err := ss.Site(f.site)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return s, nil
+	return site, nil
 }
 
 // file reads the sites file, printing its diagnostics.
-func (f *siteFlags) file(cmd *cobra.Command, env []string) (*sites.File, string, error) {
+func (f *siteFlags) file(s streams, env []string) (*sites.File, string, error) {
 	if f.loaded != nil {
 		return f.loaded, f.loadedPath, nil
 	}
 	path := sites.FilePath(f.sitesFile, env)
 	ss, diags := sites.Load(path)
 	if len(diags) > 0 {
-		if err := hclkit.WriteDiagnostics(cmd.ErrOrStderr(), ss.Files, diags, isTerminal(cmd.ErrOrStderr(), env)); err != nil {
+		if err := hclkit.WriteDiagnostics(s.err, ss.Files, diags, isTerminal(s.err, env)); err != nil {
 			return nil, "", err
 		}
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -10,8 +12,7 @@ import (
 )
 
 func newValidateCmd(env []string) *cobra.Command {
-	var rf recipeFlags
-	cmd := &cobra.Command{
+	cmd, rf := command(env, runValidate, &cobra.Command{
 		Use:   "validate RECIPE",
 		Short: "Check a recipe and report every error in it",
 		Long: fmt.Sprintf(`Validate loads a recipe with its layer files, variables and sources and
@@ -37,22 +38,23 @@ a file it reads blocks; a second one exits at once.`,
   imagectl validate recipes/h200.hcl -var site_bootstrap_dir=/srv/infra/env/maas/site-bootstrap \
       -var netdata_retention_mb=512 --output json`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := rf.load(cmd, args[0], env)
-			if err != nil {
-				return err
-			}
-			enabled := len(r.Image.EnabledLayers())
-			if rf.output.json() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{
-					"valid": true, "recipe": args[0], "image": r.Image.Name, "version": r.Image.Version,
-					"layers": len(r.Image.Layers), "enabled_layers": enabled, "diagnostics": []any{},
-				})
-			}
-			_, err = textsafe.Fprintf(cmd.OutOrStdout(), "%s: valid (image %s, %d layers, %d enabled)\n", args[0], r.Image.Name, len(r.Image.Layers), enabled)
-			return err
-		},
-	}
+	})
 	rf.register(cmd)
 	return cmd
+}
+
+func runValidate(ctx context.Context, rf *recipeFlags, args []string, s streams, env []string) error {
+	r, err := rf.load(ctx, s, args[0], env)
+	if err != nil {
+		return err
+	}
+	enabled := len(r.Image.EnabledLayers())
+	v := map[string]any{
+		"valid": true, "recipe": args[0], "image": r.Image.Name, "version": r.Image.Version,
+		"layers": len(r.Image.Layers), "enabled_layers": enabled, "diagnostics": []any{},
+	}
+	return rf.output.print(s.out, v, func(w io.Writer) error {
+		_, err := textsafe.Fprintf(w, "%s: valid (image %s, %d layers, %d enabled)\n", args[0], r.Image.Name, len(r.Image.Layers), enabled)
+		return err
+	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,12 +12,13 @@ import (
 	"github.com/gpuaas/imagectl/validate"
 )
 
+type validateScriptFlags struct {
+	recipe recipeFlags
+	out    string
+}
+
 func newValidateScriptCmd(env []string) *cobra.Command {
-	var (
-		rf  recipeFlags
-		out string
-	)
-	cmd := &cobra.Command{
+	cmd, f := command(env, runValidateScript, &cobra.Command{
 		Use:   "validate-script RECIPE|MANIFEST",
 		Short: "Write the on-host validation script of an image",
 		Long: `Validate-script writes the POSIX sh script that checks a deployed host (or,
@@ -37,36 +39,41 @@ it into the image and write it beside the artifact.`,
   sh validate.sh --root /mnt/unpacked-image
   sh validate.sh --profile slice --stage converged`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var m *manifest.Manifest
-			if strings.HasSuffix(args[0], ".json") {
-				var err error
-				if m, err = manifest.Read(args[0]); err != nil {
-					return err
-				}
-			} else {
-				r, err := rf.load(cmd, args[0], env)
-				if err != nil {
-					return err
-				}
-				plan, err := plan.New(r, plan.Options{})
-				if err != nil {
-					return err
-				}
-				m = plan.Manifest
-			}
-			script, err := validate.Script(m)
-			if err != nil {
-				return err
-			}
-			if out == "" || out == "-" {
-				_, err = cmd.OutOrStdout().Write(script)
-				return err
-			}
-			return atomicfile.WriteFile(out, script, 0o755)
-		},
-	}
-	rf.register(cmd)
-	cmd.Flags().StringVar(&out, "out", "", "write the script to this file (mode 0755) instead of standard output")
+	})
+	f.recipe.register(cmd)
+	cmd.Flags().StringVar(&f.out, "out", "", "write the script to this file (mode 0755) instead of standard output")
 	return cmd
+}
+
+func runValidateScript(ctx context.Context, f *validateScriptFlags, args []string, s streams, env []string) error {
+	m, err := imageManifest(ctx, &f.recipe, args[0], s, env)
+	if err != nil {
+		return err
+	}
+	script, err := validate.Script(m)
+	if err != nil {
+		return err
+	}
+	if f.out == "" || f.out == "-" {
+		_, err = s.out.Write(script)
+		return err
+	}
+	return atomicfile.WriteFile(f.out, script, 0o755)
+}
+
+// imageManifest reads a build manifest (.json), or plans a recipe for the
+// manifest it would build.
+func imageManifest(ctx context.Context, rf *recipeFlags, path string, s streams, env []string) (*manifest.Manifest, error) {
+	if strings.HasSuffix(path, ".json") {
+		return manifest.Read(path)
+	}
+	r, err := rf.load(ctx, s, path, env)
+	if err != nil {
+		return nil, err
+	}
+	p, err := plan.New(r, plan.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return p.Manifest, nil
 }

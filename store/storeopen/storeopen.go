@@ -7,6 +7,7 @@
 package storeopen
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/store"
@@ -25,6 +27,50 @@ import (
 
 // Scheme starts a store location that names an OCI registry.
 const Scheme = "oci://"
+
+// The variables that name a store where the flags do not.
+const (
+	// StoreEnv is the store location: a directory or oci://REGISTRY/PREFIX.
+	StoreEnv = "IMAGECTL_STORE"
+	// CatalogEnv is the git remote of the promotion catalog.
+	CatalogEnv = "IMAGECTL_CATALOG"
+	// RegistryCAEnv is the PEM CA bundle a registry is checked against.
+	RegistryCAEnv = "IMAGECTL_REGISTRY_CA"
+)
+
+// IsRegistry is whether a store location names an OCI registry.
+func IsRegistry(location string) bool { return strings.HasPrefix(location, Scheme) }
+
+// Location is the store a command uses: given (--store), else
+// $IMAGECTL_STORE, else ./imagectl-store.
+func Location(given string, env []string) string {
+	return cmp.Or(given, environ.Get(env, StoreEnv), store.DefaultDir)
+}
+
+// Configured is whether a store is named at all (given or $IMAGECTL_STORE):
+// a build publishes into none otherwise.
+func Configured(given string, env []string) bool {
+	return given != "" || environ.Get(env, StoreEnv) != ""
+}
+
+// Resolve fills what opts leaves empty from opts.Env: the store
+// (Location), the catalog ($IMAGECTL_CATALOG), for a registry the CA
+// bundle ($IMAGECTL_REGISTRY_CA; a directory store ignores the variable,
+// the flag given with one is Open's error) and the cache directory
+// (cachedir.Default; none when there is no default).
+func Resolve(opts Options) Options {
+	opts.Store = Location(opts.Store, opts.Env)
+	opts.Catalog = cmp.Or(opts.Catalog, environ.Get(opts.Env, CatalogEnv))
+	if IsRegistry(opts.Store) {
+		opts.CAFile = cmp.Or(opts.CAFile, environ.Get(opts.Env, RegistryCAEnv))
+	}
+	if opts.CacheDir == "" {
+		if dir, err := cachedir.Default(opts.Env); err == nil {
+			opts.CacheDir = dir
+		}
+	}
+	return opts
+}
 
 // Options name a store.
 type Options struct {
