@@ -79,6 +79,16 @@ func TestBootWithoutKernelTimesOut(t *testing.T) {
 	if last.Phase != PhaseBoot || last.Status != "failed" {
 		t.Errorf("last event %+v", last)
 	}
+	// The boot's phase alone: the validation never started.
+	var phaseEvents []string
+	for _, e := range *events {
+		if e.Type == event.TypePhase {
+			phaseEvents = append(phaseEvents, e.Phase+" "+e.Status)
+		}
+	}
+	if got := strings.Join(phaseEvents, ", "); got != "boot start, boot failed" {
+		t.Errorf("phase events: %s", got)
+	}
 }
 
 func TestBootCancelled(t *testing.T) {
