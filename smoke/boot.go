@@ -87,163 +87,180 @@ func qemuArgs(c bootConfig, vars string) []string {
 	}
 }
 
-// boot runs the VM until the smoke script is done and the VM has powered
-// off, the boot fails, the timeout passes or ctx is cancelled. QEMU is
-// gone when it returns.
-func boot(ctx context.Context, c bootConfig, res *Result) error {
+// vm is the smoke's QEMU: started by the boot phase, followed through its
+// console by the boot, validate and power-off phases, and gone once stop
+// returns.
+type vm struct {
+	c      bootConfig
+	res    *Result
+	cmd    *exec.Cmd
+	stdout io.Reader
+	stderr strings.Builder
+	w      *watcher
+	// multiUser: the console showed multi-user.target.
+	multiUser bool
+
+	lines  chan consoleLine
+	exited chan error
+	// recv and wait are lines and exited while they are still to be read.
+	recv           <-chan consoleLine
+	wait           <-chan error
+	exitErr        error
+	killed, reaped bool
+
+	deadline          *time.Timer
+	expired, powerOff <-chan time.Time
+}
+
+// newVM prepares the VM, a private copy of the firmware's variable store
+// and QEMU's command; nothing runs yet.
+func newVM(c bootConfig, res *Result) (*vm, error) {
 	if c.stopAfterDone == 0 {
 		c.stopAfterDone = 2 * time.Minute
 	}
-	r := c.reporter
 	vars := filepath.Join(c.work, "OVMF_VARS.fd")
 	if err := atomicfile.Copy(vars, c.firmware.vars, 0o600); err != nil {
-		return fmt.Errorf("copying the UEFI variable store: %w", err)
+		return nil, fmt.Errorf("copying the UEFI variable store: %w", err)
 	}
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
-		return fmt.Errorf("booting the scratch disk: %w (install qemu-system-x86)", err)
+		return nil, fmt.Errorf("booting the scratch disk: %w (install qemu-system-x86)", err)
 	}
-	cmd := exec.Command(qemu, qemuArgs(c, vars)...)
+	v := &vm{c: c, res: res, cmd: exec.Command(qemu, qemuArgs(c, vars)...)}
 	// Its own process group (Ctrl-C is imagectl's to handle), and killed
 	// with imagectl should imagectl die without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stdin = nil
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	v.cmd.Stdin = nil
+	if v.stdout, err = v.cmd.StdoutPipe(); err != nil {
+		return nil, err
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &limitedWriter{w: &stderr, n: 8 << 10}
+	v.cmd.Stderr = &limitedWriter{w: &v.stderr, n: 8 << 10}
+	return v, nil
+}
 
-	bootStart := time.Now()
-	bootDone := r.Phase(PhaseBoot, "UEFI boot of the scratch disk under "+strings.ToUpper(c.accel)+" to multi-user.target")
-	var valDone func(error)
-	phaseErr := func(err error) {
-		if valDone != nil {
-			valDone(err)
-			res.Seconds[PhaseValidate] = time.Since(bootStart).Seconds() - res.Seconds[PhaseBoot]
-		} else {
-			bootDone(err)
-			res.Seconds[PhaseBoot] = time.Since(bootStart).Seconds()
-		}
-	}
-	if err := cmd.Start(); err != nil {
-		phaseErr(err)
+// start starts QEMU, the console's reader and the timeout; stop ends
+// them.
+func (v *vm) start() error {
+	started := time.Now()
+	if err := v.cmd.Start(); err != nil {
 		return fmt.Errorf("starting QEMU: %w", err)
 	}
-	res.observed.qemuStarted = bootStart
-	lines := make(chan consoleLine, 256)
-	exited := make(chan error, 1)
+	v.res.observed.qemuStarted = started
+	v.lines, v.exited = make(chan consoleLine, 256), make(chan error, 1)
+	v.recv, v.wait = v.lines, v.exited
 	go func() {
-		br := bufio.NewReaderSize(stdout, 64<<10)
+		br := bufio.NewReaderSize(v.stdout, 64<<10)
 		for {
 			// A console that never ends a line is cut into 64 KiB lines:
 			// memory stays bounded whatever the guest prints.
 			b, err := br.ReadSlice('\n')
 			if len(b) > 0 {
-				c.console.Write(b)
-				lines <- consoleLine{string(b), time.Since(bootStart)}
+				v.c.console.Write(b)
+				v.lines <- consoleLine{string(b), time.Since(started)}
 			}
 			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 				break
 			}
 		}
-		close(lines)
+		close(v.lines)
 		// Wait only once stdout is drained, as os/exec requires.
-		exited <- cmd.Wait()
+		v.exited <- v.cmd.Wait()
 	}()
-	killed, reaped := false, false
-	kill := func() {
-		if !killed && !reaped {
-			killed = true
-			cmd.Process.Kill()
-		}
-	}
-	// Whatever happens, QEMU is reaped before boot returns.
-	defer func() {
-		if reaped {
-			return
-		}
-		kill()
-		for range lines {
-		}
-		<-exited
-	}()
-	recv := lines
-
-	w := newWatcher(res, func(stage string) {
+	r := v.c.reporter
+	v.w = newWatcher(v.res, func(stage string) {
 		switch stage {
 		case stageKernel:
 			r.Log("the kernel started")
 		case stageMultiUser:
-			bootDone(nil)
-			res.Seconds[PhaseBoot] = time.Since(bootStart).Seconds()
-			valDone = r.Phase(PhaseValidate, "wait for the boot to settle, run the image's validation script")
+			v.multiUser = true
 		case stageSettled:
-			r.Log("boot settled: system " + res.SystemState)
+			r.Log("boot settled: system " + v.res.SystemState)
 		}
 	})
-	var powerOff, expired <-chan time.Time
-	handle := func(line consoleLine) error {
-		done, err := w.feed(line.text, line.at)
-		if err != nil {
-			kill()
-			err = fmt.Errorf("smoke boot: %w (console log %s)", err, res.ConsoleLog)
-			phaseErr(err)
-			return err
-		}
-		if done {
-			phaseErr(nil)
-			powerOff = time.After(c.stopAfterDone)
-			expired = nil
-		}
-		return nil
-	}
-	deadline := time.NewTimer(c.timeout)
-	defer deadline.Stop()
-	expired = deadline.C
-	for {
-		select {
-		case <-ctx.Done():
-			kill()
-			phaseErr(ctx.Err())
-			return ctx.Err()
-		case <-expired:
-			kill()
-			err := fmt.Errorf("smoke boot timed out after %s: %s; %s (console log %s)", c.timeout, w.stalled(), w.context(), res.ConsoleLog)
-			phaseErr(err)
-			return err
-		case <-powerOff:
-			r.Log("the VM did not power off after the validation: stopped it")
-			kill()
-			powerOff = nil
-		case line, ok := <-recv:
-			if !ok {
-				recv = nil // QEMU closed the console: its exit comes next
-				continue
-			}
-			if err := handle(line); err != nil {
-				return err
-			}
-		case werr := <-exited:
-			reaped = true
-			for line := range lines { // what QEMU wrote last
-				if err := handle(line); err != nil {
-					return err
-				}
-			}
-			if w.stage == stageDone {
+	v.deadline = time.NewTimer(v.c.timeout)
+	v.expired = v.deadline.C
+	return nil
+}
+
+// done: the smoke script is done.
+func (v *vm) done() bool { return v.w.stage == stageDone }
+
+// follow reads the console until reached holds (nil: until QEMU is gone
+// and all it wrote is read), the boot fails, the timeout passes or ctx is
+// cancelled; on a failure it kills QEMU. Once the smoke script is done,
+// the VM has stopAfterDone to power off before it is stopped.
+func (v *vm) follow(ctx context.Context, reached func() bool) error {
+	for reached == nil || !reached() {
+		if v.reaped && v.recv == nil {
+			if v.done() {
 				return nil
 			}
 			msg := "QEMU exited before the validation finished"
-			if !killed && werr != nil {
-				msg = fmt.Sprintf("QEMU failed (%v): %s", werr, strings.TrimSpace(stderr.String()))
+			if !v.killed && v.exitErr != nil {
+				msg = fmt.Sprintf("QEMU failed (%v): %s", v.exitErr, strings.TrimSpace(v.stderr.String()))
 			}
-			err := fmt.Errorf("smoke boot: %s: %s; %s (console log %s)", msg, w.stalled(), w.context(), res.ConsoleLog)
-			phaseErr(err)
-			return err
+			return fmt.Errorf("smoke boot: %s: %s; %s (console log %s)", msg, v.w.stalled(), v.w.context(), v.res.ConsoleLog)
+		}
+		select {
+		case <-ctx.Done():
+			v.kill()
+			return ctx.Err()
+		case <-v.expired:
+			v.kill()
+			return fmt.Errorf("smoke boot timed out after %s: %s; %s (console log %s)", v.c.timeout, v.w.stalled(), v.w.context(), v.res.ConsoleLog)
+		case <-v.powerOff:
+			v.c.reporter.Log("the VM did not power off after the validation: stopped it")
+			v.kill()
+			v.powerOff = nil
+		case line, ok := <-v.recv:
+			if !ok {
+				v.recv = nil // QEMU closed the console: its exit comes next
+				continue
+			}
+			if err := v.feed(line); err != nil {
+				return err
+			}
+		case err := <-v.wait:
+			v.reaped, v.exitErr, v.wait = true, err, nil
 		}
 	}
+	return nil
+}
+
+// feed hands a console line to the watcher.
+func (v *vm) feed(line consoleLine) error {
+	done, err := v.w.feed(line.text, line.at)
+	if err != nil {
+		v.kill()
+		return fmt.Errorf("smoke boot: %w (console log %s)", err, v.res.ConsoleLog)
+	}
+	if done {
+		v.powerOff = time.After(v.c.stopAfterDone)
+		v.expired = nil
+	}
+	return nil
+}
+
+func (v *vm) kill() {
+	if !v.killed && !v.reaped {
+		v.killed = true
+		v.cmd.Process.Kill()
+	}
+}
+
+// stop kills QEMU if it was started and still runs, and reaps it.
+func (v *vm) stop() {
+	if v.deadline == nil {
+		return
+	}
+	v.deadline.Stop()
+	if v.reaped {
+		return
+	}
+	v.kill()
+	for range v.lines {
+	}
+	<-v.exited
 }
 
 // limitedWriter keeps the first n bytes written to it.

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
 	"github.com/gpuaas/imagectl/internal/testenv"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // These tests boot real QEMU with Debian's OVMF on a disk with no
@@ -38,22 +39,28 @@ func blankBoot(t *testing.T, fw firmware, timeout time.Duration) (bootConfig, *R
 	if out, err := exec.Command("truncate", "-s", "64M", disk).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	log, err := os.Create(filepath.Join(t.TempDir(), "console.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
 	var events []event.Event
-	res := &Result{ConsoleLog: log.Name(), Seconds: map[string]float64{}}
+	res := &Result{ConsoleLog: filepath.Join(t.TempDir(), "console.log"), Seconds: map[string]float64{}}
 	return bootConfig{disk: disk, work: work, firmware: fw, accel: "tcg", memoryMB: 256, timeout: timeout,
-		console: log, reporter: func(e event.Event) { events = append(events, e) }}, res, &events
+		reporter: func(e event.Event) { events = append(events, e) }}, res, &events
+}
+
+// boot runs the phases after the deploy, as Run runs them, on c's disk;
+// what they leave is gone when it returns.
+func boot(t *testing.T, ctx context.Context, c bootConfig, res *Result) error {
+	if phases[0].name != PhaseDeploy {
+		t.Fatalf("the first phase is %q, not the deploy", phases[0].name)
+	}
+	r := &run{opts: Options{ConsoleLog: res.ConsoleLog}, rep: c.reporter, m: &manifest.Manifest{}, boot: c, res: res}
+	defer r.close()
+	return r.do(ctx, phases[1:])
 }
 
 func TestBootWithoutKernelTimesOut(t *testing.T) {
 	fw := needQEMU(t)
 	c, res, events := blankBoot(t, fw, 45*time.Second)
 	start := time.Now()
-	err := boot(context.Background(), c, res)
+	err := boot(t, context.Background(), c, res)
 	if err == nil || !strings.Contains(err.Error(), "timed out after 45s: the kernel never started") {
 		t.Fatalf("got %v", err)
 	}
@@ -72,6 +79,16 @@ func TestBootWithoutKernelTimesOut(t *testing.T) {
 	if last.Phase != PhaseBoot || last.Status != "failed" {
 		t.Errorf("last event %+v", last)
 	}
+	// The boot's phase alone: the validation never started.
+	var phaseEvents []string
+	for _, e := range *events {
+		if e.Type == event.TypePhase {
+			phaseEvents = append(phaseEvents, e.Phase+" "+e.Status)
+		}
+	}
+	if got := strings.Join(phaseEvents, ", "); got != "boot start, boot failed" {
+		t.Errorf("phase events: %s", got)
+	}
 }
 
 func TestBootCancelled(t *testing.T) {
@@ -80,7 +97,7 @@ func TestBootCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(5*time.Second, cancel)
 	start := time.Now()
-	err := boot(ctx, c, res)
+	err := boot(t, ctx, c, res)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
@@ -89,6 +106,24 @@ func TestBootCancelled(t *testing.T) {
 	}
 	if pids := qemuproc.Children(); len(pids) > 0 {
 		t.Errorf("QEMU left running: %v", pids)
+	}
+}
+
+// TestPhases pins the order a smoke run reports its phases in, which the
+// phases table alone decides.
+func TestPhases(t *testing.T) {
+	var got []string
+	for _, ph := range phases {
+		if ph.name != "" {
+			got = append(got, ph.name)
+		}
+		if (ph.name == "") != (ph.summary == nil) {
+			t.Errorf("phase %q: a named phase needs a summary, an unnamed one reports nothing", ph.name)
+		}
+	}
+	want := []string{PhaseDeploy, PhaseBoot, PhaseValidate}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("phases %v, want %v", got, want)
 	}
 }
 

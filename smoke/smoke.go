@@ -16,7 +16,8 @@ import (
 	"github.com/gpuaas/imagectl/manifest"
 )
 
-// Phases of a smoke run, in order, as its events name them.
+// Phases of a smoke run, as its events and Result.Seconds name them. The
+// phases table says in which order they run.
 const (
 	PhaseDeploy   = "deploy"
 	PhaseBoot     = "boot"
@@ -224,11 +225,13 @@ func (r *Result) summaryMismatch() string {
 var ErrFailed = errors.New("smoke test failed")
 
 // Run deploys the tgz onto a scratch disk as curtin would, boots it under
-// UEFI, and collects the validation script's results. It returns the
-// result with an error wrapping ErrFailed when the image did not pass, or
-// another error (with what the run saw so far) when the deploy or the boot
-// failed or timed out. The scratch disk and QEMU are gone when it returns,
-// cancelled or not; the console log stays.
+// UEFI, and collects the validation script's results, phase by phase
+// (phases), once the manifest, the profile and stage, the firmware and the
+// accelerator are known to be usable. It returns the result with an error
+// wrapping ErrFailed when the image did not pass, or another error (with
+// what the run saw so far) when the deploy or the boot failed or timed
+// out. The scratch disk and QEMU are gone when it returns, cancelled or
+// not; the console log stays.
 func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	files := manifest.FilesBeside(tgz)
 	if opts.Manifest == "" {
@@ -296,44 +299,12 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("smoke test of %s: scratch directory: %w", tgz, err)
 	}
-	defer os.RemoveAll(work)
-	disk := filepath.Join(work, "disk.raw")
-
-	done := r.Phase(PhaseDeploy, "lay "+filepath.Base(tgz)+" onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)")
-	start := time.Now()
-	plan.emulated = accel == "tcg"
-	if plan.emulated {
-		r.Log("under TCG: netplan's Open vSwitch units get 5 min to start instead of their 10 s (" + emulatedAllowance + ")")
-	}
-	dep, err := deploy(ctx, tgz, disk, deployConfig{
-		accel: accel, size: opts.DiskSize, guest: plan, initramfs: opts.UpdateInitramfs, log: r.Log,
-	})
-	res.Seconds[PhaseDeploy] = time.Since(start).Seconds()
-	done(err)
-	if err != nil {
-		return res, fmt.Errorf("deploying %s: %w", tgz, err)
-	}
-	if m.Artifact != nil {
-		res.ManifestMatches, res.manifestChecked = dep.tgz.Matches(m.Artifact.SHA256), true
-		if !res.ManifestMatches {
-			r.Log(fmt.Sprintf("the tgz's sha256 %s is not the %s its manifest records: smoking it anyway", dep.tgz.Hex(), m.Artifact.SHA256))
-		}
-	}
-
-	logFile, err := atomicfile.Create(opts.ConsoleLog, 0o644)
-	if err != nil {
-		return res, fmt.Errorf("console log: %w", err)
-	}
-	defer func() {
-		// The log is kept on every path: it is what explains a failure.
-		if cerr := logFile.Commit(); cerr != nil {
-			r.Log("keeping the console log: " + cerr.Error())
-		}
-	}()
-	err = boot(ctx, bootConfig{
-		disk: disk, work: work, firmware: fw, accel: accel, memoryMB: opts.MemoryMB,
-		timeout: opts.Timeout, console: logFile, reporter: r,
-	}, res)
+	sr := &run{tgz: tgz, opts: opts, rep: r, m: m, guest: plan, res: res, boot: bootConfig{
+		disk: filepath.Join(work, "disk.raw"), work: work, firmware: fw, accel: accel, memoryMB: opts.MemoryMB,
+		timeout: opts.Timeout, reporter: r,
+	}}
+	defer sr.close()
+	err = sr.do(ctx, phases)
 	if !res.observed.qemuStarted.IsZero() {
 		res.Timeline = newTimeline(res, err == nil && res.Passed())
 		if werr := writeTimeline(opts.Timeline, res.Timeline); werr != nil {
@@ -350,6 +321,145 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	}
 	return res, nil
 }
+
+// run is one smoke run: what its phases read and fill, in order.
+type run struct {
+	tgz   string
+	opts  Options
+	rep   event.Reporter
+	m     *manifest.Manifest
+	guest guestPlan
+	boot  bootConfig
+	res   *Result
+
+	dep     *deployed
+	console *atomicfile.File
+	vm      *vm
+}
+
+// close ends what the phases started, on every path: QEMU, the console
+// log (kept: it is what explains a failure), the scratch directory.
+func (r *run) close() {
+	if r.vm != nil {
+		r.vm.stop()
+	}
+	if r.console != nil {
+		if err := r.console.Commit(); err != nil {
+			r.rep.Log("keeping the console log: " + err.Error())
+		}
+	}
+	os.RemoveAll(r.boot.work)
+}
+
+// phase is one part of a smoke run. A phase with a name is reported as
+// that phase's events (start, then ok or failed, with its summary) and
+// timed in the result's Seconds; one without reports nothing of its own.
+type phase struct {
+	name    string
+	summary func(r *run) string
+	// skip leaves the phase out, events and all.
+	skip func(r *run) bool
+	run  func(r *run, ctx context.Context) error
+	// wrap, when set, is what the run returns for the phase's error; its
+	// failed event states the error as it is.
+	wrap func(r *run, err error) error
+}
+
+// phases are a smoke run, in order.
+var phases = []phase{
+	// The tgz laid onto a scratch disk as curtin lays it, hashed as it is
+	// read.
+	{name: PhaseDeploy, summary: func(r *run) string {
+		return "lay " + filepath.Base(r.tgz) + " onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)"
+	}, run: (*run).deploy, wrap: func(r *run, err error) error { return fmt.Errorf("deploying %s: %w", r.tgz, err) }},
+	// The tgz deployed against the one its manifest describes.
+	{run: (*run).checkManifest},
+	// What the boot needs before QEMU starts: the console log and the VM.
+	{run: (*run).prepareBoot},
+	// QEMU, until the console shows multi-user.target.
+	{name: PhaseBoot, summary: func(r *run) string {
+		return "UEFI boot of the scratch disk under " + strings.ToUpper(r.boot.accel) + " to multi-user.target"
+	}, run: (*run).startBoot},
+	// The boot settling and the validation script, until the smoke script
+	// says it is done; left out when it said so before multi-user.target.
+	{name: PhaseValidate, summary: func(*run) string {
+		return "wait for the boot to settle, run the image's validation script"
+	}, skip: func(r *run) bool { return !r.vm.multiUser }, run: (*run).validate},
+	// The VM powering off, or stopped when it does not.
+	{run: (*run).powerOff},
+}
+
+// do runs phases in order until one fails.
+func (r *run) do(ctx context.Context, phases []phase) error {
+	for _, ph := range phases {
+		if ph.skip != nil && ph.skip(r) {
+			continue
+		}
+		if ph.name == "" {
+			if err := ph.run(r, ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		end := r.rep.Phase(ph.name, ph.summary(r))
+		start := time.Now()
+		err := ph.run(r, ctx)
+		r.res.Seconds[ph.name] = time.Since(start).Seconds()
+		end(err)
+		if err != nil {
+			if ph.wrap != nil {
+				err = ph.wrap(r, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) deploy(ctx context.Context) error {
+	r.guest.emulated = r.boot.accel == "tcg"
+	if r.guest.emulated {
+		r.rep.Log("under TCG: netplan's Open vSwitch units get 5 min to start instead of their 10 s (" + emulatedAllowance + ")")
+	}
+	var err error
+	r.dep, err = deploy(ctx, r.tgz, r.boot.disk, deployConfig{
+		accel: r.boot.accel, size: r.opts.DiskSize, guest: r.guest, initramfs: r.opts.UpdateInitramfs, log: r.rep.Log,
+	})
+	return err
+}
+
+func (r *run) checkManifest(context.Context) error {
+	res, a := r.res, r.m.Artifact
+	if a == nil {
+		return nil
+	}
+	res.ManifestMatches, res.manifestChecked = r.dep.tgz.Matches(a.SHA256), true
+	if !res.ManifestMatches {
+		r.rep.Log(fmt.Sprintf("the tgz's sha256 %s is not the %s its manifest records: smoking it anyway", r.dep.tgz.Hex(), a.SHA256))
+	}
+	return nil
+}
+
+func (r *run) prepareBoot(context.Context) error {
+	var err error
+	if r.console, err = atomicfile.Create(r.opts.ConsoleLog, 0o644); err != nil {
+		return fmt.Errorf("console log: %w", err)
+	}
+	r.boot.console = r.console
+	r.vm, err = newVM(r.boot, r.res)
+	return err
+}
+
+func (r *run) startBoot(ctx context.Context) error {
+	if err := r.vm.start(); err != nil {
+		return err
+	}
+	return r.vm.follow(ctx, func() bool { return r.vm.multiUser || r.vm.done() })
+}
+
+func (r *run) validate(ctx context.Context) error { return r.vm.follow(ctx, r.vm.done) }
+
+func (r *run) powerOff(ctx context.Context) error { return r.vm.follow(ctx, nil) }
 
 // deployConfig is what the deploy needs besides the tgz and the disk.
 type deployConfig struct {
