@@ -1,11 +1,10 @@
 package sites
 
 import (
-	"github.com/gpuaas/imagectl/internal/environ"
-
 	"errors"
 	"fmt"
 
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/signing"
 )
 

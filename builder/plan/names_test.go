@@ -16,11 +16,11 @@ func loadRecipe(t *testing.T, tc planCase) *recipes.Recipe {
 	return r
 }
 
-// TestNewPlanRefusesVersions: build --version was not checked at all, so a
+// TestNewRefusesVersions: build --version was not checked at all, so a
 // newline reached the validation script's header and ../ put the artifact
 // outside the output directory. New refuses both, naming the flag,
 // whichever command asks for the plan.
-func TestNewPlanRefusesVersions(t *testing.T) {
+func TestNewRefusesVersions(t *testing.T) {
 	chdirRoot(t)
 	var tc planCase
 	for _, c := range planCases {

@@ -28,9 +28,10 @@ type layer struct {
 
 // layers is the module's architecture, bottom first: every package is in
 // exactly one. Place a new package in the lowest layer whose packages it
-// needs nothing above; the operations (build, store, upload, smoke test)
-// stay siblings that do not know each other, and only the CLI ties them
-// together.
+// needs nothing above. Storage sits below the operations (build, upload,
+// smoke test), which stay siblings that do not know each other; only
+// release ties a build, a store and a site together (and only it may use
+// a store and the MAAS client at once), and the CLI calls it.
 var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
@@ -43,7 +44,7 @@ var layers = []layer{
 	{name: "the step vocabulary (customization steps as plain data, and the bundle entries a recipe's bundle is read into)", pkgs: []string{
 		"builder/steps",
 	}},
-	{name: "definitions (recipes, validation, signing, the SBOM and provenance documents)", pkgs: []string{
+	{name: "definitions (recipes, validation, signing, the SBOM and provenance documents, the seam to the appliance)", pkgs: []string{
 		"builder/guest", "provenance", "recipes", "sbom", "signing", "validate",
 	}},
 	{name: "signing's test helpers (a real artifact, loaded keys, tampered documents, cosign: over signing)", pkgs: []string{
@@ -64,11 +65,14 @@ var layers = []layer{
 	{name: "build parts (the step interpreter and the packer, on the parts above)", pkgs: []string{
 		"builder/apply", "builder/pack",
 	}},
-	{name: "operations (build, store, upload, smoke test: siblings)", pkgs: []string{
-		"builder", "smoke", "store", "upload",
+	{name: "storage (the store's interfaces, the directory store, Latest and NextVersion over one core)", pkgs: []string{
+		"store",
 	}},
 	{name: "remote stores (versions in an OCI registry, promotions in git)", pkgs: []string{
 		"store/gitcatalog", "store/gitcatalog/gittest", "store/oci", "store/oci/ocitest",
+	}},
+	{name: "operations (build, upload, smoke test: siblings)", pkgs: []string{
+		"builder", "smoke", "upload",
 	}},
 	{name: "executors and stores by name (the libguestfs executor, opening a store by name, the cache directory as a whole)", pkgs: []string{
 		"builder/guestfs", "cache", "store/storeopen", "store/storetest",
