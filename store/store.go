@@ -50,6 +50,17 @@ type Promotions interface {
 	// the image's current version at the site (ErrConflict otherwise, when
 	// another promotion got there first).
 	Record(ctx context.Context, site string, p Promotion) error
+	// Evidence is the host results recorded for an image at a site,
+	// oldest first: of one version, or of every version when version is "".
+	Evidence(ctx context.Context, site, image, version string) ([]Evidence, error)
+	// AddEvidence records host results, of any sites and images, in one
+	// update of the catalog (one commit of a git catalog).
+	AddEvidence(ctx context.Context, evs []Evidence) error
+	// Revocations is an image's revocation history, oldest first, for
+	// every site (see Revoked); every image's when image is "".
+	Revocations(ctx context.Context, image string) ([]Revocation, error)
+	// Revoke records a revocation, or its undo (r.Undo).
+	Revoke(ctx context.Context, r Revocation) error
 }
 
 // Store keeps image versions and the sites' promotion catalogs.
@@ -332,6 +343,21 @@ type Promotion struct {
 	// deploys it with.
 	SHA256       string `json:"sha256,omitempty"`
 	DistroSeries string `json:"distro_series,omitempty"`
+	// Gate is what the site's promotion policy said at the promotion; nil
+	// when the site has no policy (and for a rollback, always allowed).
+	Gate *Gate `json:"gate,omitempty"`
+}
+
+// Gate is a promotion policy's verdict, kept with the promotion it let
+// through: met, or overridden (by the promotion's By, for Override) with
+// what was missing.
+type Gate struct {
+	Met bool `json:"met"`
+	// Missing says what the policy lacked, one line per condition.
+	Missing []string `json:"missing,omitempty"`
+	// Override is the reason given to promote anyway; set only when the
+	// policy was not met.
+	Override string `json:"override,omitempty"`
 }
 
 // State replays an image's history: the version the site runs now and

@@ -213,3 +213,47 @@ func (n noCatalog) Catalog(context.Context, string) (map[string][]store.Promotio
 }
 
 func (n noCatalog) Record(context.Context, string, store.Promotion) error { return n.err() }
+
+func (l *lazyCatalog) Evidence(ctx context.Context, site, image, version string) ([]store.Evidence, error) {
+	c, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Evidence(ctx, site, image, version)
+}
+
+func (l *lazyCatalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
+	c, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	return c.AddEvidence(ctx, evs)
+}
+
+func (l *lazyCatalog) Revocations(ctx context.Context, image string) ([]store.Revocation, error) {
+	c, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Revocations(ctx, image)
+}
+
+func (l *lazyCatalog) Revoke(ctx context.Context, r store.Revocation) error {
+	c, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Revoke(ctx, r)
+}
+
+func (n noCatalog) Evidence(context.Context, string, string, string) ([]store.Evidence, error) {
+	return nil, n.err()
+}
+
+func (n noCatalog) AddEvidence(context.Context, []store.Evidence) error { return n.err() }
+
+func (n noCatalog) Revocations(context.Context, string) ([]store.Revocation, error) {
+	return nil, n.err()
+}
+
+func (n noCatalog) Revoke(context.Context, store.Revocation) error { return n.err() }
