@@ -21,7 +21,13 @@
 //     lists of them and a canary) and rollouts (Rollout): one version
 //     promoted to many sites, every site's key loaded first, a canary
 //     first and checked, then the others in parallel, each site's outcome
-//     reported.
+//     reported;
+//   - the promotion policy's gate (Evaluate, gate.go): before a promotion
+//     sends anything, the site's policies (sites.Site.Policies) are
+//     evaluated against the host evidence in the store and an injected
+//     clock; a refusal is a PolicyError (not yet, rather than broken)
+//     unless overridden with a reason, and the verdict is recorded with
+//     the promotion. Rollbacks are never gated.
 //
 // The tgz streams from the store into MAAS (Version.OpenTarball), its
 // signatures verified against the stored digest; when the store has
