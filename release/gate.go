@@ -48,20 +48,25 @@ type Missing struct {
 	Policy string `json:"policy"`
 	// Line says it on one line.
 	Line string `json:"line"`
-	// Evidence: the sites counted, the profile ("" for any) and stage,
-	// how many distinct hosts passed and how many are wanted.
-	Sites   []string `json:"sites,omitempty"`
-	Profile string   `json:"profile,omitempty"`
-	Stage   string   `json:"stage,omitempty"`
-	Passing int      `json:"passing,omitempty"`
-	Want    int      `json:"want,omitempty"`
-	// Host is a failing host.
+	// Evidence is the count an evidence rule lacks (MissingEvidence).
+	Evidence *EvidenceCount `json:"evidence,omitempty"`
+	// Host is a failing host (MissingHostFailing).
 	Host *HostResult `json:"host,omitempty"`
 	// Until is when the soak ends, the window next opens or the freeze
 	// ends; nil when unknown (no soak started yet).
 	Until *time.Time `json:"until,omitempty"`
 	// Reason is a freeze's.
 	Reason string `json:"reason,omitempty"`
+}
+
+// EvidenceCount is how many distinct hosts passed an evidence rule for a
+// profile ("" for any) and stage at its sites, and how many are wanted.
+type EvidenceCount struct {
+	Sites   []string `json:"sites"`
+	Profile string   `json:"profile,omitempty"`
+	Stage   string   `json:"stage"`
+	Passing int      `json:"passing"`
+	Want    int      `json:"want"`
 }
 
 // HostResult is a host's latest result of an evidence rule.
@@ -256,7 +261,7 @@ func evidenceMissing(owner string, r *sites.EvidenceRule, results []HostResult) 
 				continue
 			}
 			h := h
-			out = append(out, Missing{Kind: MissingHostFailing, Policy: owner, Sites: []string{h.Site}, Profile: h.Profile, Stage: h.Stage, Host: &h,
+			out = append(out, Missing{Kind: MissingHostFailing, Policy: owner, Host: &h,
 				Line: fmt.Sprintf("host %s at %s failed %s (profile %s, stage %s, %s) (%s)", hostName(h), h.Site, strings.Join(h.Failing, ", "),
 					h.Profile, h.Stage, stamp(h.At), owner)})
 		}
@@ -265,7 +270,8 @@ func evidenceMissing(owner string, r *sites.EvidenceRule, results []HostResult) 
 			if prof != "" {
 				what = "profile " + prof
 			}
-			out = append(out, Missing{Kind: MissingEvidence, Policy: owner, Sites: r.Sites, Profile: prof, Stage: r.Stage, Passing: passing, Want: r.MinHosts,
+			out = append(out, Missing{Kind: MissingEvidence, Policy: owner,
+				Evidence: &EvidenceCount{Sites: r.Sites, Profile: prof, Stage: r.Stage, Passing: passing, Want: r.MinHosts},
 				Line: fmt.Sprintf("evidence (%s): %d of %d distinct hosts passed stage %s for %s at %s: %d more needed",
 					owner, passing, r.MinHosts, r.Stage, what, strings.Join(r.Sites, ", "), r.MinHosts-passing)})
 		}

@@ -119,7 +119,7 @@ func missingKinds(v *release.Verdict) string {
 	for _, m := range v.Missing {
 		switch m.Kind {
 		case release.MissingEvidence:
-			out = append(out, fmt.Sprintf("%s %d/%d", strings.TrimSpace(m.Kind+" "+m.Profile), m.Passing, m.Want))
+			out = append(out, fmt.Sprintf("%s %d/%d", strings.TrimSpace(m.Kind+" "+m.Evidence.Profile), m.Evidence.Passing, m.Evidence.Want))
 		case release.MissingHostFailing:
 			out = append(out, fmt.Sprintf("%s %s@%s %s", m.Kind, m.Host.Host, m.Host.Site, strings.Join(m.Host.Failing, ",")))
 		default:
@@ -387,8 +387,8 @@ func TestPromotePolicy(t *testing.T) {
 	o.Reason = "CVE-2026-1234 fix cannot wait"
 	o.By = "carol"
 	res, err = release.Promote(ctx, "demo", "1.1.0", o)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || res.Policy == nil || res.Policy.Met || res.Promotion.Gate.Override != o.Reason {
+		t.Fatalf("override: %+v %v", res, err)
 	}
 	h, err := f.store.History(ctx, "fleet-1", "demo")
 	if err != nil || len(h) != 2 {
