@@ -205,6 +205,13 @@ func Evaluate(ctx context.Context, site *sites.Site, image, version string, st s
 			}
 		}
 	}
+	// Two rules may see the same failing host: say it once.
+	seen := map[string]bool{}
+	v.Missing = slices.DeleteFunc(v.Missing, func(m Missing) bool {
+		dup := seen[m.Line]
+		seen[m.Line] = true
+		return dup
+	})
 	v.Met = len(v.Missing) == 0
 	return v, nil
 }
@@ -299,9 +306,9 @@ func soakMissing(owner string, soak time.Duration, results []HostResult, now tim
 	switch {
 	case start == nil && lastFail != nil:
 		m.Line = fmt.Sprintf("soak (%s): %s starts at the next passing result; host %s at %s failed at %s, which restarts it",
-			owner, soak, hostName(*lastFail), lastFail.Site, stamp(lastFail.At))
+			owner, span(soak), hostName(*lastFail), lastFail.Site, stamp(lastFail.At))
 	case start == nil:
-		m.Line = fmt.Sprintf("soak (%s): %s starts at the first passing result; there is none yet", owner, soak)
+		m.Line = fmt.Sprintf("soak (%s): %s starts at the first passing result; there is none yet", owner, span(soak))
 	default:
 		end := start.At.Add(soak)
 		if !now.Before(end) {
@@ -312,7 +319,7 @@ func soakMissing(owner string, soak time.Duration, results []HostResult, now tim
 		if lastFail != nil {
 			since += fmt.Sprintf(", after host %s failed at %s", hostName(*lastFail), stamp(lastFail.At))
 		}
-		m.Line = fmt.Sprintf("soak (%s): %s since %s ends at %s (in %s)", owner, soak, since, stamp(end), end.Sub(now).Round(time.Minute))
+		m.Line = fmt.Sprintf("soak (%s): %s since %s ends at %s (in %s)", owner, span(soak), since, stamp(end), span(end.Sub(now)))
 	}
 	return m
 }
@@ -341,7 +348,7 @@ func windowMissing(owner string, ws []*sites.Window, now time.Time) *Missing {
 	if which != nil {
 		until := next.UTC()
 		m.Until = &until
-		m.Line += fmt.Sprintf("; the next opens at %s (%s, in %s)", next.In(which.Zone).Format("Mon 2006-01-02 15:04 MST"), stamp(next), next.Sub(now).Round(time.Minute))
+		m.Line += fmt.Sprintf("; the next opens at %s (%s, in %s)", next.In(which.Zone).Format("Mon 2006-01-02 15:04 MST"), stamp(next), span(next.Sub(now)))
 	}
 	return m
 }
@@ -351,6 +358,20 @@ func hostName(h HostResult) string {
 		return fmt.Sprintf("%s (machine id %s)", h.Host, h.MachineID)
 	}
 	return h.Host
+}
+
+// span is a duration to the minute, without zero minutes and seconds:
+// "24h", "1h30m", "5m".
+func span(d time.Duration) string {
+	d = d.Round(time.Minute)
+	if d < time.Minute {
+		return "under a minute"
+	}
+	out := strings.TrimSuffix(d.String(), "0s")
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

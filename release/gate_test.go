@@ -211,7 +211,7 @@ func TestEvaluateSoak(t *testing.T) {
 	if got := missingKinds(v); got != "soak" || !v.Missing[0].Until.Equal(t0.Add(24*time.Hour)) {
 		t.Fatalf("soaking: %s %v", got, v.Missing)
 	}
-	if line := v.Missing[0].Line; line != `soak (group "fleet"): 24h0m0s since host a1 at canary-a passed at 2026-11-26T09:00:00Z ends at 2026-11-27T09:00:00Z (in 23h0m0s)` {
+	if line := v.Missing[0].Line; line != `soak (group "fleet"): 24h since host a1 at canary-a passed at 2026-11-26T09:00:00Z ends at 2026-11-27T09:00:00Z (in 23h)` {
 		t.Errorf("line: %s", line)
 	}
 	if v := evaluate(t, f2, st, t0.Add(24*time.Hour)); !v.Met {
@@ -261,7 +261,7 @@ func TestEvaluateWindowsAndFreezes(t *testing.T) {
 	if got := missingKinds(v); got != "window" || !v.Missing[0].Until.Equal(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)) {
 		t.Fatalf("friday: %s %v", got, v.Missing)
 	}
-	if line := v.Missing[0].Line; line != `window (group "fleet"): outside the promotion windows (mon,tue,wed,thu 09:00-17:00 Europe/Berlin); the next opens at Mon 2026-11-30 09:00 CET (2026-11-30T08:00:00Z, in 70h0m0s)` {
+	if line := v.Missing[0].Line; line != `window (group "fleet"): outside the promotion windows (mon,tue,wed,thu 09:00-17:00 Europe/Berlin); the next opens at Mon 2026-11-30 09:00 CET (2026-11-30T08:00:00Z, in 70h)` {
 		t.Errorf("line: %s", line)
 	}
 	// Monday 2026-12-21, 10:00 Berlin: the group's window is open, the
@@ -498,5 +498,24 @@ func TestRolloutCanaryRefused(t *testing.T) {
 	}
 	if len(names(f.sims["fleet-2"])) != 0 {
 		t.Error("a site after a refused canary was uploaded to")
+	}
+}
+
+// TestEvaluateFailingHostOnce: a failing host two rules see is one
+// missing condition.
+func TestEvaluateFailingHostOnce(t *testing.T) {
+	ss := policySites(t, `evidence {
+      sites    = ["canary-a"]
+      profiles = ["slice"]
+    }
+    evidence {
+      sites = ["canary-a", "canary-b"]
+    }`, "", nil)
+	st := store.NewDir(t.TempDir())
+	addEvidence(t, st, "canary-a",
+		hostResult("a1", "", "slice", "converged", "1.0.0", thursday.Add(-time.Hour), "ib-link"),
+		hostResult("a2", "", "slice", "converged", "1.0.0", thursday.Add(-time.Hour)))
+	if got := missingKinds(evaluate(t, site(t, ss, "fleet-1"), st, thursday)); got != "failing-host a1@canary-a ib-link" {
+		t.Errorf("got %s", got)
 	}
 }

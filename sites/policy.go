@@ -344,8 +344,8 @@ func checkPolicySites(p *Policy, declared []string) hcl.Diagnostics {
 }
 
 // Open reports whether t falls in the window, and otherwise when the
-// window next opens after t (within a week and a day; zero if never, for
-// a window of no day, which decoding refuses).
+// window next opens after t (always within a week: a window has at least
+// one day).
 func (w *Window) Open(t time.Time) (open bool, next time.Time) {
 	lt := t.In(w.Zone)
 	for d := 0; d <= 8; d++ {
