@@ -77,7 +77,8 @@ type HostResult struct {
 var optionRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*=`)
 
 // CheckOptions says what is wrong with o and the hosts, nil when nothing
-// is; Check calls it first.
+// is; Check calls it first. An empty Script is left to Check, so that
+// the hosts and flags can be checked before the script is known.
 func CheckOptions(hosts []string, o Options) error {
 	var errs []error
 	if len(hosts) == 0 {
@@ -88,7 +89,7 @@ func CheckOptions(hosts []string, o Options) error {
 			errs = append(errs, err)
 		}
 	}
-	if o.Script == "" || !strings.HasPrefix(o.Script, "/") || strings.ContainsRune(o.Script, 0) {
+	if o.Script != "" && (!strings.HasPrefix(o.Script, "/") || strings.ContainsRune(o.Script, 0)) {
 		errs = append(errs, fmt.Errorf("the validation script's path on the hosts %q is not an absolute path", o.Script))
 	}
 	if u := o.User; strings.HasPrefix(u, "-") || strings.ContainsFunc(u, notInName) {
@@ -180,6 +181,9 @@ func Command(host string, o Options) []string {
 func Check(ctx context.Context, hosts []string, o Options) ([]HostResult, error) {
 	if err := CheckOptions(hosts, o); err != nil {
 		return nil, err
+	}
+	if o.Script == "" {
+		return nil, errors.New("checking hosts: no validation script path")
 	}
 	parallel := o.Parallel
 	if parallel == 0 {

@@ -28,10 +28,15 @@ const (
 type Offered struct {
 	From   string
 	Result *validate.Result
+	// Problem is why From gave no result (a file that is not one); the
+	// result is refused with it.
+	Problem string
 }
 
 // Refusal is a result not recorded, and why.
 type Refusal struct {
+	// Index is the refused result's position among those offered.
+	Index   int    `json:"index"`
 	From    string `json:"from"`
 	Image   string `json:"image,omitempty"`
 	Version string `json:"version,omitempty"`
@@ -67,14 +72,18 @@ func Record(ctx context.Context, offered []Offered, via string, o Options) (*Rec
 	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
 	out := &Recorded{Site: site, Recorded: []store.Evidence{}, Refused: []Refusal{}}
 	known := map[[2]string]*scriptOf{}
-	for _, off := range offered {
+	for i, off := range offered {
 		r := off.Result
 		refuse := func(format string, args ...any) {
-			ref := Refusal{From: off.From, Reason: fmt.Sprintf(format, args...)}
+			ref := Refusal{Index: i, From: off.From, Reason: fmt.Sprintf(format, args...)}
 			if r != nil {
 				ref.Image, ref.Version, ref.Host = r.Image, r.Version, r.Host
 			}
 			out.Refused = append(out.Refused, ref)
+		}
+		if off.Problem != "" {
+			refuse("%s", off.Problem)
+			continue
 		}
 		if r == nil {
 			refuse("no validation result")
