@@ -1,0 +1,78 @@
+package release_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/hostcheck"
+	"github.com/gpuaas/imagectl/hostcheck/sshdtest"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
+	"github.com/gpuaas/imagectl/sites"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/storetest"
+)
+
+// Hostcheck over a real sshd: the results of both hosts reached are
+// recorded in one AddEvidence call, the unreachable host is reported; a
+// host that runs another script than the version's is checked but its
+// result refused.
+func TestHostcheck(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "validate.sh")
+	body := sshdtest.ResultScript("demo", "1.0.0", sshdtest.Hosts[1])
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{})
+	m, err := manifest.Read(man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Validation.Script = script
+	b, _ := m.Marshal()
+	if err := os.WriteFile(man, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest.FilesBeside(tgz).ValidationScript, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := store.NewDir(t.TempDir())
+	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: d}
+	o := release.Options{Store: cs, Site: &sites.Site{Name: "canary"}, By: "ci"}
+	check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged"}
+	hosts := []string{sshdtest.Hosts[0], sshdtest.Hosts[1], sshdtest.Unreachable}
+
+	res, err := release.Hostcheck(ctx, hosts, "demo", check, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.adds != 1 || res.Recorded != 2 || res.OK() || res.Target.Script != script || res.Target.Version != "1.0.0" {
+		t.Fatalf("%d AddEvidence calls, %+v", cs.adds, res)
+	}
+	if h := res.Hosts; !h[0].Recorded || !h[0].Result.Passed() || !h[1].Recorded || h[1].Result.Passed() || h[2].Recorded || h[2].Error == "" {
+		t.Errorf("hosts: %+v", h)
+	}
+	evs, err := cs.Evidence(ctx, "canary", "demo", "1.0.0")
+	if err != nil || len(evs) != 2 || evs[0].Via != release.ViaHostcheck || evs[0].RecordedBy != "ci" {
+		t.Fatalf("evidence: %v %+v", err, evs)
+	}
+
+	// The hosts run a script that is not the version's: checked, refused.
+	if err := os.WriteFile(script, []byte(body+"# changed on the host\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err = release.Hostcheck(ctx, hosts[:1], "demo", check, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.adds != 1 || res.Recorded != 0 || res.Hosts[0].Recorded || !strings.Contains(res.Hosts[0].Refused, "the host ran another script") {
+		t.Errorf("%d AddEvidence calls, %+v", cs.adds, res.Hosts)
+	}
+}
