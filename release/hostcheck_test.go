@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storetest"
+	"github.com/gpuaas/imagectl/validate"
 )
 
 // Hostcheck over a real sshd: the results of both hosts reached are
@@ -74,5 +75,60 @@ func TestHostcheck(t *testing.T) {
 	}
 	if cs.adds != 1 || res.Recorded != 0 || res.Hosts[0].Recorded || !strings.Contains(res.Hosts[0].Refused, "the host ran another script") {
 		t.Errorf("%d AddEvidence calls, %+v", cs.adds, res.Hosts)
+	}
+}
+
+// The real validation script, generated from the version's manifest, run
+// live over ssh with its build marker and state directory under a test
+// directory (IMAGECTL_VALIDATE_ROOT): its document is read, its
+// script_sha256 is the stored script's, and its result is recorded (this
+// machine is no host of the image: checks fail, which is evidence too).
+func TestHostcheckRealScript(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{})
+	m, err := manifest.Read(man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Validation.Script = filepath.Join(dir, "validate.sh")
+	m.Validation.CollectorWaitSeconds = 1
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := validate.Script(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(root, m.Validation.Marker)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		path string
+		b    []byte
+	}{{man, b}, {marker, b}, {m.Validation.Script, script}, {manifest.FilesBeside(tgz).ValidationScript, script}} {
+		if err := os.WriteFile(f.path, f.b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := store.NewDir(t.TempDir())
+	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := release.Options{Store: d, Site: &sites.Site{Name: "canary"}, By: "ci"}
+	check := hostcheck.Options{User: srv.User, Stage: "converged", SSHOptions: append([]string{"SetEnv=IMAGECTL_VALIDATE_ROOT=" + root}, srv.Options...)}
+	res, err := release.Hostcheck(ctx, sshdtest.Hosts[:1], "demo", check, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res.Hosts[0]
+	if h.Result == nil || !h.Recorded || h.Result.Image != "demo" || h.Result.Version != "1.0.0" || h.Result.Stage != "converged" || !h.Result.Live || len(h.Result.Checks) == 0 {
+		t.Fatalf("the real script's result: %+v %+v", h, h.Result)
+	}
+	if _, err := os.Stat(filepath.Join(root, validate.StateDir, "result.json")); err != nil {
+		t.Errorf("the live run kept no result: %v", err)
 	}
 }

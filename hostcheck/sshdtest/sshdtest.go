@@ -41,7 +41,10 @@ type Server struct {
 	Dir     string
 }
 
-// Start runs sshd until the test ends. It stops the test through
+// Start runs sshd until the test ends. It accepts IMAGECTL_VALIDATE_ROOT
+// from the client (ssh -o SetEnv=...), so that the real validation script
+// runs live with its build marker and state directory under a test's
+// directory. It stops the test through
 // testenv.Missing where sshd cannot run the tests: no sshd or ssh-keygen
 // (apt-get install openssh-server openssh-client), or not root (sshd logs
 // in only as the user it runs as, and the tests log in as root: a
@@ -102,6 +105,7 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
 PermitRootLogin prohibit-password
+AcceptEnv IMAGECTL_VALIDATE_ROOT
 LogLevel ERROR
 `, port, strings.Join(listen, "\n"), filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys")))
 	ctx, cancel := context.WithCancel(context.Background())
