@@ -28,6 +28,13 @@
 //     clock; a refusal is a PolicyError (not yet, rather than broken)
 //     unless overridden with a reason, and the verdict is recorded with
 //     the promotion. Rollbacks are never gated.
+//   - host results as evidence (Record): validation results from hosts
+//     (hostcheck's, or files) recorded at a site in one update of the
+//     catalog, each refused, saying why, unless it is for a version the
+//     store holds, ran that version's validation script (its sha256) and
+//     names a profile and stage the version's manifest knows; which script
+//     hostcheck runs at a site (HostcheckTarget), and a version's evidence
+//     per site (EvidenceAt).
 //
 // The tgz streams from the store into MAAS (Version.OpenTarball), its
 // signatures verified against the stored digest; when the store has
