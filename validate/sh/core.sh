@@ -60,12 +60,19 @@ FAILURES=0
 WARNINGS=0
 CHECKS=0
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# uptime_now: seconds since the kernel started.
+uptime_now() { cut -d' ' -f1 "$ROOT/proc/uptime" 2>/dev/null; }
+# shellcheck disable=SC2034 # timeline.sh reads it
+UPTIME_START=$(uptime_now)
 NL='
 '
 # CHECKS_JSON are the checks as JSON objects, one a line, for the result
-# document; TIMELINE the first boot's milestones, "NAME SECONDS SOURCE" lines.
+# document; TIMELINE the first boot's milestones, "NAME SECONDS SOURCE" lines
+# (timeline.sh); DONE_MARKERS the bootstrap done-markers found.
 CHECKS_JSON=
 TIMELINE=
+# shellcheck disable=SC2034 # converged.sh adds to it, timeline.sh reads it
+DONE_MARKERS=
 
 # JSON_AWK are awk functions: json_init, then json(S), S as a JSON string.
 # Run under LC_ALL=C, so awk reads bytes: quotes, backslashes and control
@@ -142,8 +149,8 @@ result() {
 	CHECKS_JSON=$CHECKS_JSON${CHECKS_JSON:+$NL}${out#*"$NL"}
 }
 
-# summary: on a live host, keeps the result document under STATE_DIR;
-# prints the summary line, or with --json
+# summary: on a live host, reads the first boot's timeline and keeps the
+# result document under STATE_DIR; prints the summary line, or with --json
 # the document; exits 1 when a check failed.
 summary() {
 	FINISHED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -151,6 +158,7 @@ summary() {
 		result_facts
 	fi
 	if [ "$LIVE" = 1 ]; then
+		timeline
 		save_result
 	fi
 	if [ "$JSON" = 1 ]; then
@@ -230,7 +238,7 @@ result_json() {
 	printf '  "counts": {"checks": %s, "failures": %s, "warnings": %s}' "$CHECKS" "$FAILURES" "$WARNINGS"
 	if [ -n "$TIMELINE" ]; then
 		printf ',\n  "timeline": [\n'
-		printf '%s\n' "$TIMELINE" | awk '{ printf "%s    {\"name\": \"%s\", \"seconds\": %s, \"source\": \"%s\"}", NR > 1 ? ",\n" : "", $1, $2, $3 } END { print "" }'
+		printf '%s\n' "$TIMELINE" | awk '{ printf "%s    {\"name\": \"%s\", \"seconds\": %s, \"source\": \"%s\"}", (NR > 1 ? ",\n" : ""), $1, $2, $3 } END { print "" }'
 		printf '  ]'
 	fi
 	printf '\n}\n'
