@@ -485,3 +485,30 @@ func TestTimelineNamesAreSmokes(t *testing.T) {
 		}
 	}
 }
+
+// TestResultOfAGPUHost: an H200 host (nvidia-smi replaying a fixture) with
+// a planted ECC error: the document names the failing check with its
+// remediation, and agrees with the lines.
+func TestResultOfAGPUHost(t *testing.T) {
+	t.Parallel()
+	var fixture string
+	for _, f := range gpuFixtures(t) {
+		if fixtureModel(f) == "H200" {
+			fixture = f
+		}
+	}
+	if fixture == "" {
+		t.Fatal("no H200 fixture under testdata/nvidia-smi")
+	}
+	h := gpuHost(t, "awk", fixture, 8, "2 ecc.errors.uncorrected.volatile.total 4")
+	m := gpuManifest(fixture, 8)
+	text := textOutcome(t, h.runWith([]string{"sh"}, m))
+	r := h.runWith([]string{"sh"}, m, "--json")
+	res := r.result(t)
+	sameChecks(t, text, res)
+	f := res.Failing()
+	if r.code != 1 || res.Passed() || len(f) != 1 || f[0].Name != "gpu:ecc-errors" || !strings.Contains(f[0].Detail, "GPU 2: 4 uncorrected") ||
+		f[0].Remediation == "" || f[0].Remediation != text.get(t, "gpu:ecc-errors").remediation {
+		t.Errorf("exit %d, failing %+v:\n%s", r.code, f, r.stdout)
+	}
+}
