@@ -80,18 +80,19 @@ DONE_MARKERS=
 # is not UTF-8 becomes U+FFFD (as Go and most JSON readers decode it).
 JSON_AWK='
 function json_init(   i) { for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i }
-function json(s,   out, n, i, c, o, need, lo, hi, ok, j, k) {
+function json(s,   out, c, o, need, lo, hi, ok, j, k) {
 	out = ""
-	n = length(s)
-	for (i = 1; i <= n; i++) {
-		c = substr(s, i, 1)
+	# printable ASCII up to the next byte to escape is copied whole
+	while (match(s, /[^ -~]|"|\\/)) {
+		out = out substr(s, 1, RSTART - 1)
+		c = substr(s, RSTART, 1)
+		s = substr(s, RSTART + 1)
 		o = ord[c]
 		if (c == "\"") out = out "\\\""
 		else if (c == "\\") out = out "\\\\"
 		else if (o == 9) out = out "\\t"
 		else if (o == 10) out = out "\\n"
-		else if (o < 32 || o == 127) out = out sprintf("\\u%04x", o)
-		else if (o < 128) out = out c
+		else if (o < 128) out = out sprintf("\\u%04x", o)
 		else {
 			# a sequence: its length from the lead byte, and the range of
 			# its second byte (no overlong form, no surrogate, nothing
@@ -104,17 +105,17 @@ function json(s,   out, n, i, c, o, need, lo, hi, ok, j, k) {
 			else if (o == 240) { need = 3; lo = 144 }
 			else if (o >= 241 && o <= 243) need = 3
 			else if (o == 244) { need = 3; hi = 143 }
-			ok = need > 0 && i + need <= n
+			ok = need > 0 && length(s) >= need
 			for (j = 1; ok && j <= need; j++) {
-				k = ord[substr(s, i + j, 1)]
+				k = ord[substr(s, j, 1)]
 				if (j > 1) { lo = 128; hi = 191 }
 				if (k < lo || k > hi) ok = 0
 			}
-			if (ok) { out = out substr(s, i, need + 1); i += need }
+			if (ok) { out = out c substr(s, 1, need); s = substr(s, need + 1) }
 			else out = out "\\ufffd"
 		}
 	}
-	return "\"" out "\""
+	return "\"" out s "\""
 }'
 
 # result STATUS NAME DETAIL [REMEDIATION]: one result line, its values
