@@ -21,7 +21,11 @@
 //     lists of them and a canary) and rollouts (Rollout): one version
 //     promoted to many sites, every site's key loaded first, a canary
 //     first and checked, then the others in parallel, each site's outcome
-//     reported.
+//     reported;
+//   - revocation (Revoke): a version that must not run at any site,
+//     recorded in the store; promote and rollouts refuse it, rollback
+//     skips it, status fails where it runs or is selected, gc deletes it
+//     first, and a channel never points at it.
 //
 // The tgz streams from the store into MAAS (Version.OpenTarball), its
 // signatures verified against the stored digest; when the store has
