@@ -208,3 +208,57 @@ func syncChannels(ctx context.Context, st store.Store, image string, revoked map
 		}
 	}
 }
+
+// ListedImage is an image of the store with its versions, each marked
+// with its revocation when it is revoked.
+type ListedImage struct {
+	Name     string          `json:"name"`
+	Versions []ListedVersion `json:"versions"`
+}
+
+// ListedVersion is a stored version and its revocation (nil when it may
+// run).
+type ListedVersion struct {
+	*store.Version
+	Revoked *store.Revocation `json:"revoked,omitempty"`
+}
+
+// Images lists the store's images and versions, oldest first, marking the
+// revoked ones (imagectl images).
+func Images(ctx context.Context, st store.Store) ([]ListedImage, error) {
+	imgs, err := st.Images(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all, err := st.Revocations(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("reading the revocations: %w", err)
+	}
+	out := []ListedImage{}
+	for _, img := range imgs {
+		revoked := store.Revoked(all, img.Name)
+		li := ListedImage{Name: img.Name, Versions: []ListedVersion{}}
+		for _, v := range img.Versions {
+			lv := ListedVersion{Version: v}
+			if r, ok := revoked[v.Version]; ok {
+				lv.Revoked = &r
+			}
+			li.Versions = append(li.Versions, lv)
+		}
+		out = append(out, li)
+	}
+	return out, nil
+}
+
+// Revocation is the revocation in force of a version, nil when it may
+// run (imagectl show).
+func Revocation(ctx context.Context, st store.Promotions, image, version string) (*store.Revocation, error) {
+	revoked, err := revokedVersions(ctx, st, image)
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := revoked[version]; ok {
+		return &r, nil
+	}
+	return nil, nil
+}
