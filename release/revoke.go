@@ -224,15 +224,18 @@ type ListedVersion struct {
 }
 
 // Images lists the store's images and versions, oldest first, marking the
-// revoked ones (imagectl images).
-func Images(ctx context.Context, st store.Store) ([]ListedImage, error) {
+// revoked ones by the revocations p keeps (imagectl images); nil p (a
+// registry store opened without a catalog) marks none.
+func Images(ctx context.Context, st store.Versions, p store.Promotions) ([]ListedImage, error) {
 	imgs, err := st.Images(ctx)
 	if err != nil {
 		return nil, err
 	}
-	all, err := st.Revocations(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("reading the revocations: %w", err)
+	var all []store.Revocation
+	if p != nil {
+		if all, err = p.Revocations(ctx, ""); err != nil {
+			return nil, fmt.Errorf("reading the revocations: %w", err)
+		}
 	}
 	out := []ListedImage{}
 	for _, img := range imgs {
@@ -251,9 +254,12 @@ func Images(ctx context.Context, st store.Store) ([]ListedImage, error) {
 }
 
 // Revocation is the revocation in force of a version, nil when it may
-// run (imagectl show).
-func Revocation(ctx context.Context, st store.Promotions, image, version string) (*store.Revocation, error) {
-	revoked, err := revokedVersions(ctx, st, image)
+// run or p is nil (imagectl show).
+func Revocation(ctx context.Context, p store.Promotions, image, version string) (*store.Revocation, error) {
+	if p == nil {
+		return nil, nil
+	}
+	revoked, err := revokedVersions(ctx, p, image)
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,15 @@ func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.
 	return storeopen.Open(ctx, o)
 }
 
+// revocations is where st keeps revocations: its catalog, or nil for a
+// registry store without one (images and show list versions without it).
+func (f *storeFlags) revocations(st store.Store, env []string) store.Promotions {
+	if o := f.options(env); storeopen.IsRegistry(o.Store) && o.Catalog == "" {
+		return nil
+	}
+	return st
+}
+
 // listFlags are the flags of the commands that read the store alone.
 type listFlags struct {
 	store  storeFlags
@@ -96,7 +105,7 @@ func runImages(ctx context.Context, f *listFlags, _ []string, s streams, env []s
 	if err != nil {
 		return err
 	}
-	imgs, err := release.Images(ctx, st)
+	imgs, err := release.Images(ctx, st, f.store.revocations(st, env))
 	if err != nil {
 		return err
 	}
@@ -146,7 +155,7 @@ func runShow(ctx context.Context, f *listFlags, args []string, s streams, env []
 	if err != nil {
 		return err
 	}
-	r, err := release.Revocation(ctx, st, args[0], args[1])
+	r, err := release.Revocation(ctx, f.store.revocations(st, env), args[0], args[1])
 	if err != nil {
 		return err
 	}
