@@ -166,13 +166,15 @@ func Revoke(ctx context.Context, st store.Store, image, version string, o Revoke
 			revoked[version] = r
 		}
 	}
-	syncChannels(ctx, st, image, revoked, o.Sites, res)
+	syncChannels(ctx, st, image, version, revoked, o.Sites, res)
 	return res, nil
 }
 
-// syncChannels points each site's channel of image at channelWant, when
-// the store has channels; what it cannot do is a warning.
-func syncChannels(ctx context.Context, st store.Store, image string, revoked map[string]store.Revocation, sites []string, res *RevokeResult) {
+// syncChannels points each site's channel of image that points at version
+// (revoked) or should (undone) at channelWant, when the store has
+// channels; other channels are left as they are (status reports one
+// that is wrong). What it cannot do is a warning.
+func syncChannels(ctx context.Context, st store.Store, image, version string, revoked map[string]store.Revocation, sites []string, res *RevokeResult) {
 	ch, ok := store.ChannelsOf(st)
 	if !ok {
 		return
@@ -194,7 +196,7 @@ func syncChannels(ctx context.Context, st store.Store, image string, revoked map
 		}
 		want := channelWant(h, revoked)
 		switch {
-		case got == want || got == "" && want == "":
+		case got == want || got != version && want != version:
 		case want == "":
 			if _, bad := revoked[got]; bad {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("the channel of %s for site %s points at the revoked %s, and the site ran no version before it that is not revoked: promote one there", image, site, got))
