@@ -74,6 +74,13 @@ func TestRevokeStatusPromoteRollback(t *testing.T) {
 	if st, err := release.Status(ctx, f.opts); err != nil || st.Drift {
 		t.Fatalf("status after the rollback: %v %s", err, kinds(st))
 	}
+	// Someone points the deploy profile at the revoked version by hand.
+	ps.SetProfile("7", "bm", "demo-1-2-0")
+	if st, err := release.Status(ctx, f.opts); err != nil || kinds(st) != "demo:profile demo:revoked" ||
+		!strings.Contains(st.Images[0].Drift[0].Message, "deploy profile bm of admin site 7 selects demo-1-2-0, the revoked demo 1.2.0 (by rita") {
+		t.Fatalf("status with a profile selecting a revoked version: %v %s %+v", err, kinds(st), st)
+	}
+	ps.SetProfile("7", "bm", "demo-1-0-0")
 	h, _ := f.store.History(ctx, "sim", "demo")
 	if stack := store.Stack(h); strings.Join(stack, " ") != "1.0.0" {
 		t.Errorf("stack after the rollback %v", stack)
