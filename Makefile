@@ -179,6 +179,7 @@ bench: build base-image cosign
 	$(GO) test -run '^$$' -bench Upload1GiB -benchtime 3x ./upload/maas
 	$(GO) test -run '^$$' -bench PushPull1GiB -benchtime 1x ./store/oci
 	$(GO) test -run '^$$' -bench Rollout20Sites -benchtime 1x ./release
+	$(GO) test -run '^$$' -bench PredeployVsStatus -benchtime 5x ./release
 	$(GO) test -run '^$$' -bench 'Scan|ReadTgz|ExtractTgz' -benchtime 3x ./sbom
 	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild|DemoCache' -benchtime 1x -timeout 90m ./builder/guestfs
 

@@ -35,6 +35,13 @@
 //     names a profile and stage the version's manifest knows; which script
 //     hostcheck runs at a site (HostcheckTarget), and a version's evidence
 //     per site (EvidenceAt).
+//   - revocation (Revoke): a version that must not run at any site,
+//     recorded in the store; promote and rollouts refuse it, rollback
+//     skips it, status fails where it runs or is selected, gc deletes it
+//     first, and a channel never points at it;
+//   - the deploy workflow's gate (Predeploy): whether a site may deploy
+//     now, each condition named with its fix, reading only what that
+//     needs (one boot resource, not the whole of MAAS as status does).
 //
 // The tgz streams from the store into MAAS (Version.OpenTarball), its
 // signatures verified against the stored digest; when the store has

@@ -33,7 +33,9 @@ type Kept struct {
 // site's MAAS that are neither the promoted version, nor the version a
 // rollback would promote, nor selected by one of the site's deploy
 // profiles, nor among the keep newest versions MAAS holds of the image
-// (newest by publish order in the store). A deploy profile it cannot read
+// (newest by publish order in the store, not counting revoked versions:
+// those go first, unless promoted, the rollback's or selected). A deploy
+// profile it cannot read
 // fails it before anything is deleted. Resources the store knows no
 // version for are left alone: gc cannot tell whose they are. Unless
 // apply, nothing is deleted.
@@ -67,8 +69,17 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 	for _, img := range slices.Sorted(maps.Keys(byImage)) {
 		list := byImage[img]
 		sort.SliceStable(list, func(i, j int) bool { return list[i].published.After(list[j].published) }) // newest first
-		cur, back := store.State(cat[img])
-		for i, h := range list {
+		stack := store.Stack(cat[img])
+		cur, back := "", ""
+		if len(stack) > 0 {
+			cur = stack[len(stack)-1]
+			back, _ = rollbackTarget(stack, sv.revoked[img])
+		}
+		newest := 0 // the versions not revoked seen so far
+		for _, h := range list {
+			if !h.Revoked {
+				newest++
+			}
 			switch {
 			case h.Version == cur:
 				h.Promoted = true
@@ -77,7 +88,9 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 				out.Kept = append(out.Kept, Kept{h, "what a rollback would promote"})
 			case selected[h.Name] != "":
 				out.Kept = append(out.Kept, Kept{h, selected[h.Name]})
-			case i < keep:
+			case h.Revoked:
+				out.Delete = append(out.Delete, h)
+			case newest <= keep:
 				out.Kept = append(out.Kept, Kept{h, fmt.Sprintf("among the %d newest", keep)})
 			default:
 				out.Delete = append(out.Delete, h)
@@ -95,7 +108,9 @@ func GC(ctx context.Context, keep int, apply bool, o Options) (*GCResult, error)
 	var errs []error
 	deleted := out.Delete[:0]
 	for _, h := range out.Delete {
-		if cur, back := store.State(cat[h.Image]); h.Version == cur || h.Version == back {
+		stack := store.Stack(cat[h.Image])
+		back, _ := rollbackTarget(stack, sv.revoked[h.Image])
+		if len(stack) > 0 && h.Version == stack[len(stack)-1] || h.Version == back && back != "" {
 			out.Kept = append(out.Kept, Kept{h, "promoted while gc ran"})
 			continue
 		}

@@ -21,7 +21,7 @@ import (
 // withProfile gives the fixture's site a deploy profile (admin site 7,
 // profile bm) on a fake admin API, selecting ubuntu/noble, following image
 // (all when "").
-func (f *fixture) withProfile(t *testing.T, image string) *profilesim.Server {
+func (f *fixture) withProfile(t testing.TB, image string) *profilesim.Server {
 	t.Helper()
 	ps := profilesim.New(profilesim.Options{})
 	t.Cleanup(ps.Close)

@@ -85,6 +85,9 @@ type Result struct {
 	// promotion (met, or overridden); nil when the site has none, for a
 	// rollback, and when the site already ran the version.
 	Policy *Verdict `json:"policy,omitempty"`
+	// SkippedRevoked are the revoked versions a rollback skipped, from the
+	// newest: it returned to the version before them.
+	SkippedRevoked []string `json:"skipped_revoked,omitempty"`
 	// Warnings are what went wrong after the promotion was recorded (the
 	// channel could not be pointed at it): the catalog is the source of
 	// truth, so the promotion stands.
@@ -95,35 +98,59 @@ type Result struct {
 // the store, verify, and have no deployability error; it is uploaded to
 // the site's MAAS when MAAS lacks it, and MAAS must hold it complete; then
 // the site's deploy profiles that follow the image are set to select it
-// (see promote), and the promotion is recorded. Before any of it, the
-// site's promotion policies (sites.Site.Policies) must be met (Evaluate),
-// or o.Override given with o.Reason: a refusal is a *PolicyError, and the
-// verdict is recorded with the promotion (store.Promotion.Gate).
+// (see promote), and the promotion is recorded. A revoked version is
+// refused (a *RevokedError), even the one the site runs. Before any of
+// it, the site's promotion policies (sites.Site.Policies) must be met
+// (Evaluate), or o.Override given with o.Reason: a refusal is a
+// *PolicyError, and the verdict is recorded with the promotion
+// (store.Promotion.Gate).
 func Promote(ctx context.Context, image, version string, o Options) (*Result, error) {
 	h, err := o.Store.History(ctx, o.Site.Name, image)
 	if err != nil {
 		return nil, err
 	}
+	revoked, err := revokedVersions(ctx, o.Store, image)
+	if err != nil {
+		return nil, fmt.Errorf("promoting %s %s at site %s: %w", image, version, o.Site.Name, err)
+	}
+	if err := refuseRevoked(revoked, version); err != nil {
+		return nil, fmt.Errorf("promoting %s %s at site %s: %w", image, version, o.Site.Name, err)
+	}
 	return promote(ctx, image, version, h, false, o)
 }
 
 // Rollback returns the image at the site to the version before the
-// current one (see store.State), with the same checks as Promote but the
-// policy's (a rollback is the safety valve, never gated), and points the
-// deploy profiles back at it.
+// current one (see store.State), skipping revoked versions to the one
+// before them, with the same checks as Promote but the policy's (a
+// rollback is the safety valve, never gated), and points the deploy
+// profiles back at it.
 func Rollback(ctx context.Context, image string, o Options) (*Result, error) {
 	h, err := o.Store.History(ctx, o.Site.Name, image)
 	if err != nil {
 		return nil, err
 	}
-	cur, back := store.State(h)
-	switch {
-	case cur == "":
+	stack := store.Stack(h)
+	if len(stack) == 0 {
 		return nil, fmt.Errorf("rolling back %s at site %s: it was never promoted there", image, o.Site.Name)
-	case back == "":
+	}
+	cur := stack[len(stack)-1]
+	if len(stack) == 1 {
 		return nil, fmt.Errorf("rolling back %s at site %s: %s is the first version promoted there, there is nothing before it", image, o.Site.Name, cur)
 	}
-	return promote(ctx, image, back, h, true, o)
+	revoked, err := revokedVersions(ctx, o.Store, image)
+	if err != nil {
+		return nil, fmt.Errorf("rolling back %s at site %s: %w", image, o.Site.Name, err)
+	}
+	back, skipped := rollbackTarget(stack, revoked)
+	if back == "" {
+		return nil, fmt.Errorf("rolling back %s at site %s: every version it ran before %s is revoked (%s): promote one that is not",
+			image, o.Site.Name, cur, strings.Join(skipped, ", "))
+	}
+	res, err := promote(ctx, image, back, h, true, o)
+	if res != nil {
+		res.SkippedRevoked = skipped
+	}
+	return res, err
 }
 
 // promote uploads, then sets the deploy profiles, then records. The

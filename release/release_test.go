@@ -39,9 +39,15 @@ func quick(c *maas.Config) {
 
 // newFixture starts a simulated MAAS and a store, and publishes the given
 // versions of image demo, signed.
-func newFixture(t *testing.T, versions ...string) *fixture {
+func newFixture(t testing.TB, versions ...string) *fixture {
 	t.Helper()
-	sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
+	return newFixtureSim(t, maassim.Options{CompleteAfterGets: -1}, versions...)
+}
+
+// newFixtureSim is newFixture with a MAAS simulated with so.
+func newFixtureSim(t testing.TB, so maassim.Options, versions ...string) *fixture {
+	t.Helper()
+	sim := maassim.New(so)
 	t.Cleanup(sim.Close)
 	signer, pub := storetest.Keys(t, t.TempDir())
 	v, err := signing.LoadPublicKeyFile(pub)
@@ -59,7 +65,7 @@ func newFixture(t *testing.T, versions ...string) *fixture {
 	return f
 }
 
-func (f *fixture) publish(t *testing.T, image, version string, o storetest.Options, at time.Time) {
+func (f *fixture) publish(t testing.TB, image, version string, o storetest.Options, at time.Time) {
 	t.Helper()
 	tgz, man := storetest.Artifact(t, t.TempDir(), image, version, o)
 	if _, err := f.store.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{Now: func() time.Time { return at }}); err != nil {

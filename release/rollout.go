@@ -147,11 +147,20 @@ const AfterCancelReads = 5 * time.Second
 // site is Promote: running the same rollout again finishes only what is
 // missing, since a site that runs the version already is neither uploaded
 // to nor recorded again. The error is for a rollout that could not start
-// (no sites, an unknown canary, a site's key that does not load); sites'
-// failures are in the result.
+// (no sites, an unknown canary, a site's key that does not load, a revoked
+// version); sites' failures are in the result.
 func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*RolloutResult, error) {
 	if len(o.Sites) == 0 {
 		return nil, fmt.Errorf("rolling out %s %s: no sites", image, version)
+	}
+	// Each site's promotion refuses a revoked version too; this refuses
+	// it once, before anything starts.
+	revoked, err := revokedVersions(ctx, o.Store, image)
+	if err != nil {
+		return nil, fmt.Errorf("rolling out %s %s: %w", image, version, err)
+	}
+	if err := refuseRevoked(revoked, version); err != nil {
+		return nil, fmt.Errorf("rolling out %s %s: %w", image, version, err)
 	}
 	var order []*sites.Site
 	seen := map[string]bool{}

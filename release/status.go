@@ -35,6 +35,9 @@ type ImageStatus struct {
 	SHA256       string    `json:"sha256,omitempty"`
 	Name         string    `json:"name,omitempty"`
 	DistroSeries string    `json:"distro_series,omitempty"`
+	// Revoked is the revocation of the promoted version, when it is
+	// revoked (a drift of kind revoked too).
+	Revoked *store.Revocation `json:"revoked,omitempty"`
 	// MAAS are the versioned boot resources of the image MAAS holds.
 	MAAS  []Held  `json:"maas"`
 	Drift []Drift `json:"drift"`
@@ -54,6 +57,8 @@ type Held struct {
 	// Matches: the sha256 is the stored version's.
 	Matches  bool `json:"matches"`
 	Promoted bool `json:"promoted"`
+	// Revoked: the version is revoked (imagectl revoke).
+	Revoked bool `json:"revoked,omitempty"`
 	// published orders versions for gc (the store's publish order).
 	published time.Time
 }
@@ -66,7 +71,9 @@ type Drift struct {
 	// not-in-store (the promoted version is not in the store), profile
 	// (a deploy profile selects something else than the promoted version),
 	// or channel (the store's channel for the site, when it has channels,
-	// points elsewhere than the promoted version, or is missing).
+	// points elsewhere than the promoted version, or is missing), or
+	// revoked (the site runs a revoked version, or a deploy profile selects
+	// one).
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
@@ -172,6 +179,8 @@ type view struct {
 	c        *maas.Client
 	held     []Held
 	profiles []ProfileStatus
+	// revoked are the versions revoked now, by image.
+	revoked map[string]map[string]store.Revocation
 }
 
 // siteView reads the site's view.
@@ -196,7 +205,20 @@ func siteView(ctx context.Context, o Options) (*view, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading site %s's deploy profiles: %w", o.Site.Name, err)
 	}
-	return &view{k: k, cat: cat, c: c, held: hs, profiles: ps}, nil
+	all, err := o.Store.Revocations(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("reading the revocations: %w", err)
+	}
+	revoked := map[string]map[string]store.Revocation{}
+	for _, r := range all {
+		if revoked[r.Image] == nil {
+			revoked[r.Image] = store.Revoked(all, r.Image)
+		}
+	}
+	for i := range hs {
+		_, hs[i].Revoked = revoked[hs[i].Image][hs[i].Version]
+	}
+	return &view{k: k, cat: cat, c: c, held: hs, profiles: ps, revoked: revoked}, nil
 }
 
 // Status compares what the store's catalog says the site runs with what
@@ -238,6 +260,13 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 		st.SHA256, st.Name = v.SHA256, resourceName(image, cur, m)
 		st.DistroSeries = manifest.DistroSeries(st.Name)
 	}
+	for image, st := range byImage {
+		if r, ok := sv.revoked[image][st.Promoted]; ok {
+			st.Revoked = &r
+			st.Drift = append(st.Drift, Drift{Kind: "revoked", Message: fmt.Sprintf("site %s runs %s %s, which is revoked (%s): imagectl rollback %s --site %s returns it to the version before",
+				o.Site.Name, image, st.Promoted, describeRevocation(r), image, o.Site.Name)})
+		}
+	}
 	for _, h := range hs {
 		st := get(h.Image)
 		h.Promoted = h.Version != "" && h.Version == st.Promoted
@@ -270,6 +299,15 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 				continue
 			}
 			got, err := ch.Channel(ctx, o.Site.Name, st.Image)
+			if err == nil && st.Revoked != nil {
+				// The channel never points at a revoked version: revoke
+				// pointed it where a rollback will take the site.
+				if want := channelWant(cat[st.Image], sv.revoked[st.Image]); got != want {
+					st.Drift = append(st.Drift, Drift{Kind: "channel", Message: fmt.Sprintf("the store's channel of %s for site %s points at %s, not %s, the version before the revoked %s: imagectl rollback %s --site %s sets it",
+						st.Image, o.Site.Name, dash(got), dash(want), st.Promoted, st.Image, o.Site.Name)})
+				}
+				continue
+			}
 			switch {
 			case err != nil:
 				return nil, fmt.Errorf("reading %s's channel for site %s: %w", st.Image, o.Site.Name, err)
@@ -283,6 +321,11 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 		}
 	}
 	for _, p := range sv.profiles {
+		if r, ok := sv.revoked[p.Image][p.Version]; ok && p.Version != "" {
+			st := get(p.Image)
+			st.Drift = append(st.Drift, Drift{Kind: "revoked", Message: fmt.Sprintf("deploy profile %s of admin site %s selects %s, the revoked %s %s (%s)",
+				p.ProfileID, p.SiteID, p.DistroSeries, p.Image, p.Version, describeRevocation(r))})
+		}
 		if !p.Drift {
 			continue
 		}
@@ -302,4 +345,12 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 	}
 	sort.Slice(out.Images, func(i, j int) bool { return out.Images[i].Image < out.Images[j].Image })
 	return out, nil
+}
+
+// dash is s, or "-" when empty.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

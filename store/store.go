@@ -365,16 +365,7 @@ type Gate struct {
 // rollback takes the top one off, so rolling back twice goes two versions
 // back rather than returning to the version rolled back from.
 func State(history []Promotion) (current, rollbackTo string) {
-	var stack []string
-	for _, p := range history {
-		n := len(stack)
-		switch {
-		case p.Rollback && n >= 2 && stack[n-2] == p.Version:
-			stack = stack[:n-1]
-		case n == 0 || stack[n-1] != p.Version:
-			stack = append(stack, p.Version)
-		}
-	}
+	stack := Stack(history)
 	switch n := len(stack); n {
 	case 0:
 		return "", ""
@@ -383,6 +374,37 @@ func State(history []Promotion) (current, rollbackTo string) {
 	default:
 		return stack[n-1], stack[n-2]
 	}
+}
+
+// Stack replays an image's history into the stack State reads: the
+// version the site runs last, the ones a rollback returns to below it. A
+// rollback takes the versions above its own off: the top one, or several
+// when it skipped revoked versions to an earlier one.
+func Stack(history []Promotion) []string {
+	var stack []string
+	for _, p := range history {
+		n := len(stack)
+		if p.Rollback {
+			if i := lastIndex(stack[:max(n-1, 0)], p.Version); i >= 0 {
+				stack = stack[:i+1]
+				continue
+			}
+		}
+		if n == 0 || stack[n-1] != p.Version {
+			stack = append(stack, p.Version)
+		}
+	}
+	return stack
+}
+
+// lastIndex is the index of v's last occurrence in s, -1 when none.
+func lastIndex(s []string, v string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == v {
+			return i
+		}
+	}
+	return -1
 }
 
 // CheckKey says what is wrong with an image name, version or site name

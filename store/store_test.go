@@ -446,6 +446,12 @@ func TestState(t *testing.T) {
 		{[]store.Promotion{p("a"), p("b"), p("c"), rb("b"), rb("a")}, "a", ""},
 		{[]store.Promotion{p("a"), p("b"), rb("a"), p("c")}, "c", "a"},
 		{[]store.Promotion{p("a"), p("b"), p("b")}, "b", "a"},
+		// A rollback that skipped revoked versions takes them all off.
+		{[]store.Promotion{p("a"), p("b"), p("c"), p("d"), rb("b")}, "b", "a"},
+		{[]store.Promotion{p("a"), p("b"), p("c"), rb("a"), p("d")}, "d", "a"},
+		// A rollback to a version not on the stack (none is recorded so)
+		// is a promotion of it.
+		{[]store.Promotion{p("a"), p("b"), rb("x")}, "x", "b"},
 	} {
 		cur, back := store.State(tc.h)
 		if cur != tc.current || back != tc.back {

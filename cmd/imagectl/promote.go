@@ -375,8 +375,10 @@ boot resources of the store's images its MAAS holds (by sha256, complete or
 not), what the site's deploy profiles (sites file) select, and drift: the
 promoted version missing from MAAS or incomplete, MAAS holding other bytes
 under a version's name, versioned resources the store does not know, a
-deploy profile that selects something else than the promoted version. It
-exits 1 when anything drifted.`,
+deploy profile that selects something else than the promoted version, and
+a revoked version (imagectl revoke) that the site runs or a deploy profile
+selects, with the revocation's who, when and why. It exits 1 when anything
+drifted or is revoked.`,
 		Args: cobra.NoArgs,
 	})
 	c.register(cmd, false)
@@ -419,6 +421,9 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 			match := "matches the store"
 			if !h.Matches {
 				match = "NOT the store's"
+			}
+			if h.Revoked {
+				match += ", REVOKED"
 			}
 			mark := " "
 			if h.Promoted {

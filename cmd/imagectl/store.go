@@ -58,6 +58,15 @@ func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.
 	return storeopen.Open(ctx, o)
 }
 
+// revocations is where st keeps revocations: its catalog, or nil for a
+// registry store without one (images and show list versions without it).
+func (f *storeFlags) revocations(st store.Store, env []string) store.Promotions {
+	if o := f.options(env); storeopen.IsRegistry(o.Store) && o.Catalog == "" {
+		return nil
+	}
+	return st
+}
+
 // listFlags are the flags of the commands that read the store alone.
 type listFlags struct {
 	store  storeFlags
@@ -81,7 +90,11 @@ func newImagesCmd(env []string) *cobra.Command {
 	cmd, f := command(env, runImages, &cobra.Command{
 		Use:   "images",
 		Short: "List the images and versions in the store",
-		Args:  cobra.NoArgs,
+		Long: `Images lists every image and version in the store, oldest first, with
+when each was published, its size, sha256, whether it is signed, and
+whether it is revoked (imagectl revoke): REVOKED names who revoked it, and
+--output json gives the revocation as the version's "revoked".`,
+		Args: cobra.NoArgs,
 	})
 	f.register(cmd)
 	return cmd
@@ -92,16 +105,20 @@ func runImages(ctx context.Context, f *listFlags, _ []string, s streams, env []s
 	if err != nil {
 		return err
 	}
-	imgs, err := st.Images(ctx)
+	imgs, err := release.Images(ctx, st, f.store.revocations(st, env))
 	if err != nil {
 		return err
 	}
 	return f.output.print(s.out, imgs, func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "IMAGE\tVERSION\tPUBLISHED\tSIZE\tSHA256\tSIGNED")
+		fmt.Fprintln(tw, "IMAGE\tVERSION\tPUBLISHED\tSIZE\tSHA256\tSIGNED\tREVOKED")
 		for _, img := range imgs {
 			for _, v := range img.Versions {
-				textsafe.Fprintf(tw, "%s\t%s\t%s\t%d\t%.12s\t%s\n", img.Name, v.Version, v.Published.Format(time.RFC3339), v.Size, v.SHA256, yesNo(v.Signed()))
+				revoked := "-"
+				if r := v.Revoked; r != nil {
+					revoked = "by " + r.By + " at " + r.At.Format(time.RFC3339)
+				}
+				textsafe.Fprintf(tw, "%s\t%s\t%s\t%d\t%.12s\t%s\t%s\n", img.Name, v.Version.Version, v.Published.Format(time.RFC3339), v.Size, v.SHA256, yesNo(v.Signed()), revoked)
 			}
 		}
 		return tw.Flush()
@@ -118,7 +135,7 @@ func yesNo(b bool) string {
 func newShowCmd(env []string) *cobra.Command {
 	cmd, f := command(env, runShow, &cobra.Command{
 		Use:   "show IMAGE VERSION",
-		Short: "Show one image version in the store: files, hashes, MAAS target, lineage",
+		Short: "Show one image version in the store: files, hashes, MAAS target, lineage, revocation",
 		Args:  cobra.ExactArgs(2),
 	})
 	f.register(cmd)
@@ -138,14 +155,21 @@ func runShow(ctx context.Context, f *listFlags, args []string, s streams, env []
 	if err != nil {
 		return err
 	}
+	r, err := release.Revocation(ctx, f.store.revocations(st, env), args[0], args[1])
+	if err != nil {
+		return err
+	}
 	j := map[string]any{"version": v, "maas": m.MAAS, "lineage": m.Lineage,
-		"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture}
-	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m) })
+		"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture, "revoked": r}
+	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m, r) })
 }
 
-func showText(w io.Writer, v *store.Version, m *manifest.Manifest) error {
+func showText(w io.Writer, v *store.Version, m *manifest.Manifest, r *store.Revocation) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	textsafe.Fprintf(w, "%s %s: %s\n", v.Image, v.Version, m.Image.Title)
+	if r != nil {
+		textsafe.Fprintf(w, "  REVOKED by %s at %s: %s (no site may run it: imagectl revoke --undo allows it again)\n", r.By, r.At.Format(time.RFC3339), r.Reason)
+	}
 	textsafe.Fprintf(tw, "  published\t%s\n", v.Published.Format(time.RFC3339))
 	textsafe.Fprintf(tw, "  tgz\t%d bytes, sha256 %s\n", v.Size, v.SHA256)
 	textsafe.Fprintf(tw, "  signed\t%s\n", yesNo(v.Signed()))

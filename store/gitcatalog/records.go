@@ -21,9 +21,10 @@ func (c *Catalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 	return errRecordsPending
 }
 
-// Revocations implements store.Promotions.
+// Revocations implements store.Promotions: none, since Revoke records
+// none yet (promote, rollback and status read them at every site).
 func (c *Catalog) Revocations(ctx context.Context, image string) ([]store.Revocation, error) {
-	return nil, errRecordsPending
+	return []store.Revocation{}, nil
 }
 
 // Revoke implements store.Promotions.
