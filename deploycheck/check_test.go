@@ -1,8 +1,6 @@
 package deploycheck
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"maps"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -59,25 +58,15 @@ func goodRoot() map[string]string {
 
 func writeTgz(t *testing.T, files map[string]string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "root.tgz")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
+	var entries []tgztest.Entry
 	for _, n := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(n, "/") {
-			tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: n, Mode: 0o755})
+			entries = append(entries, tgztest.Dir(n))
 			continue
 		}
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: int64(len(files[n]))})
-		tw.Write([]byte(files[n]))
+		entries = append(entries, tgztest.File(n, files[n]))
 	}
-	tw.Close()
-	zw.Close()
-	f.Close()
-	return p
+	return tgztest.Write(t, filepath.Join(t.TempDir(), "root.tgz"), entries...)
 }
 
 func checks(fs []Finding) string {

@@ -119,15 +119,8 @@ func TestShellHostileManifestRefused(t *testing.T) {
 		"image.version": {Name: "demo", Version: "0.1\ntouch x"},
 		"image.name":    {Name: "../../etc/demo", Version: "1"},
 	} {
-		m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: img, KernelArgs: []string{"iommu=pt"}}
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, "hostile.manifest.json")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		p := writeManifest(t, filepath.Join(dir, "hostile.manifest.json"),
+			&manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: img, KernelArgs: []string{"iommu=pt"}})
 		script := filepath.Join(dir, "validate.sh")
 		for _, args := range [][]string{{"validate-script", p, "--out", script}, {"validate-script", p}, {"diff", p, p}} {
 			stdout, stderr, code := runImagectl(t, nil, args...)

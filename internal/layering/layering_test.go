@@ -36,7 +36,7 @@ var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
 		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/hclkit/hclkittest", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
-		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest",
+		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest", "internal/tgztest",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
 		"manifest",
@@ -93,6 +93,7 @@ var testOnly = map[string]bool{
 	"internal/simfault":        true,
 	"internal/testbase":        true,
 	"internal/testenv":         true,
+	"internal/tgztest":         true,
 	"profile/profilesim":       true,
 	"signing/signingtest":      true,
 	"store/gitcatalog/gittest": true,
