@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/upload/maas"
@@ -233,12 +233,7 @@ func TestUploadEscapesMAASErrorBody(t *testing.T) {
 // connections is reported in about the site's timeout (it took 32 s with
 // timeout = "5s": every backoff of the default schedule).
 func TestStatusRefusedPortEndsWithinTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testenv.RefusedAddr(t)
 	dir, _ := stored(t, "1.0.0")
 	sites := filepath.Join(t.TempDir(), "sites.hcl")
 	src := fmt.Sprintf("site \"dead\" {\n  maas_url    = \"http://%s/MAAS\"\n  api_key_env = \"DEAD_MAAS_KEY\"\n  timeout     = \"3s\"\n}\n", addr)

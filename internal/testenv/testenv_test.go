@@ -1,7 +1,10 @@
 package testenv
 
 import (
+	"net"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -52,4 +55,31 @@ func (f *fakeT) Skip(args ...any) {
 func (f *fakeT) Fatal(args ...any) {
 	f.failed, f.msg = true, args[0].(string)
 	runtime.Goexit()
+}
+
+func TestBuffer(t *testing.T) {
+	var b Buffer
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				b.Write([]byte("x"))
+				_ = b.String()
+			}
+		}()
+	}
+	wg.Wait()
+	if got := b.String(); got != strings.Repeat("x", 800) {
+		t.Errorf("got %d bytes, want 800", len(got))
+	}
+}
+
+func TestRefusedAddr(t *testing.T) {
+	addr := RefusedAddr(t)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Errorf("%s accepted a connection", addr)
+	}
 }

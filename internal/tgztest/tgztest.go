@@ -26,7 +26,9 @@ func File(name, body string) Entry { return Entry{Name: name, Type: tar.TypeReg,
 func Dir(name string) Entry { return Entry{Name: name, Type: tar.TypeDir} }
 
 // Symlink is a symbolic link to target.
-func Symlink(name, target string) Entry { return Entry{Name: name, Type: tar.TypeSymlink, Link: target} }
+func Symlink(name, target string) Entry {
+	return Entry{Name: name, Type: tar.TypeSymlink, Link: target}
+}
 
 // Hardlink is a hard link to the entry named target.
 func Hardlink(name, target string) Entry { return Entry{Name: name, Type: tar.TypeLink, Link: target} }
