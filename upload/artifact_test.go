@@ -3,12 +3,8 @@ package upload_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/sites"
+	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
@@ -25,25 +22,7 @@ import (
 // built writes a tgz of random bytes and its manifest, as a build does.
 func built(t *testing.T, size int) string {
 	t.Helper()
-	dir := t.TempDir()
-	tgz := filepath.Join(dir, "demo-1.2.0.tgz")
-	b := make([]byte, size)
-	_, _ = rand.Read(b)
-	if err := os.WriteFile(tgz, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
-		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
-		Artifact: &manifest.Artifact{File: "demo-1.2.0.tgz", SHA256: hex.EncodeToString(sum[:]), Size: int64(size)}}
-	mb, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return tgz
+	return storetest.Random(t, t.TempDir(), size)
 }
 
 func simSite(sim *maassim.Server) *sites.Site {

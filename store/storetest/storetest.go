@@ -1,10 +1,12 @@
-// Package storetest makes what tests of the store, promotion and their CLI
-// share: small real artifacts (a gzip tar, its manifest with a maas section,
-// a validation script, and cosign-format signatures when a signer is given).
+// Package storetest makes what tests of the store, promotion, upload and
+// their CLI share: small real artifacts (a gzip tar, its manifest with a
+// maas section, a validation script, and cosign-format signatures when a
+// signer is given), and an unsigned tgz of random bytes with its manifest.
 package storetest
 
 import (
 	"context"
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -80,6 +82,32 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 		}
 	}
 	return tgz, manifestPath
+}
+
+// Random writes dir/demo-1.2.0.tgz, size random bytes (MAAS takes any
+// bytes), and the manifest beside it, as a build leaves them: image demo,
+// title Demo, version 1.2.0, architecture amd64/generic, and the tgz's
+// digest and size; unsigned, without a maas section. It returns the tgz.
+func Random(t testing.TB, dir string, size int) string {
+	t.Helper()
+	tgz := filepath.Join(dir, "demo-1.2.0.tgz")
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(tgz, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Bytes(b)
+	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
+		Artifact: &manifest.Artifact{File: filepath.Base(tgz), SHA256: d.Hex(), Size: d.Size}}
+	mb, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tgz
 }
 
 // Keys makes a signing key pair, writing the public key to dir/cosign.pub
