@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -215,24 +216,15 @@ func TestCheckArtifact(t *testing.T) {
 	if err != nil || r.Deployable || r.Artifact != tgz || checks(r.Findings) != "os-release" {
 		t.Fatalf("no manifest: %+v %v", r, err)
 	}
-	writeManifest := func(path string, m manifest.Manifest) {
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	beside := manifest.FilesBeside(tgz).Manifest
-	writeManifest(beside, manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"intel_iommu=on"},
+	manifesttest.Write(t, beside, &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"intel_iommu=on"},
 		DeployWaivers: []manifest.Waiver{{Check: "os-release", Reason: "lab"}}})
 	r, err = CheckArtifact(ctx, tgz, ArtifactOptions{BareMetal: true})
 	if err != nil || !r.Deployable || len(r.Findings) != 1 || !r.Findings[0].Waived || r.Findings[0].WaiverReason != "lab" {
 		t.Fatalf("the manifest beside: %+v %v", r, err)
 	}
 	other := filepath.Join(t.TempDir(), "other.json")
-	writeManifest(other, manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"hugepages=8"}})
+	manifesttest.Write(t, other, &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"hugepages=8"}})
 	r, err = CheckArtifact(ctx, tgz, ArtifactOptions{Manifest: other, BareMetal: true})
 	if err != nil || r.Deployable || checks(r.Findings) != "kernel-args os-release" {
 		t.Fatalf("--manifest: %+v %v", r, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
 )
@@ -49,10 +50,7 @@ func documented(t *testing.T, k keys, stem string) (tgz, man string, statements 
 	m.SBOM = &manifest.Document{File: stem + ".spdx.json", SHA256: hexOf(sbomDoc), Format: "SPDX-2.3"}
 	m.Provenance = &manifest.Document{File: stem + ".provenance.json", SHA256: hexOf(prov), Format: slsaV1}
 	m.CycloneDX = &manifest.Document{File: stem + ".cdx.json", SHA256: hexOf(cdxDoc), Format: "CycloneDX-1.6"}
-	mb, _ := m.Marshal()
-	if err := os.WriteFile(man, mb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.Write(t, man, m)
 	statements = map[string][]byte{
 		beside.ProvenanceAttestation: prov,
 		beside.SBOMAttestation:       statement(m.Artifact.SHA256, manifest.SPDXPredicateType, string(sbomDoc)),

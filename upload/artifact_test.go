@@ -12,6 +12,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload"
@@ -138,13 +139,10 @@ func TestArtifactFromManifestMAAS(t *testing.T) {
 	sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
 	defer sim.Close()
 	tgz := built(t, 10<<10)
-	m, err := manifest.Read(manifest.FilesBeside(tgz).Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.MAAS = &manifest.MAAS{Name: "custom/h200-host", Title: "H200 host 1.2.0", BaseImage: "ubuntu/jammy", Filetype: "tgz"}
-	mb, _ := m.Marshal()
-	os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644)
+	man := manifest.FilesBeside(tgz).Manifest
+	manifesttest.Edit(t, man, func(m *manifest.Manifest) {
+		m.MAAS = &manifest.MAAS{Name: "custom/h200-host", Title: "H200 host 1.2.0", BaseImage: "ubuntu/jammy", Filetype: "tgz"}
+	})
 	res, err := upload.Artifact(context.Background(), simSite(sim), []string{"SIM_KEY=" + sim.AdminKey}, tgz, upload.Options{Configure: quick})
 	if err != nil {
 		t.Fatal(err)
@@ -156,8 +154,7 @@ func TestArtifactFromManifestMAAS(t *testing.T) {
 	}
 	// --base-image still overrides it.
 	tgz2 := built(t, 10<<10)
-	os.WriteFile(manifest.FilesBeside(tgz2).Manifest, mb, 0o644)
-	os.Remove(tgz2)
+	os.Rename(man, manifest.FilesBeside(tgz2).Manifest)
 	os.Rename(tgz, tgz2)
 	sim2 := maassim.New(maassim.Options{CompleteAfterGets: -1})
 	defer sim2.Close()

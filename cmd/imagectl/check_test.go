@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 )
 
 // TestCheckWaivers: imagectl check applies the waivers recorded in the
@@ -41,7 +42,7 @@ func TestCheckWaivers(t *testing.T) {
 		for _, c := range checks {
 			m.DeployWaivers = append(m.DeployWaivers, manifest.Waiver{Check: c, Reason: "lab image: " + c})
 		}
-		writeManifest(t, manifest.FilesBeside(tgz).Manifest, &m)
+		manifesttest.Write(t, manifest.FilesBeside(tgz).Manifest, &m)
 	}
 
 	waive(errs[1:])
@@ -54,19 +55,6 @@ func TestCheckWaivers(t *testing.T) {
 	if code != 0 || strings.Count(out, "(waived: ") != len(errs) {
 		t.Errorf("every error waived: exit %d\n%s", code, out)
 	}
-}
-
-// writeManifest writes m to path and returns path.
-func writeManifest(t *testing.T, path string, m *manifest.Manifest) string {
-	t.Helper()
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // TestCacheLsPrune lists and prunes a real layer cache made with the

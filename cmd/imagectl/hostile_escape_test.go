@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -46,7 +47,7 @@ func TestCheckEscapesEntryNamesAndWaivers(t *testing.T) {
 	name := "./etc/default/grub.d/" + hostileText + ".cfg"
 	tgz := tgztest.Write(t, filepath.Join(t.TempDir(), "lab-1.tgz"),
 		tgztest.File("./etc/os-release", "ID=debian\n"), tgztest.File(name, "GRUB_CMDLINE_LINUX_DEFAULT=quiet\n"))
-	writeManifest(t, manifest.FilesBeside(tgz).Manifest, &manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+	manifesttest.Write(t, manifest.FilesBeside(tgz).Manifest, &manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
 		Image: manifest.Image{Name: "lab", Version: "1"}, DeployWaivers: []manifest.Waiver{{Check: "os-release", Reason: "lab image" + hostileText}}})
 
 	out, errs, code := runImagectl(t, nil, "check", tgz)
@@ -81,7 +82,7 @@ func hostileManifests(t *testing.T) (a, b string) {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(file, version string, pkgs []manifest.Package, args []string) string {
-		return writeManifest(t, filepath.Join(dir, file), &manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+		return manifesttest.Write(t, filepath.Join(dir, file), &manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
 			Image:      manifest.Image{Name: "demo", Version: version},
 			Packages:   pkgs,
 			KernelArgs: args})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 )
 
 // The tests of this file are issue 20's probes of the shell imagectl
@@ -119,7 +120,7 @@ func TestShellHostileManifestRefused(t *testing.T) {
 		"image.version": {Name: "demo", Version: "0.1\ntouch x"},
 		"image.name":    {Name: "../../etc/demo", Version: "1"},
 	} {
-		p := writeManifest(t, filepath.Join(dir, "hostile.manifest.json"),
+		p := manifesttest.Write(t, filepath.Join(dir, "hostile.manifest.json"),
 			&manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: img, KernelArgs: []string{"iommu=pt"}})
 		script := filepath.Join(dir, "validate.sh")
 		for _, args := range [][]string{{"validate-script", p, "--out", script}, {"validate-script", p}, {"diff", p, p}} {

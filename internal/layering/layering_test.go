@@ -41,6 +41,9 @@ var layers = []layer{
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
 		"manifest",
 	}},
+	{name: "the manifest's test helpers (manifests written and edited: over manifest)", pkgs: []string{
+		"manifest/manifesttest",
+	}},
 	{name: "the step vocabulary (customization steps as plain data, and the bundle entries a recipe's bundle is read into)", pkgs: []string{
 		"builder/steps",
 	}},
@@ -94,6 +97,7 @@ var testOnly = map[string]bool{
 	"internal/testbase":        true,
 	"internal/testenv":         true,
 	"internal/tgztest":         true,
+	"manifest/manifesttest":    true,
 	"profile/profilesim":       true,
 	"signing/signingtest":      true,
 	"store/gitcatalog/gittest": true,

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
 )
 
@@ -74,15 +75,7 @@ func Artifact(t testing.TB, dir, stem string) (tarball, manifestPath string) {
 	m.Artifact.File = filepath.Base(tarball)
 	m.Artifact.SHA256, m.Artifact.Size = d.Hex(), d.Size
 	m.Artifact.Entries = 2
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifestPath = files.Manifest
-	if err := os.WriteFile(manifestPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return tarball, manifestPath
+	return tarball, manifesttest.Write(t, files.Manifest, m)
 }
 
 // Cosign returns the real cosign CLI the Makefile builds ($IMAGECTL_COSIGN).

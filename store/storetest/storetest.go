@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/signing"
@@ -61,13 +62,7 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 	if opts.Documents {
 		documents(t, tgz, m)
 	}
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(manifestPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.Write(t, manifestPath, m)
 	script := manifest.FilesBeside(tgz).ValidationScript
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho "+stem+"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -100,13 +95,7 @@ func Random(t testing.TB, dir string, size int) string {
 	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
 		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
 		Artifact: &manifest.Artifact{File: filepath.Base(tgz), SHA256: d.Hex(), Size: d.Size}}
-	mb, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.Write(t, manifest.FilesBeside(tgz).Manifest, &m)
 	return tgz
 }
 
