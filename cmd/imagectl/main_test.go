@@ -31,6 +31,17 @@ func imagectl(t *testing.T, env []string, args ...string) (stdout, stderr string
 	return out.String(), errb.String(), code
 }
 
+// holds checks that got, what a command printed (what says which output),
+// holds each of wants.
+func holds(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, got)
+		}
+	}
+}
+
 // TestMain runs the tests from the repository root. With
 // IMAGECTL_TEST_MAIN=1 the test binary is imagectl itself (main, signals
 // and exit status included): the tests that need a real process start it
@@ -67,18 +78,13 @@ func TestBuildDryRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{
+	holds(t, "the plan", out,
 		"Plan for image gpuaas-h200-host-ubuntu2404 2.0.0",
 		"sha256:834af9cd766d1fd86eca156db7dff34c3713fbbc7f5507a3269be2a72d2d1820",
 		"intel_iommu=on iommu=pt",
 		"gpuaas-h200-host-ubuntu2404-2.0.0.tgz",
 		"custom/gpuaas-h200-host-ubuntu2404-2-0-0",
-		"/usr/local/share/gpuaas/site-bootstrap/h200-ib/",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("plan lacks %q", want)
-		}
-	}
+		"/usr/local/share/gpuaas/site-bootstrap/h200-ib/")
 }
 
 func TestBuildDryRunJSON(t *testing.T) {
@@ -233,14 +239,8 @@ func TestBrokenRecipeReportsEveryError(t *testing.T) {
 		if out != "" {
 			t.Errorf("%v: printed a plan or result despite errors: %s", cmd, out)
 		}
-		for _, want := range []string{
-			path + ":", "Invalid size", `Did you mean "update_every"?`, `Did you mean "nvidia_smi"?`,
-			"Missing layer file", "4 errors, 0 warnings",
-		} {
-			if !strings.Contains(errs, want) {
-				t.Errorf("%v: stderr lacks %q:\n%s", cmd, want, errs)
-			}
-		}
+		holds(t, fmt.Sprintf("%v: stderr", cmd), errs, path+":", "Invalid size", `Did you mean "update_every"?`, `Did you mean "nvidia_smi"?`,
+			"Missing layer file", "4 errors, 0 warnings")
 	}
 }
 
@@ -367,11 +367,7 @@ func TestValidateScript(t *testing.T) {
 			t.Fatalf("%s: %v %v", out, err, st)
 		}
 		b, _ := os.ReadFile(out)
-		for _, want := range []string{"check_marker", "check_package", "check_kernel_arg 'iommu=pt'", "check_file"} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("%s lacks %s", src, want)
-			}
-		}
+		holds(t, src, string(b), "check_marker", "check_package", "check_kernel_arg 'iommu=pt'", "check_file")
 	}
 }
 
