@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // The first five minutes of a new user, from the repository root of a fresh
@@ -19,7 +21,7 @@ func oneWarning(t *testing.T, stderr string) {
 	if n := strings.Count(stderr, ": warning: "); n != 1 || strings.Contains(stderr, ": error: ") {
 		t.Errorf("want one warning and no error on stderr, got %d warnings:\n%s", n, stderr)
 	}
-	holds(t, "the warning", stderr, `No value for variable "site_bootstrap_dir"`, "-var site_bootstrap_dir=", "IMAGECTL_VAR_site_bootstrap_dir", `"h200-ib", "h200-slice-vm"`, "0 errors, 1 warning")
+	testenv.Holds(t, "the warning", stderr, `No value for variable "site_bootstrap_dir"`, "-var site_bootstrap_dir=", "IMAGECTL_VAR_site_bootstrap_dir", `"h200-ib", "h200-slice-vm"`, "0 errors, 1 warning")
 	checkPrintable(t, "stderr", stderr)
 }
 
@@ -29,7 +31,7 @@ func TestFirstRunDryRunText(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, errs)
 	}
 	oneWarning(t, errs)
-	holds(t, "the plan", out,
+	testenv.Holds(t, "the plan", out,
 		"Plan for image gpuaas-h200-host-ubuntu2404",
 		"site_bootstrap_dir     = null  (unset)",
 		"Bundle:       h200-ib: ${var.site_bootstrap_dir}/h200-ib -> /usr/local/share/gpuaas/site-bootstrap/h200-ib/ UNRESOLVED: its source needs var.site_bootstrap_dir",
@@ -108,7 +110,7 @@ func TestFirstRunRelativeBundles(t *testing.T) {
 			if code != 0 || errs != "" {
 				t.Fatalf("exit %d:\n%s", code, errs)
 			}
-			holds(t, "the plan", out,
+			testenv.Holds(t, "the plan", out,
 				"Bundle:       h200-ib: testdata/bundles/h200-ib -> /usr/local/share/gpuaas/site-bootstrap/h200-ib/ (4 files, 2188 bytes, sha256:",
 				"Bundle:       h200-slice-vm: testdata/bundles/h200-slice-vm -> ")
 			if strings.Contains(out, "unresolved") {

@@ -57,7 +57,7 @@ func TestShellKernelArgsRefused(t *testing.T) {
 		if code != 1 {
 			t.Errorf("%s: exit status %d, want 1", args[0], code)
 		}
-		holds(t, args[0]+": stderr", stderr, "Invalid kernel argument", `"intel_iommu=on;" contains ';'`, `":;"`, `"done;"`, `"/x;"`,
+		testenv.Holds(t, args[0]+": stderr", stderr, "Invalid kernel argument", `"intel_iommu=on;" contains ';'`, `":;"`, `"done;"`, `"/x;"`,
 			`"nvidia.NVreg_RegistryDwords=A=1;B=0" contains ';'`, "/etc/modprobe.d", "file step", "recipe.hcl:12:")
 		if strings.Contains(stdout, "for imagectl_arg") || strings.Contains(stdout, "check_kernel_arg") {
 			t.Errorf("%s printed shell with the args:\n%.2000s", args[0], stdout)
@@ -144,7 +144,7 @@ func TestShellScriptOfOddArgsIsData(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit status %d:\n%s", code, stderr)
 	}
-	holds(t, "the script", stdout, "check_kernel_arg '~'", "check_kernel_arg 'done'", "check_kernel_arg 'memmap=1G#2G'")
+	testenv.Holds(t, "the script", stdout, "check_kernel_arg '~'", "check_kernel_arg 'done'", "check_kernel_arg 'memmap=1G#2G'")
 	sc := testenv.Tool(t, "shellcheck", "make deps installs it")
 	p := filepath.Join(t.TempDir(), "validate.sh")
 	if err := os.WriteFile(p, []byte(stdout), 0o755); err != nil {

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // imagectl runs the CLI in-process from the repository root.
@@ -29,17 +31,6 @@ func imagectl(t *testing.T, env []string, args ...string) (stdout, stderr string
 	var out, errb bytes.Buffer
 	code = run(context.Background(), args, streams{in: strings.NewReader(""), out: &out, err: &errb}, env)
 	return out.String(), errb.String(), code
-}
-
-// holds checks that got, what a command printed (what says which output),
-// holds each of wants.
-func holds(t *testing.T, what, got string, wants ...string) {
-	t.Helper()
-	for _, want := range wants {
-		if !strings.Contains(got, want) {
-			t.Errorf("%s lacks %q:\n%s", what, want, got)
-		}
-	}
 }
 
 // TestMain runs the tests from the repository root. With
@@ -78,7 +69,7 @@ func TestBuildDryRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	holds(t, "the plan", out,
+	testenv.Holds(t, "the plan", out,
 		"Plan for image gpuaas-h200-host-ubuntu2404 2.0.0",
 		"sha256:834af9cd766d1fd86eca156db7dff34c3713fbbc7f5507a3269be2a72d2d1820",
 		"intel_iommu=on iommu=pt",
@@ -239,7 +230,7 @@ func TestBrokenRecipeReportsEveryError(t *testing.T) {
 		if out != "" {
 			t.Errorf("%v: printed a plan or result despite errors: %s", cmd, out)
 		}
-		holds(t, fmt.Sprintf("%v: stderr", cmd), errs, path+":", "Invalid size", `Did you mean "update_every"?`, `Did you mean "nvidia_smi"?`,
+		testenv.Holds(t, fmt.Sprintf("%v: stderr", cmd), errs, path+":", "Invalid size", `Did you mean "update_every"?`, `Did you mean "nvidia_smi"?`,
 			"Missing layer file", "4 errors, 0 warnings")
 	}
 }
@@ -367,7 +358,7 @@ func TestValidateScript(t *testing.T) {
 			t.Fatalf("%s: %v %v", out, err, st)
 		}
 		b, _ := os.ReadFile(out)
-		holds(t, src, string(b), "check_marker", "check_package", "check_kernel_arg 'iommu=pt'", "check_file")
+		testenv.Holds(t, src, string(b), "check_marker", "check_package", "check_kernel_arg 'iommu=pt'", "check_file")
 	}
 }
 

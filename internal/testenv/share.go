@@ -3,9 +3,21 @@ package testenv
 import (
 	"bytes"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 )
+
+// Holds checks that got, an output (what says which), holds each of wants,
+// and names each it lacks.
+func Holds(t testing.TB, what, got string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, got)
+		}
+	}
+}
 
 // Buffer collects what goroutines write while others read it (a child
 // process's output, a logger's lines): a bytes.Buffer under a mutex.

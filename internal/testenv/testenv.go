@@ -4,7 +4,8 @@
 // to get it; under CI (CI set, as .ci/run sets it) it fails the test, so CI
 // never passes by skipping. Beside it, the FIFO helpers of the tests that
 // block a reader on one, the sparse files of the tests of size bounds, a
-// buffer goroutines share, and a local port that refuses connections.
+// buffer goroutines share, a local port that refuses connections, and the
+// check that an output holds each of several strings.
 // Only tests import it.
 package testenv
 
