@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -56,6 +57,24 @@ func TestCompare(t *testing.T) {
 	again.Builder.Accelerator = "kvm"
 	if !Compare(a, &again).Equal {
 		t.Error("build timings or the accelerator count as differences")
+	}
+}
+
+// A diff of equal contents says so, in either format.
+func TestDiffEqualRendering(t *testing.T) {
+	a, _ := loadPair(t)
+	d := Compare(a, a)
+	for _, tc := range []struct {
+		write func(io.Writer) error
+		want  string
+	}{
+		{d.WriteText, "imagectl-demo 0.1.0 -> imagectl-demo 0.1.0\n  no differences in content\n"},
+		{d.WriteMarkdown, "## imagectl-demo 0.1.0 → 0.1.0\n\nNo differences in content.\n"},
+	} {
+		var b bytes.Buffer
+		if err := tc.write(&b); err != nil || b.String() != tc.want {
+			t.Errorf("got %q, %v; want %q", b.String(), err, tc.want)
+		}
 	}
 }
 
