@@ -2,13 +2,12 @@ package signing_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
@@ -24,8 +23,7 @@ func statement(sha256Hex, predicateType, predicate string) []byte {
 }
 
 func hexOf(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	return digest.Bytes(b).Hex()
 }
 
 // documented writes an SBOM and a provenance statement beside a test

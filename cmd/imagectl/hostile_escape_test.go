@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
@@ -265,12 +264,11 @@ func TestStatusEscapesMAASNames(t *testing.T) {
 	if err := os.WriteFile(img, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
 	c, err := maas.New(maas.Config{URL: sim.URL, APIKey: sim.AdminKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Upload(context.Background(), maas.Image{Path: img, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b)),
+	if _, err := c.Upload(context.Background(), maas.Image{Path: img, SHA256: digest.Bytes(b).Hex(), Size: int64(len(b)),
 		Name: "demo-9-9-9" + hostileText, Title: "x", Architecture: "amd64/generic", BaseImage: "ubuntu/noble"}, nil); err != nil {
 		t.Fatal(err)
 	}
