@@ -1,8 +1,6 @@
 package deploycheck
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"maps"
 	"os"
@@ -13,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -59,25 +59,15 @@ func goodRoot() map[string]string {
 
 func writeTgz(t *testing.T, files map[string]string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "root.tgz")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
+	var entries []tgztest.Entry
 	for _, n := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(n, "/") {
-			tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: n, Mode: 0o755})
+			entries = append(entries, tgztest.Dir(n))
 			continue
 		}
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: int64(len(files[n]))})
-		tw.Write([]byte(files[n]))
+		entries = append(entries, tgztest.File(n, files[n]))
 	}
-	tw.Close()
-	zw.Close()
-	f.Close()
-	return p
+	return tgztest.Write(t, filepath.Join(t.TempDir(), "root.tgz"), entries...)
 }
 
 func checks(fs []Finding) string {
@@ -226,24 +216,15 @@ func TestCheckArtifact(t *testing.T) {
 	if err != nil || r.Deployable || r.Artifact != tgz || checks(r.Findings) != "os-release" {
 		t.Fatalf("no manifest: %+v %v", r, err)
 	}
-	writeManifest := func(path string, m manifest.Manifest) {
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	beside := manifest.FilesBeside(tgz).Manifest
-	writeManifest(beside, manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"intel_iommu=on"},
+	manifesttest.Write(t, beside, &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"intel_iommu=on"},
 		DeployWaivers: []manifest.Waiver{{Check: "os-release", Reason: "lab"}}})
 	r, err = CheckArtifact(ctx, tgz, ArtifactOptions{BareMetal: true})
 	if err != nil || !r.Deployable || len(r.Findings) != 1 || !r.Findings[0].Waived || r.Findings[0].WaiverReason != "lab" {
 		t.Fatalf("the manifest beside: %+v %v", r, err)
 	}
 	other := filepath.Join(t.TempDir(), "other.json")
-	writeManifest(other, manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"hugepages=8"}})
+	manifesttest.Write(t, other, &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, KernelArgs: []string{"hugepages=8"}})
 	r, err = CheckArtifact(ctx, tgz, ArtifactOptions{Manifest: other, BareMetal: true})
 	if err != nil || r.Deployable || checks(r.Findings) != "kernel-args os-release" {
 		t.Fatalf("--manifest: %+v %v", r, err)

@@ -14,19 +14,14 @@ import (
 // the manifests or SBOMs hold is escaped (textsafe.Terminal): it can
 // neither drive the terminal nor start a line.
 func (d *Diff) WriteText(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	textsafe.Fprintf(bw, "%s %s -> %s %s\n", d.A.Name, d.A.Version, d.B.Name, d.B.Version)
-	if d.Equal {
-		fmt.Fprintln(bw, "  no differences in content")
-		return bw.Flush()
-	}
-	d.sections(func(title string, lines []string) {
-		fmt.Fprintf(bw, "\n%s\n", title)
-		for _, l := range lines {
-			textsafe.Fprintf(bw, "  %s\n", l)
-		}
+	return d.write(w, diffStyle{
+		heading: func(w io.Writer) {
+			textsafe.Fprintf(w, "%s %s -> %s %s\n", d.A.Name, d.A.Version, d.B.Name, d.B.Version)
+		},
+		equal: "  no differences in content",
+		title: "\n%s\n",
+		line:  func(w io.Writer, l string) { textsafe.Fprintf(w, "  %s\n", l) },
 	})
-	return bw.Flush()
 }
 
 // WriteMarkdown writes the diff as a release-note section. What the
@@ -35,16 +30,39 @@ func (d *Diff) WriteText(w io.Writer) error {
 // (textsafe.MarkdownCode), so that it adds no heading, link, table or HTML
 // to the notes.
 func (d *Diff) WriteMarkdown(w io.Writer) error {
+	return d.write(w, diffStyle{
+		heading: func(w io.Writer) {
+			fmt.Fprintf(w, "## %s %s → %s\n", textsafe.MarkdownText(d.B.Name), textsafe.MarkdownText(d.A.Version), textsafe.MarkdownText(d.B.Version))
+		},
+		equal: "\nNo differences in content.",
+		title: "\n### %s\n\n",
+		line:  func(w io.Writer, l string) { fmt.Fprintf(w, "- %s\n", textsafe.MarkdownCode(l)) },
+	})
+}
+
+// diffStyle is how write renders a diff: its heading, the line that says
+// the contents are equal, a section's title (a format of the title) and
+// each line of a section.
+type diffStyle struct {
+	heading func(w io.Writer)
+	equal   string
+	title   string
+	line    func(w io.Writer, l string)
+}
+
+// write renders the diff in style s: the heading, then either the equal
+// line or each non-empty section.
+func (d *Diff) write(w io.Writer, s diffStyle) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "## %s %s → %s\n", textsafe.MarkdownText(d.B.Name), textsafe.MarkdownText(d.A.Version), textsafe.MarkdownText(d.B.Version))
+	s.heading(bw)
 	if d.Equal {
-		fmt.Fprintln(bw, "\nNo differences in content.")
+		fmt.Fprintln(bw, s.equal)
 		return bw.Flush()
 	}
 	d.sections(func(title string, lines []string) {
-		fmt.Fprintf(bw, "\n### %s\n\n", title)
+		fmt.Fprintf(bw, s.title, title)
 		for _, l := range lines {
-			fmt.Fprintf(bw, "- %s\n", textsafe.MarkdownCode(l))
+			s.line(bw, l)
 		}
 	})
 	return bw.Flush()

@@ -2,9 +2,7 @@ package recipes
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
@@ -256,8 +254,7 @@ var sha256Func = function.New(&function.Spec{
 	Params:      []function.Parameter{{Name: "str", Type: cty.String}},
 	Type:        function.StaticReturnType(cty.String),
 	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-		sum := sha256.Sum256([]byte(args[0].AsString()))
-		return cty.StringVal(hex.EncodeToString(sum[:])), nil
+		return cty.StringVal(digest.Bytes([]byte(args[0].AsString())).Hex()), nil
 	},
 })
 

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 // TestKernelArgRule: what the grub.d drop-in and GRUB's linux line can
@@ -61,12 +63,8 @@ func TestShellFixtureDetails(t *testing.T) {
 		switch {
 		case d.Summary == "Invalid kernel argument" && strings.Contains(d.Detail, "NVreg_RegistryDwords"):
 			found["nvreg"] = true
-			for _, want := range []string{`"nvidia.NVreg_RegistryDwords=A=1;B=0" contains ';'`, "/etc/modprobe.d", "file step",
-				`file "/etc/modprobe.d/nvidia.conf" { content = "options nvidia NVreg_RegistryDwords=\"A=1;B=0\"\n" }`} {
-				if !strings.Contains(d.Detail, want) {
-					t.Errorf("the diagnostic of NVreg_RegistryDwords lacks %q:\n%s", want, d.Detail)
-				}
-			}
+			testenv.Holds(t, "the diagnostic of NVreg_RegistryDwords", d.Detail, `"nvidia.NVreg_RegistryDwords=A=1;B=0" contains ';'`, "/etc/modprobe.d", "file step",
+				`file "/etc/modprobe.d/nvidia.conf" { content = "options nvidia NVreg_RegistryDwords=\"A=1;B=0\"\n" }`)
 			if d.Subject == nil || d.Subject.Start.Line != 28 {
 				t.Errorf("the diagnostic of NVreg_RegistryDwords is at %v, not the argument's line 28", d.Subject)
 			}

@@ -1,71 +1,31 @@
 package sbom
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/tgztest"
 )
 
-// entry is one tar entry of a test tgz: a regular file unless typ says
-// otherwise (link is a symlink's or hard link's target).
-type entry struct {
-	name string
-	typ  byte
-	body string
-	link string
-}
+// The entries of a test tgz, packed by internal/tgztest.
+type entry = tgztest.Entry
 
-func reg(name, body string) entry       { return entry{name: name, typ: tar.TypeReg, body: body} }
-func dir(name string) entry             { return entry{name: name, typ: tar.TypeDir} }
-func symlink(name, target string) entry { return entry{name: name, typ: tar.TypeSymlink, link: target} }
-func hardlink(name, target string) entry {
-	return entry{name: name, typ: tar.TypeLink, link: target}
-}
-
-// tgzBytes packs entries as a gzip tar.
-func tgzBytes(t testing.TB, entries ...entry) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	tw := tar.NewWriter(zw)
-	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: 0o644}
-		switch e.typ {
-		case tar.TypeReg:
-			h.Size = int64(len(e.body))
-		case tar.TypeDir:
-			h.Mode = 0o755
-		case tar.TypeChar:
-			h.Devmajor, h.Devminor = 1, 3
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if e.typ == tar.TypeReg {
-			if _, err := tw.Write([]byte(e.body)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+var (
+	reg      = tgztest.File
+	dir      = tgztest.Dir
+	symlink  = tgztest.Symlink
+	hardlink = tgztest.Hardlink
+	tgzBytes = tgztest.Bytes
+)
 
 // writeTgz writes a test tgz into a temporary directory.
 func writeTgz(t testing.TB, entries ...entry) string {
 	t.Helper()
-	return writeFile(t, "image.tgz", tgzBytes(t, entries...))
+	return tgztest.Write(t, filepath.Join(t.TempDir(), "image.tgz"), entries...)
 }
 
 func writeFile(t testing.TB, name string, b []byte) string {

@@ -172,7 +172,7 @@ func debianImage(t testing.TB) (string, ScanOptions, *Inventory) {
 		reg("./opt/tool/bin/tool", "#!/bin/sh\necho tool\n"),
 		hardlink("./opt/tool/bin/tool-again", "./opt/tool/bin/tool"),
 		symlink("./opt/tool/bin/latest", "tool"),
-		entry{name: "./opt/tool/dev/null", typ: tar.TypeChar},
+		entry{Name: "./opt/tool/dev/null", Type: tar.TypeChar},
 		reg("./opt/tool/share/data.txt", "data\n"),
 		reg("./opt/toolbox/not-a-bundle-file", "x\n"),
 		symlink("./etc/symlinked.conf", "/etc/imagectl/recipe.conf"),

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
 )
@@ -124,10 +125,7 @@ func TestVerifyArtifactFailures(t *testing.T) {
 		}, []string{"manifest signature: %MAN%.sig: the signature does not match %MAN%", "manifest bundle: %MAN%.sigstore.json: the bundle signs sha256"}},
 		{"manifest does not describe the tgz", func(t *testing.T, k keys, tgz, man string) *signing.Verifier {
 			// A validly signed manifest of another tgz of the same name.
-			m, _ := manifest.Read(man)
-			m.Artifact.Size++
-			b, _ := m.Marshal()
-			os.WriteFile(man, b, 0o644)
+			manifesttest.Edit(t, man, func(m *manifest.Manifest) { m.Artifact.Size++ })
 			s, err := k.signer.SignFile(context.Background(), man)
 			if err != nil {
 				t.Fatal(err)
@@ -210,10 +208,7 @@ func TestSignRefusesMismatchedManifest(t *testing.T) {
 	}
 	onlyArtifact(t, dir)
 
-	m, _ := manifest.Read(man)
-	m.Artifact = nil
-	b, _ := m.Marshal()
-	os.WriteFile(man, b, 0o644)
+	manifesttest.Edit(t, man, func(m *manifest.Manifest) { m.Artifact = nil })
 	if _, err := signing.SignArtifact(context.Background(), k.signer, tgz, man, nil); err == nil || !strings.Contains(err.Error(), "no artifact section") {
 		t.Fatalf("got %v", err)
 	}

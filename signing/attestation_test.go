@@ -2,14 +2,14 @@ package signing_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
 )
@@ -23,8 +23,7 @@ func statement(sha256Hex, predicateType, predicate string) []byte {
 }
 
 func hexOf(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	return digest.Bytes(b).Hex()
 }
 
 // documented writes an SBOM and a provenance statement beside a test
@@ -49,10 +48,7 @@ func documented(t *testing.T, k keys, stem string) (tgz, man string, statements 
 	m.SBOM = &manifest.Document{File: stem + ".spdx.json", SHA256: hexOf(sbomDoc), Format: "SPDX-2.3"}
 	m.Provenance = &manifest.Document{File: stem + ".provenance.json", SHA256: hexOf(prov), Format: slsaV1}
 	m.CycloneDX = &manifest.Document{File: stem + ".cdx.json", SHA256: hexOf(cdxDoc), Format: "CycloneDX-1.6"}
-	mb, _ := m.Marshal()
-	if err := os.WriteFile(man, mb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.Write(t, man, m)
 	statements = map[string][]byte{
 		beside.ProvenanceAttestation: prov,
 		beside.SBOMAttestation:       statement(m.Artifact.SHA256, manifest.SPDXPredicateType, string(sbomDoc)),

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storetest"
 )
@@ -143,10 +144,7 @@ func TestPublishRefusesBadInput(t *testing.T) {
 	}
 	// A manifest naming a path outside the store.
 	tgz2, man2 := storetest.Artifact(t, t.TempDir(), "demo", "2.0.0", storetest.Options{})
-	m, _ := manifest.Read(man2)
-	m.Image.Version = "../../etc"
-	b, _ := m.Marshal()
-	os.WriteFile(man2, b, 0o644)
+	manifesttest.Edit(t, man2, func(m *manifest.Manifest) { m.Image.Version = "../../etc" })
 	_, err = s.Publish(ctx, manifest.Files{Tarball: tgz2, Manifest: man2}, store.PublishOptions{})
 	if err == nil || !strings.Contains(err.Error(), `"../../etc" is not a valid version name`) {
 		t.Errorf("bad version: %v", err)

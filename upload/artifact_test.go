@@ -3,12 +3,8 @@ package upload_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +12,9 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/sites"
+	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
@@ -25,25 +23,7 @@ import (
 // built writes a tgz of random bytes and its manifest, as a build does.
 func built(t *testing.T, size int) string {
 	t.Helper()
-	dir := t.TempDir()
-	tgz := filepath.Join(dir, "demo-1.2.0.tgz")
-	b := make([]byte, size)
-	_, _ = rand.Read(b)
-	if err := os.WriteFile(tgz, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
-		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
-		Artifact: &manifest.Artifact{File: "demo-1.2.0.tgz", SHA256: hex.EncodeToString(sum[:]), Size: int64(size)}}
-	mb, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return tgz
+	return storetest.Random(t, t.TempDir(), size)
 }
 
 func simSite(sim *maassim.Server) *sites.Site {
@@ -159,13 +139,10 @@ func TestArtifactFromManifestMAAS(t *testing.T) {
 	sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
 	defer sim.Close()
 	tgz := built(t, 10<<10)
-	m, err := manifest.Read(manifest.FilesBeside(tgz).Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.MAAS = &manifest.MAAS{Name: "custom/h200-host", Title: "H200 host 1.2.0", BaseImage: "ubuntu/jammy", Filetype: "tgz"}
-	mb, _ := m.Marshal()
-	os.WriteFile(manifest.FilesBeside(tgz).Manifest, mb, 0o644)
+	man := manifest.FilesBeside(tgz).Manifest
+	manifesttest.Edit(t, man, func(m *manifest.Manifest) {
+		m.MAAS = &manifest.MAAS{Name: "custom/h200-host", Title: "H200 host 1.2.0", BaseImage: "ubuntu/jammy", Filetype: "tgz"}
+	})
 	res, err := upload.Artifact(context.Background(), simSite(sim), []string{"SIM_KEY=" + sim.AdminKey}, tgz, upload.Options{Configure: quick})
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +154,7 @@ func TestArtifactFromManifestMAAS(t *testing.T) {
 	}
 	// --base-image still overrides it.
 	tgz2 := built(t, 10<<10)
-	os.WriteFile(manifest.FilesBeside(tgz2).Manifest, mb, 0o644)
-	os.Remove(tgz2)
+	os.Rename(man, manifest.FilesBeside(tgz2).Manifest)
 	os.Rename(tgz, tgz2)
 	sim2 := maassim.New(maassim.Options{CompleteAfterGets: -1})
 	defer sim2.Close()

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
@@ -140,8 +141,7 @@ func sourceTree(t *testing.T, dir string) ([]string, map[string]entry) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum := sha256.Sum256(b)
-			e.SHA256 = hex.EncodeToString(sum[:])
+			e.SHA256 = digest.Bytes(b).Hex()
 		case unix.S_IFLNK:
 			e.Type = tar.TypeSymlink
 			e.Link, _ = os.Readlink(p)

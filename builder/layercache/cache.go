@@ -133,12 +133,19 @@ func (c Cache) Get(key, parentState string) (*Entry, error) {
 // and one that is larger, or no regular file, is no snapshot of this cache.
 const maxEntryFile = 1 << 20
 
-// versions reads every state stored under key.
-func (c Cache) versions(key string) ([]Entry, error) {
-	dirs, err := os.ReadDir(c.keyDir(key))
+// readDir is dir's entries, none when dir does not exist (nothing was
+// stored there yet).
+func readDir(dir string) ([]os.DirEntry, error) {
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	return entries, err
+}
+
+// versions reads every state stored under key.
+func (c Cache) versions(key string) ([]Entry, error) {
+	dirs, err := readDir(c.keyDir(key))
 	if err != nil {
 		return nil, err
 	}
@@ -329,10 +336,7 @@ func (c Cache) Remove(e *Entry) error {
 
 // List returns the entries, oldest first, with their sizes.
 func (c Cache) List() ([]Entry, error) {
-	keys, err := os.ReadDir(filepath.Join(c.Dir, "entries"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	keys, err := readDir(filepath.Join(c.Dir, "entries"))
 	if err != nil {
 		return nil, err
 	}

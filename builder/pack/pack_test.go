@@ -5,14 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/guest"
+	"github.com/gpuaas/imagectl/internal/digest"
 )
 
 // rootTar builds a tar stream like the appliance's tar-out: every entry type,
@@ -64,8 +63,7 @@ func TestRepack(t *testing.T) {
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Fatal("packing the same stream twice gave different bytes")
 	}
-	sum := sha256.Sum256(a.Bytes())
-	if ra.SHA256 != hex.EncodeToString(sum[:]) || ra.Size != int64(a.Len()) {
+	if ra.SHA256 != digest.Bytes(a.Bytes()).Hex() || ra.Size != int64(a.Len()) {
 		t.Errorf("result %+v does not describe the output", ra)
 	}
 	zr, err := gzip.NewReader(&a)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,27 +11,15 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 )
 
 // TestCheckWaivers: imagectl check applies the waivers recorded in the
 // manifest beside the tgz; only errors left unwaived fail it.
 func TestCheckWaivers(t *testing.T) {
-	dir := t.TempDir()
-	tgz := filepath.Join(dir, "lab-1.tgz")
-	f, err := os.Create(tgz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
-	osRelease := "ID=debian\n"
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755})
-	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "./etc/os-release", Mode: 0o644, Size: int64(len(osRelease))})
-	tw.Write([]byte(osRelease))
-	tw.Close()
-	zw.Close()
-	f.Close()
+	tgz := tgztest.Write(t, filepath.Join(t.TempDir(), "lab-1.tgz"), tgztest.Dir("./"), tgztest.File("./etc/os-release", "ID=debian\n"))
 
 	out, _, code := imagectl(t, nil, "check", tgz, "-o", "json")
 	var res struct {
@@ -51,26 +37,20 @@ func TestCheckWaivers(t *testing.T) {
 	if len(errs) < 2 {
 		t.Fatalf("want several errors on a bare Debian tree, got %v", errs)
 	}
-	writeManifest := func(waive []string) {
+	waive := func(checks []string) {
 		m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: manifest.Image{Name: "lab", Version: "1"}}
-		for _, c := range waive {
+		for _, c := range checks {
 			m.DeployWaivers = append(m.DeployWaivers, manifest.Waiver{Check: c, Reason: "lab image: " + c})
 		}
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "lab-1.manifest.json"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		manifesttest.Write(t, manifest.FilesBeside(tgz).Manifest, &m)
 	}
 
-	writeManifest(errs[1:])
+	waive(errs[1:])
 	out, _, code = imagectl(t, nil, "check", tgz)
 	if code != 1 || !strings.Contains(out, "error: "+errs[0]+":") || !strings.Contains(out, "(waived: lab image: "+errs[1]+")") {
 		t.Errorf("one error left unwaived: exit %d\n%s", code, out)
 	}
-	writeManifest(errs)
+	waive(errs)
 	out, _, code = imagectl(t, nil, "check", tgz)
 	if code != 0 || strings.Count(out, "(waived: ") != len(errs) {
 		t.Errorf("every error waived: exit %d\n%s", code, out)

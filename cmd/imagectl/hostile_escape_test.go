@@ -3,14 +3,9 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/testenv"
+	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -44,35 +43,11 @@ func checkNoFakeLine(t *testing.T, what, out string) {
 // named with escape sequences and a newline, and a manifest whose waiver
 // reason carries them, print escaped; JSON keeps them as they are.
 func TestCheckEscapesEntryNamesAndWaivers(t *testing.T) {
-	dir := t.TempDir()
-	tgz := filepath.Join(dir, "lab-1.tgz")
-	f, err := os.Create(tgz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := gzip.NewWriter(f)
-	tw := tar.NewWriter(zw)
 	name := "./etc/default/grub.d/" + hostileText + ".cfg"
-	for _, e := range []struct{ name, content string }{{"./etc/os-release", "ID=debian\n"}, {name, "GRUB_CMDLINE_LINUX_DEFAULT=quiet\n"}} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: int64(len(e.content)), Format: tar.FormatPAX}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(e.content))
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	zw.Close()
-	f.Close()
-	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: manifest.Image{Name: "lab", Version: "1"},
-		DeployWaivers: []manifest.Waiver{{Check: "os-release", Reason: "lab image" + hostileText}}}
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "lab-1.manifest.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tgz := tgztest.Write(t, filepath.Join(t.TempDir(), "lab-1.tgz"),
+		tgztest.File("./etc/os-release", "ID=debian\n"), tgztest.File(name, "GRUB_CMDLINE_LINUX_DEFAULT=quiet\n"))
+	manifesttest.Write(t, manifest.FilesBeside(tgz).Manifest, &manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+		Image: manifest.Image{Name: "lab", Version: "1"}, DeployWaivers: []manifest.Waiver{{Check: "os-release", Reason: "lab image" + hostileText}}})
 
 	out, errs, code := runImagectl(t, nil, "check", tgz)
 	if code != 1 || !strings.Contains(out, `error: grub-dropin-default: /etc/default/grub.d/\x1b]0;owned\a\x1b[2J\u009b31m\u202e\nerror: fake.cfg assigns`) ||
@@ -106,19 +81,10 @@ func hostileManifests(t *testing.T) (a, b string) {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(file, version string, pkgs []manifest.Package, args []string) string {
-		m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+		return manifesttest.Write(t, filepath.Join(dir, file), &manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
 			Image:      manifest.Image{Name: "demo", Version: version},
 			Packages:   pkgs,
-			KernelArgs: args}
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, file)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+			KernelArgs: args})
 	}
 	a = write("a.manifest.json", "1.0", []manifest.Package{{Name: "curl", Version: "8.0", Architecture: "amd64"}}, nil)
 	b = write("b.manifest.json", "1.1", []manifest.Package{
@@ -267,12 +233,7 @@ func TestUploadEscapesMAASErrorBody(t *testing.T) {
 // connections is reported in about the site's timeout (it took 32 s with
 // timeout = "5s": every backoff of the default schedule).
 func TestStatusRefusedPortEndsWithinTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testenv.RefusedAddr(t)
 	dir, _ := stored(t, "1.0.0")
 	sites := filepath.Join(t.TempDir(), "sites.hcl")
 	src := fmt.Sprintf("site \"dead\" {\n  maas_url    = \"http://%s/MAAS\"\n  api_key_env = \"DEAD_MAAS_KEY\"\n  timeout     = \"3s\"\n}\n", addr)
@@ -303,12 +264,11 @@ func TestStatusEscapesMAASNames(t *testing.T) {
 	if err := os.WriteFile(img, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
 	c, err := maas.New(maas.Config{URL: sim.URL, APIKey: sim.AdminKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Upload(context.Background(), maas.Image{Path: img, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b)),
+	if _, err := c.Upload(context.Background(), maas.Image{Path: img, SHA256: digest.Bytes(b).Hex(), Size: int64(len(b)),
 		Name: "demo-9-9-9" + hostileText, Title: "x", Architecture: "amd64/generic", BaseImage: "ubuntu/noble"}, nil); err != nil {
 		t.Fatal(err)
 	}

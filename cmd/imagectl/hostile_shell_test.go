@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 )
 
 // The tests of this file are issue 20's probes of the shell imagectl
@@ -56,12 +57,8 @@ func TestShellKernelArgsRefused(t *testing.T) {
 		if code != 1 {
 			t.Errorf("%s: exit status %d, want 1", args[0], code)
 		}
-		for _, want := range []string{"Invalid kernel argument", `"intel_iommu=on;" contains ';'`, `":;"`, `"done;"`, `"/x;"`,
-			`"nvidia.NVreg_RegistryDwords=A=1;B=0" contains ';'`, "/etc/modprobe.d", "file step", "recipe.hcl:12:"} {
-			if !strings.Contains(stderr, want) {
-				t.Errorf("%s: stderr lacks %q:\n%s", args[0], want, stderr)
-			}
-		}
+		testenv.Holds(t, args[0]+": stderr", stderr, "Invalid kernel argument", `"intel_iommu=on;" contains ';'`, `":;"`, `"done;"`, `"/x;"`,
+			`"nvidia.NVreg_RegistryDwords=A=1;B=0" contains ';'`, "/etc/modprobe.d", "file step", "recipe.hcl:12:")
 		if strings.Contains(stdout, "for imagectl_arg") || strings.Contains(stdout, "check_kernel_arg") {
 			t.Errorf("%s printed shell with the args:\n%.2000s", args[0], stdout)
 		}
@@ -119,15 +116,8 @@ func TestShellHostileManifestRefused(t *testing.T) {
 		"image.version": {Name: "demo", Version: "0.1\ntouch x"},
 		"image.name":    {Name: "../../etc/demo", Version: "1"},
 	} {
-		m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: img, KernelArgs: []string{"iommu=pt"}}
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, "hostile.manifest.json")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		p := manifesttest.Write(t, filepath.Join(dir, "hostile.manifest.json"),
+			&manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: img, KernelArgs: []string{"iommu=pt"}})
 		script := filepath.Join(dir, "validate.sh")
 		for _, args := range [][]string{{"validate-script", p, "--out", script}, {"validate-script", p}, {"diff", p, p}} {
 			stdout, stderr, code := runImagectl(t, nil, args...)
@@ -154,11 +144,7 @@ func TestShellScriptOfOddArgsIsData(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit status %d:\n%s", code, stderr)
 	}
-	for _, want := range []string{"check_kernel_arg '~'", "check_kernel_arg 'done'", "check_kernel_arg 'memmap=1G#2G'"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("the script lacks %q", want)
-		}
-	}
+	testenv.Holds(t, "the script", stdout, "check_kernel_arg '~'", "check_kernel_arg 'done'", "check_kernel_arg 'memmap=1G#2G'")
 	sc := testenv.Tool(t, "shellcheck", "make deps installs it")
 	p := filepath.Join(t.TempDir(), "validate.sh")
 	if err := os.WriteFile(p, []byte(stdout), 0o755); err != nil {

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,22 +54,7 @@ func startImagectl(t *testing.T, env []string, args ...string) (cmd *exec.Cmd, s
 }
 
 // output is what a child process prints, safe to read while it prints.
-type output struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
+type output struct{ testenv.Buffer }
 
 // waitFor waits at most limit for the output to hold s.
 func (o *output) waitFor(t *testing.T, s string, limit time.Duration) {

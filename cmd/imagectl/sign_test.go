@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
 )
@@ -113,10 +114,7 @@ func TestVerifyFailsLoudly(t *testing.T) {
 			return ""
 		}, "manifest signature: %MAN%.sig: the signature does not match %MAN%"},
 		{"manifest of another tgz", func(t *testing.T, dir, tgz, man string) string {
-			m, _ := manifest.Read(man)
-			m.Artifact.SHA256 = strings.Repeat("0", 64)
-			b, _ := m.Marshal()
-			os.WriteFile(man, b, 0o644)
+			manifesttest.Edit(t, man, func(m *manifest.Manifest) { m.Artifact.SHA256 = strings.Repeat("0", 64) })
 			if _, errs, code := imagectl(t, pwEnv, "sign", tgz, "--key", filepath.Join(dir, "k.key")); code == 0 || !strings.Contains(errs, "refusing to sign") {
 				t.Fatalf("signed a mismatched pair: %s", errs)
 			}

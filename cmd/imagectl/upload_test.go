@@ -1,9 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -29,20 +25,7 @@ func uploadFixture(t *testing.T) (sim *maassim.Server, sites, tgz string, env []
 	if err := os.WriteFile(sites, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tgz = filepath.Join(dir, "demo-1.2.0.tgz")
-	b := make([]byte, 9<<20+5) // three chunks
-	_, _ = rand.Read(b)
-	if err := os.WriteFile(tgz, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
-		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
-		Artifact: &manifest.Artifact{File: filepath.Base(tgz), SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b))}}
-	mb, _ := m.Marshal()
-	if err := os.WriteFile(strings.TrimSuffix(tgz, ".tgz")+".manifest.json", mb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tgz = storetest.Random(t, dir, 9<<20+5) // three chunks
 	return sim, sites, tgz, []string{"SIM_MAAS_KEY=" + sim.AdminKey}
 }
 

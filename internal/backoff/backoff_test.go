@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
 func TestDefault(t *testing.T) {
@@ -45,13 +46,8 @@ func TestWithin(t *testing.T) {
 }
 
 func TestNoConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, err = http.Get("http://" + addr + "/")
+	addr := testenv.RefusedAddr(t)
+	_, err := http.Get("http://" + addr + "/")
 	if err == nil || !NoConnection(fmt.Errorf("listing: %w", err)) {
 		t.Errorf("a refused connection (%v) is not NoConnection", err)
 	}

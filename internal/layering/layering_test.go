@@ -36,10 +36,13 @@ var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
 		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/hclkit/hclkittest", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/testbase",
-		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest",
+		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest", "internal/tgztest",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
 		"manifest",
+	}},
+	{name: "the manifest's test helpers (manifests written and edited: over manifest)", pkgs: []string{
+		"manifest/manifesttest",
 	}},
 	{name: "the step vocabulary (customization steps as plain data, and the bundle entries a recipe's bundle is read into)", pkgs: []string{
 		"builder/steps",
@@ -94,6 +97,8 @@ var testOnly = map[string]bool{
 	"internal/testbase":        true,
 	"internal/testenv":         true,
 	"hostcheck/sshdtest":       true,
+	"internal/tgztest":         true,
+	"manifest/manifesttest":    true,
 	"profile/profilesim":       true,
 	"signing/signingtest":      true,
 	"store/gitcatalog/gittest": true,

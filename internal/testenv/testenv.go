@@ -3,7 +3,9 @@
 // outside CI a missing need skips the test, saying what is missing and how
 // to get it; under CI (CI set, as .ci/run sets it) it fails the test, so CI
 // never passes by skipping. Beside it, the FIFO helpers of the tests that
-// block a reader on one, and the sparse files of the tests of size bounds.
+// block a reader on one, the sparse files of the tests of size bounds, a
+// buffer goroutines share, a local port that refuses connections, and the
+// check that an output holds each of several strings.
 // Only tests import it.
 package testenv
 

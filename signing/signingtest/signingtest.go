@@ -5,9 +5,6 @@
 package signingtest
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -17,7 +14,9 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/testenv"
+	"github.com/gpuaas/imagectl/internal/tgztest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
 )
 
@@ -60,48 +59,23 @@ func EditJSON(t testing.TB, doc []byte, f func(map[string]any)) []byte {
 // artifact section describing that tgz. It returns both paths.
 func Artifact(t testing.TB, dir, stem string) (tarball, manifestPath string) {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, f := range []struct{ name, body string }{
-		{"./etc/hostname", "demo\n"},
-		{"./etc/imagectl/build.json", `{"image":"` + stem + `"}` + "\n"},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(f.body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tgz := tgztest.Bytes(t,
+		tgztest.File("./etc/hostname", "demo\n"),
+		tgztest.File("./etc/imagectl/build.json", `{"image":"`+stem+`"}`+"\n"))
 	files := manifest.FilesBeside(filepath.Join(dir, stem+manifest.TarballExt))
 	tarball = files.Tarball
-	if err := os.WriteFile(tarball, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(tarball, tgz, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m, err := manifest.Read(filepath.Join(repoRoot(t), "testdata/manifests/demo-0.1.0.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := digest.Bytes(buf.Bytes())
+	d := digest.Bytes(tgz)
 	m.Artifact.File = filepath.Base(tarball)
 	m.Artifact.SHA256, m.Artifact.Size = d.Hex(), d.Size
 	m.Artifact.Entries = 2
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifestPath = files.Manifest
-	if err := os.WriteFile(manifestPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return tarball, manifestPath
+	return tarball, manifesttest.Write(t, files.Manifest, m)
 }
 
 // Cosign returns the real cosign CLI the Makefile builds ($IMAGECTL_COSIGN).

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/heappeak"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/oci"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
@@ -45,15 +46,9 @@ func bigTarball(t testing.TB, size int64) (string, digest.Digest) {
 func bigArtifact(t testing.TB, tgz string, d digest.Digest, image, version string) manifest.Files {
 	t.Helper()
 	a := artifact(t, image, version, nil)
-	m, err := manifest.Read(a.Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Artifact.File, m.Artifact.SHA256, m.Artifact.Size = filepath.Base(tgz), d.Hex(), d.Size
-	b, _ := m.Marshal()
-	if err := os.WriteFile(a.Manifest, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.Edit(t, a.Manifest, func(m *manifest.Manifest) {
+		m.Artifact.File, m.Artifact.SHA256, m.Artifact.Size = filepath.Base(tgz), d.Hex(), d.Size
+	})
 	a.Tarball = tgz
 	return a
 }

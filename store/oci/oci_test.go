@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/signing/signingtest"
 	"github.com/gpuaas/imagectl/store"
@@ -319,15 +320,7 @@ func rewrite(t testing.TB, a manifest.Files, tgz []byte, d digest.Digest) {
 	if err := os.WriteFile(a.Tarball, tgz, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := manifest.Read(a.Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Artifact.SHA256, m.Artifact.Size = d.Hex(), d.Size
-	b, _ := m.Marshal()
-	if err := os.WriteFile(a.Manifest, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.Edit(t, a.Manifest, func(m *manifest.Manifest) { m.Artifact.SHA256, m.Artifact.Size = d.Hex(), d.Size })
 }
 
 func TestCredentials(t *testing.T) {

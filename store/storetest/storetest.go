@@ -1,10 +1,12 @@
-// Package storetest makes what tests of the store, promotion and their CLI
-// share: small real artifacts (a gzip tar, its manifest with a maas section,
-// a validation script, and cosign-format signatures when a signer is given).
+// Package storetest makes what tests of the store, promotion, upload and
+// their CLI share: small real artifacts (a gzip tar, its manifest with a
+// maas section, a validation script, and cosign-format signatures when a
+// signer is given), and an unsigned tgz of random bytes with its manifest.
 package storetest
 
 import (
 	"context"
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/manifest/manifesttest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/signing"
@@ -59,13 +62,7 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 	if opts.Documents {
 		documents(t, tgz, m)
 	}
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(manifestPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	manifesttest.Write(t, manifestPath, m)
 	script := manifest.FilesBeside(tgz).ValidationScript
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho "+stem+"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -80,6 +77,26 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 		}
 	}
 	return tgz, manifestPath
+}
+
+// Random writes dir/demo-1.2.0.tgz, size random bytes (MAAS takes any
+// bytes), and the manifest beside it, as a build leaves them: image demo,
+// title Demo, version 1.2.0, architecture amd64/generic, and the tgz's
+// digest and size; unsigned, without a maas section. It returns the tgz.
+func Random(t testing.TB, dir string, size int) string {
+	t.Helper()
+	tgz := filepath.Join(dir, "demo-1.2.0.tgz")
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(tgz, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Bytes(b)
+	m := manifest.Manifest{SchemaVersion: manifest.SchemaVersion,
+		Image:    manifest.Image{Name: "demo", Title: "Demo", Version: "1.2.0", Architecture: "amd64/generic"},
+		Artifact: &manifest.Artifact{File: filepath.Base(tgz), SHA256: d.Hex(), Size: d.Size}}
+	manifesttest.Write(t, manifest.FilesBeside(tgz).Manifest, &m)
+	return tgz
 }
 
 // Keys makes a signing key pair, writing the public key to dir/cosign.pub

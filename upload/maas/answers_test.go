@@ -2,13 +2,13 @@ package maas_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -30,12 +30,7 @@ func TestAPIErrorEscapesTheBody(t *testing.T) {
 // A MAAS whose port refuses connections is reported within about the
 // timeout, not after every backoff (the default schedule is 31 s).
 func TestRefusedConnectionEndsWithinTheTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String() + "/MAAS"
-	ln.Close()
+	url := "http://" + testenv.RefusedAddr(t) + "/MAAS"
 	c, err := maas.New(maas.Config{URL: url, APIKey: "a:b:c", Timeout: 2 * time.Second, Backoff: backoff.Default})
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package maas_test
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/gpuaas/imagectl/upload/maassim"
@@ -29,8 +28,7 @@ func artifact(t testing.TB, size int64) maas.Image {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
-	return maas.Image{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: size, Name: "demo-1-0-0",
+	return maas.Image{Path: p, SHA256: digest.Bytes(b).Hex(), Size: size, Name: "demo-1-0-0",
 		Title: "Demo 1.0.0", Architecture: "amd64/generic", BaseImage: "ubuntu/noble"}
 }
 

@@ -2,8 +2,6 @@ package maassim_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +15,7 @@ import (
 
 	gomaasapi "github.com/juju/gomaasapi/v2"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
 
@@ -70,9 +69,8 @@ func form(v url.Values) (io.Reader, http.Header) {
 }
 
 func createForm(name string, content []byte) url.Values {
-	sum := sha256.Sum256(content)
 	return url.Values{"name": {name}, "architecture": {"amd64/generic"}, "base_image": {"ubuntu/noble"},
-		"sha256": {hex.EncodeToString(sum[:])}, "size": {strconv.Itoa(len(content))}, "title": {"T"}}
+		"sha256": {digest.Bytes(content).Hex()}, "size": {strconv.Itoa(len(content))}, "title": {"T"}}
 }
 
 type resource struct {
@@ -394,8 +392,7 @@ func TestInlineContent(t *testing.T) {
 	defer sim.Close()
 	b, h, content := multipartBody(1 << 20)
 	r := do(t, sim, sim.AdminKey, "POST", "boot-resources/", b, h)
-	sum := sha256.Sum256(content)
-	if r.status != 201 || !strings.Contains(r.body, hex.EncodeToString(sum[:])) || !strings.Contains(r.body, `"complete":true`) {
+	if r.status != 201 || !strings.Contains(r.body, digest.Bytes(content).Hex()) || !strings.Contains(r.body, `"complete":true`) {
 		t.Errorf("small inline: %d %s", r.status, r.body)
 	}
 	b, h, _ = multipartBody(11 << 20)
