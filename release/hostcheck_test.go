@@ -28,19 +28,7 @@ func TestHostcheck(t *testing.T) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{})
-	m, err := manifest.Read(man)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Validation.Script = script
-	b, _ := m.Marshal()
-	if err := os.WriteFile(man, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(manifest.FilesBeside(tgz).ValidationScript, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{Script: body, ScriptPath: script})
 	d := store.NewDir(t.TempDir())
 	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
@@ -86,17 +87,10 @@ func (d *Dir) Evidence(ctx context.Context, site, image, version string) ([]Evid
 	}
 	versions := []string{version}
 	if version == "" {
-		entries, err := os.ReadDir(filepath.Dir(d.evidencePath(site, image, "v")))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		var err error
+		if versions, err = listKeys(filepath.Dir(d.evidencePath(site, image, "v")), "version"); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		versions = versions[:0]
-		for _, e := range entries {
-			if v, ok := cutJSON(e.Name()); ok && checkKey("version", v) == nil {
-				versions = append(versions, v)
-			}
-		}
-		sort.Strings(versions)
 	} else if err := checkKey("version", version); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -112,11 +106,21 @@ func (d *Dir) Evidence(ctx context.Context, site, image, version string) ([]Evid
 	return out, nil
 }
 
-func cutJSON(name string) (string, bool) {
-	if len(name) > len(".json") && name[len(name)-len(".json"):] == ".json" {
-		return name[:len(name)-len(".json")], true
+// listKeys lists the store keys of a kind ("image", "version") that name
+// the KEY.json files of dir, sorted; none when dir does not exist.
+func listKeys(dir, kind string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
-	return "", false
+	var keys []string
+	for _, e := range entries {
+		if k, ok := strings.CutSuffix(e.Name(), ".json"); ok && checkKey(kind, k) == nil {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
 }
 
 // AddEvidence implements Promotions: every file it changes is replaced
@@ -165,15 +169,9 @@ func (d *Dir) Revocations(ctx context.Context, image string) ([]Revocation, erro
 	what := fmt.Sprintf("reading the revocations in %s", d.Root)
 	images := []string{image}
 	if image == "" {
-		entries, err := os.ReadDir(filepath.Dir(d.revocationPath("i")))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		var err error
+		if images, err = listKeys(filepath.Dir(d.revocationPath("i")), "image"); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		images = images[:0]
-		for _, e := range entries {
-			if i, ok := cutJSON(e.Name()); ok && checkKey("image", i) == nil {
-				images = append(images, i)
-			}
 		}
 	} else if err := checkKey("image", image); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)

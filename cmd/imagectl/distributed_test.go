@@ -33,15 +33,7 @@ func machine(t *testing.T, shared ...string) []string {
 // the registry reference.
 func TestRegistryGitAndSites(t *testing.T) {
 	reg := ocitest.Start(t)
-	// The catalog on a git server over https-like http, with credentials
-	// from a git credential helper, as users keep theirs.
-	catalog := gittest.HTTP(t, filepath.Dir(gittest.Bare(t)), "rita", "s3cret") + "catalog.git"
-	var gitCreds []string
-	for _, kv := range gittest.Credentials(t, catalog, "rita", "s3cret") {
-		if !strings.HasPrefix(kv, "HOME=") {
-			gitCreds = append(gitCreds, kv)
-		}
-	}
+	catalog, gitCreds := httpCatalog(t)
 
 	keys := t.TempDir()
 	signer, pub := storetest.Keys(t, keys)
@@ -163,4 +155,19 @@ func TestRegistryGitAndSites(t *testing.T) {
 			t.Errorf("cosign %s with another key passed:\n%s", args[0], b)
 		}
 	}
+}
+
+// httpCatalog serves an empty git catalog over http with credentials, as
+// users keep theirs: a git credential helper's. It returns the remote and
+// the environment that gives git the credentials (without a HOME of its
+// own, which each machine has).
+func httpCatalog(t *testing.T) (remote string, gitCreds []string) {
+	t.Helper()
+	remote = gittest.HTTP(t, filepath.Dir(gittest.Bare(t)), "rita", "s3cret") + "catalog.git"
+	for _, kv := range gittest.Credentials(t, remote, "rita", "s3cret") {
+		if !strings.HasPrefix(kv, "HOME=") {
+			gitCreds = append(gitCreds, kv)
+		}
+	}
+	return remote, gitCreds
 }

@@ -35,22 +35,7 @@ func hostcheckFixture(t *testing.T) (env []string, sum string) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{})
-	m, err := manifest.Read(man)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Validation.Script = script
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(man, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(manifest.FilesBeside(tgz).ValidationScript, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{Script: body, ScriptPath: script})
 	storeDir := filepath.Join(dir, "store")
 	st := store.NewDir(storeDir)
 	if _, err := st.Publish(context.Background(), manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {

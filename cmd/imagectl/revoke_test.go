@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/gpuaas/imagectl/release"
-	"github.com/gpuaas/imagectl/store/gitcatalog/gittest"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
 	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload/maassim"
@@ -122,13 +121,7 @@ func TestRevokeCommand(t *testing.T) {
 // undo lets it be promoted again.
 func TestRevokeRegistryGitCatalog(t *testing.T) {
 	reg := ocitest.Start(t)
-	catalog := gittest.HTTP(t, filepath.Dir(gittest.Bare(t)), "rita", "s3cret") + "catalog.git"
-	var gitCreds []string
-	for _, kv := range gittest.Credentials(t, catalog, "rita", "s3cret") {
-		if !strings.HasPrefix(kv, "HOME=") {
-			gitCreds = append(gitCreds, kv)
-		}
-	}
+	catalog, gitCreds := httpCatalog(t)
 	keys := t.TempDir()
 	signer, pub := storetest.Keys(t, keys)
 	common := []string{"DOCKER_CONFIG=" + reg.DockerConfig(t, t.TempDir()), "IMAGECTL_REGISTRY_CA=" + reg.CAFile,

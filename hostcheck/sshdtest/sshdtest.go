@@ -84,7 +84,7 @@ func Start(t testing.TB) *Server {
 		return p
 	}
 	write("authorized_keys", pub("user")+"\n")
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	var listen, known []string
 	for _, h := range Hosts {
 		listen = append(listen, "ListenAddress "+h)
@@ -146,16 +146,6 @@ func lookSbin(t testing.TB, name, install string) string {
 		}
 	}
 	return testenv.Tool(t, name, install)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // waitListening waits until sshd accepts connections on every address of

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,15 +40,21 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
-// RefusedAddr is the host:port of a local TCP port that refuses
-// connections: one listened on and closed again, so no server has it.
-func RefusedAddr(t testing.TB) string {
+// FreePort is a local TCP port no server has now: one listened on and
+// closed again, for a server a test starts on it.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// RefusedAddr is the host:port of a local TCP port that refuses
+// connections (a FreePort no server is started on).
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }

@@ -35,6 +35,11 @@ type Options struct {
 	// recorded in the manifest (and attested when Signer is set), as a
 	// build makes them.
 	Documents bool
+	// Script is the validation script written beside the tgz (default: a
+	// line naming the version); ScriptPath, when set, is where the
+	// manifest says hosts have it (its Validation.Script).
+	Script     string
+	ScriptPath string
 }
 
 // Artifact writes <dir>/<image>-<version>.tgz (a small gzip tar whose
@@ -62,9 +67,15 @@ func Artifact(t testing.TB, dir, image, version string, opts Options) (tgz, mani
 	if opts.Documents {
 		documents(t, tgz, m)
 	}
+	if opts.ScriptPath != "" {
+		m.Validation.Script = opts.ScriptPath
+	}
 	manifesttest.Write(t, manifestPath, m)
-	script := manifest.FilesBeside(tgz).ValidationScript
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho "+stem+"\n"), 0o755); err != nil {
+	body := opts.Script
+	if body == "" {
+		body = "#!/bin/sh\necho " + stem + "\n"
+	}
+	if err := os.WriteFile(manifest.FilesBeside(tgz).ValidationScript, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if opts.Signer != nil {

@@ -86,7 +86,7 @@ func Daemon(t testing.TB, root string) string {
 	t.Helper()
 	git := Git(t)
 	for try := 0; ; try++ {
-		port := freePort(t)
+		port := testenv.FreePort(t)
 		cmd := exec.Command(git, "daemon", "--reuseaddr", "--base-path="+root, "--export-all", "--enable=receive-pack",
 			"--listen=127.0.0.1", "--port="+strconv.Itoa(port), root)
 		cmd.Env = append(os.Environ(), Env(t)...)
@@ -129,16 +129,6 @@ func waitListening(addr string, exited <-chan struct{}) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // HTTP serves the repositories under root with the real git http-backend

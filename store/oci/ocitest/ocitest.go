@@ -56,7 +56,7 @@ func Start(t testing.TB) *Registry {
 	defer client.CloseIdleConnections()
 
 	for attempt := 0; attempt < 3; attempt++ {
-		r.Host = freePort(t)
+		r.Host = testenv.RefusedAddr(t)
 		config := filepath.Join(dir, "config.yml")
 		write(t, config, fmt.Sprintf(`version: 0.1
 log:
@@ -142,15 +142,6 @@ func (r *Registry) DockerConfig(t testing.TB, dir string) string {
 	}
 	write(t, filepath.Join(dir, "config.json"), string(b))
 	return dir
-}
-
-func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // makeCerts writes a CA and a server certificate for 127.0.0.1 and
