@@ -32,13 +32,22 @@ const readme = `# imagectl promotion catalog
 
 This repository is the promotion catalog of imagectl: which image version
 each site runs, who promoted it, when and why, and what a rollback returns
-to. imagectl writes it (store/gitcatalog); review, blame and revert it like
-any other change.
+to; what hosts deployed with a version found when they checked it; and
+which versions must not run anywhere. imagectl writes it
+(store/gitcatalog); review, blame and revert it like any other change.
 
 - sites/<site>/<image>.json is an image's promotion history at a site,
-  oldest first.
-- Every promotion is one commit, authored by whoever promoted, with the
-  reason in its message.
+  oldest first (a promotion made despite its site's policy says what was
+  missing and why it went ahead).
+- sites/<site>/evidence/<image>/<version>.json are the validation results
+  of the hosts at the site that run the version, oldest first: each host's
+  checks, pass or fail, and who recorded it, when and how.
+- revocations/<image>.json is an image's revocations, oldest first: the
+  versions that must not run at any site, why, and their undoing.
+- Every promotion and revocation is a commit, authored by whoever made it,
+  with the reason in its message; a host check's results are one commit.
+  Writes one imagectl makes at the same moment (a rollout's sites) may
+  share a commit that names each.
 
 imagectl pushes without force and retries when the branch moved under it;
 do not force-push or rewrite this branch's history.
