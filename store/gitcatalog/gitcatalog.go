@@ -150,6 +150,9 @@ type Catalog struct {
 	now    func() time.Time
 
 	retryFor time.Duration
+	// The full-jitter schedule's first and longest wait (retryBase and
+	// retryCeiling; a test's shorter).
+	waitBase, waitCeiling time.Duration
 
 	// The writes handed in and not yet pushed, and whether a goroutine
 	// is committing them (update).
@@ -179,6 +182,7 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 	if c.retryFor <= 0 {
 		c.retryFor = DefaultRetryFor
 	}
+	c.waitBase, c.waitCeiling = retryBase, retryCeiling
 	if c.branch == "" {
 		c.branch = "main"
 	}

@@ -241,7 +241,7 @@ func (c *Catalog) commitBatch(batch []*change) {
 			failAll(fmt.Errorf("pushing to %s: %w", c.Location(), pushErr))
 			return
 		}
-		wait := backoff.Jitter(attempt, retryBase, retryCeiling)
+		wait := backoff.Jitter(attempt, c.waitBase, c.waitCeiling)
 		if spent := time.Since(start); spent+wait > c.retryFor {
 			if lockContended(pushErr) {
 				failAll(fmt.Errorf("pushing to %s: the remote's lock on the branch %s was held at the last of %d attempts in %s, giving up (a push that crashed leaves refs/heads/%s.lock behind on the remote): %w",

@@ -140,18 +140,21 @@ func TestRetryBound(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the branch main moved under each of 1 attempts") {
 		t.Fatalf("got %v", err)
 	}
-	// With time to retry, the moving branch is re-read and the write lands.
+	// With time to retry, the moving branch is re-read and the write
+	// lands, however many attempts that takes (more than the 10 an
+	// earlier imagectl gave up after; the waits shortened).
 	c.retryFor = DefaultRetryFor
+	c.waitBase, c.waitCeiling = time.Millisecond, 10*time.Millisecond
 	pushes := 0
 	c.beforePush = func() {
-		if pushes++; pushes <= 3 {
+		if pushes++; pushes <= 12 {
 			n++
 			record(t, other, "lab", prom("imga", fmt.Sprint(n), fmt.Sprint(n-1), "alice", "first again"))
 		}
 	}
 	record(t, c, "lab", prom("imgb", "1", "", "bob", ""))
-	if pushes != 4 {
-		t.Errorf("%d pushes, want 4", pushes)
+	if pushes != 13 {
+		t.Errorf("%d pushes, want 13", pushes)
 	}
 	cat, err := open(t, bare, env).Catalog(ctx, "lab")
 	if err != nil || len(cat["imga"]) != n || versions(cat["imgb"]) != "1" {
