@@ -86,6 +86,22 @@ func (c *Catalog) update(ctx context.Context, ch *change) error {
 		go c.drain()
 	}
 	c.mu.Unlock()
+	select {
+	case err := <-ch.done:
+		return err
+	case <-ctx.Done():
+	}
+	// Still queued behind another batch: it leaves without waiting for
+	// that batch. Taken into a batch: the batch says whether it landed.
+	c.mu.Lock()
+	for i, q := range c.queue {
+		if q == ch {
+			c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
+			c.mu.Unlock()
+			return fmt.Errorf("%s: %w", ch.what, ctx.Err())
+		}
+	}
+	c.mu.Unlock()
 	return <-ch.done
 }
 

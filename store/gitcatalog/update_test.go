@@ -189,3 +189,46 @@ func TestCancelOneOfABatch(t *testing.T) {
 		t.Errorf("the cancelled write: %v, imgc %s", errGone, versions(cat["imgc"]))
 	}
 }
+
+// TestCancelWhileQueued: a write queued behind a batch whose push is in
+// flight returns when its context ends, without waiting for that batch,
+// and is not committed.
+func TestCancelWhileQueued(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	release, pushing := make(chan struct{}), make(chan struct{})
+	first := true
+	c.beforePush = func() {
+		if first {
+			first = false
+			close(pushing)
+			<-release
+		}
+	}
+	held := make(chan error, 1)
+	go func() { held <- c.Record(ctx, "lab", prom("imgb", "1", "", "alice", "")) }()
+	<-pushing
+	queued, cancel := context.WithCancel(ctx)
+	gone := make(chan error, 1)
+	base := c.handedIn.Load()
+	go func() { gone <- c.Record(queued, "lab", prom("imgc", "1", "", "alice", "")) }()
+	for c.handedIn.Load() == base {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	// It returns while the batch ahead of it is still held.
+	if err := <-gone; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "recording imgc 1 at site lab") {
+		t.Errorf("the cancelled write: %v", err)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	record(t, c, "lab", prom("imgd", "1", "", "alice", ""))
+	cat, err := open(t, bare, env).Catalog(ctx, "lab")
+	if err != nil || len(cat) != 3 || cat["imgc"] != nil {
+		t.Errorf("catalog %v %v", cat, err)
+	}
+}
