@@ -21,7 +21,9 @@
 // promotion is one commit, authored by its By ("Name <email>", or a bare
 // name that gets <name>@imagectl.invalid), with the message "promote
 // IMAGE VERSION at SITE" (or "roll back IMAGE to VERSION at SITE"), the
-// reason, and Previous-Version and Image-SHA256 trailers; an AddEvidence
+// reason, and Previous-Version and Image-SHA256 trailers (and Policy: met,
+// or Policy: overridden with Policy-Override and a Policy-Missing a line
+// it lacked, when it carries its site's gate); an AddEvidence
 // call, of any number of hosts and sites, is one commit naming each host's
 // outcome; a revocation is one commit with its reason.
 //

@@ -232,3 +232,30 @@ func TestCancelWhileQueued(t *testing.T) {
 		t.Errorf("catalog %v %v", cat, err)
 	}
 }
+
+// TestOverrideInCommit: a promotion made despite its site's policy says
+// so in its commit, with the reason and what was missing, as git
+// trailers.
+func TestOverrideInCommit(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	p := prom("imga", "2", "", "alice", "hotfix for the fleet")
+	p.Gate = &store.Gate{Missing: []string{"canary: 0 of 2 passing hosts for h200", "soak ends\n2026-11-25"}, Override: "outage, approved by\nbob"}
+	record(t, c, "fleet", p)
+	tr := gittest.Run(t, bare, nil, "log", "-1", "--format=%(trailers:only,unfold)", "main")
+	want := "Policy: overridden\nPolicy-Override: outage, approved by bob\nPolicy-Missing: canary: 0 of 2 passing hosts for h200\nPolicy-Missing: soak ends 2026-11-25\n\n"
+	if tr != want {
+		t.Errorf("trailers:\n%q\nwant\n%q", tr, want)
+	}
+	h, err := c.History(ctx, "fleet", "imga")
+	if err != nil || len(h) != 1 || h[0].Gate == nil || h[0].Gate.Override != p.Gate.Override {
+		t.Errorf("history %+v %v", h, err)
+	}
+	p = prom("imga", "3", "2", "alice", "")
+	p.Gate = &store.Gate{Met: true}
+	record(t, c, "fleet", p)
+	if tr := gittest.Run(t, bare, nil, "log", "-1", "--format=%(trailers:key=Policy,valueonly)", "main"); strings.TrimSpace(tr) != "met" {
+		t.Errorf("a met policy: %q", tr)
+	}
+}
