@@ -185,16 +185,7 @@ func (c *Catalog) commitBatch(batch []*change) {
 	var pushErr error
 	base := ""
 	for attempt := 1; ; attempt++ {
-		// Writers that gave up leave; those that came since join.
-		kept := batch[:0]
-		for _, ch := range batch {
-			if err := ch.ctx.Err(); err != nil {
-				m.done(ch, err)
-			} else {
-				kept = append(kept, ch)
-			}
-		}
-		batch = kept
+		// Writers that came since join; those that gave up leave.
 		if attempt > 1 {
 			c.mu.Lock()
 			for _, ch := range c.queue {
@@ -204,6 +195,15 @@ func (c *Catalog) commitBatch(batch []*change) {
 			c.queue = nil
 			c.mu.Unlock()
 		}
+		kept := batch[:0]
+		for _, ch := range batch {
+			if err := ch.ctx.Err(); err != nil {
+				m.done(ch, err)
+			} else {
+				kept = append(kept, ch)
+			}
+		}
+		batch = kept
 		if len(batch) == 0 {
 			return
 		}
