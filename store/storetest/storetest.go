@@ -1,7 +1,10 @@
 // Package storetest makes what tests of the store, promotion, upload and
 // their CLI share: small real artifacts (a gzip tar, its manifest with a
 // maas section, a validation script, and cosign-format signatures when a
-// signer is given), and an unsigned tgz of random bytes with its manifest.
+// signer is given), an unsigned tgz of random bytes with its manifest, a
+// whole validation Result, and TestRecords, the evidence and revocation
+// behaviour every store.Promotions must keep (the directory store, the git
+// catalog, and a store opened with one).
 package storetest
 
 import (
