@@ -152,6 +152,8 @@ type Layer struct {
 	// cache: when that snapshot was made (its steps are the ones that ran
 	// then).
 	CachedAt *time.Time `json:"cached_at,omitempty"`
+	// Timings is where the layer's time went (nil for a cached layer).
+	Timings *Timings `json:"timings,omitempty"`
 }
 
 // Step is one executed step.
@@ -345,6 +347,47 @@ type Build struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Seconds  float64   `json:"seconds"`
+	// Timings is where the build's time went, all layers together.
+	Timings *Timings `json:"timings,omitempty"`
+}
+
+// Timings says where a build's, or one layer's, time went, in seconds,
+// and how many package bytes it fetched. Parts that did not happen are
+// zero (and left out of the JSON).
+type Timings struct {
+	// Base is verifying and copying the base image; Launch the
+	// appliance's launch.
+	Base   float64 `json:"base,omitempty"`
+	Launch float64 `json:"launch,omitempty"`
+	// Download is fetching packages (on the host or in the guest),
+	// Install apt and dpkg unpacking and configuring them.
+	Download float64 `json:"download,omitempty"`
+	Install  float64 `json:"install,omitempty"`
+	// Commands is every other step: files, commands, services, bundles.
+	Commands float64 `json:"commands,omitempty"`
+	// Snapshot is writing layer cache snapshots.
+	Snapshot float64 `json:"snapshot,omitempty"`
+	// Pack is packing the tgz, SBOM making the SBOMs.
+	Pack float64 `json:"pack,omitempty"`
+	SBOM float64 `json:"sbom,omitempty"`
+	// DownloadBytes are the package bytes fetched from the network,
+	// CachedBytes those the package cache served instead.
+	DownloadBytes int64 `json:"download_bytes,omitempty"`
+	CachedBytes   int64 `json:"cached_bytes,omitempty"`
+}
+
+// Add adds u's figures to t's.
+func (t *Timings) Add(u Timings) {
+	t.Base += u.Base
+	t.Launch += u.Launch
+	t.Download += u.Download
+	t.Install += u.Install
+	t.Commands += u.Commands
+	t.Snapshot += u.Snapshot
+	t.Pack += u.Pack
+	t.SBOM += u.SBOM
+	t.DownloadBytes += u.DownloadBytes
+	t.CachedBytes += u.CachedBytes
 }
 
 // Lineage ties the image to everything it came from.

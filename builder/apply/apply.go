@@ -60,6 +60,10 @@ type Applier struct {
 	ValidationScript func(ctx context.Context) ([]byte, error)
 	Marker           func(ctx context.Context) ([]byte, error)
 
+	// Timings accumulates the packages steps' download and install time
+	// and bytes (the rest of a layer's time is its caller's to measure).
+	Timings manifest.Timings
+
 	aptSync bool // apt lists are current for the configured repositories
 }
 
@@ -69,6 +73,9 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 	case steps.AptRepository:
 		return a.aptRepository(ctx, s)
 	case steps.Packages:
+		// apt-get downloads and installs in one call: its whole time is
+		// install time until downloads are measured apart.
+		defer func(start time.Time) { a.Timings.Install += time.Since(start).Seconds() }(time.Now())
 		if s.Optional {
 			return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
 		}
