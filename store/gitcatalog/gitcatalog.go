@@ -52,8 +52,10 @@
 // machine pushed first), or because another push held the remote's ref
 // lock, is the swap failing: the loop fetches again and applies every
 // change afresh at the new tip, so a concurrent writer's change is read,
-// never lost, after a full-jitter wait that grows with each attempt, until
-// Options.RetryFor (DefaultRetryFor, 2 minutes) has passed or ctx ends.
+// never lost, after a full-jitter wait that grows with each attempt (the
+// clone's lock released for it, so that reads get in), until
+// Options.RetryFor (DefaultRetryFor, 2 minutes) has passed or ctx ends;
+// the waits for the clone's lock count against it too.
 //
 // Group commit. The writes other goroutines of this process hand in while
 // a push is in flight (a rollout promoting sites in parallel) are
@@ -83,6 +85,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/backoff"
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/filelock"
@@ -172,6 +175,9 @@ type Catalog struct {
 	handedIn atomic.Int64 // writes handed in, for tests
 
 	beforePush func() // a test's hook, to make another push win the race
+	// sleep is the wait between attempts of a write: backoff.Sleep, or a
+	// test's hook.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 var _ store.Promotions = (*Catalog)(nil)
@@ -193,6 +199,7 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 		c.retryFor = DefaultRetryFor
 	}
 	c.waitBase, c.waitCeiling = retryBase, retryCeiling
+	c.sleep = backoff.Sleep
 	if c.branch == "" {
 		c.branch = "main"
 	}

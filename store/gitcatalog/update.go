@@ -123,24 +123,47 @@ func (c *Catalog) drain() {
 }
 
 // members is a batch's context: it ends when every change still in the
-// batch has had its own context end (a Ctrl-C), not when one has.
+// batch has had its own context end (a Ctrl-C), or has its outcome, not
+// when one has. A batch whose context ended takes no more changes (join):
+// one handed in since waits for the next batch, which starts with a live
+// context.
 type members struct {
 	mu     sync.Mutex
 	live   int
+	ended  bool
 	cancel context.CancelFunc
 }
 
-func (m *members) add(ch *change) {
+// start makes batch the first members: all are counted before any
+// context is watched, so that one already cancelled cannot end the batch
+// before the others are in it.
+func (m *members) start(batch []*change) {
 	m.mu.Lock()
+	m.live += len(batch)
+	m.mu.Unlock()
+	for _, ch := range batch {
+		ch.stop = context.AfterFunc(ch.ctx, m.leave)
+	}
+}
+
+// join adds ch to the batch, unless the batch's context has ended.
+func (m *members) join(ch *change) bool {
+	m.mu.Lock()
+	if m.ended {
+		m.mu.Unlock()
+		return false
+	}
 	m.live++
 	m.mu.Unlock()
 	ch.stop = context.AfterFunc(ch.ctx, m.leave)
+	return true
 }
 
 func (m *members) leave() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.live--; m.live == 0 {
+		m.ended = true
 		m.cancel()
 	}
 }
@@ -153,18 +176,19 @@ func (m *members) done(ch *change, err error) {
 	ch.finish(err)
 }
 
-// commitBatch is the update loop: under the clone's lock it fetches,
-// applies each change at the tip, commits what applied and pushes
-// without force. A push refused because the branch moved (or its lock was
-// held) is retried on the new tip, every change applied afresh, after a
-// full-jitter wait, until Options.RetryFor has passed.
+// commitBatch is the update loop: each attempt, under the clone's lock,
+// fetches, applies each change at the tip, commits what applied and
+// pushes without force (attempt). A push refused because the branch moved
+// (or its lock was held) is retried on the new tip, every change applied
+// afresh, after a full-jitter wait, until Options.RetryFor has passed.
+// The lock is not held through the wait, so that the readers sharing the
+// clone (History, Evidence, Revocations, here and in other processes) get
+// in between attempts; the waits for it count against RetryFor.
 func (c *Catalog) commitBatch(batch []*change) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := &members{cancel: cancel}
-	for _, ch := range batch {
-		m.add(ch)
-	}
+	m.start(batch)
 	failAll := func(err error) {
 		for _, ch := range batch {
 			if ctx.Err() != nil && ch.ctx.Err() != nil {
@@ -174,25 +198,24 @@ func (c *Catalog) commitBatch(batch []*change) {
 			}
 		}
 	}
-	unlock, err := c.lock(ctx)
-	if err != nil {
-		failAll(err)
-		return
-	}
-	defer unlock()
 
 	start := time.Now()
 	var pushErr error
 	base := ""
 	for attempt := 1; ; attempt++ {
-		// Writers that came since join; those that gave up leave.
+		// Writers that came since join, while the batch's context lives;
+		// those that gave up leave.
 		if attempt > 1 {
 			c.mu.Lock()
+			var waiting []*change
 			for _, ch := range c.queue {
-				m.add(ch)
+				if m.join(ch) {
+					batch = append(batch, ch)
+				} else {
+					waiting = append(waiting, ch)
+				}
 			}
-			batch = append(batch, c.queue...)
-			c.queue = nil
+			c.queue = waiting
 			c.mu.Unlock()
 		}
 		kept := batch[:0]
@@ -207,45 +230,22 @@ func (c *Catalog) commitBatch(batch []*change) {
 		if len(batch) == 0 {
 			return
 		}
-		tip, err := c.fetch(ctx)
+		unlock, err := c.lockWithin(ctx, start)
 		if err != nil {
 			failAll(err)
 			return
 		}
-		if attempt > 1 && tip == base && !lockContended(pushErr) {
-			// Rejected, yet nothing moved: not a race we can retry. (A
-			// push that lost the remote's ref lock to another push that
-			// then failed too sees nothing moved either: that one is
-			// retried.)
-			failAll(fmt.Errorf("pushing to %s: %w", c.Location(), pushErr))
-			return
-		}
+		var tip string
+		batch, tip, pushErr, err = c.attempt(ctx, m, batch, attempt, base, pushErr)
+		unlock()
 		base = tip
-		t := &tree{c: c, tip: tip, files: map[string][]byte{}}
-		applied := batch[:0]
-		for _, ch := range batch {
-			t.staged = map[string][]byte{}
-			if err := ch.apply(ctx, t); err != nil {
-				m.done(ch, err)
-				continue
-			}
-			for p, b := range t.staged {
-				t.files[p] = b
-			}
-			applied = append(applied, ch)
-		}
-		batch = applied
-		if len(batch) == 0 {
-			return
-		}
-		if err := c.commit(ctx, tip, t.files, batch); err != nil {
+		if err != nil {
 			failAll(err)
 			return
 		}
-		if c.beforePush != nil {
-			c.beforePush()
+		if len(batch) == 0 {
+			return
 		}
-		_, pushErr = c.git(ctx, nil, "push", "-q", "origin", "HEAD:refs/heads/"+c.branch)
 		if pushErr == nil {
 			for _, ch := range batch {
 				m.done(ch, nil)
@@ -268,11 +268,66 @@ func (c *Catalog) commitBatch(batch []*change) {
 			}
 			return
 		}
-		if err := backoff.Sleep(ctx, wait); err != nil {
+		if err := c.sleep(ctx, wait); err != nil {
 			failAll(err)
 			return
 		}
 	}
+}
+
+// lockWithin takes the clone's lock for an attempt of a batch that started
+// at start, waiting no longer than the batch's Options.RetryFor allows.
+func (c *Catalog) lockWithin(ctx context.Context, start time.Time) (func(), error) {
+	lctx, cancel := context.WithDeadline(ctx, start.Add(c.retryFor))
+	defer cancel()
+	unlock, err := c.lock(lctx)
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("waiting for the lock of the clone %s: another imagectl sharing the clone held it past the %s a write waits and retries for, giving up", c.dir, c.retryFor)
+	}
+	return unlock, err
+}
+
+// attempt is one try of the update loop, under the clone's lock: it
+// fetches the tip, applies each change of batch at it (one whose apply
+// fails is done with that error), commits what applied and pushes. It
+// returns the changes in the commit, the tip, and the push's error; err
+// fails the whole batch. lastPush is the previous attempt's push error,
+// base its tip.
+func (c *Catalog) attempt(ctx context.Context, m *members, batch []*change, attempt int, base string, lastPush error) (applied []*change, tip string, pushErr, err error) {
+	tip, err = c.fetch(ctx)
+	if err != nil {
+		return batch, tip, nil, err
+	}
+	if attempt > 1 && tip == base && !lockContended(lastPush) {
+		// Rejected, yet nothing moved: not a race we can retry. (A push
+		// that lost the remote's ref lock to another push that then failed
+		// too sees nothing moved either: that one is retried.)
+		return batch, tip, nil, fmt.Errorf("pushing to %s: %w", c.Location(), lastPush)
+	}
+	t := &tree{c: c, tip: tip, files: map[string][]byte{}}
+	applied = batch[:0]
+	for _, ch := range batch {
+		t.staged = map[string][]byte{}
+		if err := ch.apply(ctx, t); err != nil {
+			m.done(ch, err)
+			continue
+		}
+		for p, b := range t.staged {
+			t.files[p] = b
+		}
+		applied = append(applied, ch)
+	}
+	if len(applied) == 0 {
+		return applied, tip, nil, nil
+	}
+	if err := c.commit(ctx, tip, t.files, applied); err != nil {
+		return applied, tip, nil, err
+	}
+	if c.beforePush != nil {
+		c.beforePush()
+	}
+	_, pushErr = c.git(ctx, nil, "push", "-q", "origin", "HEAD:refs/heads/"+c.branch)
+	return applied, tip, pushErr, nil
 }
 
 // commit makes the local branch the remote tip (or an empty branch with

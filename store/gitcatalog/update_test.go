@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/gitcatalog/gittest"
 )
@@ -257,5 +258,107 @@ func TestOverrideInCommit(t *testing.T) {
 	record(t, c, "fleet", p)
 	if tr := gittest.Run(t, bare, nil, "log", "-1", "--format=%(trailers:key=Policy,valueonly)", "main"); strings.TrimSpace(tr) != "met" {
 		t.Errorf("a met policy: %q", tr)
+	}
+}
+
+// TestLockReleasedForBackoff: between the attempts of a write whose push
+// was refused, the clone's lock is free for the readers sharing it.
+func TestLockReleasedForBackoff(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c, other := open(t, bare, env), open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	pushes := 0
+	c.beforePush = func() {
+		if pushes++; pushes == 1 {
+			record(t, other, "lab", prom("imgz", "1", "", "bob", "first"))
+		}
+	}
+	sleeps, free := 0, false
+	c.sleep = func(ctx context.Context, d time.Duration) error {
+		sleeps++
+		unlock, ok, err := filelock.Lock(c.lockPath(), true, false)
+		if err != nil {
+			return err
+		}
+		if free = ok; ok {
+			unlock()
+		}
+		return nil
+	}
+	record(t, c, "lab", prom("imgb", "1", "", "alice", ""))
+	if sleeps != 1 || !free {
+		t.Errorf("%d waits between attempts; the clone's lock free during them: %v", sleeps, free)
+	}
+}
+
+// TestLockWaitBounded: a write waits for the clone's lock no longer than
+// Options.RetryFor.
+func TestLockWaitBounded(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c, err := Open(ctx, bare, Options{CacheDir: filepath.Join(t.TempDir(), "clone"), Env: env, RetryFor: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process sharing the clone holds its lock throughout.
+	unlock, ok, err := filelock.Lock(c.lockPath(), true, false)
+	if err != nil || !ok {
+		t.Fatalf("locking the clone: %v %v", ok, err)
+	}
+	defer unlock()
+	done := make(chan error, 1)
+	go func() { done <- c.Record(ctx, "lab", prom("imga", "1", "", "alice", "")) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		// Not a bound on speed: without one, the write waits for as long
+		// as the lock is held.
+		unlock()
+		t.Fatalf("the write still waits for the clone's lock a minute on (RetryFor 50ms): %v", <-done)
+	}
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "held it past the 50ms a write waits and retries for") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestJoinEndedBatch: a write handed in after every writer of a batch
+// gave up (the batch's context ended) does not join that batch, whose
+// next attempt would fail with its context: it is the next batch, and
+// lands.
+func TestJoinEndedBatch(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c, other := open(t, bare, env), open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	pushes := 0
+	c.beforePush = func() {
+		if pushes++; pushes == 1 {
+			record(t, other, "lab", prom("imgz", "1", "", "bob", "first"))
+		}
+	}
+	gone, cancel := context.WithCancel(ctx)
+	late := make(chan error, 1)
+	c.sleep = func(batch context.Context, d time.Duration) error {
+		// The wait is over; then the only writer gives up, and another
+		// hands in a write before the next attempt begins.
+		cancel()
+		<-batch.Done()
+		base := c.handedIn.Load()
+		go func() { late <- c.Record(ctx, "lab", prom("imgc", "1", "", "carol", "")) }()
+		for c.handedIn.Load() == base {
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}
+	if err := c.Record(gone, "lab", prom("imgb", "1", "", "alice", "")); !errors.Is(err, context.Canceled) {
+		t.Errorf("the write that gave up: %v", err)
+	}
+	if err := <-late; err != nil {
+		t.Fatalf("the write handed in after: %v", err)
+	}
+	cat, err := open(t, bare, env).Catalog(ctx, "lab")
+	if err != nil || versions(cat["imgc"]) != "1" || cat["imgb"] != nil {
+		t.Errorf("catalog %v %v", cat, err)
 	}
 }
