@@ -85,7 +85,8 @@ func (d *Dir) Catalog(ctx context.Context, site string) (map[string][]Promotion,
 }
 
 // Record implements Store: under the store's lock it reads the site's
-// catalog, checks p.Previous is still the current version, appends p and
+// catalog, checks p.Previous is still the current version and p.Version
+// is not revoked (ErrConflict, ErrRevoked), appends p and
 // replaces the file atomically (a reader sees the old or the new catalog,
 // never a torn one).
 func (d *Dir) Record(ctx context.Context, site string, p Promotion) error {
@@ -104,6 +105,13 @@ func (d *Dir) Record(ctx context.Context, site string, p Promotion) error {
 	}
 	if cur, _ := State(c.Images[p.Image]); cur != p.Previous {
 		return fmt.Errorf("%s: %w: it runs %q now, not %q", what, ErrConflict, cur, p.Previous)
+	}
+	var revs revocationFile
+	if err := d.readRevocations(p.Image, &revs); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := RefuseRevoked(revs.Revocations, p.Image, p.Version); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if p.At.IsZero() {
 		p.At = time.Now()

@@ -18,11 +18,6 @@ import (
 	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
-// maxRecords bounds one records file of the directory store: an image
-// version's evidence at a site (a few KiB a host), or an image's
-// revocations.
-const maxRecords = 64 << 20
-
 // evidenceFile is one site, image and version's evidence, oldest first.
 type evidenceFile struct {
 	SchemaVersion int        `json:"schema_version"`
@@ -46,7 +41,7 @@ func (d *Dir) revocationPath(image string) string {
 // readRecords decodes a records file strictly into v; a missing file
 // leaves v as it is.
 func readRecords(path string, v any, schema *int) error {
-	b, err := readlimit.File(path, maxRecords)
+	b, err := readlimit.File(path, MaxRecords)
 	if errors.Is(err, fs.ErrNotExist) {
 		*schema = catalogVersion
 		return nil
@@ -98,15 +93,35 @@ func (d *Dir) readRevocations(image string, f *revocationFile) error {
 	return nil
 }
 
+// createRecords starts writing a records file atomically (published by
+// the File's Commit): v encoded by EncodeRecords, refused over MaxRecords
+// before anything is created.
+func createRecords(path string, v any) (*atomicfile.File, error) {
+	b, err := EncodeRecords(path, v)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := atomicfile.Create(path, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Abort()
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// writeRecords replaces a records file atomically (createRecords).
 func writeRecords(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	f, err := createRecords(path, v)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+	return f.Commit()
 }
 
 // Evidence implements Promotions.
@@ -153,8 +168,10 @@ func listKeys(dir, kind string) ([]string, error) {
 	return keys, nil
 }
 
-// AddEvidence implements Promotions: every file it changes is replaced
-// atomically under the store's lock.
+// AddEvidence implements Promotions: under the store's lock, every file
+// it changes is read, and written in full to a temporary file beside it,
+// before any is renamed into place, so that a file that cannot be read or
+// written (or would be over MaxRecords) leaves them all as they were.
 func (d *Dir) AddEvidence(ctx context.Context, evs []Evidence) error {
 	what := fmt.Sprintf("recording %d host results in %s", len(evs), d.Root)
 	for i := range evs {
@@ -181,18 +198,29 @@ func (d *Dir) AddEvidence(ctx context.Context, evs []Evidence) error {
 		byFile[p] = append(byFile[p], e)
 	}
 	sort.Strings(paths)
-	// Every file is read before any is written: one that cannot be read
-	// leaves them all as they were.
-	files := make([]evidenceFile, len(paths))
-	for i, p := range paths {
+	var pending []*atomicfile.File
+	defer func() {
+		for _, f := range pending {
+			f.Abort() // nothing once committed
+		}
+	}()
+	for _, p := range paths {
 		first := byFile[p][0]
-		if err := d.readEvidence(first.Site, first.Result.Image, first.Result.Version, &files[i]); err != nil {
+		var f evidenceFile
+		if err := d.readEvidence(first.Site, first.Result.Image, first.Result.Version, &f); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		files[i].Evidence = append(files[i].Evidence, byFile[p]...)
+		f.Evidence = AppendEvidence(f.Evidence, byFile[p])
+		tmp, err := createRecords(p, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		pending = append(pending, tmp)
 	}
-	for i, p := range paths {
-		if err := writeRecords(p, files[i]); err != nil {
+	// Only a rename failing (the name taken by what is not a file since)
+	// can leave some of them published.
+	for _, f := range pending {
+		if err := f.Commit(); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}

@@ -4,7 +4,10 @@
 // promotion history of each image, the host results recorded as evidence
 // of its versions, and the revocations of versions no site may run (Dir
 // keeps them in .sites/, .evidence/ and .revocations/, each read strictly,
-// its keys checked against its path, within a bound).
+// its keys checked against its path, within a bound, and written within
+// it). A promotion of a revoked version is refused where it is recorded
+// (ErrRevoked); an evidence file keeps a host's latest KeepPerHost
+// results (AppendEvidence), each within MaxEvidenceResult.
 //
 // Versions (published versions) and Promotions (the sites' catalogs) are
 // the interfaces commands use, and Store the two joined (Compose): Dir, the

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/gpuaas/imagectl/validate"
@@ -20,11 +22,91 @@ type Evidence struct {
 	Result validate.Result `json:"result"`
 }
 
+// MaxRecords bounds a records file of a catalog (an image version's
+// evidence at a site, an image's revocations): reads refuse a bigger one,
+// and writes refuse to make one (EncodeRecords), which every later read
+// would refuse.
+const MaxRecords = 64 << 20
+
+// MaxEvidenceResult bounds one result kept as evidence, encoded: a few
+// hundred checks with their details fit in well under it (a host's result
+// is a few KiB), and a records file holds at least MaxRecords /
+// MaxEvidenceResult of them.
+const MaxEvidenceResult = 256 << 10
+
+// KeepPerHost is how many results of one host an image version's
+// evidence at a site keeps: its latest (AppendEvidence).
+const KeepPerHost = 20
+
 // Check says what keeps e from being recorded as a store key (site, image
-// and version) or as a result, nil when nothing does.
+// and version) or as a result (a whole one, within MaxEvidenceResult),
+// nil when nothing does.
 func (e *Evidence) Check() error {
-	return errors.Join(CheckKey("site", e.Site), CheckKey("image", e.Result.Image),
-		CheckKey("version", e.Result.Version), e.Result.Check())
+	errs := []error{CheckKey("site", e.Site), CheckKey("image", e.Result.Image),
+		CheckKey("version", e.Result.Version), e.Result.Check()}
+	if b, err := json.Marshal(e.Result); err != nil {
+		errs = append(errs, err)
+	} else if len(b) > MaxEvidenceResult {
+		errs = append(errs, fmt.Errorf("the result of host %s is %d bytes, more than the %d a result kept as evidence may be", e.Result.Host, len(b), MaxEvidenceResult))
+	}
+	return errors.Join(errs...)
+}
+
+// AppendEvidence is an image version's evidence at a site, had (oldest
+// first, as its file keeps it), with add appended and, of each host (its
+// machine id, else its name), only the KeepPerHost latest results by
+// RecordedAt (the later in the file when equal): an evidence file grows
+// with the hosts, not with each check of a host. Both stores keep their
+// files with it.
+func AppendEvidence(had, add []Evidence) []Evidence {
+	all := append(append([]Evidence{}, had...), add...)
+	byHost := map[string][]int{}
+	for i, e := range all {
+		k := hostKey(e.Result.MachineID, e.Result.Host)
+		byHost[k] = append(byHost[k], i)
+	}
+	drop := map[int]bool{}
+	for _, idx := range byHost {
+		if len(idx) <= KeepPerHost {
+			continue
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].RecordedAt.Before(all[idx[b]].RecordedAt) })
+		for _, i := range idx[:len(idx)-KeepPerHost] {
+			drop[i] = true
+		}
+	}
+	if len(drop) == 0 {
+		return all
+	}
+	kept := make([]Evidence, 0, len(all)-len(drop))
+	for i, e := range all {
+		if !drop[i] {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}
+
+func hostKey(machineID, host string) string {
+	if machineID != "" {
+		return "machine-id " + machineID
+	}
+	return "host " + host
+}
+
+// EncodeRecords is a records file's content (v as indented JSON), or why
+// it cannot be written: over MaxRecords, it would be refused by every
+// read. name is the file, for the error.
+func EncodeRecords(name string, v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", name, err)
+	}
+	b = append(b, '\n')
+	if len(b) > MaxRecords {
+		return nil, fmt.Errorf("%s would be %d bytes, more than the %d a records file may be (every read would refuse it): nothing is written", name, len(b), MaxRecords)
+	}
+	return b, nil
 }
 
 // Revocation says an image version must not run at any site (or, Undo,
@@ -46,6 +128,17 @@ func (r *Revocation) Check() error {
 		errs = append(errs, fmt.Errorf("a revocation of %s %s needs a reason", r.Image, r.Version))
 	}
 	return errors.Join(errs...)
+}
+
+// RefuseRevoked is why a promotion of image version cannot be recorded
+// given the image's revocation history (an error wrapping ErrRevoked,
+// naming the revocation in force), nil when the version is not revoked.
+func RefuseRevoked(history []Revocation, image, version string) error {
+	r, ok := Revoked(history, image)[version]
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s was revoked by %s at %s: %s", ErrRevoked, image, version, r.By, r.At.UTC().Format(time.RFC3339), r.Reason)
 }
 
 // Revoked replays a revocation history: the versions of image revoked

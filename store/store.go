@@ -48,13 +48,17 @@ type Promotions interface {
 	Catalog(ctx context.Context, site string) (map[string][]Promotion, error)
 	// Record appends a promotion to the site's catalog. p.Previous must be
 	// the image's current version at the site (ErrConflict otherwise, when
-	// another promotion got there first).
+	// another promotion got there first), and p.Version not revoked at that
+	// moment, read in the same update (ErrRevoked otherwise, a rollback's
+	// too): a revocation that lands while a promotion uploads stops it.
 	Record(ctx context.Context, site string, p Promotion) error
 	// Evidence is the host results recorded for an image at a site,
 	// oldest first: of one version, or of every version when version is "".
 	Evidence(ctx context.Context, site, image, version string) ([]Evidence, error)
 	// AddEvidence records host results, of any sites and images, in one
-	// update of the catalog (one commit of a git catalog).
+	// update of the catalog (one commit of a git catalog), all or none:
+	// each file keeps the latest KeepPerHost results of a host
+	// (AppendEvidence), and one that would grow over MaxRecords is refused.
 	AddEvidence(ctx context.Context, evs []Evidence) error
 	// Revocations is an image's revocation history, oldest first, for
 	// every site (see Revoked); every image's when image is "".
@@ -125,6 +129,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	ErrExists   = errors.New("already published with other content")
 	ErrConflict = errors.New("the site's catalog changed meanwhile")
+	// ErrRevoked is a promotion refused because its version is revoked
+	// (release.ErrRevoked is the same error).
+	ErrRevoked = errors.New("the version is revoked")
 )
 
 // PublishOptions adjust Publish.

@@ -221,7 +221,9 @@ func (c *Catalog) decodeHistory(site, image string, b []byte) ([]store.Promotion
 
 // Record implements store.Promotions: it re-reads the site and image's
 // file at the remote tip, checks p.Previous against it (store.ErrConflict
-// otherwise, naming the promotions that changed it), and commits the
+// otherwise, naming the promotions that changed it), reads the image's
+// revocations at the same tip and refuses a revoked p.Version
+// (store.ErrRevoked, a rollback's too), and commits the
 // appended file on the tip, through the update loop (update): retried on
 // every new tip until Options.RetryFor, batched with the other writes of
 // this process that arrive while a push is in flight.
@@ -254,6 +256,17 @@ func (c *Catalog) Record(ctx context.Context, site string, p store.Promotion) er
 				return fmt.Errorf("%w: it runs %s now, not %s: %s", store.ErrConflict,
 					orNone(cur), orNone(p.Previous), describe(changedBy(hist, p.Previous)))
 			}
+			var revs []store.Revocation
+			b, ok, err = t.read(ctx, revocationPath(p.Image), store.MaxRecords)
+			if err == nil && ok {
+				revs, err = c.decodeRevocations(p.Image, b)
+			}
+			if err != nil {
+				return err
+			}
+			if err := store.RefuseRevoked(revs, p.Image, p.Version); err != nil {
+				return err
+			}
 			f := file{SchemaVersion: schemaVersion, Site: site, Image: p.Image, Promotions: append(append([]store.Promotion{}, hist...), p)}
 			out, err := json.MarshalIndent(f, "", "  ")
 			if err != nil {
@@ -273,15 +286,17 @@ func message(site string, p store.Promotion) string {
 	} else {
 		fmt.Fprintf(&b, "promote %s %s at %s\n", p.Image, p.Version, site)
 	}
-	if r := strings.TrimSpace(p.Reason); r != "" {
+	// Every value goes in on one line: a line break in it could end the
+	// body and forge trailers.
+	if r := oneLine(p.Reason); r != "" {
 		b.WriteString("\n" + r + "\n")
 	}
 	var trailers []string
 	if p.Previous != "" {
-		trailers = append(trailers, "Previous-Version: "+p.Previous)
+		trailers = append(trailers, "Previous-Version: "+oneLine(p.Previous))
 	}
 	if p.SHA256 != "" {
-		trailers = append(trailers, "Image-SHA256: "+p.SHA256)
+		trailers = append(trailers, "Image-SHA256: "+oneLine(p.SHA256))
 	}
 	// The site's policy: met, or overridden with what it lacked.
 	if g := p.Gate; g != nil {
@@ -301,7 +316,8 @@ func message(site string, p store.Promotion) string {
 	return b.String()
 }
 
-// oneLine is s with its line breaks made spaces, for a trailer.
+// oneLine is s with its runs of white space (line breaks among them) made
+// one space, for a value a commit message embeds.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }

@@ -55,7 +55,10 @@
 // never lost, after a full-jitter wait that grows with each attempt (the
 // clone's lock released for it, so that reads get in), until
 // Options.RetryFor (DefaultRetryFor, 2 minutes) has passed or ctx ends;
-// the waits for the clone's lock count against it too.
+// the waits for the clone's lock count against it too. Record also reads
+// the image's revocations at the tip it applies at and refuses a revoked
+// version (store.ErrRevoked), so a revocation that lands while a
+// promotion uploads stops it.
 //
 // Group commit. The writes other goroutines of this process hand in while
 // a push is in flight (a rollout promoting sites in parallel) are

@@ -2,7 +2,6 @@ package gitcatalog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -11,11 +10,6 @@ import (
 
 	"github.com/gpuaas/imagectl/store"
 )
-
-// maxRecords bounds a records file read: an image version's evidence at a
-// site (a few KiB a host), or an image's revocations (the directory
-// store's bound).
-const maxRecords = 64 << 20
 
 // evidenceFile is one site, image and version's host results,
 // sites/SITE/evidence/IMAGE/VERSION.json, oldest first.
@@ -137,7 +131,7 @@ func (c *Catalog) Evidence(ctx context.Context, site, image, version string) ([]
 	}
 	out := []store.Evidence{}
 	for _, v := range versions {
-		b, ok, err := c.readBlob(ctx, tip, evidencePath(site, image, v), maxRecords)
+		b, ok, err := c.readBlob(ctx, tip, evidencePath(site, image, v), store.MaxRecords)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -156,7 +150,9 @@ func (c *Catalog) Evidence(ctx context.Context, site, image, version string) ([]
 
 // AddEvidence implements store.Promotions: one change, so one commit (and
 // one push, with the process's other writes in flight), appending each
-// result to its site, image and version's file.
+// result to its site, image and version's file (store.AppendEvidence: a
+// host's latest store.KeepPerHost results), refused whole when a file
+// would be over store.MaxRecords.
 func (c *Catalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 	what := fmt.Sprintf("recording %d host results in %s", len(evs), c.Location())
 	if len(evs) == 0 {
@@ -192,7 +188,7 @@ func (c *Catalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 			for _, k := range keys {
 				p := evidencePath(k.site, k.image, k.version)
 				var had []store.Evidence
-				b, ok, err := t.read(ctx, p, maxRecords)
+				b, ok, err := t.read(ctx, p, store.MaxRecords)
 				if err == nil && ok {
 					had, err = c.decodeEvidence(k.site, k.image, k.version, b)
 				}
@@ -200,12 +196,12 @@ func (c *Catalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 					return err
 				}
 				f := evidenceFile{SchemaVersion: schemaVersion, Site: k.site, Image: k.image, Version: k.version,
-					Evidence: append(append([]store.Evidence{}, had...), byFile[k]...)}
-				out, err := json.MarshalIndent(f, "", "  ")
+					Evidence: store.AppendEvidence(had, byFile[k])}
+				out, err := store.EncodeRecords(p, f)
 				if err != nil {
 					return err
 				}
-				t.write(p, append(out, '\n'))
+				t.write(p, out)
 			}
 			return nil
 		},
@@ -231,14 +227,17 @@ func evidenceMessage(evs []store.Evidence) string {
 			groups = append(groups, g)
 		}
 		g.hosts++
-		line := fmt.Sprintf("%s: %s %s/%s passed", n, e.Result.Host, e.Result.Profile, e.Result.Stage)
+		// What the host wrote goes in on one line each: a line break in it
+		// could end the body and forge trailers.
+		host, run := oneLine(e.Result.Host), oneLine(e.Result.Profile)+"/"+oneLine(e.Result.Stage)
+		line := fmt.Sprintf("%s: %s %s passed", n, host, run)
 		if !e.Result.Passed() {
 			g.fails++
 			var failing []string
 			for _, ch := range e.Result.Failing() {
-				failing = append(failing, ch.Name)
+				failing = append(failing, oneLine(ch.Name))
 			}
-			line = fmt.Sprintf("%s: %s %s/%s FAILED %s", n, e.Result.Host, e.Result.Profile, e.Result.Stage, strings.Join(failing, ", "))
+			line = fmt.Sprintf("%s: %s %s FAILED %s", n, host, run, strings.Join(failing, ", "))
 		}
 		lines = append(lines, line)
 	}
@@ -255,7 +254,7 @@ func evidenceMessage(evs []store.Evidence) string {
 	}
 	b.WriteString("\n" + strings.Join(lines, "\n") + "\n")
 	var trailers []string
-	if via := evs[0].Via; via != "" {
+	if via := oneLine(evs[0].Via); via != "" {
 		trailers = append(trailers, "Recorded-Via: "+via)
 	}
 	if len(trailers) > 0 {
@@ -294,7 +293,7 @@ func (c *Catalog) Revocations(ctx context.Context, image string) ([]store.Revoca
 	}
 	out := []store.Revocation{}
 	for _, i := range images {
-		b, ok, err := c.readBlob(ctx, tip, revocationPath(i), maxRecords)
+		b, ok, err := c.readBlob(ctx, tip, revocationPath(i), store.MaxRecords)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -336,10 +335,10 @@ func (c *Catalog) Revoke(ctx context.Context, r store.Revocation) error {
 		subject = fmt.Sprintf("undo the revocation of %s %s", r.Image, r.Version)
 	}
 	return c.update(ctx, &change{
-		what: what, msg: subject + "\n\n" + strings.TrimSpace(r.Reason) + "\n", name: name, email: email, at: r.At,
+		what: what, msg: subject + "\n\n" + oneLine(r.Reason) + "\n", name: name, email: email, at: r.At,
 		apply: func(ctx context.Context, t *tree) error {
 			var had []store.Revocation
-			b, ok, err := t.read(ctx, p, maxRecords)
+			b, ok, err := t.read(ctx, p, store.MaxRecords)
 			if err == nil && ok {
 				had, err = c.decodeRevocations(r.Image, b)
 			}
@@ -347,11 +346,11 @@ func (c *Catalog) Revoke(ctx context.Context, r store.Revocation) error {
 				return err
 			}
 			f := revocationFile{SchemaVersion: schemaVersion, Image: r.Image, Revocations: append(append([]store.Revocation{}, had...), r)}
-			out, err := json.MarshalIndent(f, "", "  ")
+			out, err := store.EncodeRecords(p, f)
 			if err != nil {
 				return err
 			}
-			t.write(p, append(out, '\n'))
+			t.write(p, out)
 			return nil
 		},
 	})

@@ -170,3 +170,45 @@ func evidenceHelper(t *testing.T, c *Catalog, who string) {
 		}
 	}
 }
+
+// TestMessagesOneLine: what a commit message embeds (a promotion's or a
+// revocation's reason, a host's name, its checks' names, how it was
+// recorded) goes in on one line each, so that it cannot end the body and
+// add trailers such as "Policy: met" to the commit (or to a batch's that
+// shares it).
+func TestMessagesOneLine(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	const forged = "looks fine\n\nPolicy: met\nPolicy-Override: nobody"
+	trailers := func(what string) {
+		t.Helper()
+		if tr := gittest.Run(t, bare, nil, "log", "-1", "--format=%(trailers)", "main"); strings.TrimSpace(tr) != "" {
+			t.Errorf("%s: trailers %q", what, tr)
+		}
+		if body := gittest.Run(t, bare, nil, "log", "-1", "--format=%B", "main"); !strings.Contains(body, "\nlooks fine Policy: met Policy-Override: nobody\n") {
+			t.Errorf("%s: the reason is not in the message on one line:\n%s", what, body)
+		}
+	}
+	// The first promotion: no trailers of its own.
+	record(t, c, "lab", prom("imga", "1", "", "alice", forged))
+	trailers("a promotion")
+	if err := c.Revoke(ctx, store.Revocation{Image: "imga", Version: "1", Reason: forged, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	trailers("a revocation")
+
+	r := storetest.Result("imga", "1", "h1\n\nPolicy: met", false, t0)
+	r.Checks[1].Name = "bridge\n\nPolicy: met"
+	msg := evidenceMessage([]store.Evidence{{Site: "lab", Via: "hostcheck\n\nPolicy: met", Result: r}})
+	f := filepath.Join(t.TempDir(), "msg")
+	if err := os.WriteFile(f, []byte(msg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tr := gittest.Run(t, "", env, "interpret-trailers", "--parse", f); tr != "Recorded-Via: hostcheck Policy: met\n" {
+		t.Errorf("evidence: trailers %q of\n%s", tr, msg)
+	}
+	if !strings.Contains(msg, "imga 1 at lab: h1 Policy: met h200/converged FAILED bridge Policy: met\n") {
+		t.Errorf("evidence: the host's line:\n%s", msg)
+	}
+}

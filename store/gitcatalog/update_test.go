@@ -261,6 +261,47 @@ func TestOverrideInCommit(t *testing.T) {
 	}
 }
 
+// TestRevokeLandsBeforePush: a revocation pushed from another machine
+// while a promotion of the version is being pushed wins the race; the
+// promotion, applied again at the new tip, reads it there and is refused
+// (store.ErrRevoked), a rollback to a revoked version too.
+func TestRevokeLandsBeforePush(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c, other := open(t, bare, env), open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	record(t, c, "lab", prom("imga", "2", "1", "alice", ""))
+	pushes := 0
+	c.beforePush = func() {
+		if pushes++; pushes == 1 {
+			if err := other.Revoke(ctx, store.Revocation{Image: "imga", Version: "3", Reason: "bad NIC firmware", By: "bob"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	err := c.Record(ctx, "lab", prom("imga", "3", "2", "alice", "the canary"))
+	if !errors.Is(err, store.ErrRevoked) || !strings.Contains(err.Error(), "bad NIC firmware") || pushes != 1 {
+		t.Fatalf("promoting a version revoked meanwhile: %v (%d pushes)", err, pushes)
+	}
+	c.beforePush = nil
+	if err := other.Revoke(ctx, store.Revocation{Image: "imga", Version: "1", Reason: "kernel panic", By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	back := prom("imga", "1", "2", "alice", "")
+	back.Rollback = true
+	if err := c.Record(ctx, "lab", back); !errors.Is(err, store.ErrRevoked) {
+		t.Errorf("rolling back to a revoked version: %v", err)
+	}
+	if h, err := c.History(ctx, "lab", "imga"); err != nil || versions(h) != "1 2" {
+		t.Errorf("history %s %v", versions(h), err)
+	}
+	// Undone, it may be promoted.
+	if err := other.Revoke(ctx, store.Revocation{Image: "imga", Version: "3", Reason: "a false alarm", By: "bob", Undo: true}); err != nil {
+		t.Fatal(err)
+	}
+	record(t, c, "lab", prom("imga", "3", "2", "alice", ""))
+}
+
 // TestLockReleasedForBackoff: between the attempts of a write whose push
 // was refused, the clone's lock is free for the readers sharing it.
 func TestLockReleasedForBackoff(t *testing.T) {

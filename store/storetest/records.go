@@ -49,8 +49,10 @@ func Result(image, version, host string, pass bool, t0 time.Time) validate.Resul
 
 // TestRecords runs the behaviour every store.Promotions keeps for
 // evidence and revocations: round trips and ordering, keys checked, a
-// bad result refused whole, revocation and its undo, and files that are
-// not what the catalog writes refused on read.
+// bad result refused whole, a host's latest results kept, results and
+// files within their bounds, revocation and its undo, a revoked version's
+// promotion refused, and files that are not what the catalog writes
+// refused on read.
 func TestRecords(t *testing.T, r Records) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
@@ -149,6 +151,136 @@ func TestRecords(t *testing.T, r Records) {
 			if _, err := p.Evidence(ctx, k[0], k[1], k[2]); err == nil {
 				t.Errorf("Evidence%q: no error", k)
 			}
+		}
+	})
+
+	t.Run("evidence kept per host", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		// More results of h1 than a file keeps, newest first; one of h2; and
+		// one host renamed, known by its machine id.
+		var evs []store.Evidence
+		n := store.KeepPerHost + 3
+		for i := range n {
+			evs = append(evs, ev("lab", "img", "1", "h1", true, t0.Add(time.Duration(n-i)*time.Minute)))
+		}
+		evs = append(evs, ev("lab", "img", "1", "h2", true, t0))
+		for i := range n {
+			e := ev("lab", "img", "1", fmt.Sprintf("m%d", i), true, t0.Add(time.Duration(i)*time.Minute))
+			e.Result.MachineID = strings.Repeat("0f", 16)
+			evs = append(evs, e)
+		}
+		if err := p.AddEvidence(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		count := func(want string) {
+			t.Helper()
+			got, err := p.Evidence(ctx, "lab", "img", "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h1, machine := map[time.Duration]bool{}, map[string]bool{}
+			for _, e := range got {
+				switch {
+				case e.Result.MachineID != "":
+					machine[e.Result.Host] = true
+				case e.Result.Host == "h1":
+					h1[e.RecordedAt.Sub(t0)/time.Minute] = true
+				}
+			}
+			var oldestH1 time.Duration = 1 << 40
+			for m := range h1 {
+				oldestH1 = min(oldestH1, m)
+			}
+			if s := fmt.Sprintf("%d results, h1 %d from minute %d, the machine %d, m2 %v m3 %v", len(got), len(h1), oldestH1, len(machine), machine["m2"], machine["m3"]); s != want {
+				t.Errorf("kept %s, want %s", s, want)
+			}
+		}
+		k := store.KeepPerHost
+		count(fmt.Sprintf("%d results, h1 %d from minute 4, the machine %d, m2 false m3 true", 2*k+1, k, k))
+		// One more of h1, the latest: its oldest kept goes.
+		if err := p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "1", "h1", false, t0.Add(time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+		count(fmt.Sprintf("%d results, h1 %d from minute 5, the machine %d, m2 false m3 true", 2*k+1, k, k))
+	})
+
+	t.Run("evidence within bounds", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		if err := p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "1", "h0", true, t0)}); err != nil {
+			t.Fatal(err)
+		}
+		big := func(host string, size int) store.Evidence {
+			e := ev("lab", "img", "1", host, true, t0)
+			e.Result.Checks[0].Detail = strings.Repeat("x", size)
+			return e
+		}
+		if err := p.AddEvidence(ctx, []store.Evidence{big("h1", store.MaxEvidenceResult)}); err == nil ||
+			!strings.Contains(err.Error(), fmt.Sprintf("more than the %d a result kept as evidence may be", store.MaxEvidenceResult)) {
+			t.Errorf("a result over the bound: %v", err)
+		}
+		// Results each within the bound, together over a file's: refused
+		// whole, as every later read would refuse the file. (Encoding
+		// 64 MiB takes seconds under the race detector: not with -short.)
+		if !testing.Short() {
+			var evs []store.Evidence
+			for i := range store.MaxRecords/store.MaxEvidenceResult + 2 {
+				evs = append(evs, big(fmt.Sprintf("h%d", i+1), store.MaxEvidenceResult-2048))
+			}
+			if err := p.AddEvidence(ctx, evs); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than the %d a records file may be", store.MaxRecords)) {
+				t.Errorf("a file over the bound: %v", err)
+			}
+		}
+		if got, err := p.Evidence(ctx, "lab", "img", "1"); err != nil || hosts(got) != "1/h0" {
+			t.Errorf("after the refusals: %s %v", hosts(got), err)
+		}
+	})
+
+	t.Run("a revoked version is not recorded", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		history := func() string {
+			h, err := p.History(ctx, "lab", "img")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vs []string
+			for _, pr := range h {
+				vs = append(vs, pr.Version)
+			}
+			return strings.Join(vs, " ")
+		}
+		revoke := func(version string, undo bool) {
+			t.Helper()
+			if err := p.Revoke(ctx, store.Revocation{Image: "img", Version: version, Reason: "bad NIC firmware", By: "bob", At: t0, Undo: undo}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		revoke("2", false)
+		err := p.Record(ctx, "lab", store.Promotion{Image: "img", Version: "2", By: "alice"})
+		if !errors.Is(err, store.ErrRevoked) || !strings.Contains(err.Error(), "bad NIC firmware") {
+			t.Errorf("promoting a revoked version: %v", err)
+		}
+		for _, pr := range []store.Promotion{{Image: "img", Version: "1", By: "alice"}, {Image: "img", Version: "3", Previous: "1", By: "alice"}} {
+			if err := p.Record(ctx, "lab", pr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		revoke("1", false)
+		if err := p.Record(ctx, "lab", store.Promotion{Image: "img", Version: "1", Previous: "3", Rollback: true, By: "alice"}); !errors.Is(err, store.ErrRevoked) {
+			t.Errorf("rolling back to a revoked version: %v", err)
+		}
+		if h := history(); h != "1 3" {
+			t.Errorf("history %s", h)
+		}
+		// Undone, it may be promoted.
+		revoke("2", true)
+		if err := p.Record(ctx, "lab", store.Promotion{Image: "img", Version: "2", Previous: "3", By: "alice"}); err != nil {
+			t.Errorf("promoting a version whose revocation was undone: %v", err)
+		}
+		if h := history(); h != "1 3 2" {
+			t.Errorf("history %s", h)
 		}
 	})
 
