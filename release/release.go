@@ -3,6 +3,7 @@ package release
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -224,6 +225,16 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
 		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: verdict.Gate(o.Reason)}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {
+		if errors.Is(err, store.ErrRevoked) && len(ps) > 0 {
+			// Revoked while it was uploaded: not to be recorded, however
+			// often the command runs.
+			back := "a version that is not revoked"
+			if cur != "" {
+				back = cur + " (what the catalog says it runs)"
+			}
+			return res, fmt.Errorf("%s %s %s at site %s: the deploy profiles select %s, but %w\nnothing is recorded: promote %s at the site to point them back",
+				doing, image, version, o.Site.Name, value, err, back)
+		}
 		if len(ps) > 0 {
 			return res, fmt.Errorf("%s %s %s at site %s: the deploy profiles select %s, but recording the promotion failed: %w\nrun the same command again to record it",
 				doing, image, version, o.Site.Name, value, err)
@@ -250,6 +261,18 @@ func (o Options) now() time.Time {
 func (o Options) followChannel(ctx context.Context, image, version string, res *Result) {
 	ch, ok := store.ChannelsOf(o.Store)
 	if !ok {
+		return
+	}
+	// A revocation that landed since the promotion was recorded: the
+	// channel never points at a revoked version (revoke sets it right).
+	if revoked, err := revokedVersions(ctx, o.Store, image); err != nil || revoked[version].Version != "" {
+		why := fmt.Sprintf("%s %s was revoked after the promotion was recorded", image, version)
+		if err != nil {
+			why = fmt.Sprintf("checking that %s %s is not revoked failed: %v", image, version, err)
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the catalog records %s %s at site %s, but its channel was not pointed at it: %s (imagectl status --site %s shows what to fix)",
+			image, version, o.Site.Name, why, o.Site.Name))
+		res.Channel, _ = ch.Channel(ctx, o.Site.Name, image)
 		return
 	}
 	cur, err := ch.Channel(ctx, o.Site.Name, image)

@@ -3,7 +3,6 @@ package release
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,8 +12,10 @@ import (
 )
 
 // ErrRevoked is what promote and rollouts return (wrapped in a
-// *RevokedError) for a version revoked in the store.
-var ErrRevoked = errors.New("the version is revoked")
+// *RevokedError) for a version revoked in the store: store.ErrRevoked,
+// which the store's Record returns for a version revoked while it was
+// being promoted.
+var ErrRevoked = store.ErrRevoked
 
 // RevokedError is a refusal of a revoked version, naming its revocation.
 type RevokedError struct {
