@@ -21,10 +21,18 @@ import (
 type countingStore struct {
 	store.Store
 	adds int
+	// fail, when set, is AddEvidence's error: a store that cannot record.
+	fail error
 }
 
 func (c *countingStore) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 	c.adds++
+	if c.fail != nil {
+		return c.fail
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return c.Store.AddEvidence(ctx, evs)
 }
 

@@ -223,3 +223,19 @@ printf '{"schema":"imagectl.validate.result/v1","image":"%s","version":"%s","pro
 [ "$failures" = 0 ]
 `
 }
+
+// HoldingScript is ResultScript (nothing fails) that, on the address
+// holdOn, creates the file started and waits while the file hold exists,
+// then exits 1 without a result: a host still running when a check is
+// interrupted.
+func HoldingScript(image, version, holdOn, started, hold string) string {
+	s := ResultScript(image, version, "none")
+	block := `if [ "$(echo "${SSH_CONNECTION:-}" | cut -d' ' -f3)" = '` + holdOn + `' ]; then
+	touch '` + started + `'
+	while [ -e '` + hold + `' ]; do sleep 0.05; done
+	exit 1
+fi
+`
+	i := strings.Index(s, "\n") + 1
+	return s[:i] + block + s[i:]
+}
