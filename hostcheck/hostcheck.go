@@ -23,8 +23,11 @@ const (
 	DefaultUser = "ubuntu"
 	// DefaultParallel is how many hosts are checked at once.
 	DefaultParallel = 8
-	// DefaultConnectTimeout bounds ssh's connection to one host (the
-	// user's ConnectTimeout option wins).
+	// DefaultConnectTimeout bounds ssh's connection to one host. imagectl
+	// passes it as -o ConnectTimeout, which wins over a ConnectTimeout in
+	// the user's ~/.ssh/config (ssh takes an option's first value, and -o
+	// comes before the config files); only an SSHOptions ConnectTimeout,
+	// passed before it, wins over it.
 	DefaultConnectTimeout = 10 * time.Second
 	// DefaultTimeout bounds one host's whole check: the script waits for
 	// Netdata's collectors, a minute by default, and checks the GPUs.
@@ -46,7 +49,8 @@ type Options struct {
 	// runs the script with sudo -n.
 	User string
 	// SSHOptions are "Key=Value" ssh options (-o), after BatchMode=yes and
-	// before imagectl's ConnectTimeout, so that theirs wins.
+	// before imagectl's ConnectTimeout, so that theirs wins (over it and
+	// over the user's ~/.ssh/config).
 	SSHOptions []string
 	// Parallel bounds the hosts checked at once; DefaultParallel when 0.
 	Parallel int
@@ -174,10 +178,11 @@ func Command(host string, o Options) []string {
 
 // Check runs the validation script on every host, o.Parallel at a time,
 // and returns each host's result in the order of hosts. A host that could
-// not be checked has its Error set; the error returned is for options
-// that are wrong (CheckOptions) or for ctx ending, when the hosts not yet
-// checked are not started and those running are stopped (their ssh
-// killed).
+// not be checked has its Error set. The error returned is for options
+// that are wrong (CheckOptions; no results then) or for ctx ending: the
+// hosts not yet checked are not started and those running are stopped
+// (their ssh killed), and the results are returned with the error all the
+// same: those of the hosts that finished, and an Error for each other.
 func Check(ctx context.Context, hosts []string, o Options) ([]HostResult, error) {
 	if err := CheckOptions(hosts, o); err != nil {
 		return nil, err
@@ -212,7 +217,13 @@ func Check(ctx context.Context, hosts []string, o Options) ([]HostResult, error)
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("checking %d hosts: %w", len(hosts), context.Cause(ctx))
+		cause := context.Cause(ctx)
+		for i, h := range hosts {
+			if out[i].Host == "" {
+				out[i] = HostResult{Host: h, Error: fmt.Sprintf("host %s not checked: %v", h, cause)}
+			}
+		}
+		return out, fmt.Errorf("checking %d hosts: %w", len(hosts), cause)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package hostcheck_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -132,6 +133,49 @@ func TestCheckCancel(t *testing.T) {
 	}
 }
 
+// An interrupted check still returns what it has: the result of a host
+// that finished, and for the one stopped, why it has none.
+func TestCheckCancelKeepsFinished(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	started, hold := filepath.Join(dir, "started"), filepath.Join(dir, "hold")
+	writeScript(t, dir, "hold", "")
+	t.Cleanup(func() { os.Remove(hold) })
+	script := writeScript(t, dir, "validate.sh", sshdtest.HoldingScript("img", "1", sshdtest.Hosts[1], started, hold))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	finished := make(chan string, 2)
+	type ret struct {
+		res []hostcheck.HostResult
+		err error
+	}
+	retc := make(chan ret, 1)
+	go func() {
+		res, err := hostcheck.Check(ctx, []string{sshdtest.Hosts[0], sshdtest.Hosts[1]}, hostcheck.Options{
+			Script: script, User: srv.User, SSHOptions: srv.Options, Parallel: 2,
+			Done: func(r hostcheck.HostResult) { finished <- r.Host },
+		})
+		retc <- ret{res, err}
+	}()
+	if h := <-finished; h != sshdtest.Hosts[0] {
+		t.Fatalf("%s finished first", h)
+	}
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		waitABit()
+	}
+	cancel()
+	r := <-retc
+	if r.err == nil || !strings.Contains(r.err.Error(), "context canceled") {
+		t.Fatalf("got %v, want the cancellation", r.err)
+	}
+	if len(r.res) != 2 || r.res[0].Result == nil || !r.res[0].Result.Passed() || r.res[1].Result != nil || r.res[1].Error == "" {
+		t.Fatalf("results: %+v", r.res)
+	}
+}
+
 func TestCheckOptionsRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -166,5 +210,38 @@ func TestCommand(t *testing.T) {
 	}
 	if c := hostcheck.RemoteCommand(hostcheck.Options{Script: "/s", User: "root", Stage: "image"}); c != `'sh' '/s' '--json' '--stage' 'image'` {
 		t.Errorf("root's command: %s", c)
+	}
+}
+
+// The ConnectTimeout as the documentation says, asked of the real ssh
+// (ssh -G prints the configuration it would use): imagectl's wins over
+// the user's ssh config, an --ssh-option wins over both.
+func TestConnectTimeoutPrecedence(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client")
+	}
+	config := writeScript(t, t.TempDir(), "config", "Host *\n  ConnectTimeout 99\n")
+	effective := func(o hostcheck.Options) string {
+		t.Helper()
+		argv := hostcheck.Command("h1", o)
+		// ssh -G -F CONFIG, then imagectl's options and the host.
+		argv = append([]string{argv[0], "-G", "-F", config}, argv[1:len(argv)-1]...)
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", argv, err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(l, "connecttimeout "); ok {
+				return v
+			}
+		}
+		t.Fatalf("ssh -G printed no connecttimeout:\n%s", out)
+		return ""
+	}
+	if got := effective(hostcheck.Options{Script: "/s"}); got != "10" {
+		t.Errorf("with ConnectTimeout 99 in the config: %s, want imagectl's 10", got)
+	}
+	if got := effective(hostcheck.Options{Script: "/s", SSHOptions: []string{"ConnectTimeout=3"}}); got != "3" {
+		t.Errorf("with --ssh-option ConnectTimeout=3: %s, want 3", got)
 	}
 }

@@ -23,6 +23,12 @@ const (
 	ViaAdd       = "evidence add"
 )
 
+// MaxClockSkew is how far ahead of the recording clock a result's
+// Finished may be: a host whose clock runs further ahead is refused (the
+// gate orders results by when they were recorded, never by the host's
+// clock, but a result from the future says the host's clock is wrong).
+const MaxClockSkew = 10 * time.Minute
+
 // Offered is one validation result offered as evidence, and where it came
 // from (a host, a file), for messages.
 type Offered struct {
@@ -53,8 +59,10 @@ type Recorded struct {
 
 // Record records validation results as evidence at o.Site (a site of the
 // sites file), in one AddEvidence call (one commit of a git catalog). It
-// refuses, saying why, each result that is not whole, is not for a
-// version the store holds, whose script_sha256 is not the sha256 of that
+// refuses, saying why, each result that is not whole, did not run on a
+// live host (Live false: a run over an unpacked root), holds no check,
+// finished more than MaxClockSkew after o.Now, is not for a version the
+// store holds, whose script_sha256 is not the sha256 of that
 // version's validation script, or whose profile or stage the version's
 // manifest does not know; the others are recorded, by o.By (else $USER of
 // o.Env) at o.Now, with via (ViaHostcheck, ViaAdd). The error is for what
@@ -92,6 +100,19 @@ func Record(ctx context.Context, offered []Offered, via string, o Options) (*Rec
 		ev := store.Evidence{Site: site, RecordedAt: now, RecordedBy: by, Via: via, Result: *r}
 		if err := ev.Check(); err != nil {
 			refuse("%v", err)
+			continue
+		}
+		if !r.Live {
+			refuse("it is a run over an unpacked root (--root), not on a live host: only a host's own run is evidence")
+			continue
+		}
+		if len(r.Checks) == 0 {
+			refuse("it holds no check: a run that checked nothing is no evidence")
+			continue
+		}
+		if r.Finished.After(now.Add(MaxClockSkew)) {
+			refuse("it finished at %s, more than %s after now (%s): the host's clock runs ahead; set it right (NTP) and check the host again",
+				r.Finished.UTC().Format(time.RFC3339), span(MaxClockSkew), now.Format(time.RFC3339))
 			continue
 		}
 		key := [2]string{r.Image, r.Version}

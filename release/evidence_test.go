@@ -21,10 +21,18 @@ import (
 type countingStore struct {
 	store.Store
 	adds int
+	// fail, when set, is AddEvidence's error: a store that cannot record.
+	fail error
 }
 
 func (c *countingStore) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 	c.adds++
+	if c.fail != nil {
+		return c.fail
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return c.Store.AddEvidence(ctx, evs)
 }
 
@@ -74,6 +82,14 @@ func TestRecordEvidence(t *testing.T) {
 	badStage.Stage = "later"
 	notWhole := result("h7", "1.0.0", sums["1.0.0"], false)
 	notWhole.Host = ""
+	rootRun := result("h9", "1.0.0", sums["1.0.0"], false)
+	rootRun.Live = false
+	empty := result("h10", "1.0.0", sums["1.0.0"], false)
+	empty.Checks, empty.Counts = []validate.Check{}, validate.Counts{}
+	ahead := result("h11", "1.0.0", sums["1.0.0"], false) // finished 11:01, now is 12:00
+	ahead.Started, ahead.Finished = ahead.Started.Add(time.Hour), ahead.Finished.Add(time.Hour+10*time.Minute)
+	slightlyAhead := result("h12", "1.0.0", sums["1.0.0"], false)
+	slightlyAhead.Finished = time.Date(2026, 11, 26, 12, 9, 0, 0, time.UTC)
 	offered := []release.Offered{
 		{From: "h1", Result: result("h1", "1.0.0", sums["1.0.0"], false)},
 		{From: "h2", Result: result("h2", "1.0.0", sums["1.0.0"], true)},
@@ -84,13 +100,17 @@ func TestRecordEvidence(t *testing.T) {
 		{From: "h6", Result: badStage},
 		{From: "h7", Result: notWhole},
 		{From: "h8"},
+		{From: "h9", Result: rootRun},
+		{From: "h10", Result: empty},
+		{From: "h11", Result: ahead},
+		{From: "h12", Result: slightlyAhead},
 	}
 	rec, err := release.Record(ctx, offered, release.ViaHostcheck, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.adds != 1 || len(rec.Recorded) != 3 {
-		t.Fatalf("%d AddEvidence calls recording %d results, want 1 recording 3: %+v", cs.adds, len(rec.Recorded), rec)
+	if cs.adds != 1 || len(rec.Recorded) != 4 {
+		t.Fatalf("%d AddEvidence calls recording %d results, want 1 recording 4: %+v", cs.adds, len(rec.Recorded), rec)
 	}
 	want := map[string]string{
 		"unknown.json":   "demo 9.9.9 is not a version of the store",
@@ -99,6 +119,9 @@ func TestRecordEvidence(t *testing.T) {
 		"h6":             `stage "later" is not one of image, converged`,
 		"h7":             "no host",
 		"h8":             "no validation result",
+		"h9":             "a run over an unpacked root (--root), not on a live host",
+		"h10":            "it holds no check",
+		"h11":            "it finished at 2026-11-26T12:11:00Z, more than 10m after now (2026-11-26T12:00:00Z): the host's clock runs ahead",
 	}
 	if len(rec.Refused) != len(want) {
 		t.Errorf("refused %+v, want %d", rec.Refused, len(want))
@@ -112,7 +135,7 @@ func TestRecordEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 2 || evs[0].RecordedBy != "alice" || evs[0].Via != release.ViaHostcheck || evs[1].Result.Passed() || evs[0].Site != "canary" {
+	if len(evs) != 3 || evs[2].Result.Host != "h12" || evs[0].RecordedBy != "alice" || evs[0].Via != release.ViaHostcheck || evs[1].Result.Passed() || evs[0].Site != "canary" {
 		t.Errorf("demo 1.0.0's evidence at canary: %+v", evs)
 	}
 	got, err := release.EvidenceAt(ctx, cs, []string{"canary", "other"}, "demo", "1.1.0")

@@ -71,13 +71,17 @@ type EvidenceCount struct {
 
 // HostResult is a host's latest result of an evidence rule.
 type HostResult struct {
-	Site      string    `json:"site"`
-	Host      string    `json:"host"`
-	MachineID string    `json:"machine_id,omitempty"`
-	Profile   string    `json:"profile"`
-	Stage     string    `json:"stage"`
-	At        time.Time `json:"at"`
-	Passed    bool      `json:"passed"`
+	Site      string `json:"site"`
+	Host      string `json:"host"`
+	MachineID string `json:"machine_id,omitempty"`
+	Profile   string `json:"profile"`
+	Stage     string `json:"stage"`
+	// At is when the result was recorded (store.Evidence.RecordedAt): the
+	// catalog's clock, which orders a host's results and times the soak.
+	At time.Time `json:"at"`
+	// Finished is when the host says its run finished (its own clock).
+	Finished time.Time `json:"finished"`
+	Passed   bool      `json:"passed"`
 	// Failing are the names of the checks that failed.
 	Failing []string `json:"failing,omitempty"`
 }
@@ -145,10 +149,11 @@ func (o Options) checkPolicy(ctx context.Context, image, version string, skip bo
 // to (site.Policies) at now: the evidence the store holds at the sites the
 // policies name (st.Evidence), the soak, the windows and the freezes. A
 // site with no policy is met. Only the results of this image and version
-// count; a host is its machine id, else its site and host name, and its
-// latest result (by when it finished) of a rule's profile and stage is
-// the one that counts: a host whose latest result failed blocks the
-// promotion, whatever the others say.
+// count; a host is its machine id, else its host name (wherever it
+// reported), and its latest result (by when it was recorded, the catalog's
+// order, never the host's clock) of a rule's profile and stage is the one
+// that counts: a host whose latest result failed blocks the promotion,
+// whatever the others say.
 func Evaluate(ctx context.Context, site *sites.Site, image, version string, st store.Promotions, now time.Time) (*Verdict, error) {
 	v := &Verdict{Site: site.Name, Image: image, Version: version, At: now.UTC(), Met: true}
 	evidence := map[string][]store.Evidence{}
@@ -164,7 +169,7 @@ func Evaluate(ctx context.Context, site *sites.Site, image, version string, st s
 		return evs, nil
 	}
 	for _, p := range site.Policies {
-		var soakResults []HostResult
+		var rules []ruleResults
 		for _, r := range p.Evidence {
 			var results []HostResult
 			for _, s := range r.Sites {
@@ -179,18 +184,21 @@ func Evaluate(ctx context.Context, site *sites.Site, image, version string, st s
 						continue
 					}
 					hr := HostResult{Site: s, Host: res.Host, MachineID: res.MachineID, Profile: res.Profile, Stage: res.Stage,
-						At: res.Finished.UTC(), Passed: res.Passed()}
+						At: e.RecordedAt.UTC(), Finished: res.Finished.UTC(), Passed: res.Passed()}
 					for _, c := range res.Failing() {
 						hr.Failing = append(hr.Failing, c.Name)
 					}
 					results = append(results, hr)
 				}
 			}
-			soakResults = append(soakResults, results...)
+			// The catalog's order: by when each was recorded, a site's in
+			// the order it recorded them.
+			sort.SliceStable(results, func(i, j int) bool { return results[i].At.Before(results[j].At) })
+			rules = append(rules, ruleResults{rule: r, results: results})
 			v.Missing = append(v.Missing, evidenceMissing(p.Owner, r, results)...)
 		}
 		if p.Soak > 0 {
-			if m := soakMissing(p.Owner, p.Soak, soakResults, now); m != nil {
+			if m := soakMissing(p.Owner, p.Soak, rules, now); m != nil {
 				v.Missing = append(v.Missing, *m)
 			}
 		}
@@ -216,22 +224,27 @@ func Evaluate(ctx context.Context, site *sites.Site, image, version string, st s
 	return v, nil
 }
 
-// hostKey is who a host is: its machine id, else its site and name.
-func hostKey(r HostResult) string {
-	if r.MachineID != "" {
-		return "id " + r.MachineID
-	}
-	return "host " + r.Site + "/" + r.Host
+// ruleResults are an evidence rule's results, in the order recorded.
+type ruleResults struct {
+	rule    *sites.EvidenceRule
+	results []HostResult
 }
 
-// latest is each host's latest result of results (by when it finished),
-// in the order of hostKey.
+// hostKey is who a host is: its machine id, else its name, whichever
+// site it reported at (one result added at two sites is one host).
+func hostKey(r HostResult) string {
+	if r.MachineID != "" {
+		return "id " + strings.ToLower(r.MachineID)
+	}
+	return "host " + r.Host
+}
+
+// latest is each host's latest result of results (which are in the order
+// recorded: the last one of a host wins), in the order of hostKey.
 func latest(results []HostResult) []HostResult {
 	by := map[string]HostResult{}
 	for _, r := range results {
-		if prev, ok := by[hostKey(r)]; !ok || !r.At.Before(prev.At) {
-			by[hostKey(r)] = r
-		}
+		by[hostKey(r)] = r
 	}
 	keys := make([]string, 0, len(by))
 	for k := range by {
@@ -286,38 +299,92 @@ func evidenceMissing(owner string, r *sites.EvidenceRule, results []HostResult) 
 	return out
 }
 
-// soakMissing is an unfinished soak: it runs from the first passing
-// result after the latest failing one (a failure restarts it), over every
-// evidence rule of the policy.
-func soakMissing(owner string, soak time.Duration, results []HostResult, now time.Time) *Missing {
-	sort.SliceStable(results, func(i, j int) bool { return results[i].At.Before(results[j].At) })
-	var start *HostResult
-	var lastFail *HostResult
-	for i := range results {
-		r := &results[i]
+// evidenceMet is whether an evidence rule is met by its hosts' latest
+// results: no host failing, and MinHosts passing for each profile.
+func evidenceMet(r *sites.EvidenceRule, hosts map[string]HostResult) bool {
+	profiles := r.Profiles
+	if len(profiles) == 0 {
+		profiles = []string{""}
+	}
+	for _, prof := range profiles {
+		passing := 0
+		for _, h := range hosts {
+			if prof != "" && h.Profile != prof {
+				continue
+			}
+			if !h.Passed {
+				return false
+			}
+			passing++
+		}
+		if passing < r.MinHosts {
+			return false
+		}
+	}
+	return true
+}
+
+// soakMissing is an unfinished soak: it runs from the moment the
+// policy's evidence was last met, that is when, replaying the results in
+// the order recorded, every rule's count of distinct passing hosts reached
+// its MinHosts with no host's latest result failing, after the last time
+// it was not (a failure restarts it).
+func soakMissing(owner string, soak time.Duration, rules []ruleResults, now time.Time) *Missing {
+	type event struct {
+		rule int
+		r    HostResult
+	}
+	var events []event
+	for i, rr := range rules {
+		for _, r := range rr.results {
+			events = append(events, event{i, r})
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].r.At.Before(events[j].r.At) })
+	// hosts are each rule's hosts' latest results so far, ruleMet whether
+	// the rule is met by them.
+	hosts := make([]map[string]HostResult, len(rules))
+	ruleMet := make([]bool, len(rules))
+	for i, rr := range rules {
+		hosts[i] = map[string]HostResult{}
+		ruleMet[i] = rr.rule.MinHosts <= 0
+	}
+	var start, lastFail *HostResult
+	for i := range events {
+		e := &events[i]
+		key := hostKey(e.r)
+		if len(rules[e.rule].rule.Profiles) > 0 {
+			// each profile's latest counts for that profile
+			key = e.r.Profile + " " + key
+		}
+		hosts[e.rule][key] = e.r
+		ruleMet[e.rule] = evidenceMet(rules[e.rule].rule, hosts[e.rule])
+		if !e.r.Passed {
+			lastFail = &e.r
+		}
 		switch {
-		case !r.Passed:
-			start, lastFail = nil, r
+		case slices.Contains(ruleMet, false):
+			start = nil
 		case start == nil:
-			start = r
+			start = &e.r
 		}
 	}
 	m := &Missing{Kind: MissingSoak, Policy: owner}
 	switch {
 	case start == nil && lastFail != nil:
-		m.Line = fmt.Sprintf("soak (%s): %s starts at the next passing result; host %s at %s failed at %s, which restarts it",
+		m.Line = fmt.Sprintf("soak (%s): %s starts when the evidence is met again; host %s at %s failed (recorded %s), which restarts it",
 			owner, span(soak), hostName(*lastFail), lastFail.Site, stamp(lastFail.At))
 	case start == nil:
-		m.Line = fmt.Sprintf("soak (%s): %s starts at the first passing result; there is none yet", owner, span(soak))
+		m.Line = fmt.Sprintf("soak (%s): %s starts when the evidence is met; it is not yet", owner, span(soak))
 	default:
 		end := start.At.Add(soak)
 		if !now.Before(end) {
 			return nil
 		}
 		m.Until = &end
-		since := fmt.Sprintf("host %s at %s passed at %s", hostName(*start), start.Site, stamp(start.At))
-		if lastFail != nil {
-			since += fmt.Sprintf(", after host %s failed at %s", hostName(*lastFail), stamp(lastFail.At))
+		since := fmt.Sprintf("the evidence was met at %s (host %s at %s passed)", stamp(start.At), hostName(*start), start.Site)
+		if lastFail != nil && lastFail.At.Before(start.At) {
+			since += fmt.Sprintf(", after host %s failed (recorded %s)", hostName(*lastFail), stamp(lastFail.At))
 		}
 		m.Line = fmt.Sprintf("soak (%s): %s since %s ends at %s (in %s)", owner, span(soak), since, stamp(end), span(end.Sub(now)))
 	}

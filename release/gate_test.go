@@ -129,9 +129,14 @@ func missingKinds(v *release.Verdict) string {
 	return strings.Join(out, "; ")
 }
 
+const (
+	mid1 = "0123abcd0123abcd0123abcd0123abcd"
+	mid2 = "4567cdef4567cdef4567cdef4567cdef"
+)
+
 // TestEvaluateEvidence: only passing results of the version, profile and
 // stage at the named sites count, once per distinct host (its machine id,
-// else its site and name), by its latest result; a host whose latest
+// else its name), by its latest result; a host whose latest
 // result failed blocks, naming its failed checks.
 func TestEvaluateEvidence(t *testing.T) {
 	ss := policySites(t, `evidence {
@@ -160,16 +165,19 @@ func TestEvaluateEvidence(t *testing.T) {
 	if got := missingKinds(evaluate(t, f1, st, thursday)); got != "evidence slice 1/2; evidence bare-metal 0/2" {
 		t.Fatalf("one host: %s", got)
 	}
-	// The same name at another site is another host; the same machine id
-	// is one host wherever it reports.
+	// The same name at another site is the same host (one result added at
+	// two sites counts once); the same machine id is one host wherever it
+	// reports, whatever its name.
 	addEvidence(t, st, "canary-b",
-		hostResult("a1", "", "slice", "converged", "1.0.0", t0),
-		hostResult("m1", "0123abcd", "bare-metal", "converged", "1.0.0", t0))
-	addEvidence(t, st, "canary-a", hostResult("m1-renamed", "0123abcd", "bare-metal", "converged", "1.0.0", t0.Add(time.Minute)))
-	if got := missingKinds(evaluate(t, f1, st, thursday)); got != "evidence bare-metal 1/2" {
+		hostResult("a1", "", "slice", "converged", "1.0.0", t0.Add(time.Minute)),
+		hostResult("m1", mid1, "bare-metal", "converged", "1.0.0", t0))
+	addEvidence(t, st, "canary-a", hostResult("m1-renamed", mid1, "bare-metal", "converged", "1.0.0", t0.Add(time.Minute)))
+	if got := missingKinds(evaluate(t, f1, st, thursday)); got != "evidence slice 1/2; evidence bare-metal 1/2" {
 		t.Fatalf("distinct hosts: %s", got)
 	}
-	addEvidence(t, st, "canary-b", hostResult("m2", "4567cdef", "bare-metal", "converged", "1.0.0", t0))
+	addEvidence(t, st, "canary-b",
+		hostResult("a2", "", "slice", "converged", "1.0.0", t0.Add(time.Minute)),
+		hostResult("m2", mid2, "bare-metal", "converged", "1.0.0", t0))
 	if v := evaluate(t, f1, st, thursday); !v.Met {
 		t.Fatalf("enough evidence: %v", v.Lines())
 	}
@@ -193,8 +201,8 @@ func TestEvaluateEvidence(t *testing.T) {
 	}
 }
 
-// TestEvaluateSoak: the soak runs from the first passing result; a
-// failing result restarts it from the next pass.
+// TestEvaluateSoak: the soak runs from when the evidence was met; a
+// failing result restarts it from when it is met again.
 func TestEvaluateSoak(t *testing.T) {
 	ss := policySites(t, `evidence {
       sites = ["canary-a"]
@@ -211,7 +219,7 @@ func TestEvaluateSoak(t *testing.T) {
 	if got := missingKinds(v); got != "soak" || !v.Missing[0].Until.Equal(t0.Add(24*time.Hour)) {
 		t.Fatalf("soaking: %s %v", got, v.Missing)
 	}
-	if line := v.Missing[0].Line; line != `soak (group "fleet"): 24h since host a1 at canary-a passed at 2026-11-26T09:00:00Z ends at 2026-11-27T09:00:00Z (in 23h)` {
+	if line := v.Missing[0].Line; line != `soak (group "fleet"): 24h since the evidence was met at 2026-11-26T09:00:00Z (host a1 at canary-a passed) ends at 2026-11-27T09:00:00Z (in 23h)` {
 		t.Errorf("line: %s", line)
 	}
 	if v := evaluate(t, f2, st, t0.Add(24*time.Hour)); !v.Met {
@@ -222,7 +230,7 @@ func TestEvaluateSoak(t *testing.T) {
 	addEvidence(t, st, "canary-a", hostResult("a2", "", "slice", "converged", "1.0.0", t0.Add(2*time.Hour), "nvidia-smi"))
 	v = evaluate(t, f2, st, t0.Add(25*time.Hour))
 	if got := missingKinds(v); got != "failing-host a2@canary-a nvidia-smi; soak" || v.Missing[1].Until != nil ||
-		!strings.Contains(v.Missing[1].Line, "starts at the next passing result; host a2 at canary-a failed at 2026-11-26T11:00:00Z") {
+		!strings.Contains(v.Missing[1].Line, "starts when the evidence is met again; host a2 at canary-a failed (recorded 2026-11-26T11:00:00Z), which restarts it") {
 		t.Fatalf("a failure after the pass: %s %v", got, v.Lines())
 	}
 	addEvidence(t, st, "canary-a", hostResult("a2", "", "slice", "converged", "1.0.0", t0.Add(3*time.Hour)))
@@ -232,6 +240,82 @@ func TestEvaluateSoak(t *testing.T) {
 	}
 	if v := evaluate(t, f2, st, t0.Add(27*time.Hour)); !v.Met {
 		t.Fatalf("soaked again: %v", v.Lines())
+	}
+}
+
+// recordAt records r at a site as recorded at the catalog's time at,
+// whatever the host's clock said.
+func recordAt(t testing.TB, st store.Promotions, site string, at time.Time, r validate.Result) {
+	t.Helper()
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddEvidence(ctx, []store.Evidence{{Site: site, RecordedAt: at, RecordedBy: "ci", Via: "evidence add", Result: r}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEvaluateSoakFromMinHosts: with min_hosts = 2 the soak starts when
+// the second host passes (when the evidence is met), not at the first
+// host's pass.
+func TestEvaluateSoakFromMinHosts(t *testing.T) {
+	ss := policySites(t, `evidence {
+      sites     = ["canary-a", "canary-b"]
+      min_hosts = 2
+    }
+    soak = "24h"`, "", nil)
+	st := store.NewDir(t.TempDir())
+	f2 := site(t, ss, "fleet-2")
+	t0 := thursday.Add(-48 * time.Hour)
+	addEvidence(t, st, "canary-a", hostResult("a1", "", "slice", "converged", "1.0.0", t0))
+	addEvidence(t, st, "canary-b", hostResult("b1", "", "slice", "converged", "1.0.0", t0.Add(23*time.Hour)))
+	v := evaluate(t, f2, st, t0.Add(25*time.Hour))
+	if got := missingKinds(v); got != "soak" || !v.Missing[0].Until.Equal(t0.Add(47*time.Hour)) {
+		t.Fatalf("the second host passed 2h ago: %s %v", got, v.Lines())
+	}
+	if !strings.Contains(v.Missing[0].Line, "since the evidence was met at 2026-11-25T09:00:00Z (host b1 at canary-b passed)") {
+		t.Errorf("line: %s", v.Missing[0].Line)
+	}
+	if v := evaluate(t, f2, st, t0.Add(47*time.Hour)); !v.Met {
+		t.Fatalf("soaked: %v", v.Lines())
+	}
+	// A failure restarts it; a1 passing again meets the evidence again.
+	addEvidence(t, st, "canary-a", hostResult("a1", "", "slice", "converged", "1.0.0", t0.Add(30*time.Hour), "ib-link"))
+	addEvidence(t, st, "canary-a", hostResult("a1", "", "slice", "converged", "1.0.0", t0.Add(31*time.Hour)))
+	v = evaluate(t, f2, st, t0.Add(47*time.Hour))
+	if got := missingKinds(v); got != "soak" || !v.Missing[0].Until.Equal(t0.Add(55*time.Hour)) {
+		t.Fatalf("restarted by a1's failure: %s %v", got, v.Lines())
+	}
+}
+
+// TestEvaluateByRecordedTime: the gate orders a host's results and times
+// the soak by when they were recorded, never by the host's clock: a
+// result dated long ago does not end the soak, and an old pass from a host
+// whose clock ran ahead does not outrank a newer failure.
+func TestEvaluateByRecordedTime(t *testing.T) {
+	ss := policySites(t, `evidence {
+      sites = ["canary-a"]
+    }
+    soak = "24h"`, "", nil)
+	f2 := site(t, ss, "fleet-2")
+
+	st := store.NewDir(t.TempDir())
+	recordAt(t, st, "canary-a", thursday.Add(-time.Hour), hostResult("a1", "", "slice", "converged", "1.0.0", thursday.Add(-72*time.Hour)))
+	v := evaluate(t, f2, st, thursday)
+	if got := missingKinds(v); got != "soak" || !v.Missing[0].Until.Equal(thursday.Add(23*time.Hour)) {
+		t.Fatalf("a result dated 3 days ago, recorded an hour ago: %s %v", got, v.Lines())
+	}
+
+	st = store.NewDir(t.TempDir())
+	t0 := thursday.Add(-48 * time.Hour)
+	recordAt(t, st, "canary-a", t0, hostResult("a1", "", "slice", "converged", "1.0.0", t0.Add(5*time.Hour)))
+	recordAt(t, st, "canary-a", t0.Add(2*time.Hour), hostResult("a1", "", "slice", "converged", "1.0.0", t0.Add(time.Hour), "kubelet"))
+	v = evaluate(t, f2, st, thursday)
+	if got := missingKinds(v); got != "failing-host a1@canary-a kubelet; evidence 0/1; soak" {
+		t.Fatalf("a newer failure after a pass dated later: %s", got)
+	}
+	if h := v.Missing[0].Host; !h.At.Equal(t0.Add(2*time.Hour)) || !h.Finished.Equal(t0.Add(time.Hour)) {
+		t.Errorf("the failing host's times: recorded %s, finished %s", h.At, h.Finished)
 	}
 }
 

@@ -2,6 +2,9 @@ package release
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/gpuaas/imagectl/hostcheck"
 	"github.com/gpuaas/imagectl/validate"
@@ -40,10 +43,21 @@ func (r *HostcheckResult) OK() bool {
 	return true
 }
 
+// RecordAfterInterrupt bounds recording the results of the hosts that
+// finished when the check is interrupted (a second Ctrl-C ends imagectl
+// at once).
+const RecordAfterInterrupt = time.Minute
+
 // Hostcheck runs the validation script of image (HostcheckTarget: "" for
 // the one the site runs) on hosts over ssh (hostcheck.Check, with check's
 // options; its Script is the manifest's) and records every result Record
 // accepts, in one update, as evidence at o.Site, via ViaHostcheck.
+//
+// The results are never thrown away: when ctx ends during the check, the
+// results of the hosts that finished are still recorded (within
+// RecordAfterInterrupt, whatever ctx says), and when recording fails, the
+// hosts' results are returned, none recorded, each saying why; in both
+// cases with the error.
 func Hostcheck(ctx context.Context, hosts []string, image string, check hostcheck.Options, o Options) (*HostcheckResult, error) {
 	// The hosts and options are refused before the store is read.
 	check.Script = ""
@@ -55,9 +69,9 @@ func Hostcheck(ctx context.Context, hosts []string, image string, check hostchec
 		return nil, err
 	}
 	check.Script = t.Script
-	found, err := hostcheck.Check(ctx, hosts, check)
-	if err != nil {
-		return nil, err
+	found, checkErr := hostcheck.Check(ctx, hosts, check)
+	if found == nil {
+		return nil, checkErr
 	}
 	res := &HostcheckResult{Site: o.Site.Name, Target: *t, Hosts: make([]HostcheckEntry, len(found))}
 	var offered []Offered
@@ -70,11 +84,20 @@ func Hostcheck(ctx context.Context, hosts []string, image string, check hostchec
 		}
 	}
 	if len(offered) == 0 {
-		return res, nil
+		return res, checkErr
 	}
-	rec, err := Record(ctx, offered, ViaHostcheck, o)
+	recCtx := ctx
+	if checkErr != nil {
+		var cancel context.CancelFunc
+		recCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), RecordAfterInterrupt)
+		defer cancel()
+	}
+	rec, err := Record(recCtx, offered, ViaHostcheck, o)
 	if err != nil {
-		return nil, err
+		for _, i := range at {
+			res.Hosts[i].Refused = "not recorded: " + err.Error()
+		}
+		return res, errors.Join(checkErr, err)
 	}
 	for _, i := range at {
 		res.Hosts[i].Recorded = true
@@ -84,5 +107,9 @@ func Hostcheck(ctx context.Context, hosts []string, image string, check hostchec
 		h.Recorded, h.Refused = false, ref.Reason
 	}
 	res.Recorded = len(rec.Recorded)
+	if checkErr != nil {
+		return res, fmt.Errorf("%w (%d of the %d results of the hosts that finished were recorded as evidence at site %s)",
+			checkErr, res.Recorded, len(offered), o.Site.Name)
+	}
 	return res, nil
 }

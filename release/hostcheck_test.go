@@ -1,10 +1,13 @@
 package release_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/imagectl/hostcheck"
 	"github.com/gpuaas/imagectl/hostcheck/sshdtest"
@@ -63,6 +66,92 @@ func TestHostcheck(t *testing.T) {
 	}
 	if cs.adds != 1 || res.Recorded != 0 || res.Hosts[0].Recorded || !strings.Contains(res.Hosts[0].Refused, "the host ran another script") {
 		t.Errorf("%d AddEvidence calls, %+v", cs.adds, res.Hosts)
+	}
+}
+
+// hostcheckFixture is a directory store holding demo 1.0.0 whose
+// validation script is body (at dir/validate.sh, where the hosts run it).
+func hostcheckFixture(t *testing.T, body string) (*countingStore, release.Options) {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "validate.sh")
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{Script: body, ScriptPath: script})
+	d := store.NewDir(t.TempDir())
+	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: d}
+	return cs, release.Options{Store: cs, Site: &sites.Site{Name: "canary"}, By: "ci"}
+}
+
+// A store that cannot record: the hosts' results come back all the same,
+// none recorded, each saying why, with the store's error.
+func TestHostcheckStoreFails(t *testing.T) {
+	srv := sshdtest.Start(t)
+	cs, o := hostcheckFixture(t, sshdtest.ResultScript("demo", "1.0.0", sshdtest.Hosts[1]))
+	cs.fail = errors.New("the catalog's remote refused the push")
+	check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged"}
+	res, err := release.Hostcheck(ctx, sshdtest.Hosts, "demo", check, o)
+	if err == nil || !strings.Contains(err.Error(), "refused the push") {
+		t.Fatalf("got %v, want the store's error", err)
+	}
+	if res == nil || len(res.Hosts) != 2 || res.Recorded != 0 || res.OK() {
+		t.Fatalf("result: %+v", res)
+	}
+	for _, h := range res.Hosts {
+		if h.Result == nil || h.Recorded || !strings.Contains(h.Refused, "refused the push") {
+			t.Errorf("host %s: %+v", h.Host, h)
+		}
+	}
+}
+
+// Interrupted while a host still runs: the result of the host that
+// finished is recorded anyway, and returned with the interruption.
+func TestHostcheckInterrupted(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	started, hold := filepath.Join(dir, "started"), filepath.Join(dir, "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(hold) })
+	cs, o := hostcheckFixture(t, sshdtest.HoldingScript("demo", "1.0.0", sshdtest.Hosts[1], started, hold))
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	finished := make(chan string, 2)
+	check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged", Parallel: 2,
+		Done: func(r hostcheck.HostResult) { finished <- r.Host }}
+	type ret struct {
+		res *release.HostcheckResult
+		err error
+	}
+	retc := make(chan ret, 1)
+	go func() {
+		res, err := release.Hostcheck(cctx, sshdtest.Hosts, "demo", check, o)
+		retc <- ret{res, err}
+	}()
+	if h := <-finished; h != sshdtest.Hosts[0] {
+		t.Fatalf("%s finished first", h)
+	}
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	r := <-retc
+	if !errors.Is(r.err, context.Canceled) || !strings.Contains(r.err.Error(), "1 of the 1 results of the hosts that finished were recorded") {
+		t.Fatalf("got %v, want the interruption", r.err)
+	}
+	if r.res == nil || r.res.Recorded != 1 || !r.res.Hosts[0].Recorded || r.res.Hosts[1].Result != nil || r.res.Hosts[1].Error == "" {
+		t.Fatalf("result: %+v", r.res)
+	}
+	evs, err := cs.Evidence(ctx, "canary", "demo", "1.0.0")
+	if err != nil || len(evs) != 1 || evs[0].Result.Host != "host-"+sshdtest.Hosts[0] {
+		t.Fatalf("evidence: %v %+v", err, evs)
 	}
 }
 

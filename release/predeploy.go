@@ -102,11 +102,7 @@ func Predeploy(ctx context.Context, profileName string, o Options) (*PredeployRe
 	}
 	var c *maas.Client
 	for _, image := range images {
-		img, err := o.predeployImage(ctx, image, byImage[image], &c)
-		if err != nil {
-			return nil, err
-		}
-		out.Images = append(out.Images, *img)
+		out.Images = append(out.Images, *o.predeployImage(ctx, image, byImage[image], &c))
 	}
 	out.Ready = true
 	for _, img := range out.Images {
@@ -118,20 +114,23 @@ func Predeploy(ctx context.Context, profileName string, o Options) (*PredeployRe
 }
 
 // predeployImage checks one image and the profiles that follow it; c is
-// the MAAS client, made on first use.
-func (o Options) predeployImage(ctx context.Context, image string, ps []deployProfile, c **maas.Client) (*PredeployImage, error) {
+// the MAAS client, made on first use. What it cannot read is a failing
+// condition, with what to do.
+func (o Options) predeployImage(ctx context.Context, image string, ps []deployProfile, c **maas.Client) *PredeployImage {
 	site := o.Site.Name
 	out := &PredeployImage{Image: image}
 	add := func(c Condition) { out.Conditions = append(out.Conditions, c) }
+	again := fmt.Sprintf("check that the catalog %s answers, then run predeploy again", o.Store.Location())
 	h, err := o.Store.History(ctx, site, image)
 	if err != nil {
-		return nil, fmt.Errorf("predeploy at site %s: %w", site, err)
+		add(Condition{Name: CondPromoted, Detail: fmt.Sprintf("reading site %s's catalog of %s: %v", site, image, err), Fix: again})
+		return out
 	}
 	cur, _ := store.State(h)
 	if cur == "" {
 		add(Condition{Name: CondPromoted, Detail: fmt.Sprintf("the catalog records no version of %s at site %s", image, site),
 			Fix: fmt.Sprintf("imagectl promote %s VERSION --site %s", image, site)})
-		return out, nil
+		return out
 	}
 	// The promotion that made cur current: the last one of it.
 	var p store.Promotion
@@ -141,43 +140,84 @@ func (o Options) predeployImage(ctx context.Context, image string, ps []deployPr
 		}
 	}
 	out.Version = cur
+	promote := fmt.Sprintf("imagectl promote %s %s --site %s", image, cur, site)
+	add(Condition{Name: CondPromoted, OK: true, Detail: fmt.Sprintf("the catalog says site %s runs %s %s, promoted by %s", site, image, cur, p.By)})
 	name := manifest.BareName(p.DistroSeries)
 	if name == "" {
 		// Recorded before promotions kept their distro_series: the store's
 		// manifest names it.
-		v, err := o.Store.Version(ctx, image, cur)
-		if err != nil {
-			return nil, fmt.Errorf("predeploy at site %s: %w", site, err)
+		var err error
+		if name, err = o.storedResourceName(ctx, image, cur); err != nil {
+			add(Condition{Name: CondMAAS, Detail: fmt.Sprintf("which boot resource holds %s %s is unknown: %v", image, cur, err),
+				Fix: fmt.Sprintf("check that the store %s holds %s %s whole (imagectl check %s %s), then run predeploy again", o.Store.Location(), image, cur, image, cur)})
 		}
-		m, err := manifest.Read(v.Manifest)
-		if err != nil {
-			return nil, fmt.Errorf("predeploy at site %s: %w", site, err)
-		}
-		name = resourceName(image, cur, m)
 	}
-	out.BootResource = name
-	promote := fmt.Sprintf("imagectl promote %s %s --site %s", image, cur, site)
-	add(Condition{Name: CondPromoted, OK: true, Detail: fmt.Sprintf("the catalog says site %s runs %s %s, promoted by %s", site, image, cur, p.By)})
-	for _, dp := range ps {
-		cond := Condition{Name: CondProfile, Profile: dp.SiteID + "/" + dp.ProfileID}
-		got, err := dp.c.Get(ctx)
-		switch {
-		case err != nil:
-			cond.Detail = fmt.Sprintf("reading %s: %v", dp, err)
-			cond.Fix = fmt.Sprintf("check the admin API and the token in %s, then run predeploy again", dp.TokenSource())
-		case manifest.SameName(got.DistroSeries, name):
-			cond.OK, cond.Detail = true, fmt.Sprintf("%s selects %s", dp, got.DistroSeries)
-		default:
-			cond.Detail = fmt.Sprintf("%s selects %s, not %s (%s %s)", dp, got.DistroSeries, name, image, cur)
-			cond.Fix = promote
+	if name != "" {
+		out.BootResource = name
+		for _, dp := range ps {
+			add(profileCondition(ctx, dp, name, image, cur, promote))
 		}
-		add(cond)
+		add(o.maasCondition(ctx, c, name, image, p, promote))
 	}
+	revoked, err := revokedVersions(ctx, o.Store, image)
+	if err != nil {
+		add(Condition{Name: CondNotRevoked, Detail: err.Error(), Fix: again})
+	} else if r, ok := revoked[cur]; ok {
+		add(Condition{Name: CondNotRevoked, Detail: fmt.Sprintf("%s %s is revoked (%s)", image, cur, describeRevocation(r)),
+			Fix: fmt.Sprintf("imagectl rollback %s --site %s", image, site)})
+	} else {
+		add(Condition{Name: CondNotRevoked, OK: true, Detail: fmt.Sprintf("%s %s is not revoked", image, cur)})
+	}
+	add(policyCondition(p, image, site))
+	return out
+}
+
+// storedResourceName is the boot resource name of image version, as the
+// store's manifest gives it.
+func (o Options) storedResourceName(ctx context.Context, image, version string) (string, error) {
+	v, err := o.Store.Version(ctx, image, version)
+	if err != nil {
+		return "", err
+	}
+	m, err := manifest.Read(v.Manifest)
+	if err != nil {
+		return "", fmt.Errorf("reading %s %s's manifest: %w", image, version, err)
+	}
+	return resourceName(image, version, m), nil
+}
+
+// profileCondition is whether the deploy profile selects the boot
+// resource name.
+func profileCondition(ctx context.Context, dp deployProfile, name, image, cur, promote string) Condition {
+	cond := Condition{Name: CondProfile, Profile: dp.SiteID + "/" + dp.ProfileID}
+	got, err := dp.c.Get(ctx)
+	switch {
+	case err != nil:
+		cond.Detail = fmt.Sprintf("reading %s: %v", dp, err)
+		cond.Fix = fmt.Sprintf("check the admin API and the token in %s, then run predeploy again", dp.TokenSource())
+	case manifest.SameName(got.DistroSeries, name):
+		cond.OK, cond.Detail = true, fmt.Sprintf("%s selects %s", dp, got.DistroSeries)
+	default:
+		cond.Detail = fmt.Sprintf("%s selects %s, not %s (%s %s)", dp, got.DistroSeries, name, image, cur)
+		cond.Fix = promote
+	}
+	return cond
+}
+
+// maasCondition is whether the site's MAAS holds the boot resource name
+// complete with the promotion's sha256; c is the MAAS client, made on
+// first use.
+func (o Options) maasCondition(ctx context.Context, c **maas.Client, name, image string, p store.Promotion, promote string) Condition {
+	site, cur := o.Site.Name, p.Version
 	cond := Condition{Name: CondMAAS}
 	if *c == nil {
-		if *c, err = o.client(); err != nil {
-			return nil, fmt.Errorf("predeploy at site %s: %w", site, err)
+		cl, err := o.client()
+		if err != nil {
+			cond.Detail = fmt.Sprintf("connecting to site %s's MAAS: %v", site, err)
+			cond.Fix = "check the site's maas_url and its API key (api_key_env) in the sites file and the environment, then run predeploy again"
+			return cond
 		}
+		*c = cl
 	}
 	res, err := (*c).Find(ctx, name, o.Site.Architecture)
 	var f *maas.File
@@ -200,19 +240,7 @@ func (o Options) predeployImage(ctx context.Context, image string, ps []deployPr
 	default:
 		cond.OK, cond.Detail = true, fmt.Sprintf("site %s's MAAS holds %s complete (boot resource %d)", site, name, res.ID)
 	}
-	add(cond)
-	revoked, err := revokedVersions(ctx, o.Store, image)
-	if err != nil {
-		return nil, fmt.Errorf("predeploy at site %s: %w", site, err)
-	}
-	if r, ok := revoked[cur]; ok {
-		add(Condition{Name: CondNotRevoked, Detail: fmt.Sprintf("%s %s is revoked (%s)", image, cur, describeRevocation(r)),
-			Fix: fmt.Sprintf("imagectl rollback %s --site %s", image, site)})
-	} else {
-		add(Condition{Name: CondNotRevoked, OK: true, Detail: fmt.Sprintf("%s %s is not revoked", image, cur)})
-	}
-	add(policyCondition(p, image, site))
-	return out, nil
+	return cond
 }
 
 // policyCondition reads the promotion's gate.

@@ -1,7 +1,10 @@
 package release_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +106,86 @@ func TestPredeployBroken(t *testing.T) {
 			f, ps := promoted(t)
 			tc.break_(t, f, ps)
 			r := predeploy(t, f, "")
+			if got := failing(r); r.Ready || !strings.Contains(got, tc.want) || strings.Count(got, "\n") != 0 {
+				t.Errorf("ready %v, failing:\n%s\nwant one, containing\n%s", r.Ready, got, tc.want)
+			}
+		})
+	}
+}
+
+// readFails is a store whose reads of a history, of revocations or of a
+// version fail with the error set.
+type readFails struct {
+	store.Store
+	history, revocations, version error
+	// noSeries drops the distro series of the promotions read, as those
+	// recorded before promotions kept it: the store's manifest names it.
+	noSeries bool
+}
+
+func (r *readFails) History(ctx context.Context, site, image string) ([]store.Promotion, error) {
+	if r.history != nil {
+		return nil, r.history
+	}
+	h, err := r.Store.History(ctx, site, image)
+	if r.noSeries {
+		for i := range h {
+			h[i].DistroSeries = ""
+		}
+	}
+	return h, err
+}
+
+func (r *readFails) Revocations(ctx context.Context, image string) ([]store.Revocation, error) {
+	if r.revocations != nil {
+		return nil, r.revocations
+	}
+	return r.Store.Revocations(ctx, image)
+}
+
+func (r *readFails) Version(ctx context.Context, image, version string) (*store.Version, error) {
+	if r.version != nil {
+		return nil, r.version
+	}
+	return r.Store.Version(ctx, image, version)
+}
+
+// What predeploy cannot read is a failing condition with its fix, never
+// an error: the deploy workflow always gets the document.
+func TestPredeployReadsFail(t *testing.T) {
+	down := errors.New("the catalog's remote is unreachable")
+	for _, tc := range []struct {
+		name  string
+		setup func(f *fixture) release.Options
+		want  string
+	}{
+		{"history", func(f *fixture) release.Options {
+			o := f.opts
+			o.Store = &readFails{Store: f.store, history: down}
+			return o
+		}, "promoted: reading site sim's catalog of demo: the catalog's remote is unreachable => check that the catalog"},
+		{"revocations", func(f *fixture) release.Options {
+			o := f.opts
+			o.Store = &readFails{Store: f.store, revocations: down}
+			return o
+		}, "not-revoked: reading the revocations of demo: the catalog's remote is unreachable => check that the catalog"},
+		{"manifest", func(f *fixture) release.Options {
+			o := f.opts
+			o.Store = &readFails{Store: f.store, noSeries: true, version: errors.New("demo 1.0.0's manifest is not JSON")}
+			return o
+		}, "maas: which boot resource holds demo 1.0.0 is unknown: demo 1.0.0's manifest is not JSON => check that the store"},
+		{"MAAS key", func(f *fixture) release.Options {
+			o := f.opts
+			o.Env = slices.DeleteFunc(slices.Clone(o.Env), func(kv string) bool { return strings.HasPrefix(kv, "SIM_KEY=") })
+			return o
+		}, "maas: connecting to site sim's MAAS: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := promoted(t)
+			r, err := release.Predeploy(ctx, "", tc.setup(f))
+			if err != nil {
+				t.Fatalf("an error, not a condition: %v", err)
+			}
 			if got := failing(r); r.Ready || !strings.Contains(got, tc.want) || strings.Count(got, "\n") != 0 {
 				t.Errorf("ready %v, failing:\n%s\nwant one, containing\n%s", r.Ready, got, tc.want)
 			}

@@ -345,24 +345,58 @@ func checkPolicySites(p *Policy, declared []string) hcl.Diagnostics {
 
 // Open reports whether t falls in the window, and otherwise when the
 // window next opens after t (always within a week: a window has at least
-// one day).
+// one day). The window is open while the clock of its zone reads one of
+// its days and a time from From to To: on the day summer time starts, a
+// window in the hour that never happens does not open, and one that
+// starts in it opens when the clock jumps past it; on the day it ends,
+// a window in the hour that happens twice is open both times.
 func (w *Window) Open(t time.Time) (open bool, next time.Time) {
+	if w.openAt(t) {
+		return true, time.Time{}
+	}
 	lt := t.In(w.Zone)
 	for d := 0; d <= 8; d++ {
 		day := time.Date(lt.Year(), lt.Month(), lt.Day()+d, 0, 0, 0, 0, w.Zone)
 		if len(w.Days) > 0 && !slices.Contains(w.Days, day.Weekday()) {
 			continue
 		}
-		start := time.Date(day.Year(), day.Month(), day.Day(), w.From/60, w.From%60, 0, 0, w.Zone)
-		end := time.Date(day.Year(), day.Month(), day.Day(), w.To/60, w.To%60, 0, 0, w.Zone)
-		if !t.Before(start) && t.Before(end) {
-			return true, time.Time{}
+		for _, c := range w.starts(day) {
+			if c.After(t) && w.openAt(c) && (next.IsZero() || c.Before(next)) {
+				next = c
+			}
 		}
-		if start.After(t) {
-			return false, start
+		if !next.IsZero() {
+			return false, next
 		}
 	}
 	return false, time.Time{}
+}
+
+// openAt is whether the zone's clock at t reads a day and time of the
+// window.
+func (w *Window) openAt(t time.Time) bool {
+	lt := t.In(w.Zone)
+	if len(w.Days) > 0 && !slices.Contains(w.Days, lt.Weekday()) {
+		return false
+	}
+	m := lt.Hour()*60 + lt.Minute()
+	return m >= w.From && m < w.To
+}
+
+// starts are the instants the window may open on day: when the clock
+// reads From (time.Date's, and the earlier one when From happens twice),
+// and when the zone's offset last changed (the clock jumping past From).
+func (w *Window) starts(day time.Time) []time.Time {
+	s := time.Date(day.Year(), day.Month(), day.Day(), w.From/60, w.From%60, 0, 0, w.Zone)
+	out := []time.Time{s}
+	if zs, _ := s.ZoneBounds(); !zs.IsZero() {
+		out = append(out, zs)
+		_, before := zs.Add(-time.Second).Zone()
+		if _, off := s.Zone(); before > off {
+			out = append(out, s.Add(-time.Duration(before-off)*time.Second))
+		}
+	}
+	return out
 }
 
 // In reports whether t falls in the freeze.

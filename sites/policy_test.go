@@ -1,6 +1,7 @@
 package sites
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -110,6 +111,54 @@ func TestWindowOpen(t *testing.T) {
 		// A window to midnight: open until 24:00, then opens the next day.
 		{late, "2026-11-26T23:59:59Z", true, ""},
 		{late, "2026-11-27T00:00:00Z", false, "2026-11-27T22:00:00Z"},
+	} {
+		open, next := c.w.Open(utc(c.at))
+		if open != c.open || (c.nextOpen == "" && !next.IsZero()) || (c.nextOpen != "" && !next.Equal(utc(c.nextOpen))) {
+			t.Errorf("%s at %s: open %v, next %s; want %v, %s", c.w.Text, c.at, open, next.UTC().Format(time.RFC3339), c.open, c.nextOpen)
+		}
+	}
+	// The changes of summer time in Berlin in 2027: Sunday 2027-03-28
+	// 02:00 CET becomes 03:00 CEST (02:00-02:59 never happen), Sunday
+	// 2027-10-31 03:00 CEST becomes 02:00 CET (02:00-02:59 happen twice).
+	// A window is open while Berlin's clock reads a time in it.
+	daily := func(from, to int) *Window {
+		return &Window{From: from, To: to, Zone: berlin, Text: fmt.Sprintf("%02d:%02d-%02d:%02d Europe/Berlin", from/60, from%60, to/60, to%60)}
+	}
+	gap := daily(2*60, 3*60)        // never open on 2027-03-28
+	intoGap := daily(60, 2*60+30)   // 01:00 CET to the gap
+	fromGap := daily(2*60+30, 4*60) // from the gap to 04:00 CEST
+	twice := daily(2*60, 3*60)      // twice on 2027-10-31
+	after := daily(3*60, 3*60+30)   // once, CET, on 2027-10-31
+	for _, c := range []struct {
+		w        *Window
+		at       string
+		open     bool
+		nextOpen string
+	}{
+		// 01:30 CET: the 02:00-03:00 window does not happen that day; it
+		// opens on Monday at 02:00 CEST.
+		{gap, "2027-03-28T00:30:00Z", false, "2027-03-29T00:00:00Z"},
+		{gap, "2027-03-28T01:00:00Z", false, "2027-03-29T00:00:00Z"},
+		// 01:59 CET is in 01:00-02:30; 03:00 and 03:15 CEST are not.
+		{intoGap, "2027-03-28T00:59:00Z", true, ""},
+		{intoGap, "2027-03-28T01:00:00Z", false, "2027-03-28T23:00:00Z"},
+		{intoGap, "2027-03-28T01:15:00Z", false, "2027-03-28T23:00:00Z"},
+		// 02:30-04:00 opens when the clock jumps to 03:00 CEST, and closes
+		// at 04:00 CEST.
+		{fromGap, "2027-03-28T00:30:00Z", false, "2027-03-28T01:00:00Z"},
+		{fromGap, "2027-03-28T01:00:00Z", true, ""},
+		{fromGap, "2027-03-28T01:59:00Z", true, ""},
+		{fromGap, "2027-03-28T02:00:00Z", false, "2027-03-29T00:30:00Z"},
+		// 01:30 CEST: opens at the first 02:00 (CEST, 00:00 UTC); open
+		// through both 02:00-03:00, closed at 03:00 CET.
+		{twice, "2027-10-30T23:30:00Z", false, "2027-10-31T00:00:00Z"},
+		{twice, "2027-10-31T00:30:00Z", true, ""},
+		{twice, "2027-10-31T01:00:00Z", true, ""},
+		{twice, "2027-10-31T01:59:00Z", true, ""},
+		{twice, "2027-10-31T02:00:00Z", false, "2027-11-01T01:00:00Z"},
+		// 03:00-03:30 happens once, in CET.
+		{after, "2027-10-31T00:30:00Z", false, "2027-10-31T02:00:00Z"},
+		{after, "2027-10-31T02:10:00Z", true, ""},
 	} {
 		open, next := c.w.Open(utc(c.at))
 		if open != c.open || (c.nextOpen == "" && !next.IsZero()) || (c.nextOpen != "" && !next.Equal(utc(c.nextOpen))) {

@@ -39,7 +39,8 @@ type Result struct {
 	Version string `json:"version"`
 	Profile string `json:"profile"`
 	Stage   string `json:"stage"`
-	// Host is the host's name (uname -n), MachineID its /etc/machine-id.
+	// Host is the host's name (uname -n: letters, digits, '.', '_', '-'),
+	// MachineID its /etc/machine-id (32 hex digits), "" when it has none.
 	Host      string `json:"host"`
 	MachineID string `json:"machine_id,omitempty"`
 	// Live is false for a run over an unpacked root (--root).
@@ -104,7 +105,14 @@ func (r *Result) Failing() []Check {
 	return out
 }
 
-var reSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var (
+	reSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// reHost is a host name as uname -n gives it: letters, digits, '.',
+	// '_' and '-', at most 253 bytes (a DNS name's bound).
+	reHost = regexp.MustCompile(`^[A-Za-z0-9._-]{1,253}$`)
+	// reMachineID is /etc/machine-id: 32 hex digits.
+	reMachineID = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
+)
 
 // ParseResult reads a result document strictly: one JSON value of this
 // schema, no unknown field, at most MaxResult bytes, and counts that agree
@@ -141,6 +149,12 @@ func (r *Result) Check() error {
 		if f.v == "" {
 			errs = append(errs, fmt.Errorf("no %s", f.name))
 		}
+	}
+	if r.Host != "" && !reHost.MatchString(r.Host) {
+		errs = append(errs, fmt.Errorf("host %q is not a host name (at most 253 letters, digits, '.', '_' or '-')", r.Host))
+	}
+	if r.MachineID != "" && !reMachineID.MatchString(r.MachineID) {
+		errs = append(errs, fmt.Errorf("machine_id %q is not a machine id (32 hex digits)", r.MachineID))
 	}
 	if !reSHA256.MatchString(r.ScriptSHA256) {
 		errs = append(errs, fmt.Errorf("script_sha256 %q is not a sha256", r.ScriptSHA256))

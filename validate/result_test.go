@@ -259,9 +259,10 @@ func TestResultImageFromTheMarker(t *testing.T) {
 
 // hostileCommand prints, and fails with, what a check's detail may carry:
 // quotes, a backslash, tab, newline, control bytes, DEL, bytes that are not
-// UTF-8 (a lone \377, a cut sequence, an overlong and a surrogate) and
-// valid multibyte characters.
-const hostileCommand = `printf '%s\n' 'q"b\s	t' "$(printf 'n\001c\177d\377e\342\202f\300\257g\355\240\200h\303\251 \360\237\230\200')"; exit 3`
+// UTF-8 (a lone \377, a cut sequence, an overlong and a surrogate), valid
+// multibyte characters, and the bytes \036 and \037 (which once separated
+// the script's values).
+const hostileCommand = `printf '%s\n' 'q"b\s	t' "$(printf 'n\001c\177d\377e\342\202f\300\257g\355\240\200h\303\251 \360\237\230\200r\036u\037v')"; exit 3`
 
 // TestResultEscapesWhatADetailCarries: every byte a check's output can
 // carry round-trips as the text line shows it, in a document that is
@@ -282,7 +283,7 @@ func TestResultEscapesWhatADetailCarries(t *testing.T) {
 				h := convergedHost(t, awk)
 				text := textOutcome(t, h.runWith(sh, m))
 				l := text.get(t, "command:hostile \"\\\x01\xff")
-				if b := `q"b\s` + "\tt\nn\x01c\x7fd\xffe\xe2\x82f\xc0\xafg\xed\xa0\x80h\u00e9 \U0001F600"; !strings.HasSuffix(l.detail, b) {
+				if b := `q"b\s` + "\tt\nn\x01c\x7fd\xffe\xe2\x82f\xc0\xafg\xed\xa0\x80h\u00e9 \U0001F600r\x1eu\x1fv"; !strings.HasSuffix(l.detail, b) {
 					t.Fatalf("the line's detail %q does not end in %q", l.detail, b)
 				}
 				r := h.runWith(sh, m, "--json")
@@ -291,7 +292,7 @@ func TestResultEscapesWhatADetailCarries(t *testing.T) {
 				if r.code != 1 || text.code != 1 {
 					t.Errorf("exit %d, text %d", r.code, text.code)
 				}
-				for _, b := range []byte{0x01, 0x7f, 0xff, '\t'} {
+				for _, b := range []byte{0x01, 0x7f, 0xff, '\t', 0x1e, 0x1f} {
 					if strings.IndexByte(r.stdout, b) >= 0 {
 						t.Errorf("byte %#x is in the document as it is:\n%q", b, r.stdout)
 					}
@@ -510,5 +511,104 @@ func TestResultOfAGPUHost(t *testing.T) {
 	if r.code != 1 || res.Passed() || len(f) != 1 || f[0].Name != "gpu:ecc-errors" || !strings.Contains(f[0].Detail, "GPU 2: 4 uncorrected") ||
 		f[0].Remediation == "" || f[0].Remediation != text.get(t, "gpu:ecc-errors").remediation {
 		t.Errorf("exit %d, failing %+v:\n%s", r.code, f, r.stdout)
+	}
+}
+
+// TestResultStateDirNotRedirected: a directory of the state directory's
+// path that is a symbolic link, or owned by another user, is a WARN and
+// nothing is written through it.
+func TestResultStateDirNotRedirected(t *testing.T) {
+	t.Parallel()
+	args := []string{"--profile", "slice", "--stage", "converged"}
+	for _, c := range []struct {
+		name  string
+		setup func(h *host) string // where a redirected write would land
+	}{
+		{"symlinked parent", func(h *host) string {
+			elsewhere := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(h.root, "var/lib"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, filepath.Join(h.root, "var/lib/imagectl")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(elsewhere, "validate")
+		}},
+		{"symlinked state dir", func(h *host) string {
+			elsewhere := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(h.root, "var/lib/imagectl"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, filepath.Join(h.root, StateDir)); err != nil {
+				t.Fatal(err)
+			}
+			return elsewhere
+		}},
+		{"owned by another user", func(h *host) string {
+			if os.Geteuid() != 0 {
+				t.Skip("changing a directory's owner needs root")
+			}
+			dir := filepath.Join(h.root, StateDir)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(h.root, "var/lib/imagectl"), 4242, 4242); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := convergedHost(t, "awk")
+			target := c.setup(h)
+			o := textOutcome(t, h.runWith([]string{"sh"}, profilesManifest(), args...))
+			if o.code != 0 || len(o.failed()) != 0 {
+				t.Fatalf("exit %d:\n%s%s", o.code, o.out, o.stderr)
+			}
+			o.expect(t, "state-dir", "WARN", "the result is not kept in "+StateDir)
+			if entries, _ := os.ReadDir(target); len(entries) != 0 {
+				t.Errorf("%s holds %v: the result was written through the redirection", target, entries)
+			}
+		})
+	}
+}
+
+// TestResultHostAndMachineID: a result's host is a host name and its
+// machine id 32 hex digits (or none): what a host supplies goes into
+// commit messages and keys, and a newline there could forge a trailer.
+func TestResultHostAndMachineID(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	whole := Result{Schema: ResultSchema, Image: "h200", Version: "2.0.0", Profile: "slice", Stage: "converged",
+		Host: "gpu-01.rack_3", MachineID: machineID, Live: true, Started: now, Finished: now,
+		ScriptSHA256: strings.Repeat("ab", 32), Checks: []Check{{Status: StatusPass, Name: "x"}}, Counts: Counts{Checks: 1}}
+	if err := whole.Check(); err != nil {
+		t.Fatal(err)
+	}
+	noID := whole
+	noID.MachineID = ""
+	if err := noID.Check(); err != nil {
+		t.Errorf("no machine id: %v", err)
+	}
+	for _, c := range []struct{ host, id, want string }{
+		{"gpu-01\nPolicy: overridden", machineID, "host"},
+		{"gpu 01", machineID, "host"},
+		{"gpu-01;rm", machineID, "host"},
+		{strings.Repeat("a", 254), machineID, "host"},
+		{"gpu-01", "0123", "machine_id"},
+		{"gpu-01", "uninitialized", "machine_id"},
+		{"gpu-01", machineID + "\n", "machine_id"},
+		{"gpu-01", strings.Repeat("g", 32), "machine_id"},
+	} {
+		r := whole
+		r.Host, r.MachineID = c.host, c.id
+		if err := r.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("host %q machine id %q: %v, want a refusal naming %s", c.host, c.id, err, c.want)
+		}
+	}
+	long := whole
+	long.Host = strings.Repeat("a", 253)
+	if err := long.Check(); err != nil {
+		t.Errorf("a 253-byte host name: %v", err)
 	}
 }

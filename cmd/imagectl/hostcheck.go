@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -38,8 +39,9 @@ func newHostcheckCmd(env []string) *cobra.Command {
 manifest names) on each HOST over your OpenSSH client, as
 "sudo -n sh SCRIPT --json --profile P --stage S" (without sudo as root),
 --parallel hosts at a time. ssh runs with BatchMode=yes and a 10 s
-ConnectTimeout; your ~/.ssh/config applies, and --ssh-option KEY=VALUE
-passes -o options (they win over the ConnectTimeout; host keys are checked
+ConnectTimeout (over any ConnectTimeout in your ~/.ssh/config); the rest of
+your ~/.ssh/config applies, and --ssh-option KEY=VALUE passes -o options
+(they win over the ConnectTimeout and your config; host keys are checked
 as your config says). The image is --image, else the one image the site's
 catalog says the site runs; the script's path comes from the manifest of
 the version the site runs, else the store's latest.
@@ -49,8 +51,9 @@ remediations, and records every result that is for a version the store
 holds and ran that version's validation script (see "imagectl evidence
 add") as evidence at the site, all in one update of the catalog. A host
 that could not be reached, or whose output is not a validation result, is
-reported and not recorded. It exits 0 when every host passed and was
-recorded, 1 otherwise.`,
+reported and not recorded. Interrupted (Ctrl-C), it still records and
+prints the results of the hosts that finished. It exits 0 when every host
+passed and was recorded, 1 otherwise.`,
 		Example: `  imagectl hostcheck gpu-node-01 gpu-node-02 --site maas280 --stage converged
   imagectl hostcheck 10.0.4.17 --site maas280 --image gpuaas-h200-host-ubuntu2404 --profile slice --ssh-option ProxyJump=bastion`,
 		Args: cobra.MinimumNArgs(1),
@@ -105,10 +108,15 @@ func runHostcheck(ctx context.Context, f *hostcheckFlags, args []string, s strea
 		}
 	}
 	res, err := release.Hostcheck(ctx, args, f.image, check, release.Options{Store: st, Site: site, Env: env, By: f.by})
-	if err != nil {
+	if res == nil {
 		return err
 	}
-	if err := f.output.print(s.out, res, func(w io.Writer) error { return hostcheckText(w, res) }); err != nil {
+	// Interrupted, or the store failed: what the hosts said is printed all
+	// the same, then the error.
+	if perr := f.output.print(s.out, res, func(w io.Writer) error { return hostcheckText(w, res) }); perr != nil {
+		return errors.Join(err, perr)
+	}
+	if err != nil {
 		return err
 	}
 	if !res.OK() {

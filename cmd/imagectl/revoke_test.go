@@ -35,6 +35,20 @@ func TestRevokeCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "site sim is ready to deploy") {
 		t.Fatalf("predeploy before: exit %d\n%s%s", code, out, errs)
 	}
+	// What predeploy cannot read (no MAAS API key here) is a failing
+	// condition: the deploy workflow gets the document, and exit 1.
+	var noKey []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "SIM_MAAS_KEY=") {
+			noKey = append(noKey, kv)
+		}
+	}
+	out, errs, code = imagectl(t, noKey, "predeploy", "--site", "sim", "-o", "json")
+	var unread release.PredeployResult
+	if err := json.Unmarshal([]byte(out), &unread); err != nil || code != 1 || unread.Ready || len(unread.Images) != 1 ||
+		!strings.Contains(out, "connecting to site sim") {
+		t.Fatalf("predeploy without the MAAS key: exit %d %v\n%s%s", code, err, out, errs)
+	}
 
 	if _, errs, code := run("revoke", "demo", "1.2.0"); code == 0 || !strings.Contains(errs, `"reason" not set`) {
 		t.Errorf("revoke without a reason: exit %d\n%s", code, errs)

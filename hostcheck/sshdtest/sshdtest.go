@@ -210,6 +210,7 @@ done
 sha=$(sha256sum "$0" | cut -d' ' -f1)
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 server=$(echo "${SSH_CONNECTION:-}" | cut -d' ' -f3)
+machine_id=$(printf '%s' "$server" | sha256sum | cut -c1-32)
 checks='{"status":"PASS","check":"build-marker","detail":"present"}'
 failures=0
 if [ "$server" = ` + failOn + ` ]; then
@@ -217,8 +218,24 @@ if [ "$server" = ` + failOn + ` ]; then
 	failures=1
 fi
 n=$((failures + 1))
-printf '{"schema":"imagectl.validate.result/v1","image":"%s","version":"%s","profile":"%s","stage":"%s","host":"host-%s","machine_id":"0123","live":true,"started":"%s","finished":"%s","script_sha256":"%s","checks":[%s],"counts":{"checks":%d,"failures":%d,"warnings":0}}\n' \
-	` + image + ` ` + version + ` "$profile" "$stage" "$server" "$now" "$now" "$sha" "$checks" "$n" "$failures"
+printf '{"schema":"imagectl.validate.result/v1","image":"%s","version":"%s","profile":"%s","stage":"%s","host":"host-%s","machine_id":"%s","live":true,"started":"%s","finished":"%s","script_sha256":"%s","checks":[%s],"counts":{"checks":%d,"failures":%d,"warnings":0}}\n' \
+	` + image + ` ` + version + ` "$profile" "$stage" "$server" "$machine_id" "$now" "$now" "$sha" "$checks" "$n" "$failures"
 [ "$failures" = 0 ]
 `
+}
+
+// HoldingScript is ResultScript (nothing fails) that, on the address
+// holdOn, creates the file started and waits while the file hold exists,
+// then exits 1 without a result: a host still running when a check is
+// interrupted.
+func HoldingScript(image, version, holdOn, started, hold string) string {
+	s := ResultScript(image, version, "none")
+	block := `if [ "$(echo "${SSH_CONNECTION:-}" | cut -d' ' -f3)" = '` + holdOn + `' ]; then
+	touch '` + started + `'
+	while [ -e '` + hold + `' ]; do sleep 0.05; done
+	exit 1
+fi
+`
+	i := strings.Index(s, "\n") + 1
+	return s[:i] + block + s[i:]
 }

@@ -132,20 +132,22 @@ result() {
 	WARN) WARNINGS=$((WARNINGS + 1)); set -- "$1" "$2" "$3" ;;
 	*) set -- "$1" "$2" "$3" ;;
 	esac
-	out=$(printf '%s\037' "$@" | LC_ALL=C awk "$JSON_AWK"'
-	BEGIN { RS = "\036"; split("status check detail remediation", key, " "); json_init() } {
-		n = split($0, value, "\037")
+	# The values reach awk through its environment, byte for byte: no
+	# separator a value could hold.
+	out=$(LC_ALL=C V_N=$# V_1=$1 V_2=$2 V_3=$3 V_4=${4-} awk "$JSON_AWK"'
+	BEGIN {
+		split("status check detail remediation", key, " "); json_init()
 		line = "IMAGECTL_VALIDATE"
 		obj = ""
-		for (i = 1; i < n; i++) {
-			v = value[i]
+		for (i = 1; i <= ENVIRON["V_N"]; i++) {
+			v = ENVIRON["V_" i]
 			obj = obj (i > 1 ? ", " : "") "\"" key[i] "\": " json(v)
 			gsub(/%/, "%25", v); gsub(/ /, "%20", v); gsub(/\t/, "%09", v); gsub(/\n/, "%0A", v)
 			line = line " " key[i] "=" v
 		}
 		print line
 		print "{" obj "}"
-	}')
+	}' </dev/null)
 	[ "$JSON" = 1 ] || printf '%s\n' "${out%%"$NL"*}"
 	CHECKS_JSON=$CHECKS_JSON${CHECKS_JSON:+$NL}${out#*"$NL"}
 }
@@ -206,7 +208,10 @@ result_facts() {
 	RUN_VERSION=$(marker_image version)
 	HOST=$(uname -n 2>/dev/null)
 	MACHINE_ID=$(head -n 1 "$ROOT/etc/machine-id" 2>/dev/null)
+	# /etc/machine-id is 32 hex digits; anything else ("uninitialized", an
+	# emptied file) is no machine id.
 	case $MACHINE_ID in *[!0-9a-f]* | "") MACHINE_ID= ;; esac
+	[ "${#MACHINE_ID}" -eq 32 ] || MACHINE_ID=
 	SCRIPT_SHA256=$(script_sha256)
 	case $SCRIPT_SHA256 in
 	*[!0-9a-f]* | "")
@@ -220,15 +225,15 @@ result_facts() {
 result_json() {
 	live=false
 	[ "$LIVE" = 1 ] && live=true
-	printf '%s\037' "$RESULT_SCHEMA" "${RUN_IMAGE:-$IMAGE}" "${RUN_VERSION:-$VERSION}" "$PROFILE" "$STAGE" "$HOST" "$MACHINE_ID" \
-		"$STARTED" "$FINISHED" "$SCRIPT_SHA256" | LC_ALL=C awk -v live="$live" "$JSON_AWK"'
-	BEGIN { RS = "\036"; split("schema image version profile stage host machine_id started finished script_sha256", key, " "); json_init() } {
-		split($0, value, "\037")
+	LC_ALL=C V_1=$RESULT_SCHEMA V_2=${RUN_IMAGE:-$IMAGE} V_3=${RUN_VERSION:-$VERSION} V_4=$PROFILE V_5=$STAGE \
+		V_6=$HOST V_7=$MACHINE_ID V_8=$STARTED V_9=$FINISHED V_10=$SCRIPT_SHA256 awk -v live="$live" "$JSON_AWK"'
+	BEGIN {
+		split("schema image version profile stage host machine_id started finished script_sha256", key, " "); json_init()
 		print "{"
-		for (i = 1; i <= 7; i++) print "  \"" key[i] "\": " json(value[i]) ","
+		for (i = 1; i <= 7; i++) print "  \"" key[i] "\": " json(ENVIRON["V_" i]) ","
 		print "  \"live\": " live ","
-		for (i = 8; i <= 10; i++) print "  \"" key[i] "\": " json(value[i]) ","
-	}'
+		for (i = 8; i <= 10; i++) print "  \"" key[i] "\": " json(ENVIRON["V_" i]) ","
+	}' </dev/null
 	if [ -z "$CHECKS_JSON" ]; then
 		echo '  "checks": [],'
 	else
@@ -247,22 +252,41 @@ result_json() {
 
 # save_result: keeps the result document as STATE_DIR/result.json and
 # result-PROFILE-STAGE.json under ROOT, each written whole (a temporary
-# file renamed over it, mode 0644, the directory 0755). Failing to is a
+# file made by mktemp, renamed over it, mode 0644, the directory 0755).
+# Each directory of STATE_DIR under ROOT must be a directory, not a
+# symbolic link, owned by the user running the script (root on a host), so
+# that nobody else can redirect the documents. Failing to keep them is a
 # WARN, never the verdict.
 save_result() {
 	doc=$(result_json)
-	if ! err=$(save_to "$ROOT$STATE_DIR" "$doc" 2>&1); then
+	if ! err=$(save_to "$doc" 2>&1); then
 		result WARN state-dir "the result is not kept in $STATE_DIR: ${err:-it could not be written}"
 	fi
 }
 
 save_to() (
 	umask 022
-	mkdir -p -- "$1" && chmod 0755 -- "$1" || exit 1
+	uid=$(id -u) || exit 1
+	dir=$ROOT
+	rest=${STATE_DIR#/}
+	while [ -n "$rest" ]; do
+		dir=$dir/${rest%%/*}
+		case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+		if [ -L "$dir" ]; then
+			echo "$dir is a symbolic link"
+			exit 1
+		fi
+		mkdir -p -- "$dir" || exit 1
+		owner=$(stat -c %u -- "$dir")
+		if [ -L "$dir" ] || [ ! -d "$dir" ] || [ "$owner" != "$uid" ]; then
+			echo "$dir is not a directory owned by uid $uid (owner ${owner:-unknown})"
+			exit 1
+		fi
+	done
+	chmod 0755 -- "$dir" || exit 1
 	for name in "result-$PROFILE-$STAGE.json" result.json; do
-		tmp=$1/.$name.$$
-		rm -f -- "$tmp"
-		if ! (set -C && printf '%s\n' "$2" >"$tmp") || ! chmod 0644 -- "$tmp" || ! mv -f -- "$tmp" "$1/$name"; then
+		tmp=$(mktemp "$dir/.$name.XXXXXX") || exit 1
+		if ! printf '%s\n' "$1" >"$tmp" || ! chmod 0644 -- "$tmp" || ! mv -f -- "$tmp" "$dir/$name"; then
 			rm -f -- "$tmp"
 			exit 1
 		fi
