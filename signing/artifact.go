@@ -191,11 +191,47 @@ func (r *Report) Err() error {
 // in the report (see Report.Err); the error is for what stopped it from
 // checking at all, such as an unreadable tgz.
 func VerifyArtifact(ctx context.Context, v *Verifier, tarball, manifestPath string) (*Report, error) {
+	if r := sizeMismatch(v, tarball, manifestPath); r != nil {
+		return r, nil
+	}
 	td, err := digest.File(ctx, tarball)
 	if err != nil {
 		return nil, fmt.Errorf("verifying: %w", err)
 	}
 	return verifyArtifact(ctx, v, tarball, td, manifestPath)
+}
+
+// hashAnyway is the size under which a tgz is hashed even when its size
+// is not its manifest's: hashing it costs nothing, and the report then
+// says which of its signatures fail.
+const hashAnyway = 64 << 20
+
+// sizeMismatch is the report on a tgz of hashAnyway bytes or more whose
+// size is not the one its (readable) manifest records, made without
+// hashing the tgz: it cannot be the tgz that was signed, and hashing it
+// would take long. nil when the sizes agree, the tgz is small, or either
+// cannot be read (VerifyArtifact then says why in full).
+func sizeMismatch(v *Verifier, tarball, manifestPath string) *Report {
+	fi, err := os.Stat(tarball)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < hashAnyway {
+		return nil
+	}
+	mb, err := readlimit.File(manifestPath, manifest.MaxSize)
+	if err != nil {
+		return nil
+	}
+	m, err := manifest.Parse(mb)
+	if err != nil || m.Artifact == nil || m.Artifact.Size == fi.Size() {
+		return nil
+	}
+	why := fmt.Sprintf("%s is %d bytes, which does not match the %d bytes its manifest %s records: it is not the tgz that was signed (not hashed)",
+		tarball, fi.Size(), m.Artifact.Size, manifestPath)
+	sig, _ := manifest.Signatures(tarball)
+	r := &Report{Tarball: tarball, Manifest: manifestPath, Size: fi.Size()}
+	r.Checks = append(r.Checks, Check{Name: "tarball signature", File: sig, Error: why})
+	r.Checks = append(r.Checks, v.verifyFile("manifest", manifestPath, digest.Bytes(mb))...)
+	r.Checks = append(r.Checks, Check{Name: "manifest matches tarball", File: manifestPath, Error: why})
+	return r
 }
 
 // VerifyArtifactDigest is VerifyArtifact for a tgz whose sha256 and size

@@ -279,3 +279,30 @@ func mustHex(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// A large tgz whose size is not its manifest's is refused without being
+// hashed (the report has no sha256), its manifest still checked; a small
+// one is hashed, so the report says which signatures fail (see
+// TestVerifyArtifactFailures).
+func TestVerifyRefusesLargeWrongSizeUnhashed(t *testing.T) {
+	k := newKeys(t)
+	_, tgz, man := signedArtifact(t, k)
+	if err := os.Truncate(tgz, 1<<30); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	r, err := signing.VerifyArtifact(context.Background(), k.verifier, tgz, man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verified || r.SHA256 != "" || r.Size != 1<<30 {
+		t.Fatalf("verified %v, sha256 %q, size %d: want refused, not hashed", r.Verified, r.SHA256, r.Size)
+	}
+	status := map[string]string{}
+	for _, c := range r.Checks {
+		status[c.Name] = c.Error
+	}
+	if status["manifest signature"] != "" || !strings.Contains(status["manifest matches tarball"], "not hashed") ||
+		!strings.Contains(status["tarball signature"], "does not match the") {
+		t.Errorf("checks %+v", r.Checks)
+	}
+}
