@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/attest"
 	"github.com/gpuaas/imagectl/builder/base"
 	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/pack"
@@ -52,6 +53,13 @@ type BuildOptions struct {
 	ParentVersion string
 	// LayerCache is the layer cache's directory; "" builds without it.
 	LayerCache string
+	// PackageCache is the package cache's directory (builder/debcache):
+	// packages steps fetch their archives on the host into it; "" leaves
+	// every download to the appliance's apt.
+	PackageCache string
+	// Env is the environment whose http_proxy, https_proxy and no_proxy
+	// the package cache's fetches go through.
+	Env []string
 	// Refresh rebuilds every layer, replacing what the cache holds.
 	Refresh bool
 	// CacheMaxAge bounds the age of cached layers that install packages or
@@ -127,6 +135,9 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 	b.m = plan.Manifest.Clone()
 	b.m.Build.Started = started
 	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient}
+	if opts.PackageCache != "" {
+		b.ap.Debs = &debcache.Fetcher{Cache: debcache.Cache{Dir: opts.PackageCache}, Client: debcache.ProxyClient(opts.Env)}
+	}
 	b.sessOpts = guest.SessionOptions{Accel: opts.Accel, Log: b.rep.Log, Format: "raw"}
 	for _, ph := range phases {
 		if ph.skip != nil && ph.skip(b) {
