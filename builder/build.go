@@ -30,6 +30,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/validate"
 )
 
@@ -364,7 +365,7 @@ func (b *build) describe(ctx context.Context) error {
 	m.Artifact = &manifest.Artifact{File: b.plan.Output.Files.Tarball, SHA256: b.packed.SHA256, Size: b.packed.Size, Compression: "gzip",
 		CompressionLevel: b.plan.Output.CompressionLevel, Entries: b.packed.Entries, Packer: b.packer}
 	var err error
-	b.docs, err = attest.Describe(ctx, b.plan, m, b.tgz.Name(), b.packer)
+	b.docs, err = attest.Describe(ctx, b.plan, m, b.tgz.Name(), b.packer, fetchedDebs(b.ap.Fetched))
 	return err
 }
 
@@ -549,4 +550,15 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("build cancelled: %w", ctx.Err())
 	}
 	return err
+}
+
+// fetchedDebs are the package archives the layers applied in this build
+// fetched, for the provenance (a layer restored from the layer cache
+// fetched none).
+func fetchedDebs(debs []debcache.Deb) []provenance.Package {
+	var ps []provenance.Package
+	for _, d := range debs {
+		ps = append(ps, provenance.Package{Name: d.Name, Version: d.Version, Architecture: d.Architecture, URI: d.URL, SHA256: d.SHA256})
+	}
+	return ps
 }

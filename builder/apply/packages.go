@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/debcache"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/shell"
 )
 
@@ -48,9 +49,9 @@ func (a *Applier) install(ctx context.Context, install string, pkgs []string) er
 
 // download asks the guest's apt which archives the install would fetch
 // (its resolution against the image's sources, keys and pins), fetches
-// them on the host into the package cache when a.Debs is set and puts
-// them in the guest's archives directory, where apt checks each against
-// the signed index before using it. What the host could not fetch, the
+// them on the host into the package cache when a.Debs is set, each
+// checked against the sha256 of the signed index's record, and puts them in
+// the guest's archives directory, where apt finds them downloaded. What the host could not fetch, the
 // guest's apt downloads itself (--download-only), said in a log line
 // naming the package and why.
 func (a *Applier) download(ctx context.Context, install string, pkgs []string) error {
@@ -197,7 +198,9 @@ func unwrapNotFetchable(err error) error {
 }
 
 // writeDebTar writes the archives as apt leaves its downloads: root's,
-// mode 0644, under apt's file names.
+// mode 0644, under apt's file names, checking each against its sha256 as
+// it goes. The check is the guard: apt 2.6 takes an archive it finds in
+// its archives directory on its size alone, without hashing it.
 func writeDebTar(ctx context.Context, rs []debcache.Result, w io.Writer) error {
 	tw := tar.NewWriter(w)
 	for _, r := range rs {
@@ -211,12 +214,12 @@ func writeDebTar(ctx context.Context, rs []debcache.Result, w io.Writer) error {
 			f.Close()
 			return err
 		}
-		n, err := io.Copy(tw, io.LimitReader(f, r.Deb.Size))
+		d, err := digest.Copy(ctx, tw, io.LimitReader(f, r.Deb.Size), nil)
 		f.Close()
 		if err != nil {
 			return err
 		}
-		if n != r.Deb.Size {
+		if d.Size != r.Deb.Size || !d.Matches(r.Deb.SHA256) {
 			return fmt.Errorf("the package cache's %s changed while it was read", r.Deb.Filename)
 		}
 		if err := ctx.Err(); err != nil {
