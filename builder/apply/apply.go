@@ -1,7 +1,10 @@
 // Package apply owns the step interpreter: it executes each kind of step
 // (package steps) in an appliance session (package guest) and records what
 // the manifest needs from running them (missing optional packages, fetched
-// apt keys, the installed packages).
+// apt keys, the installed packages). Packages steps fetch their archives on
+// the host through the package cache (builder/debcache) when given one,
+// falling back to the guest's own download, and record the archives
+// fetched and the time and bytes of downloading apart from installing.
 package apply
 
 import (
