@@ -135,7 +135,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 	b.tgzPath = filepath.Join(b.outDir, plan.Output.Files.Tarball)
 	b.m = plan.Manifest.Clone()
 	b.m.Build.Started = started
-	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient}
+	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy()}
 	if opts.PackageCache != "" {
 		b.ap.Debs = &debcache.Fetcher{Cache: debcache.Cache{Dir: opts.PackageCache}, Client: debcache.ProxyClient(opts.Env)}
 	}

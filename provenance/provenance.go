@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/redact"
 )
 
 const (
@@ -34,6 +36,9 @@ type Build struct {
 	// ImagectlVersion and Host are the builder; Accelerator (kvm, tcg)
 	// and Packer (host, appliance) how it ran.
 	ImagectlVersion, Host, Accelerator, Packer string
+	// AptProxy is the proxy the guest's apt went through (the recipe's
+	// apt_proxy), without credentials.
+	AptProxy string
 	// Recipe is the recipe file: its path as given (Name), its URI and
 	// sha256. Version is the image version built and VersionFrom where it
 	// came from.
@@ -98,7 +103,8 @@ type AptRepository struct {
 //
 // The predicate's externalParameters are the recipe (path, digest), the
 // version and where it came from, and the variables given (values and
-// sources); internalParameters the host, accelerator and packer. Its
+// sources); internalParameters the host, accelerator, packer and apt
+// proxy (credentials stripped). Its
 // resolvedDependencies are the recipe (named by its path, annotated with
 // the checkout's sourceRevision), the base image ("base"), the layer files
 // (by path), the bundles ("bundle:<name>", digest the bundle's tree
@@ -212,6 +218,7 @@ func predicate(b Build) (*slsa.Provenance, error) {
 	putString(internal, "host", b.Host)
 	putString(internal, "accelerator", b.Accelerator)
 	putString(internal, "packer", b.Packer)
+	putString(internal, "aptProxy", withoutCredentials(b.AptProxy))
 	intParams, err := structOf(internal)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the internal parameters: %w", err)
@@ -420,4 +427,15 @@ func structOf(m map[string]any) (*structpb.Struct, error) {
 		return nil, nil
 	}
 	return structpb.NewStruct(m)
+}
+
+// withoutCredentials is a URL without its user and password; what does
+// not parse as one is masked by redact.URL.
+func withoutCredentials(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return redact.URL(s)
+	}
+	u.User = nil
+	return u.String()
 }

@@ -28,6 +28,8 @@ func fullBuild() provenance.Build {
 	return provenance.Build{
 		Subject:         provenance.Resource{Name: "gpu-1.2.3.tgz", SHA256: tgzSum},
 		ImagectlVersion: "v1.4.0", Host: "builder-1", Accelerator: "kvm", Packer: "host",
+		// Credentials never reach the statement.
+		AptProxy: "http://site:s3cret-token@apt-cacher.example:3142",
 		// Either form of a sha256, either case: the statement writes lowercase hex.
 		Recipe:  provenance.Resource{Name: "recipes/gpu.yaml", URI: "file:///src/recipes/gpu.yaml", SHA256: "sha256:" + strings.ToUpper(recipeSum)},
 		Version: "1.2.3", VersionFrom: "recipe",
@@ -149,7 +151,10 @@ func TestStatementJSON(t *testing.T) {
 		"variables":       map[string]any{"driver": "550.54", "cuda": map[string]any{"major": 12.0, "minor": 4.0}},
 		"variableSources": map[string]any{"driver": "flag", "cuda": "env"},
 	}, append(bd, "externalParameters")...)
-	check(map[string]any{"host": "builder-1", "accelerator": "kvm", "packer": "host"}, append(bd, "internalParameters")...)
+	check(map[string]any{"host": "builder-1", "accelerator": "kvm", "packer": "host", "aptProxy": "http://apt-cacher.example:3142"}, append(bd, "internalParameters")...)
+	if strings.Contains(string(st), "s3cret") {
+		t.Errorf("the apt proxy's credentials are in the statement:\n%s", st)
+	}
 
 	deps, _ := get(append(bd, "resolvedDependencies")...).([]any)
 	wantDeps := []any{

@@ -66,7 +66,11 @@ type Image struct {
 	// BuildMarker is the path in the image where the build writes its
 	// marker (the manifest without the artifact's own hash).
 	BuildMarker string
-	Base        Base
+	// AptProxy is the HTTP proxy (or apt-cacher-ng) the guest's apt goes
+	// through during the build's packages steps, never written into the
+	// image; "" when none.
+	AptProxy string
+	Base     Base
 	Layers      []*Layer
 	Kernel      Kernel
 	Netdata     *Netdata

@@ -68,6 +68,12 @@ type Applier struct {
 	// and bytes (the rest of a layer's time is its caller's to measure).
 	Timings manifest.Timings
 
+	// AptProxy, when set, is the proxy the guest's apt goes through in
+	// packages steps: written into the guest's apt configuration for the
+	// step and removed after it, so that it never reaches a layer
+	// snapshot or the image.
+	AptProxy string
+
 	// Debs, when set, fetches the archives of packages steps on the host
 	// into the package cache and hands them to the guest's apt; nil
 	// leaves every download to the guest.
@@ -86,10 +92,18 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 	case steps.AptRepository:
 		return a.aptRepository(ctx, s)
 	case steps.Packages:
-		if s.Optional {
-			return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
+		if a.AptProxy == "" {
+			return a.packages(ctx, s)
 		}
-		return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
+		remove, err := a.useAptProxy(ctx)
+		if err != nil {
+			return err
+		}
+		err = a.packages(ctx, s)
+		if rerr := remove(); err == nil {
+			err = rerr
+		}
+		return err
 	case steps.WriteFile:
 		return a.Session.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner)
 	case steps.Run:
@@ -118,6 +132,13 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 		return err
 	}
 	return fmt.Errorf("no executor for %s steps", st.Kind())
+}
+
+func (a *Applier) packages(ctx context.Context, s steps.Packages) error {
+	if s.Optional {
+		return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
+	}
+	return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
 }
 
 func (a *Applier) aptUpdate(ctx context.Context) error {

@@ -26,6 +26,29 @@ const archives = "/var/cache/apt/archives"
 // often the cache served them.
 var debMTime = bundleMTime
 
+// aptProxyConf is the guest's apt configuration file naming the build's
+// apt proxy while a packages step runs.
+const aptProxyConf = "/etc/apt/apt.conf.d/99imagectl-build-proxy"
+
+// useAptProxy writes the apt proxy into the guest's apt configuration and
+// returns its removal. The file holds the proxy's credentials: it is
+// removed when the step ends, whatever happened, and a step whose removal
+// failed fails.
+func (a *Applier) useAptProxy(ctx context.Context) (func() error, error) {
+	q := strings.ReplaceAll(a.AptProxy, `"`, "%22")
+	conf := "Acquire::http::Proxy \"" + q + "\";\nAcquire::https::Proxy \"" + q + "\";\n"
+	if err := a.Session.WriteFile(ctx, aptProxyConf, []byte(conf), 0o600, "root:root"); err != nil {
+		return nil, fmt.Errorf("writing the build's apt proxy into the guest: %w", err)
+	}
+	return func() error {
+		// Removed even when ctx ended: the session is still open.
+		if _, err := a.Session.Run(context.WithoutCancel(ctx), "rm -f "+aptProxyConf); err != nil {
+			return fmt.Errorf("removing the build's apt proxy from the guest: %w", err)
+		}
+		return nil
+	}, nil
+}
+
 // timed adds the time until the returned func is called to *into.
 func (a *Applier) timed(into *float64) func() {
 	start := time.Now()

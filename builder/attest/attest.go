@@ -120,7 +120,7 @@ func provenanceOf(plan *plan.Plan, m *manifest.Manifest, inv *sbom.Inventory, pa
 	host, _ := os.Hostname()
 	b := provenance.Build{
 		Subject:         provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256},
-		ImagectlVersion: m.Builder.Version, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer,
+		ImagectlVersion: m.Builder.Version, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer, AptProxy: withoutCredentials(m.Builder.AptProxy),
 		Recipe:  provenance.Resource{Name: m.Recipe.Path, URI: fileURI("", m.Recipe.Path), SHA256: m.Recipe.Digest},
 		Version: m.Image.Version, VersionFrom: plan.VersionFrom,
 		SourceRevision: m.Lineage.SourceRevision,
