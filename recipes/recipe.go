@@ -66,7 +66,7 @@ type Image struct {
 	// BuildMarker is the path in the image where the build writes its
 	// marker (the manifest without the artifact's own hash).
 	BuildMarker string
-	Base     Base
+	Base        Base
 	Layers      []*Layer
 	Kernel      Kernel
 	Netdata     *Netdata
