@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/shell"
 )
 
@@ -99,7 +100,7 @@ func (a *Applier) download(ctx context.Context, install string, pkgs []string) e
 	byFile := map[string]bool{}
 	if a.Debs != nil {
 		for _, f := range slices.Sorted(maps.Keys(unresolved)) {
-			a.Events.Log(fmt.Sprintf("package archive %s: fetched by the guest (%s)", f, unresolved[f]))
+			a.Events.Log(redact.Text(fmt.Sprintf("package archive %s: fetched by the guest (%s)", f, unresolved[f])))
 		}
 		if byFile, err = a.hostFetch(ctx, debs); err != nil {
 			return err
@@ -167,7 +168,13 @@ func (a *Applier) resolve(ctx context.Context, us []debcache.URI) ([]debcache.De
 func (a *Applier) hostFetch(ctx context.Context, debs []debcache.Deb) (map[string]bool, error) {
 	res, err := a.Debs.Fetch(ctx, debs)
 	if err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// The cache itself failed (its lock, its directory): the guest
+		// downloads everything.
+		a.Events.Log(redact.Text(fmt.Sprintf("the package cache failed, the guest fetches this step's %d packages itself: %v", len(debs), err)))
+		return map[string]bool{}, nil
 	}
 	var ok []debcache.Result
 	for _, r := range res {
@@ -175,7 +182,7 @@ func (a *Applier) hostFetch(ctx context.Context, debs []debcache.Deb) (map[strin
 		case r.Err == nil:
 			ok = append(ok, r)
 			if r.Replaced != "" {
-				a.Events.Log(fmt.Sprintf("package %s %s: fetched again (%s)", r.Deb.Name, r.Deb.Version, r.Replaced))
+				a.Events.Log(redact.Text(fmt.Sprintf("package %s %s: fetched again (%s)", r.Deb.Name, r.Deb.Version, r.Replaced)))
 			}
 			if r.Cached {
 				a.Timings.CachedBytes += r.Deb.Size
@@ -184,7 +191,10 @@ func (a *Applier) hostFetch(ctx context.Context, debs []debcache.Deb) (map[strin
 				a.Timings.CachedBytes += r.Deb.Size - r.Fetched
 			}
 		default:
-			a.Events.Log(fmt.Sprintf("package %s %s: fetched by the guest, not the host (%v)", r.Deb.Name, r.Deb.Version, unwrapNotFetchable(r.Err)))
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			a.Events.Log(redact.Text(fmt.Sprintf("package %s %s: fetched by the guest, not the host (%v)", r.Deb.Name, r.Deb.Version, unwrapNotFetchable(r.Err))))
 		}
 	}
 	if len(ok) == 0 {
