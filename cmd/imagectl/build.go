@@ -61,6 +61,13 @@ the cached result: the same tgz bytes). Layers that install packages or run
 commands are reused up to --cache-max-age; --refresh rebuilds them all;
 imagectl cache ls|prune shows and bounds it.
 
+Packages steps fetch the .deb archives the guest's apt resolves on the host,
+in parallel, into the package cache (packages/ in the cache directory, by
+the signed index's sha256; through $http_proxy, $https_proxy, $no_proxy),
+and hand them to the guest's apt; what the host cannot fetch the guest
+downloads itself, said in the log. --no-package-cache leaves every download
+to the guest.
+
 With --sign-key (or the recipe's artifact sign_key) it signs the tgz and the
 manifest as imagectl sign does. The key is decrypted (password from
 $COSIGN_PASSWORD) before the build starts; the outputs are signed before they
