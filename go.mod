@@ -59,6 +59,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	// Tests only: bcrypt for the test registry's htpasswd (store/oci/ocitest).
 	golang.org/x/crypto v0.55.0
+	golang.org/x/net v0.57.0
 	golang.org/x/sys v0.47.0
 	// Tests only: the smoke tests parse the cloud-init user-data smoke writes.
 	gopkg.in/yaml.v3 v3.0.1
@@ -90,7 +91,6 @@ require (
 	github.com/ulikunitz/xz v0.5.15 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 	golang.org/x/mod v0.38.0 // indirect
-	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
