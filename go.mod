@@ -59,6 +59,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	// Tests only: bcrypt for the test registry's htpasswd (store/oci/ocitest).
 	golang.org/x/crypto v0.55.0
+	golang.org/x/net v0.57.0
 	golang.org/x/sys v0.47.0
 	// Tests only: the smoke tests parse the cloud-init user-data smoke writes.
 	gopkg.in/yaml.v3 v3.0.1

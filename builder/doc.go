@@ -12,5 +12,6 @@
 // into steps), steps (the step vocabulary), base (the verified base image),
 // guest (the appliance seam that guestfs implements), apply (the step
 // interpreter), pack (the tgz), ext4tar (the host-side ext4 reader), attest
-// (SBOMs and provenance) and layercache (the snapshots of layers).
+// (SBOMs and provenance), layercache (the snapshots of layers) and
+// debcache (the package cache the packages steps fetch into on the host).
 package builder

@@ -1,10 +1,11 @@
 // Package cache owns the listing and bounding of the parts of imagectl's
 // cache directory (internal/cachedir: where it is and its folders) that
 // grow with every build and read: the layer cache's snapshots
-// (layers/, builder/layercache) and the versions the registry store
-// fetched (oci/, store/oci: small files of every version read, tgzs
-// fetched whole for check and smoke). Prune weighs both together, least
-// recently used first, under one size bound. The downloaded base images
+// (layers/, builder/layercache), the versions the registry store fetched
+// (oci/, store/oci: small files of every version read, tgzs fetched whole
+// for check and smoke) and the package cache's .deb archives (packages/,
+// builder/debcache). Prune weighs the three together, least recently used
+// first, under one size bound. The downloaded base images
 // (base/, one per recipe base) and the git catalogs' clones are not its.
 package cache
 
@@ -15,8 +16,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/store/oci"
 )
 
@@ -32,6 +35,11 @@ type Contents struct {
 	// first; RegistryBytes counts each blob once.
 	Registry      []oci.CachedVersion `json:"registry_versions"`
 	RegistryBytes int64               `json:"registry_bytes"`
+	// Packages are the package cache's archives, least recently used
+	// first; PackageBytes counts them and interrupted downloads.
+	PackagesDir  string           `json:"packages_directory"`
+	Packages     []debcache.Entry `json:"packages"`
+	PackageBytes int64            `json:"package_bytes"`
 }
 
 // Layers is the layer cache of a cache directory.
@@ -42,10 +50,16 @@ func Layers(dir string) layercache.Cache {
 // Registry is the registry store's cache of a cache directory.
 func Registry(dir string) oci.Cache { return oci.Cache{Dir: filepath.Join(dir, cachedir.Registry)} }
 
+// Packages is the package cache of a cache directory.
+func Packages(dir string) debcache.Cache {
+	return debcache.Cache{Dir: filepath.Join(dir, cachedir.Packages)}
+}
+
 // List reads what the cache directory holds.
 func List(dir string) (*Contents, error) {
-	layers, reg := Layers(dir), Registry(dir)
-	c := &Contents{Dir: dir, LayersDir: layers.Dir, RegistryDir: reg.Dir, Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}}
+	layers, reg, pkgs := Layers(dir), Registry(dir), Packages(dir)
+	c := &Contents{Dir: dir, LayersDir: layers.Dir, RegistryDir: reg.Dir, PackagesDir: pkgs.Dir,
+		Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, Packages: []debcache.Entry{}}
 	if ls, err := layers.List(); err != nil {
 		return nil, fmt.Errorf("listing the layer cache %s: %w", layers.Dir, err)
 	} else if ls != nil {
@@ -64,6 +78,16 @@ func List(dir string) (*Contents, error) {
 	if c.RegistryBytes, err = reg.Usage(); err != nil {
 		return nil, err
 	}
+	ps, err := pkgs.List()
+	if err != nil {
+		return nil, err
+	}
+	if ps != nil {
+		c.Packages = ps
+	}
+	if c.PackageBytes, err = pkgs.Usage(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -73,13 +97,14 @@ type Pruned struct {
 	Layers     []layercache.Entry  `json:"removed"`
 	Registry   []oci.CachedVersion `json:"registry_removed"`
 	InUse      []oci.CachedVersion `json:"registry_in_use"`
+	Packages   []debcache.Entry    `json:"packages_removed"`
 	FreedBytes int64               `json:"freed_bytes"`
 }
 
 // PruneOptions bound the cache.
 type PruneOptions struct {
-	// MaxBytes is the most the two parts may take together (0: no size
-	// limit; negative: remove everything not in use).
+	// MaxBytes is the most the three parts may take together (0: no
+	// size limit; negative: remove everything not in use).
 	MaxBytes int64
 	// OlderThan removes what was not used for this long (0: no age limit).
 	OlderThan time.Duration
@@ -93,33 +118,40 @@ type item struct {
 	lastUsed time.Time
 	layer    *layercache.Entry
 	version  *oci.CachedVersion
+	pkg      *debcache.Entry
 }
 
-// lockRetry is how often Prune tries the two locks again while builds or
+// lockRetry is how often Prune tries the locks again while builds or
 // registry reads hold one of them.
 const lockRetry = 500 * time.Millisecond
 
 // Prune removes what was not used for OlderThan, then the least recently
-// used layer snapshots and registry versions, of either kind, until the two
-// together take at most MaxBytes, and what crashed builds and downloads
-// left half-written. It leaves the registry versions read within
-// oci.InUse, whose readers may not have opened their files yet. It holds
-// both parts' locks exclusive, taking them only together: while a build or
-// a registry read holds one, it waits (until ctx ends) holding neither, so
-// that neither kind of work waits on the other through it.
+// used layer snapshots, registry versions and package archives, of any
+// kind, until the three together take at most MaxBytes, and what crashed
+// builds and downloads left half-written (interrupted package downloads
+// included). It leaves the registry versions read within oci.InUse, whose
+// readers may not have opened their files yet. It holds the parts' locks
+// exclusive, taking them only together: while a build or a registry read
+// holds one, it waits (until ctx ends) holding none, so that no kind of
+// work waits on another through it.
 func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) {
-	layers, reg := Layers(dir), Registry(dir)
-	unlock, err := lockBoth(ctx, layers, reg, opts.Waiting)
+	layers, reg, pkgs := Layers(dir), Registry(dir), Packages(dir)
+	unlock, err := lockAll(ctx, []filelock.Dir{layers.Lock(), reg.Lock(), pkgs.Lock()}, opts.Waiting)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 
-	p := &Pruned{Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, InUse: []oci.CachedVersion{}}
+	p := &Pruned{Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, InUse: []oci.CachedVersion{}, Packages: []debcache.Entry{}}
 	if err := layers.Sweep(); err != nil {
 		return p, err
 	}
 	swept, err := reg.Sweep()
+	p.FreedBytes += swept
+	if err != nil {
+		return p, err
+	}
+	swept, err = pkgs.Sweep()
 	p.FreedBytes += swept
 	if err != nil {
 		return p, err
@@ -136,8 +168,11 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 	for i := range c.Registry {
 		items = append(items, item{lastUsed: c.Registry[i].LastUsed, version: &c.Registry[i]})
 	}
+	for i := range c.Packages {
+		items = append(items, item{lastUsed: c.Packages[i].LastUsed, pkg: &c.Packages[i]})
+	}
 	sort.SliceStable(items, func(i, j int) bool { return items[i].lastUsed.Before(items[j].lastUsed) })
-	total := c.LayerBytes + c.RegistryBytes
+	total := c.LayerBytes + c.RegistryBytes + c.PackageBytes
 	for _, it := range items {
 		old := opts.OlderThan > 0 && now.Sub(it.lastUsed) > opts.OlderThan
 		big := opts.MaxBytes < 0 || (opts.MaxBytes > 0 && total > opts.MaxBytes)
@@ -145,7 +180,13 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 			continue
 		}
 		var freed int64
-		if it.layer != nil {
+		if it.pkg != nil {
+			if err := pkgs.Remove(*it.pkg); err != nil {
+				return p, err
+			}
+			freed = it.pkg.Bytes
+			p.Packages = append(p.Packages, *it.pkg)
+		} else if it.layer != nil {
 			if err := layers.Remove(it.layer); err != nil {
 				return p, fmt.Errorf("removing layer snapshot %s of %s: %w", it.layer.Layer, it.layer.Image, err)
 			}
@@ -167,31 +208,39 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 	return p, nil
 }
 
-// lockBoth takes both parts' locks exclusive, or neither.
-func lockBoth(ctx context.Context, layers layercache.Cache, reg oci.Cache, waiting func()) (func(), error) {
+// lockAll takes every lock exclusive, or none.
+func lockAll(ctx context.Context, locks []filelock.Dir, waiting func()) (func(), error) {
 	for {
-		unlockLayers, ok, err := layers.Lock().Try(true)
-		if err != nil {
-			return nil, err
+		var unlocks []func()
+		release := func() {
+			for i := len(unlocks) - 1; i >= 0; i-- {
+				unlocks[i]()
+			}
 		}
-		if ok {
-			unlockReg, ok, err := reg.Lock().Try(true)
+		all := true
+		for _, l := range locks {
+			unlock, ok, err := l.Try(true)
 			if err != nil {
-				unlockLayers()
+				release()
 				return nil, err
 			}
-			if ok {
-				return func() { unlockReg(); unlockLayers() }, nil
+			if !ok {
+				all = false
+				break
 			}
-			unlockLayers()
+			unlocks = append(unlocks, unlock)
 		}
+		if all {
+			return release, nil
+		}
+		release()
 		if waiting != nil {
 			waiting()
 			waiting = nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for builds and registry reads to finish before pruning %s: %w", filepath.Dir(layers.Dir), ctx.Err())
+			return nil, fmt.Errorf("waiting for builds and registry reads to finish before pruning %s: %w", filepath.Dir(locks[0].Path), ctx.Err())
 		case <-time.After(lockRetry):
 		}
 	}

@@ -128,6 +128,9 @@ type Builder struct {
 	Version string `json:"version"`
 	// Accelerator is "kvm" or "tcg": how the appliance ran.
 	Accelerator string `json:"accelerator,omitempty"`
+	// AptProxy is the proxy the recipe had the guest's apt use during
+	// the build (apt_proxy), without credentials.
+	AptProxy string `json:"apt_proxy,omitempty"`
 }
 
 // Base is the base image.

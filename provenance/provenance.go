@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/redact"
 )
 
 const (
@@ -34,6 +36,9 @@ type Build struct {
 	// ImagectlVersion and Host are the builder; Accelerator (kvm, tcg)
 	// and Packer (host, appliance) how it ran.
 	ImagectlVersion, Host, Accelerator, Packer string
+	// AptProxy is the proxy the guest's apt went through (the recipe's
+	// apt_proxy), without credentials.
+	AptProxy string
 	// Recipe is the recipe file: its path as given (Name), its URI and
 	// sha256. Version is the image version built and VersionFrom where it
 	// came from.
@@ -51,6 +56,8 @@ type Build struct {
 	Bundles    []Resource
 	// AptRepositories are the repositories the build installed from.
 	AptRepositories []AptRepository
+	// Packages are the package archives (.deb) the build fetched.
+	Packages []Package
 	// Byproducts are files made beside the tgz (the SBOM).
 	Byproducts []Resource
 	// InvocationID identifies this run; Started and Finished bound it.
@@ -63,6 +70,13 @@ type Build struct {
 type Resource struct {
 	Name, URI, SHA256 string
 	Annotations       map[string]string
+}
+
+// Package is a package archive a build fetched: the package's name,
+// version and architecture, the URL it came from (without credentials) and
+// its sha256 (hex) as the signed apt index gives it, when it gave one.
+type Package struct {
+	Name, Version, Architecture, URI, SHA256 string
 }
 
 // Variable is a recipe variable given to the build.
@@ -89,11 +103,13 @@ type AptRepository struct {
 //
 // The predicate's externalParameters are the recipe (path, digest), the
 // version and where it came from, and the variables given (values and
-// sources); internalParameters the host, accelerator and packer. Its
+// sources); internalParameters the host, accelerator, packer and apt
+// proxy (credentials stripped). Its
 // resolvedDependencies are the recipe (named by its path, annotated with
 // the checkout's sourceRevision), the base image ("base"), the layer files
 // (by path), the bundles ("bundle:<name>", digest the bundle's tree
-// digest) and the apt repositories ("apt:<name>"). Recipe and Base are
+// digest), the apt repositories ("apt:<name>") and the package archives
+// fetched ("deb:<name>", annotated with version and architecture). Recipe and Base are
 // left out when nothing of them is given (no URI nor digest); any other
 // resource needs a URI or a digest.
 func Statement(b Build) ([]byte, error) {
@@ -202,6 +218,7 @@ func predicate(b Build) (*slsa.Provenance, error) {
 	putString(internal, "host", b.Host)
 	putString(internal, "accelerator", b.Accelerator)
 	putString(internal, "packer", b.Packer)
+	putString(internal, "aptProxy", withoutCredentials(b.AptProxy))
 	intParams, err := structOf(internal)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the internal parameters: %w", err)
@@ -282,6 +299,17 @@ func dependencies(b Build) ([]*intoto.ResourceDescriptor, error) {
 		d, err := aptDescriptor(a)
 		if err != nil {
 			return nil, fmt.Errorf("apt repository: %w", err)
+		}
+		deps = append(deps, d)
+	}
+	for _, p := range b.Packages {
+		ann := map[string]string{"version": p.Version}
+		if p.Architecture != "" {
+			ann["architecture"] = p.Architecture
+		}
+		d, err := descriptor(Resource{URI: p.URI, SHA256: p.SHA256, Annotations: ann}, "deb:"+p.Name)
+		if err != nil {
+			return nil, fmt.Errorf("package archive: %w", err)
 		}
 		deps = append(deps, d)
 	}
@@ -399,4 +427,15 @@ func structOf(m map[string]any) (*structpb.Struct, error) {
 		return nil, nil
 	}
 	return structpb.NewStruct(m)
+}
+
+// withoutCredentials is a URL without its user and password; what does
+// not parse as one is masked by redact.URL.
+func withoutCredentials(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return redact.URL(s)
+	}
+	u.User = nil
+	return u.String()
 }

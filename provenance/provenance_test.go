@@ -20,6 +20,7 @@ const (
 	bundleSum = "4444444444444444444444444444444444444444444444444444444444444444"
 	keySum    = "5555555555555555555555555555555555555555555555555555555555555555"
 	sbomSum   = "6666666666666666666666666666666666666666666666666666666666666666"
+	debSum    = "7777777777777777777777777777777777777777777777777777777777777777"
 )
 
 func fullBuild() provenance.Build {
@@ -27,6 +28,8 @@ func fullBuild() provenance.Build {
 	return provenance.Build{
 		Subject:         provenance.Resource{Name: "gpu-1.2.3.tgz", SHA256: tgzSum},
 		ImagectlVersion: "v1.4.0", Host: "builder-1", Accelerator: "kvm", Packer: "host",
+		// Credentials never reach the statement.
+		AptProxy: "http://site:s3cret-token@apt-cacher.example:3142",
 		// Either form of a sha256, either case: the statement writes lowercase hex.
 		Recipe:  provenance.Resource{Name: "recipes/gpu.yaml", URI: "file:///src/recipes/gpu.yaml", SHA256: "sha256:" + strings.ToUpper(recipeSum)},
 		Version: "1.2.3", VersionFrom: "recipe",
@@ -43,6 +46,11 @@ func fullBuild() provenance.Build {
 				KeySHA256: "sha256:" + keySum, ConfiguredIn: "recipe layer cuda"},
 			{Name: "ubuntu.sources", URI: "http://archive.ubuntu.com/ubuntu", Suite: "noble",
 				Components: []string{"main", "restricted"}, ConfiguredIn: "/etc/apt/sources.list.d/ubuntu.sources"},
+		},
+		Packages: []provenance.Package{
+			{Name: "jq", Version: "1:1.6-2.1", Architecture: "amd64", URI: "http://deb.debian.org/debian/pool/main/j/jq/jq_1.6-2.1_amd64.deb", SHA256: strings.ToUpper(debSum)},
+			// A package the index gave no sha256 for: its URL only.
+			{Name: "less", Version: "590-2", URI: "http://deb.debian.org/debian/pool/main/l/less/less_590-2_amd64.deb"},
 		},
 		Byproducts: []provenance.Resource{{Name: "gpu-1.2.3.spdx.json", SHA256: sbomSum,
 			Annotations: map[string]string{"mediaType": "application/spdx+json"}}},
@@ -143,7 +151,10 @@ func TestStatementJSON(t *testing.T) {
 		"variables":       map[string]any{"driver": "550.54", "cuda": map[string]any{"major": 12.0, "minor": 4.0}},
 		"variableSources": map[string]any{"driver": "flag", "cuda": "env"},
 	}, append(bd, "externalParameters")...)
-	check(map[string]any{"host": "builder-1", "accelerator": "kvm", "packer": "host"}, append(bd, "internalParameters")...)
+	check(map[string]any{"host": "builder-1", "accelerator": "kvm", "packer": "host", "aptProxy": "http://apt-cacher.example:3142"}, append(bd, "internalParameters")...)
+	if strings.Contains(string(st), "s3cret") {
+		t.Errorf("the apt proxy's credentials are in the statement:\n%s", st)
+	}
 
 	deps, _ := get(append(bd, "resolvedDependencies")...).([]any)
 	wantDeps := []any{
@@ -158,6 +169,10 @@ func TestStatementJSON(t *testing.T) {
 		map[string]any{"name": "apt:ubuntu.sources", "uri": "http://archive.ubuntu.com/ubuntu",
 			"annotations": map[string]any{"suite": "noble", "components": []any{"main", "restricted"},
 				"configuredIn": "/etc/apt/sources.list.d/ubuntu.sources"}},
+		map[string]any{"name": "deb:jq", "uri": "http://deb.debian.org/debian/pool/main/j/jq/jq_1.6-2.1_amd64.deb", "digest": map[string]any{"sha256": debSum},
+			"annotations": map[string]any{"version": "1:1.6-2.1", "architecture": "amd64"}},
+		map[string]any{"name": "deb:less", "uri": "http://deb.debian.org/debian/pool/main/l/less/less_590-2_amd64.deb",
+			"annotations": map[string]any{"version": "590-2"}},
 	}
 	if !reflect.DeepEqual(deps, wantDeps) {
 		t.Errorf("resolvedDependencies =\n%#v\nwant\n%#v", deps, wantDeps)

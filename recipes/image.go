@@ -51,6 +51,12 @@ func (l *loader) decodeImage(loadCtx context.Context, block *hcl.Block, ctx *hcl
 	if msg := checkImagePath(img.BuildMarker); msg != "" {
 		a.errorAt("build_marker", "Invalid build marker path", msg)
 	}
+	img.AptProxy = a.str("apt_proxy", "")
+	if img.AptProxy != "" {
+		if msg := checkHTTPURL(img.AptProxy); msg != "" {
+			a.errorAt("apt_proxy", "Invalid apt proxy", msg)
+		}
+	}
 
 	if b := singleBlock(content.Blocks, "base", &diags); b != nil {
 		diags = append(diags, l.decodeBase(&img.Base, b, ctx)...)

@@ -78,6 +78,11 @@ type Image struct {
 	// Waivers are the deployability checks the recipe waives.
 	Waivers   []Waiver
 	DeclRange hcl.Range
+
+	// AptProxy is the HTTP proxy (or apt-cacher-ng) the guest's apt goes
+	// through during the build's packages steps, never written into the
+	// image; "" when none.
+	AptProxy string
 }
 
 // Waiver waives a named deployability check (imagectl check) with a reason

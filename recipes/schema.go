@@ -38,6 +38,7 @@ var imageSchema = &hcl.BodySchema{
 		{Name: "version"},
 		{Name: "architecture"},
 		{Name: "build_marker"},
+		{Name: "apt_proxy"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "base"},

@@ -1,7 +1,10 @@
 // Package apply owns the step interpreter: it executes each kind of step
 // (package steps) in an appliance session (package guest) and records what
 // the manifest needs from running them (missing optional packages, fetched
-// apt keys, the installed packages).
+// apt keys, the installed packages). Packages steps fetch their archives on
+// the host through the package cache (builder/debcache) when given one,
+// falling back to the guest's own download, and record the archives
+// fetched and the time and bytes of downloading apart from installing.
 package apply
 
 import (
@@ -25,6 +28,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
+	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
@@ -64,6 +68,21 @@ type Applier struct {
 	// and bytes (the rest of a layer's time is its caller's to measure).
 	Timings manifest.Timings
 
+	// AptProxy, when set, is the proxy the guest's apt goes through in
+	// packages steps: written into the guest's apt configuration for the
+	// step and removed after it, so that it never reaches a layer
+	// snapshot or the image.
+	AptProxy string
+
+	// Debs, when set, fetches the archives of packages steps on the host
+	// into the package cache and hands them to the guest's apt; nil
+	// leaves every download to the guest.
+	Debs *debcache.Fetcher
+	// Fetched are the archives the packages steps fetched (on the host or
+	// in the guest), in order: what the provenance lists. Those the index
+	// gave no sha256 for have none.
+	Fetched []debcache.Deb
+
 	aptSync bool // apt lists are current for the configured repositories
 }
 
@@ -73,13 +92,18 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 	case steps.AptRepository:
 		return a.aptRepository(ctx, s)
 	case steps.Packages:
-		// apt-get downloads and installs in one call: its whole time is
-		// install time until downloads are measured apart.
-		defer func(start time.Time) { a.Timings.Install += time.Since(start).Seconds() }(time.Now())
-		if s.Optional {
-			return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
+		if a.AptProxy == "" {
+			return a.packages(ctx, s)
 		}
-		return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
+		remove, err := a.useAptProxy(ctx)
+		if err != nil {
+			return err
+		}
+		err = a.packages(ctx, s)
+		if rerr := remove(); err == nil {
+			err = rerr
+		}
+		return err
 	case steps.WriteFile:
 		return a.Session.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner)
 	case steps.Run:
@@ -110,10 +134,18 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 	return fmt.Errorf("no executor for %s steps", st.Kind())
 }
 
+func (a *Applier) packages(ctx context.Context, s steps.Packages) error {
+	if s.Optional {
+		return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
+	}
+	return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
+}
+
 func (a *Applier) aptUpdate(ctx context.Context) error {
 	if a.aptSync {
 		return nil
 	}
+	defer a.timed(&a.Timings.Download)()
 	if _, err := a.Session.Run(ctx, aptEnv+"apt-get update -q"); err != nil {
 		return fmt.Errorf("apt-get update: %w", err)
 	}
@@ -133,8 +165,7 @@ func (a *Applier) requiredPackages(ctx context.Context, pkgs []string, install s
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	_, err := a.Session.Run(ctx, install+shell.Join(pkgs))
-	return err
+	return a.install(ctx, install, pkgs)
 }
 
 // optionalPackages installs what the archive has: all at once when it can,
@@ -143,13 +174,13 @@ func (a *Applier) optionalPackages(ctx context.Context, pkgs []string, install s
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	if _, err := a.Session.Run(ctx, install+shell.Join(pkgs)); err == nil {
+	if err := a.install(ctx, install, pkgs); err == nil {
 		return nil
 	} else if !isCommandError(err) {
 		return err
 	}
 	for _, p := range pkgs {
-		_, err := a.Session.Run(ctx, install+shell.Quote(p))
+		err := a.install(ctx, install, []string{p})
 		switch {
 		case err == nil:
 		case isCommandError(err):

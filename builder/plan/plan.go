@@ -9,6 +9,7 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/buildinfo"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -51,7 +53,24 @@ type Plan struct {
 	// secrets are the values of sensitive variables, kept out of renderings
 	// wherever a step carries them (a run command, a URI).
 	secrets []string
+	// aptProxy is the recipe's apt_proxy, credentials included.
+	aptProxy string
 }
+
+// withoutCredentials is a URL without its user and password.
+func withoutCredentials(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
+}
+
+// AptProxy is the proxy the guest's apt goes through during the build
+// (the recipe's apt_proxy, credentials included: never to be printed; the
+// manifest records it without them), "" when none.
+func (p *Plan) AptProxy() string { return p.aptProxy }
 
 // Variable is a resolved variable; sensitive values are not shown.
 type Variable struct {
@@ -149,6 +168,11 @@ func New(r *recipes.Recipe, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Manifest = staticManifest(r, version, p.Layers)
+	if img.AptProxy != "" {
+		p.aptProxy = img.AptProxy
+		redact.RegisterURL(img.AptProxy)
+		p.Manifest.Builder.AptProxy = withoutCredentials(img.AptProxy)
+	}
 	p.Output = Output{Directory: img.Artifact.Directory, Files: manifest.FilesFor(img.Name, version),
 		CompressionLevel: img.Artifact.CompressionLevel, SignKey: img.Artifact.SignKey}
 	if opts.SignKey != "" {

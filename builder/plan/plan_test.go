@@ -182,3 +182,59 @@ func BenchmarkPlanH200(b *testing.B) {
 		loadPlan(b, planCases[0])
 	}
 }
+
+// TestAptProxy: the recipe's apt proxy reaches the build with its
+// credentials, the manifest without them, the plan's renderings not at
+// all, and no layer key: a build-time proxy changes no layer.
+func TestAptProxy(t *testing.T) {
+	dir := t.TempDir()
+	src := func(proxy string) string {
+		return `image "p" {
+  title = "p"
+  ` + proxy + `
+  base {
+    source   = "b.qcow2"
+    checksum = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+  }
+  layer "l" {
+    packages = ["jq"]
+  }
+}`
+	}
+	load := func(name, proxy string) *Plan {
+		path := filepath.Join(dir, name+".hcl")
+		if err := os.WriteFile(path, []byte(src(proxy)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return loadPlan(t, planCase{recipe: path, opts: Options{Version: "1"}})
+	}
+	with := load("with", `apt_proxy = "http://site:pw-secret-1@apt-cacher.example:3142"`)
+	without := load("without", "")
+	if with.AptProxy() != "http://site:pw-secret-1@apt-cacher.example:3142" || without.AptProxy() != "" {
+		t.Errorf("AptProxy() = %q, %q", with.AptProxy(), without.AptProxy())
+	}
+	if got := with.Manifest.Builder.AptProxy; got != "http://apt-cacher.example:3142" {
+		t.Errorf("the manifest records the apt proxy as %q", got)
+	}
+	for i := range with.Manifest.Layers {
+		if with.Manifest.Layers[i].Key != without.Manifest.Layers[i].Key || with.Manifest.Layers[i].Digest != without.Manifest.Layers[i].Digest {
+			t.Errorf("layer %s: the apt proxy changed its key or digest", with.Manifest.Layers[i].Name)
+		}
+	}
+	var text, js bytes.Buffer
+	if err := with.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := with.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	m, err := json.Marshal(with.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{text.String(), js.String(), string(m)} {
+		if strings.Contains(out, "pw-secret") {
+			t.Errorf("the apt proxy's password leaked:\n%s", out)
+		}
+	}
+}

@@ -29,33 +29,35 @@ func newCacheCmd(env []string) *cobra.Command {
 	var f cacheFlags
 	cmd := &cobra.Command{
 		Use:   "cache",
-		Short: "Show and bound the cache: layer snapshots and fetched registry versions",
-		Long: `The cache directory holds two things that grow with use. The layer cache
+		Short: "Show and bound the cache: layer snapshots, fetched registry versions and packages",
+		Long: `The cache directory holds three things that grow with use. The layer cache
 holds the disk state after each layer of past builds, as deltas against the
 layer before, so that rebuilds apply only what changed. The registry cache
 holds what reads of an OCI store fetched: every version's small files, and
-the tgzs check and smoke fetched whole. ls lists both; prune removes the least
-recently used of either until the whole fits.`,
+the tgzs check and smoke fetched whole. The package cache holds the .deb
+archives builds fetched on the host, by sha256. ls lists all three; prune
+removes the least recently used of any until the whole fits.`,
 	}
 	cmd.PersistentFlags().StringVar(&f.cacheDir, "cache-dir", "", "the cache directory builds use (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
 	f.output.registerIn(cmd, cmd.PersistentFlags())
 
 	ls := &cobra.Command{
 		Use:     "ls",
-		Short:   "List the layer snapshots and fetched registry versions",
+		Short:   "List the layer snapshots, fetched registry versions and cached packages",
 		Example: "  imagectl cache ls\n  imagectl cache ls -o json",
 		Args:    cobra.NoArgs,
 		RunE:    runE(&f, env, runCacheLs),
 	}
 	prune := &cobra.Command{
 		Use:   "prune",
-		Short: "Remove the least recently used layer snapshots and registry versions",
-		Long: `Prune removes layer snapshots and fetched registry versions not used for
---older-than, then the least recently used of either until the cache fits in
---max-size, the two counted together. With neither flag, it empties both.
-Registry versions read in the last 15 minutes are kept: their readers may
-still be opening them. It waits for running builds and registry reads to
-finish, and they wait while it runs. Downloaded base images are not pruned.`,
+		Short: "Remove the least recently used layer snapshots, registry versions and packages",
+		Long: `Prune removes layer snapshots, fetched registry versions and cached package
+archives not used for --older-than, then the least recently used of any until
+the cache fits in --max-size, the three counted together, and interrupted
+downloads. With neither flag, it empties all three. Registry versions read in
+the last 15 minutes are kept: their readers may still be opening them. It
+waits for running builds and registry reads to finish, and they wait while it
+runs. Downloaded base images are not pruned.`,
 		Example: "  imagectl cache prune --max-size 50G\n  imagectl cache prune --older-than 720h",
 		Args:    cobra.NoArgs,
 		RunE:    runE(&f, env, runCachePrune),
@@ -103,6 +105,7 @@ func lsText(w io.Writer, c *cache.Contents, layers layercache.Cache) {
 		}
 	}
 	fmt.Fprintf(w, "%d registry versions, %s in %s\n", len(c.Registry), humanBytes(c.RegistryBytes), c.RegistryDir)
+	fmt.Fprintf(w, "%d packages, %s in %s\n", len(c.Packages), humanBytes(c.PackageBytes), c.PackagesDir)
 }
 
 func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, env []string) error {
@@ -123,7 +126,7 @@ func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, en
 }
 
 func pruneText(w io.Writer, p *cache.Pruned) {
-	fmt.Fprintf(w, "removed %d snapshots and %d registry versions, %s freed\n", len(p.Layers), len(p.Registry), humanBytes(p.FreedBytes))
+	fmt.Fprintf(w, "removed %d snapshots, %d registry versions and %d packages, %s freed\n", len(p.Layers), len(p.Registry), len(p.Packages), humanBytes(p.FreedBytes))
 	if len(p.InUse) > 0 {
 		fmt.Fprintf(w, "kept %d registry versions read in the last %s, in use:\n", len(p.InUse), oci.InUse)
 		for _, v := range p.InUse {

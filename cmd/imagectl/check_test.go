@@ -97,7 +97,8 @@ func TestCacheLsPrune(t *testing.T) {
 		t.Fatalf("cache prune: exit %d, %v\n%s", code, err, out)
 	}
 	out, _, _ = imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir)
-	if !strings.Contains(out, "0 snapshots") || !strings.Contains(out, "0 registry versions, 0 B in "+filepath.Join(cacheDir, cachedir.Registry)) {
+	if !strings.Contains(out, "0 snapshots") || !strings.Contains(out, "0 registry versions, 0 B in "+filepath.Join(cacheDir, cachedir.Registry)) ||
+		!strings.Contains(out, "0 packages, 0 B in "+filepath.Join(cacheDir, cachedir.Packages)) {
 		t.Errorf("after prune:\n%s", out)
 	}
 	out, _, _ = imagectl(t, nil, "cache", "ls", "--cache-dir", cacheDir, "-o", "json")
@@ -105,8 +106,9 @@ func TestCacheLsPrune(t *testing.T) {
 		Directory string            `json:"directory"`
 		Entries   []json.RawMessage `json:"entries"`
 		Registry  []json.RawMessage `json:"registry_versions"`
+		Packages  []json.RawMessage `json:"packages"`
 	}
-	if err := json.Unmarshal([]byte(out), &ls); err != nil || ls.Directory != filepath.Join(cacheDir, cachedir.Layers) || ls.Entries == nil || ls.Registry == nil {
+	if err := json.Unmarshal([]byte(out), &ls); err != nil || ls.Directory != filepath.Join(cacheDir, cachedir.Layers) || ls.Entries == nil || ls.Registry == nil || ls.Packages == nil {
 		t.Errorf("cache ls -o json: %v\n%s", err, out)
 	}
 }

@@ -69,11 +69,12 @@ func TestDocsExamples(t *testing.T) {
 func TestDocsFlagsExist(t *testing.T) {
 	others := map[string]bool{
 		"format": true, "query-gpu": true, // nvidia-smi
-		"target": true, // grub-install
-		"wait":   true, // systemctl is-system-running
-		"xattrs": true, // tar
-		"json":   true, // the image's validation script
-		"help":   true, // cobra's, on every command
+		"target":     true,                        // grub-install
+		"wait":       true,                        // systemctl is-system-running
+		"xattrs":     true,                        // tar
+		"print-uris": true, "download-only": true, // apt-get
+		"json": true, // the image's validation script
+		"help": true, // cobra's, on every command
 	}
 	root := newRootCmd(streams{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &bytes.Buffer{}}, nil)
 	root.InitDefaultHelpCmd()

@@ -3,6 +3,7 @@ image "Values!" { # ERROR: Invalid image name
   version      = "1 0" # ERROR: Invalid version
   architecture = "x86_64" # ERROR: Invalid architecture
   build_marker = "etc/marker.json" # ERROR: Invalid build marker path
+  apt_proxy    = "ftp://apt-cacher.invalid:3142" # ERROR: Invalid apt proxy
 
   base {
     source   = "base.qcow2"

@@ -1,0 +1,268 @@
+//go:build guestfs
+
+package guestfs
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gpuaas/imagectl/builder"
+	"github.com/gpuaas/imagectl/builder/debcache"
+	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/testenv"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// forwardProxy is an HTTP proxy for the host's package fetches that counts
+// the .deb archives it forwards.
+type forwardProxy struct {
+	debs atomic.Int64
+	rp   *httputil.ReverseProxy
+}
+
+func newForwardProxy() *forwardProxy {
+	p := &forwardProxy{}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	p.rp = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL = r.In.URL }, Transport: tr}
+	return p
+}
+
+func (p *forwardProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.IsAbs() {
+		http.Error(w, "a proxy request needs an absolute URL", http.StatusBadRequest)
+		return
+	}
+	if strings.HasSuffix(r.URL.Path, ".deb") {
+		p.debs.Add(1)
+	}
+	p.rp.ServeHTTP(w, r)
+}
+
+var mtimeField = regexp.MustCompile(` mtime=-?\d+`)
+
+// perBuild are the files that differ between any two builds of the same
+// recipe, with or without the package cache: the build marker (the
+// build's times) and ldconfig's aux-cache (inode numbers and ctimes of the
+// libraries it read).
+var perBuild = map[string]bool{"./etc/imagectl/build.json": true, "./var/cache/ldconfig/aux-cache": true}
+
+// TestPackageCache builds one recipe three times without the layer cache
+// (every layer applied): with an empty package cache (every archive
+// fetched on the host, through the environment's proxy), with the cache
+// warm and one entry corrupted (found out, fetched again, the rest served
+// by the cache), and with the host unable to reach the repository (a
+// proxy on a refused port: every archive falls back to the guest's own
+// download, saying so). The three tgzs hold the same files with the same
+// contents, owners and modes, but for the two files any two builds
+// differ in (perBuild); modification times differ between builds.
+func TestPackageCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds in an appliance")
+	}
+	base, checksum := baseImage(t)
+	dir := t.TempDir()
+	recipe := filepath.Join(dir, "pkgcache.hcl")
+	src := fmt.Sprintf(`image "pkgcache" {
+  title   = "pkgcache"
+  version = "1"
+  base {
+    source   = %q
+    checksum = %q
+  }
+  layer "tools" {
+    packages          = ["jq", "less"]
+    optional_packages = ["tree", "no-such-package-imagectl-pkgcache"]
+  }
+  waive "os-release" {
+    reason = "the test base image is Debian"
+  }
+}
+`, base, checksum)
+	if err := os.WriteFile(recipe, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := loadPlan(t, recipe, recipes.Options{})
+	proxy := newForwardProxy()
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	baseCache := t.TempDir()
+	pkgs := debcache.Cache{Dir: filepath.Join(t.TempDir(), "packages")}
+
+	type result struct {
+		res  *builder.Result
+		logs []string
+		tgz  map[string]string
+	}
+	build := func(name string, cache string, env []string) result {
+		t.Helper()
+		var r result
+		var events []event.Event
+		opts := buildOptions(t, t.TempDir(), &events)
+		opts.CacheDir, opts.PackageCache, opts.Env = baseCache, cache, env
+		res, err := builder.Build(context.Background(), p, opts)
+		if err != nil {
+			t.Fatalf("%s build: %v", name, err)
+		}
+		r.res = res
+		for _, e := range events {
+			if e.Type == event.TypeLog {
+				r.logs = append(r.logs, e.Message)
+			}
+		}
+		f, err := os.Open(res.Files.Tarball)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.tgz = map[string]string{}
+		if err := tarDigests(zr, r.tgz); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	logged := func(r result, s string) []string {
+		var ls []string
+		for _, l := range r.logs {
+			if strings.Contains(l, s) {
+				ls = append(ls, l)
+			}
+		}
+		return ls
+	}
+	proxyEnv := []string{"http_proxy=" + srv.URL, "https_proxy=" + srv.URL}
+
+	cold := build("cold", pkgs.Dir, proxyEnv)
+	entries, err := pkgs.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	coldFetches := proxy.debs.Load()
+	if len(entries) < 3 || coldFetches != int64(len(entries)) {
+		t.Fatalf("cold build: %d cache entries, %d archives fetched through the proxy", len(entries), coldFetches)
+	}
+	if l := logged(cold, "fetched by the guest"); len(l) > 0 {
+		t.Errorf("cold build fell back to the guest: %q", l)
+	}
+	prov := provenanceDebs(t, cold.res.Files.Provenance)
+	for _, e := range entries {
+		if !prov[e.SHA256] {
+			t.Errorf("the provenance does not list the archive %s", e.SHA256)
+		}
+	}
+	for _, want := range []string{"jq", "tree"} { // less is in the base image: nothing to fetch
+		if !prov["deb:"+want] {
+			t.Errorf("the provenance does not list deb:%s", want)
+		}
+	}
+
+	// Corrupt one entry: same size, other bytes.
+	bad := pkgs.Path(entries[0].SHA256)
+	b, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(b) / 3; i < len(b)/3+64 && i < len(b); i++ {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warm := build("warm", pkgs.Dir, proxyEnv)
+	if got := proxy.debs.Load() - coldFetches; got != 1 {
+		t.Errorf("warm build fetched %d archives, want only the corrupted one", got)
+	}
+	if l := logged(warm, "fetched again"); len(l) != 1 {
+		t.Errorf("warm build: want one archive said fetched again, logged %q", l)
+	}
+	if sum, _ := fileSHA256(t, bad); sum != entries[0].SHA256 {
+		t.Errorf("the corrupted entry was not replaced by the good archive: %s", sum)
+	}
+
+	// The host cannot reach the repository: every archive is the guest's.
+	unreachable := build("unreachable", filepath.Join(t.TempDir(), "packages"), []string{"http_proxy=http://" + testenv.RefusedAddr(t)})
+	if l := logged(unreachable, "fetched by the guest, not the host"); len(l) != len(entries) {
+		t.Errorf("with the repository out of the host's reach, %d archives said to fall back, want %d: %q", len(l), len(entries), l)
+	}
+
+	for _, other := range []struct {
+		name string
+		r    result
+	}{{"warm", warm}, {"guest-fetched", unreachable}} {
+		var diffs []string
+		for name, want := range cold.tgz {
+			if perBuild[name] {
+				continue
+			}
+			got, ok := other.r.tgz[name]
+			if !ok {
+				diffs = append(diffs, name+": missing")
+				continue
+			}
+			if mtimeField.ReplaceAllString(got, "") != mtimeField.ReplaceAllString(want, "") {
+				diffs = append(diffs, fmt.Sprintf("%s:\n    cold %s\n    %s %s", name, want, other.name, got))
+			}
+		}
+		for name := range other.r.tgz {
+			if _, ok := cold.tgz[name]; !ok {
+				diffs = append(diffs, name+": only in the "+other.name+" build")
+			}
+		}
+		sort.Strings(diffs)
+		for i, d := range diffs {
+			if i == 20 {
+				t.Errorf("... %d more", len(diffs)-20)
+				break
+			}
+			t.Errorf("the %s build's tgz differs from the cold build's: %s", other.name, d)
+		}
+		t.Logf("tgz sha256: cold %s, %s %s", cold.res.Manifest.Artifact.SHA256, other.name, other.r.res.Manifest.Artifact.SHA256)
+	}
+}
+
+// provenanceDebs are the names and sha256s of the package archives the
+// provenance lists.
+func provenanceDebs(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Predicate struct {
+			BuildDefinition struct {
+				ResolvedDependencies []struct {
+					Name   string            `json:"name"`
+					Digest map[string]string `json:"digest"`
+				} `json:"resolvedDependencies"`
+			} `json:"buildDefinition"`
+		} `json:"predicate"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, d := range st.Predicate.BuildDefinition.ResolvedDependencies {
+		if strings.HasPrefix(d.Name, "deb:") {
+			got[d.Name] = true
+			got[d.Digest["sha256"]] = true
+		}
+	}
+	return got
+}
