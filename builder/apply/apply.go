@@ -2,6 +2,9 @@
 // (package steps) in an appliance session (package guest) and records what
 // the manifest needs from running them (missing optional packages, fetched
 // apt keys, the installed packages).
+//
+// It also owns the settings dpkg runs with during a build only, written
+// and removed around each layer (buildtime.go).
 package apply
 
 import (
@@ -64,7 +67,12 @@ type Applier struct {
 	// and bytes (the rest of a layer's time is its caller's to measure).
 	Timings manifest.Timings
 
-	aptSync bool // apt lists are current for the configured repositories
+	// KeepDpkgSyncs leaves dpkg syncing every file it writes: no
+	// build-time settings (buildtime.go).
+	KeepDpkgSyncs bool
+
+	aptSync  bool           // apt lists are current for the configured repositories
+	settings *buildSettings // the build-time settings written, until removed
 }
 
 // Apply executes one step.
