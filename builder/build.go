@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/attest"
 	"github.com/gpuaas/imagectl/builder/base"
 	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/builder/pack"
@@ -29,6 +30,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/validate"
 )
 
@@ -52,6 +54,13 @@ type BuildOptions struct {
 	ParentVersion string
 	// LayerCache is the layer cache's directory; "" builds without it.
 	LayerCache string
+	// PackageCache is the package cache's directory (builder/debcache):
+	// packages steps fetch their archives on the host into it; "" leaves
+	// every download to the appliance's apt.
+	PackageCache string
+	// Env is the environment whose http_proxy, https_proxy and no_proxy
+	// the package cache's fetches go through.
+	Env []string
 	// Refresh rebuilds every layer, replacing what the cache holds.
 	Refresh bool
 	// CacheMaxAge bounds the age of cached layers that install packages or
@@ -131,6 +140,9 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 	b.m = plan.Manifest.Clone()
 	b.m.Build.Started = started
 	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, KeepDpkgSyncs: opts.KeepDpkgSyncs}
+	if opts.PackageCache != "" {
+		b.ap.Debs = &debcache.Fetcher{Cache: debcache.Cache{Dir: opts.PackageCache}, Client: debcache.ProxyClient(opts.Env)}
+	}
 	b.sessOpts = guest.SessionOptions{Accel: opts.Accel, Log: b.rep.Log, Format: "raw"}
 	for _, ph := range phases {
 		if ph.skip != nil && ph.skip(b) {
@@ -374,7 +386,7 @@ func (b *build) describe(ctx context.Context) error {
 	m.Artifact = &manifest.Artifact{File: b.plan.Output.Files.Tarball, SHA256: b.packed.SHA256, Size: b.packed.Size, Compression: "gzip",
 		CompressionLevel: b.plan.Output.CompressionLevel, Entries: b.packed.Entries, Packer: b.packer}
 	var err error
-	b.docs, err = attest.Describe(ctx, b.plan, m, b.tgz.Name(), b.packer)
+	b.docs, err = attest.Describe(ctx, b.plan, m, b.tgz.Name(), b.packer, fetchedDebs(b.ap.Fetched))
 	return err
 }
 
@@ -598,4 +610,15 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("build cancelled: %w", ctx.Err())
 	}
 	return err
+}
+
+// fetchedDebs are the package archives the layers applied in this build
+// fetched, for the provenance (a layer restored from the layer cache
+// fetched none).
+func fetchedDebs(debs []debcache.Deb) []provenance.Package {
+	var ps []provenance.Package
+	for _, d := range debs {
+		ps = append(ps, provenance.Package{Name: d.Name, Version: d.Version, Architecture: d.Architecture, URI: d.URL, SHA256: d.SHA256})
+	}
+	return ps
 }

@@ -51,6 +51,8 @@ type Build struct {
 	Bundles    []Resource
 	// AptRepositories are the repositories the build installed from.
 	AptRepositories []AptRepository
+	// Packages are the package archives (.deb) the build fetched.
+	Packages []Package
 	// Byproducts are files made beside the tgz (the SBOM).
 	Byproducts []Resource
 	// InvocationID identifies this run; Started and Finished bound it.
@@ -63,6 +65,13 @@ type Build struct {
 type Resource struct {
 	Name, URI, SHA256 string
 	Annotations       map[string]string
+}
+
+// Package is a package archive a build fetched: the package's name,
+// version and architecture, the URL it came from (without credentials) and
+// its sha256 (hex) as the signed apt index gives it, when it gave one.
+type Package struct {
+	Name, Version, Architecture, URI, SHA256 string
 }
 
 // Variable is a recipe variable given to the build.
@@ -93,7 +102,8 @@ type AptRepository struct {
 // resolvedDependencies are the recipe (named by its path, annotated with
 // the checkout's sourceRevision), the base image ("base"), the layer files
 // (by path), the bundles ("bundle:<name>", digest the bundle's tree
-// digest) and the apt repositories ("apt:<name>"). Recipe and Base are
+// digest), the apt repositories ("apt:<name>") and the package archives
+// fetched ("deb:<name>", annotated with version and architecture). Recipe and Base are
 // left out when nothing of them is given (no URI nor digest); any other
 // resource needs a URI or a digest.
 func Statement(b Build) ([]byte, error) {
@@ -282,6 +292,17 @@ func dependencies(b Build) ([]*intoto.ResourceDescriptor, error) {
 		d, err := aptDescriptor(a)
 		if err != nil {
 			return nil, fmt.Errorf("apt repository: %w", err)
+		}
+		deps = append(deps, d)
+	}
+	for _, p := range b.Packages {
+		ann := map[string]string{"version": p.Version}
+		if p.Architecture != "" {
+			ann["architecture"] = p.Architecture
+		}
+		d, err := descriptor(Resource{URI: p.URI, SHA256: p.SHA256, Annotations: ann}, "deb:"+p.Name)
+		if err != nil {
+			return nil, fmt.Errorf("package archive: %w", err)
 		}
 		deps = append(deps, d)
 	}

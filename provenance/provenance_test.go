@@ -20,6 +20,7 @@ const (
 	bundleSum = "4444444444444444444444444444444444444444444444444444444444444444"
 	keySum    = "5555555555555555555555555555555555555555555555555555555555555555"
 	sbomSum   = "6666666666666666666666666666666666666666666666666666666666666666"
+	debSum    = "7777777777777777777777777777777777777777777777777777777777777777"
 )
 
 func fullBuild() provenance.Build {
@@ -43,6 +44,11 @@ func fullBuild() provenance.Build {
 				KeySHA256: "sha256:" + keySum, ConfiguredIn: "recipe layer cuda"},
 			{Name: "ubuntu.sources", URI: "http://archive.ubuntu.com/ubuntu", Suite: "noble",
 				Components: []string{"main", "restricted"}, ConfiguredIn: "/etc/apt/sources.list.d/ubuntu.sources"},
+		},
+		Packages: []provenance.Package{
+			{Name: "jq", Version: "1:1.6-2.1", Architecture: "amd64", URI: "http://deb.debian.org/debian/pool/main/j/jq/jq_1.6-2.1_amd64.deb", SHA256: strings.ToUpper(debSum)},
+			// A package the index gave no sha256 for: its URL only.
+			{Name: "less", Version: "590-2", URI: "http://deb.debian.org/debian/pool/main/l/less/less_590-2_amd64.deb"},
 		},
 		Byproducts: []provenance.Resource{{Name: "gpu-1.2.3.spdx.json", SHA256: sbomSum,
 			Annotations: map[string]string{"mediaType": "application/spdx+json"}}},
@@ -158,6 +164,10 @@ func TestStatementJSON(t *testing.T) {
 		map[string]any{"name": "apt:ubuntu.sources", "uri": "http://archive.ubuntu.com/ubuntu",
 			"annotations": map[string]any{"suite": "noble", "components": []any{"main", "restricted"},
 				"configuredIn": "/etc/apt/sources.list.d/ubuntu.sources"}},
+		map[string]any{"name": "deb:jq", "uri": "http://deb.debian.org/debian/pool/main/j/jq/jq_1.6-2.1_amd64.deb", "digest": map[string]any{"sha256": debSum},
+			"annotations": map[string]any{"version": "1:1.6-2.1", "architecture": "amd64"}},
+		map[string]any{"name": "deb:less", "uri": "http://deb.debian.org/debian/pool/main/l/less/less_590-2_amd64.deb",
+			"annotations": map[string]any{"version": "590-2"}},
 	}
 	if !reflect.DeepEqual(deps, wantDeps) {
 		t.Errorf("resolvedDependencies =\n%#v\nwant\n%#v", deps, wantDeps)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
+	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
@@ -67,6 +68,15 @@ type Applier struct {
 	// and bytes (the rest of a layer's time is its caller's to measure).
 	Timings manifest.Timings
 
+	// Debs, when set, fetches the archives of packages steps on the host
+	// into the package cache and hands them to the guest's apt; nil
+	// leaves every download to the guest.
+	Debs *debcache.Fetcher
+	// Fetched are the archives the packages steps fetched (on the host or
+	// in the guest), in order: what the provenance lists. Those the index
+	// gave no sha256 for have none.
+	Fetched []debcache.Deb
+
 	// KeepDpkgSyncs leaves dpkg syncing every file it writes: no
 	// build-time settings (buildtime.go).
 	KeepDpkgSyncs bool
@@ -81,9 +91,6 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 	case steps.AptRepository:
 		return a.aptRepository(ctx, s)
 	case steps.Packages:
-		// apt-get downloads and installs in one call: its whole time is
-		// install time until downloads are measured apart.
-		defer func(start time.Time) { a.Timings.Install += time.Since(start).Seconds() }(time.Now())
 		if s.Optional {
 			return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
 		}
@@ -122,6 +129,7 @@ func (a *Applier) aptUpdate(ctx context.Context) error {
 	if a.aptSync {
 		return nil
 	}
+	defer a.timed(&a.Timings.Download)()
 	if _, err := a.Session.Run(ctx, aptEnv+"apt-get update -q"); err != nil {
 		return fmt.Errorf("apt-get update: %w", err)
 	}
@@ -141,8 +149,7 @@ func (a *Applier) requiredPackages(ctx context.Context, pkgs []string, install s
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	_, err := a.Session.Run(ctx, install+shell.Join(pkgs))
-	return err
+	return a.install(ctx, install, pkgs)
 }
 
 // optionalPackages installs what the archive has: all at once when it can,
@@ -151,13 +158,13 @@ func (a *Applier) optionalPackages(ctx context.Context, pkgs []string, install s
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	if _, err := a.Session.Run(ctx, install+shell.Join(pkgs)); err == nil {
+	if err := a.install(ctx, install, pkgs); err == nil {
 		return nil
 	} else if !isCommandError(err) {
 		return err
 	}
 	for _, p := range pkgs {
-		_, err := a.Session.Run(ctx, install+shell.Quote(p))
+		err := a.install(ctx, install, []string{p})
 		switch {
 		case err == nil:
 		case isCommandError(err):

@@ -42,8 +42,9 @@ type Documents struct {
 // Describe reads the packed tgz's inventory and makes the build's SBOM and
 // provenance, recording their digests in m, the build's manifest. The
 // tgz's sha256 and the manifest's times are final when it runs; packer
-// says how the tgz was packed.
-func Describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, packer string) (*Documents, error) {
+// says how the tgz was packed; debs are the package archives the build
+// fetched, which the provenance lists (their URLs without credentials).
+func Describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, packer string, debs []provenance.Package) (*Documents, error) {
 	opts := sbom.ScanOptions{}
 	for _, f := range m.Files {
 		opts.Files = append(opts.Files, f.Path)
@@ -95,6 +96,10 @@ func Describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, p
 	m.CycloneDX = &manifest.Document{File: plan.Output.Files.CycloneDX, SHA256: digest.Bytes(d.CycloneDX).Hex(), Format: sbom.CycloneDXFormat}
 
 	b := provenanceOf(plan, m, inv, packer)
+	for _, d := range debs {
+		d.URI = withoutCredentials(d.URI)
+		b.Packages = append(b.Packages, d)
+	}
 	b.Byproducts = []provenance.Resource{
 		{Name: m.SBOM.File, SHA256: m.SBOM.SHA256, Annotations: map[string]string{"mediaType": "application/spdx+json"}},
 		{Name: m.CycloneDX.File, SHA256: m.CycloneDX.SHA256, Annotations: map[string]string{"mediaType": "application/vnd.CycloneDX+json"}},

@@ -33,6 +33,7 @@ type buildFlags struct {
 	accel     string
 	packer    string
 	noCache   bool
+	noPkgs    bool
 	refresh   bool
 	maxAge    time.Duration
 	signKey   string
@@ -83,13 +84,14 @@ store's latest version of the image.`,
 	f.recipe.register(cmd)
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and touch nothing")
 	cmd.Flags().StringVar(&f.version, "version", "", "image version (overrides the recipe's)")
-	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where downloaded base images and the layer cache (layers/) are kept (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
+	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where downloaded base images, the layer cache (layers/) and the package cache (packages/) are kept (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
 	cmd.Flags().StringVar(&f.workDir, "work-dir", "", "where the temporary working disk goes, as large as the data in the image (default: $TMPDIR)")
 	f.store.registerVersions(cmd, "publish the build into this image store: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE; with neither, no store)")
 	cmd.Flags().StringVar(&f.outputDir, "output-dir", "", "write artifacts here instead of the recipe's artifact directory")
 	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "sign with this cosign private key (overrides the recipe's sign_key; password from $COSIGN_PASSWORD)")
 	cmd.Flags().StringVar(&f.accel, "accel", "auto", "appliance accelerator: auto (KVM when it works, else TCG), kvm or tcg")
 	cmd.Flags().BoolVar(&f.noCache, "no-cache", false, "build every layer without the layer cache (neither reading nor writing it)")
+	cmd.Flags().BoolVar(&f.noPkgs, "no-package-cache", false, "let the appliance's apt download every package itself, without fetching them on the host into the package cache (packages/)")
 	cmd.Flags().BoolVar(&f.refresh, "refresh", false, "rebuild every layer and replace what the layer cache holds for them")
 	cmd.Flags().DurationVar(&f.maxAge, "cache-max-age", builder.DefaultCacheMaxAge, "reuse cached layers that install packages or run commands only up to this age")
 	cmd.Flags().StringVar(&f.packer, "packer", "auto", "how the root filesystem is read for the tgz: host (from the disk image, fast), appliance (tar-out), or auto (host when supported, else appliance)")
@@ -156,6 +158,8 @@ func runBuild(ctx context.Context, f *buildFlags, args []string, s streams, env 
 		Packer:        f.packer,
 		Events:        events,
 		LayerCache:    layerCacheDir(cacheDir, f.noCache),
+		PackageCache:  packageCacheDir(cacheDir, f.noPkgs),
+		Env:           env,
 		Refresh:       f.refresh,
 		CacheMaxAge:   f.maxAge,
 		Sign:          buildSigner(ctx, signer),
@@ -232,6 +236,15 @@ func layerCacheDir(cacheDir string, disabled bool) string {
 		return ""
 	}
 	return filepath.Join(cacheDir, cachedir.Layers)
+}
+
+// packageCacheDir is the package cache of the cache directory, "" when
+// --no-package-cache turned it off.
+func packageCacheDir(cacheDir string, disabled bool) string {
+	if disabled {
+		return ""
+	}
+	return filepath.Join(cacheDir, cachedir.Packages)
 }
 
 // defaultCacheDir is the cache directory without --cache-dir.

@@ -1,8 +1,8 @@
 // Package cachedir owns where imagectl's cache directory is and how it is
 // laid out: $IMAGECTL_CACHE_DIR, else imagectl/ in the user's cache
 // directory, holding one folder per user of it. Every user (the builder's
-// base images and layer cache, the registry store's cache, the git
-// catalogs' clones, package cache's listing and pruning) takes its folder
+// base images, layer cache and package cache, the registry store's cache,
+// the git catalogs' clones, the cache package's listing and pruning) takes its folder
 // from here, so that one setting moves them all.
 package cachedir
 
@@ -27,6 +27,9 @@ const (
 	Registry = "oci"
 	// Catalogs holds the git catalogs' working clones (store/gitcatalog).
 	Catalogs = "catalogs"
+	// Packages is the package cache (builder/debcache): the .deb files
+	// builds fetched on the host, by sha256.
+	Packages = "packages"
 )
 
 // Default is the cache directory env names: $IMAGECTL_CACHE_DIR, else

@@ -63,7 +63,7 @@ var layers = []layer{
 		"builder/plan",
 	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
-		"builder/attest", "builder/base", "builder/ext4tar", "builder/layercache", "deploycheck", "profile", "profile/profilesim", "upload/maas", "upload/maassim",
+		"builder/attest", "builder/base", "builder/debcache", "builder/ext4tar", "builder/layercache", "deploycheck", "profile", "profile/profilesim", "upload/maas", "upload/maassim",
 	}},
 	{name: "build parts (the step interpreter and the packer, on the parts above)", pkgs: []string{
 		"builder/apply", "builder/pack",

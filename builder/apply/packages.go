@@ -1,0 +1,230 @@
+package apply
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder/debcache"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/shell"
+)
+
+// archives is where the guest's apt keeps downloaded archives, and where
+// it looks for them before downloading.
+const archives = "/var/cache/apt/archives"
+
+// debMTime is the modification time of the archives handed to the guest:
+// fixed, so an image that keeps apt's cache has the same bytes however
+// often the cache served them.
+var debMTime = bundleMTime
+
+// timed adds the time until the returned func is called to *into.
+func (a *Applier) timed(into *float64) func() {
+	start := time.Now()
+	return func() { *into += time.Since(start).Seconds() }
+}
+
+// install downloads what the install command will (on the host when it
+// can, see download), then runs it: the first part counts as Download, the
+// second as Install.
+func (a *Applier) install(ctx context.Context, install string, pkgs []string) error {
+	done := a.timed(&a.Timings.Download)
+	err := a.download(ctx, install, pkgs)
+	done()
+	if err != nil {
+		return err
+	}
+	defer a.timed(&a.Timings.Install)()
+	_, err = a.Session.Run(ctx, install+shell.Join(pkgs))
+	return err
+}
+
+// download asks the guest's apt which archives the install would fetch
+// (its resolution against the image's sources, keys and pins), fetches
+// them on the host into the package cache when a.Debs is set, each
+// checked against the sha256 of the signed index's record, and puts them in
+// the guest's archives directory, where apt finds them downloaded. What the host could not fetch, the
+// guest's apt downloads itself (--download-only), said in a log line
+// naming the package and why.
+func (a *Applier) download(ctx context.Context, install string, pkgs []string) error {
+	out, err := a.Session.Run(ctx, install+"--print-uris -qq "+shell.Join(pkgs))
+	if err != nil {
+		if isCommandError(err) {
+			return nil // the install fails the same way, and says so
+		}
+		return err
+	}
+	us, err := debcache.ParseURIs(out)
+	if err != nil {
+		return fmt.Errorf("reading what apt would fetch for %s: %w", strings.Join(pkgs, " "), err)
+	}
+	if len(us) == 0 {
+		return nil
+	}
+	debs, unresolved, err := a.resolve(ctx, us)
+	if err != nil {
+		return err
+	}
+	byFile := map[string]bool{}
+	if a.Debs != nil {
+		for _, f := range slices.Sorted(maps.Keys(unresolved)) {
+			a.Events.Log(fmt.Sprintf("package archive %s: fetched by the guest (%s)", f, unresolved[f]))
+		}
+		if byFile, err = a.hostFetch(ctx, debs); err != nil {
+			return err
+		}
+	}
+	var guestBytes int64
+	for _, u := range us {
+		if !byFile[u.Filename] {
+			guestBytes += u.Size
+		}
+	}
+	if guestBytes == 0 {
+		return nil
+	}
+	if _, err := a.Session.Run(ctx, install+"--download-only "+shell.Join(pkgs)); err != nil {
+		return err
+	}
+	a.Timings.DownloadBytes += guestBytes
+	return nil
+}
+
+// resolve reads the index records of the archives (apt-cache show
+// name=version), recording them in a.Fetched: the sha256 is the index's.
+func (a *Applier) resolve(ctx context.Context, us []debcache.URI) ([]debcache.Deb, map[string]string, error) {
+	var args []string
+	seen := map[string]bool{}
+	for _, u := range us {
+		name, version, _, err := u.NameVersion()
+		if err != nil || seen[name+"="+version] {
+			continue
+		}
+		seen[name+"="+version] = true
+		args = append(args, name+"="+version)
+	}
+	var records []debcache.Record
+	if len(args) > 0 {
+		out, err := a.Session.Run(ctx, "apt-cache show "+shell.Join(args))
+		if err != nil && !isCommandError(err) {
+			return nil, nil, err
+		}
+		if err == nil {
+			records = debcache.ParseRecords(out)
+		}
+	}
+	debs, unresolved := debcache.Resolve(us, records)
+	got := map[string]bool{}
+	for _, d := range debs {
+		got[d.Filename] = true
+	}
+	for _, u := range us {
+		if got[u.Filename] {
+			continue
+		}
+		d := debcache.Deb{URL: u.URL, Filename: u.Filename, Size: u.Size}
+		d.Name, d.Version, d.Architecture, _ = u.NameVersion()
+		a.Fetched = append(a.Fetched, d)
+	}
+	a.Fetched = append(a.Fetched, debs...)
+	return debs, unresolved, nil
+}
+
+// hostFetch fetches debs into the package cache and tars the ones it got
+// into the guest's archives directory in one stream, returning their file
+// names.
+func (a *Applier) hostFetch(ctx context.Context, debs []debcache.Deb) (map[string]bool, error) {
+	res, err := a.Debs.Fetch(ctx, debs)
+	if err != nil {
+		return nil, err
+	}
+	var ok []debcache.Result
+	for _, r := range res {
+		switch {
+		case r.Err == nil:
+			ok = append(ok, r)
+			if r.Replaced != "" {
+				a.Events.Log(fmt.Sprintf("package %s %s: fetched again (%s)", r.Deb.Name, r.Deb.Version, r.Replaced))
+			}
+			if r.Cached {
+				a.Timings.CachedBytes += r.Deb.Size
+			} else {
+				a.Timings.DownloadBytes += r.Fetched
+				a.Timings.CachedBytes += r.Deb.Size - r.Fetched
+			}
+		default:
+			a.Events.Log(fmt.Sprintf("package %s %s: fetched by the guest, not the host (%v)", r.Deb.Name, r.Deb.Version, unwrapNotFetchable(r.Err)))
+		}
+	}
+	if len(ok) == 0 {
+		return map[string]bool{}, nil
+	}
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		err := writeDebTar(ctx, ok, pw)
+		pw.CloseWithError(err)
+		errc <- err
+	}()
+	err = a.Session.TarIn(ctx, pr, archives)
+	pr.CloseWithError(errors.New("handing archives to the guest stopped"))
+	if werr := <-errc; werr != nil {
+		return nil, fmt.Errorf("handing the fetched archives to the guest: %w", werr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("handing the fetched archives to the guest: %w", err)
+	}
+	files := map[string]bool{}
+	for _, r := range ok {
+		files[r.Deb.Filename] = true
+	}
+	return files, nil
+}
+
+func unwrapNotFetchable(err error) error {
+	var nf *debcache.NotFetchable
+	if errors.As(err, &nf) {
+		return nf.Reason
+	}
+	return err
+}
+
+// writeDebTar writes the archives as apt leaves its downloads: root's,
+// mode 0644, under apt's file names, checking each against its sha256 as
+// it goes. The check is the guard: apt 2.6 takes an archive it finds in
+// its archives directory on its size alone, without hashing it.
+func writeDebTar(ctx context.Context, rs []debcache.Result, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	for _, r := range rs {
+		f, err := os.Open(r.Path)
+		if err != nil {
+			return err
+		}
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: "./" + r.Deb.Filename, Mode: 0o644, Size: r.Deb.Size,
+			Uname: "root", Gname: "root", ModTime: debMTime, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			f.Close()
+			return err
+		}
+		d, err := digest.Copy(ctx, tw, io.LimitReader(f, r.Deb.Size), nil)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if d.Size != r.Deb.Size || !d.Matches(r.Deb.SHA256) {
+			return fmt.Errorf("the package cache's %s changed while it was read", r.Deb.Filename)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
