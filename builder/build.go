@@ -433,9 +433,13 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 		}
 		missing, keys := len(ap.Missing), len(ap.Keys)
 		before, stepsTime := ap.Timings, 0.0
+		// The build-time settings, before the first layer that may run
+		// dpkg: they then stay until a snapshot or packing.
 		start := time.Now()
-		if err := ap.StartBuildSettings(ctx); err != nil {
-			return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
+		if apply.RunsDpkg(l.Steps) {
+			if err := ap.StartBuildSettings(ctx); err != nil {
+				return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
+			}
 		}
 		stepsTime += time.Since(start).Seconds()
 		for _, st := range l.Steps {
@@ -452,10 +456,13 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 			ml.Steps = append(ml.Steps, manifest.Step{Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
 			stepsTime += secs
 		}
-		// The settings are gone before the layer's snapshot and packing.
+		// The settings are gone before the layer's snapshot, and after the
+		// last layer, before packing.
 		start = time.Now()
-		if err := ap.EndBuildSettings(ctx); err != nil {
-			return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
+		if (lc != nil && l.Enabled) || i == len(plan.Layers)-1 {
+			if err := ap.EndBuildSettings(ctx); err != nil {
+				return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
+			}
 		}
 		stepsTime += time.Since(start).Seconds()
 		lt := layerTimings(before, ap.Timings, stepsTime)

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/shell"
 )
 
@@ -14,10 +15,12 @@ import (
 // the build finishes, and it is flushed as a whole before each layer
 // snapshot (Checkpoint) and before packing (the session's close), so the
 // per-file syncs only cost time. The setting changes how dpkg writes,
-// never what: it lives in a dpkg.cfg.d file written when a layer starts
-// and removed when its steps are done, before its snapshot, so neither a
-// cached layer nor the image carries it, and the directory keeps its
-// modification time.
+// never what: it lives in a dpkg.cfg.d file written before the first layer
+// that may run dpkg (RunsDpkg) and removed before a layer's snapshot and
+// before packing, so neither a cached layer nor the image carries it, and
+// the directory keeps its modification time. Each write and removal is a
+// guest command (seconds under TCG): a build without the layer cache makes
+// one of each.
 const (
 	dpkgCfgDir     = "/etc/dpkg/dpkg.cfg.d"
 	dpkgBuildFile  = "zz-imagectl-build"
@@ -85,4 +88,16 @@ func endSettingsScript(dir string, s buildSettings) string {
 		"now=$(date -r \"$d\" +%s.%N)\n" +
 		"rm -f \"$d\"/" + shell.Quote(dpkgBuildFile) + "\n" +
 		"if [ \"$now\" = " + shell.Quote(s.after) + " ]; then touch -m -d @" + shell.Quote(s.before) + " \"$d\"; fi\n"
+}
+
+// RunsDpkg says whether a layer's steps may run dpkg: packages steps and
+// commands.
+func RunsDpkg(sts []steps.Step) bool {
+	for _, st := range sts {
+		switch st.(type) {
+		case steps.Packages, steps.Run:
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
@@ -124,4 +125,22 @@ func TestBuildSettingsScripts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRunsDpkg: the settings are written for layers with packages steps
+// or commands, not for those that only write files or set services.
+func TestRunsDpkg(t *testing.T) {
+	for _, c := range []struct {
+		steps []steps.Step
+		want  bool
+	}{
+		{nil, false},
+		{[]steps.Step{steps.WriteFile{Path: "/etc/motd"}, steps.Services{}}, false},
+		{[]steps.Step{steps.WriteFile{Path: "/etc/motd"}, steps.Packages{Packages: []string{"jq"}}}, true},
+		{[]steps.Step{steps.Run{Command: "dpkg -i /tmp/x.deb"}}, true},
+	} {
+		if got := RunsDpkg(c.steps); got != c.want {
+			t.Errorf("RunsDpkg(%v) = %v, want %v", c.steps, got, c.want)
+		}
+	}
 }
