@@ -73,7 +73,8 @@ type BuildOptions struct {
 	Sign func(SignRequest) (map[string][]byte, error)
 	// KeepDpkgSyncs leaves dpkg in the appliance syncing every file it
 	// writes, as it does on a running system; by default it does not
-	// (force-unsafe-io, for the build only): the outputs are the same.
+	// (force-unsafe-io, for the build only), which changes how dpkg
+	// writes, not what.
 	KeepDpkgSyncs bool
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
