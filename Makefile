@@ -181,7 +181,7 @@ bench: build base-image cosign
 	$(GO) test -run '^$$' -bench Rollout20Sites -benchtime 1x ./release
 	$(GO) test -run '^$$' -bench PredeployVsStatus -benchtime 5x ./release
 	$(GO) test -run '^$$' -bench 'Scan|ReadTgz|ExtractTgz' -benchtime 3x ./sbom
-	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|DemoBuild|DemoCache' -benchtime 1x -timeout 90m ./builder/guestfs
+	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|BuildTimes' -benchtime 1x -timeout 180m ./builder/guestfs
 
 demo: build base-image
 	$(BIN) build examples/demo.hcl -var-file $(BASE_VARS)

@@ -71,6 +71,11 @@ type BuildOptions struct {
 	// which are published with the rest, all or none. Without it,
 	// signature files of an earlier artifact of the same name are removed.
 	Sign func(SignRequest) (map[string][]byte, error)
+	// KeepDpkgSyncs leaves dpkg in the appliance syncing every file it
+	// writes, as it does on a running system; by default it does not
+	// (force-unsafe-io, for the build only), which changes how dpkg
+	// writes, not what.
+	KeepDpkgSyncs bool
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
 	// (tar-out through the appliance), or "auto" (default: host when the
@@ -135,7 +140,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 	b.tgzPath = filepath.Join(b.outDir, plan.Output.Files.Tarball)
 	b.m = plan.Manifest.Clone()
 	b.m.Build.Started = started
-	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy()}
+	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy(), KeepDpkgSyncs: opts.KeepDpkgSyncs}
 	if opts.PackageCache != "" {
 		b.ap.Debs = &debcache.Fetcher{Cache: debcache.Cache{Dir: opts.PackageCache}, Client: debcache.ProxyClient(opts.Env)}
 	}
@@ -148,7 +153,11 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 		if ph.name != "" {
 			end = b.rep.Phase(ph.name, ph.summary(b))
 		}
+		start := time.Now()
 		err := ph.run(b, ctx)
+		if ph.timing != nil {
+			*ph.timing(&b.timings) += time.Since(start).Seconds()
+		}
 		end(err)
 		if err != nil {
 			if ph.yieldsToCtx {
@@ -157,6 +166,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 			return nil, err
 		}
 	}
+	b.rep.Timings("", b.m.Build.Seconds, timingFigures(b.timings))
 	return b.res, nil
 }
 
@@ -181,6 +191,8 @@ type build struct {
 	packer         string
 	docs           *attest.Documents
 	res            *Result
+	// timings are where the build's time has gone so far.
+	timings manifest.Timings
 
 	// cleanups run when the build ends, last first, on every path.
 	cleanups []func()
@@ -209,26 +221,32 @@ type phase struct {
 	yieldsToCtx bool
 	// reports are the phases an unnamed phase reports itself.
 	reports []string
+	// timing is the part of manifest.Timings the phase's time counts
+	// in; nil: the phase counts its own (the layers) or is not counted.
+	timing func(*manifest.Timings) *float64
 }
 
 // phases are a build, in order.
 var phases = []phase{
 	// The base image, verified before anything else happens.
-	{name: PhaseVerifyBase, summary: func(b *build) string { return b.plan.Manifest.Base.Source }, run: (*build).verifyBase},
+	{name: PhaseVerifyBase, summary: func(b *build) string { return b.plan.Manifest.Base.Source }, run: (*build).verifyBase, timing: baseTime},
 	// A raw working copy of the base in a work directory removed on every
 	// path: the appliance customizes it, and the packer reads the root
 	// filesystem from it on the host afterwards.
-	{name: PhasePrepare, summary: func(*build) string { return "raw working copy of the base image" }, run: (*build).prepare},
+	{name: PhasePrepare, summary: func(*build) string { return "raw working copy of the base image" }, run: (*build).prepare, timing: baseTime},
 	// The layer cache: the deepest run of unchanged layers is restored onto
 	// the disk and into the manifest, and only the layers after it are
 	// applied.
-	{run: (*build).restore, yieldsToCtx: true, reports: []string{PhaseRestore}},
+	{run: (*build).restore, yieldsToCtx: true, reports: []string{PhaseRestore}, timing: snapshotTime},
 	// One appliance for the layers left, when any are.
-	{name: PhaseLaunch, summary: func(*build) string { return "libguestfs appliance" }, skip: (*build).allRestored, run: (*build).launch},
+	{name: PhaseLaunch, summary: func(*build) string { return "libguestfs appliance" }, skip: (*build).allRestored, run: (*build).launch,
+		timing: func(t *manifest.Timings) *float64 { return &t.Launch }},
+	// Each layer counts its own time, as it went (applyLayers).
 	{skip: (*build).allRestored, run: (*build).applyLayers, reports: []string{PhaseSnapshot}},
 	// The root filesystem, streamed: compression and sha256 in one pass,
 	// no uncompressed tar on disk.
-	{name: PhasePack, summary: func(b *build) string { return b.tgzPath }, run: (*build).pack, yieldsToCtx: true},
+	{name: PhasePack, summary: func(b *build) string { return b.tgzPath }, run: (*build).pack, yieldsToCtx: true,
+		timing: func(t *manifest.Timings) *float64 { return &t.Pack }},
 	// The deployability check on the packed tgz: findings are reported
 	// and recorded in the manifest (upload refuses what has errors).
 	{name: PhaseCheck, summary: func(*build) string { return "deployability of the tgz" }, run: (*build).check, yieldsToCtx: true},
@@ -236,10 +254,14 @@ var phases = []phase{
 	{name: PhaseDescribe, summary: func(b *build) string {
 		f := b.plan.Output.Files
 		return f.SBOM + ", " + f.CycloneDX + ", " + f.Provenance
-	}, run: (*build).describe, yieldsToCtx: true},
+	}, run: (*build).describe, yieldsToCtx: true, timing: func(t *manifest.Timings) *float64 { return &t.SBOM }},
 	// The manifest and the validation script, then publish them all.
 	{name: PhaseManifest, summary: func(b *build) string { return b.plan.Output.Files.Manifest }, run: (*build).publish},
 }
+
+// baseTime and snapshotTime are the parts two phases each count in.
+func baseTime(t *manifest.Timings) *float64     { return &t.Base }
+func snapshotTime(t *manifest.Timings) *float64 { return &t.Snapshot }
 
 func (b *build) verifyBase(ctx context.Context) error {
 	var err error
@@ -321,7 +343,7 @@ func (b *build) launch(ctx context.Context) error {
 }
 
 func (b *build) applyLayers(ctx context.Context) error {
-	return applyLayers(ctx, b.plan, b.m, b.ap, b.sess, len(b.restored), b.lc, b.disk, b.rep)
+	return applyLayers(ctx, b.plan, b.m, b.ap, b.sess, len(b.restored), b.lc, b.disk, b.rep, &b.timings)
 }
 
 func (b *build) pack(ctx context.Context) error {
@@ -370,6 +392,9 @@ func (b *build) describe(ctx context.Context) error {
 }
 
 func (b *build) publish(ctx context.Context) error {
+	// Every counted phase has run: the manifest says where the time went.
+	t := b.timings
+	b.m.Build.Timings = &t
 	var err error
 	b.res, err = publish(ctx, b.m, b.tgz, manifest.FilesBeside(b.tgzPath), b.docs, b.opts.Sign)
 	return err
@@ -377,7 +402,8 @@ func (b *build) publish(ctx context.Context) error {
 
 // applyLayers applies the plan's layers from index first on, with services
 // kept from starting, snapshotting each into the layer cache when lc is set.
-func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap *apply.Applier, sess guest.Session, first int, lc *layerCache, disk string, rep event.Reporter) error {
+// Each layer's timings go into its manifest layer and are added to total.
+func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap *apply.Applier, sess guest.Session, first int, lc *layerCache, disk string, rep event.Reporter, total *manifest.Timings) error {
 	ap.Session = sess
 	// The final layer's steps need the manifest as it stands then.
 	snapshot := func(ctx context.Context) error {
@@ -407,6 +433,16 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 			}
 		}
 		missing, keys := len(ap.Missing), len(ap.Keys)
+		before, stepsTime := ap.Timings, 0.0
+		// The build-time settings, before the first layer that may run
+		// dpkg: they then stay until a snapshot or packing.
+		start := time.Now()
+		if apply.RunsDpkg(l.Steps) {
+			if err := ap.StartBuildSettings(ctx); err != nil {
+				return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
+			}
+		}
+		stepsTime += time.Since(start).Seconds()
 		for _, st := range l.Steps {
 			start := time.Now()
 			rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusStart, Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
@@ -419,8 +455,22 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 			}
 			rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusOK, Layer: l.Name, Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
 			ml.Steps = append(ml.Steps, manifest.Step{Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
+			stepsTime += secs
 		}
+		// The settings are gone before the layer's snapshot, and after the
+		// last layer, before packing.
+		start = time.Now()
+		if (lc != nil && l.Enabled) || i == len(plan.Layers)-1 {
+			if err := ap.EndBuildSettings(ctx); err != nil {
+				return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
+			}
+		}
+		stepsTime += time.Since(start).Seconds()
+		lt := layerTimings(before, ap.Timings, stepsTime)
+		ml.Timings = &lt
 		if lc == nil || !l.Enabled {
+			total.Add(lt)
+			rep.Timings(l.Name, stepsTime, timingFigures(lt))
 			continue
 		}
 		meta := layerMeta{Steps: ml.Steps, Missing: ap.Missing[missing:], AptKeys: ap.Keys[keys:]}
@@ -428,13 +478,31 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 			meta.Packages, meta.Mounts = m.Packages, sess.Mounts()
 		}
 		end := rep.Phase(PhaseSnapshot, "layer "+l.Name)
+		start = time.Now()
 		err := sess.Checkpoint(ctx, func() error { return lc.save(ctx, plan, i, disk, meta) })
+		lt.Snapshot = time.Since(start).Seconds()
 		end(err)
 		if err != nil {
 			return ctxErr(ctx, fmt.Errorf("caching layer %s: %w", l.Name, err))
 		}
+		total.Add(lt)
+		rep.Timings(l.Name, stepsTime+lt.Snapshot, timingFigures(lt))
 	}
 	return nil
+}
+
+// layerTimings is one layer's timings: the packages steps' figures the
+// applier added while the layer ran (before to after), and the rest of its
+// steps' time as commands.
+func layerTimings(before, after manifest.Timings, stepsTime float64) manifest.Timings {
+	t := manifest.Timings{
+		Download:      after.Download - before.Download,
+		Install:       after.Install - before.Install,
+		DownloadBytes: after.DownloadBytes - before.DownloadBytes,
+		CachedBytes:   after.CachedBytes - before.CachedBytes,
+	}
+	t.Commands = max(0, stepsTime-t.Download-t.Install)
+	return t
 }
 
 // publish writes the build's files, named by f (in the output

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/hclkit"
 	"github.com/gpuaas/imagectl/internal/testenv"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -88,5 +90,50 @@ func TestPhases(t *testing.T) {
 		if (ph.name == "") != (ph.summary == nil) {
 			t.Errorf("phase %q: a named phase needs a summary, an unnamed one reports itself", ph.name)
 		}
+	}
+	// Where each phase's time goes in the manifest's timings: the layers
+	// (applyLayers, the unnamed phase after launch) count their own, the
+	// check and the manifest are not counted.
+	wantTiming := []string{"base", "base", "snapshot", "launch", "", "pack", "", "sbom", ""}
+	var gotTiming []string
+	for _, ph := range phases {
+		name := ""
+		if ph.timing != nil {
+			var probe manifest.Timings
+			*ph.timing(&probe) = 1
+			for k := range timingFigures(probe) {
+				name = k
+			}
+		}
+		gotTiming = append(gotTiming, name)
+	}
+	if !slices.Equal(gotTiming, wantTiming) {
+		t.Errorf("the phases' times count in %q, want %q", gotTiming, wantTiming)
+	}
+}
+
+// TestLayerTimings: a layer's packages figures are what the applier added
+// while it ran, and its other steps' time is commands.
+func TestLayerTimings(t *testing.T) {
+	before := manifest.Timings{Install: 10, Download: 4, DownloadBytes: 1000, CachedBytes: 50}
+	after := manifest.Timings{Install: 40, Download: 9, DownloadBytes: 5000, CachedBytes: 50}
+	got := layerTimings(before, after, 45)
+	want := manifest.Timings{Install: 30, Download: 5, DownloadBytes: 4000, Commands: 10}
+	if got != want {
+		t.Errorf("layer timings %+v, want %+v", got, want)
+	}
+	// Rounding cannot make commands negative.
+	if got := layerTimings(before, after, 34.9); got.Commands != 0 {
+		t.Errorf("commands %v from steps shorter than the packages' time", got.Commands)
+	}
+	var total manifest.Timings
+	total.Add(got)
+	total.Add(manifest.Timings{Launch: 3})
+	figures := timingFigures(total)
+	if figures["install"] != 30 || figures["launch"] != 3 || figures["download_bytes"] != 4000 {
+		t.Errorf("timing figures %v", figures)
+	}
+	if _, ok := figures["pack"]; ok {
+		t.Errorf("a part that did not happen is in the figures: %v", figures)
 	}
 }

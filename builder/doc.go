@@ -4,7 +4,9 @@
 // layers from the layer cache, launch one appliance, apply the layers left,
 // pack the tgz, check it, describe it (SBOMs, provenance) and publish every
 // output, all or none. The same table says which phases the build reports
-// through internal/event, in which order. The package also decides
+// through internal/event, in which order, and where each phase's time
+// counts in the manifest's timings (a layer's own: its packages, commands
+// and snapshot, reported as a timings event when it ends). The package also decides
 // what the layer cache restores and snapshots (cache.go).
 //
 // What the phases are made of lives in the folders below it, one job each:

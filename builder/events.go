@@ -1,5 +1,11 @@
 package builder
 
+import (
+	"encoding/json"
+
+	"github.com/gpuaas/imagectl/manifest"
+)
+
 // Phases of a build, as its events (internal/event) name them. The phases
 // table (build.go) says in which order they run; reportedPhases lists them so.
 const (
@@ -27,4 +33,14 @@ func reportedPhases() []string {
 		out = append(out, ph.reports...)
 	}
 	return out
+}
+
+// timingFigures are t's figures by their manifest names (the JSON's), as
+// a timings event carries them: parts that did not happen are left out.
+func timingFigures(t manifest.Timings) map[string]float64 {
+	var figures map[string]float64
+	if b, err := json.Marshal(t); err == nil { // plain numbers always marshal
+		_ = json.Unmarshal(b, &figures)
+	}
+	return figures
 }

@@ -368,7 +368,7 @@ type Timings struct {
 	Install  float64 `json:"install,omitempty"`
 	// Commands is every other step: files, commands, services, bundles.
 	Commands float64 `json:"commands,omitempty"`
-	// Snapshot is writing layer cache snapshots.
+	// Snapshot is the layer cache: restoring and writing snapshots.
 	Snapshot float64 `json:"snapshot,omitempty"`
 	// Pack is packing the tgz, SBOM making the SBOMs.
 	Pack float64 `json:"pack,omitempty"`

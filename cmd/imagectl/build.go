@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,7 @@ import (
 	"github.com/gpuaas/imagectl/builder"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
@@ -201,7 +204,37 @@ func buildResult(w io.Writer, jsonOut bool, res *builder.Result, sigs []string, 
 	for _, sig := range sigs {
 		fmt.Fprintln(w, sig)
 	}
+	writeTimings(w, res.Manifest)
 	return nil
+}
+
+// writeTimings prints where a build's time went, in seconds: a row per
+// layer (a cached one says so) and one for the whole build, then the
+// package bytes fetched and served by the package cache.
+func writeTimings(w io.Writer, m *manifest.Manifest) {
+	t := m.Build.Timings
+	if t == nil {
+		return
+	}
+	fmt.Fprintf(w, "where the time went (seconds, %.1f in all):\n", m.Build.Seconds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  \tbase\tlaunch\tdownload\tinstall\tcommands\tsnapshot\tpack\tsbom")
+	secs := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	for _, l := range m.Layers {
+		switch {
+		case l.Timings != nil:
+			lt := l.Timings
+			textsafe.Fprintf(tw, "  layer %s\t-\t-\t%s\t%s\t%s\t%s\t-\t-\n", l.Name, secs(lt.Download), secs(lt.Install), secs(lt.Commands), secs(lt.Snapshot))
+		case l.CachedAt != nil:
+			textsafe.Fprintf(tw, "  layer %s\tcached\n", l.Name)
+		}
+	}
+	fmt.Fprintf(tw, "  total\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", secs(t.Base), secs(t.Launch), secs(t.Download), secs(t.Install),
+		secs(t.Commands), secs(t.Snapshot), secs(t.Pack), secs(t.SBOM))
+	tw.Flush()
+	if t.DownloadBytes > 0 || t.CachedBytes > 0 {
+		fmt.Fprintf(w, "packages: %s downloaded, %s from the package cache\n", humanBytes(t.DownloadBytes), humanBytes(t.CachedBytes))
+	}
 }
 
 // layerCacheDir is where the layer cache lives: beside the base images.

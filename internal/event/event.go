@@ -11,7 +11,7 @@ import "time"
 // ending, a log line, progress through a phase.
 type Event struct {
 	Time time.Time `json:"time"`
-	// Type is TypePhase, TypeStep, TypeLog or TypeProgress.
+	// Type is TypePhase, TypeStep, TypeLog, TypeProgress or TypeTimings.
 	Type string `json:"type"`
 	// Status is StatusStart, StatusOK or StatusFailed for phases and steps,
 	// StatusCached for a build's layer restored from the layer cache.
@@ -27,6 +27,10 @@ type Event struct {
 	// in all.
 	Done  int64 `json:"done,omitempty"`
 	Total int64 `json:"total,omitempty"`
+	// Timings are a timings event's figures by name (seconds, and bytes
+	// where the name says so): one layer's when Layer is set, else the
+	// whole operation's. Seconds is then the layer's, or the whole's, time.
+	Timings map[string]float64 `json:"timings,omitempty"`
 }
 
 // Event types.
@@ -35,6 +39,9 @@ const (
 	TypeStep     = "step"
 	TypeLog      = "log"
 	TypeProgress = "progress"
+	// TypeTimings says where an operation's time went, once per part
+	// (a build's layer) and once in all, when it ends.
+	TypeTimings = "timings"
 )
 
 // Statuses of phases and steps.
@@ -48,6 +55,12 @@ const (
 // Reporter hands events to the function it is; a nil Reporter discards
 // them. Operations take a func(Event) in their options and convert it.
 type Reporter func(Event)
+
+// Timings reports where the time of layer (or, with layer "", of the whole
+// operation) went.
+func (r Reporter) Timings(layer string, seconds float64, figures map[string]float64) {
+	r.Emit(Event{Type: TypeTimings, Layer: layer, Seconds: seconds, Timings: figures})
+}
 
 // Emit stamps e with the time when it has none and hands it on.
 func (r Reporter) Emit(e Event) {

@@ -2,6 +2,7 @@ package event
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -17,8 +18,9 @@ func TestReporter(t *testing.T) {
 	r.Progress("pack", 1, 2)
 	done(errors.New("disk full"))
 	r.Phase("check", "")(nil)
+	r.Timings("base", 2.5, map[string]float64{"install": 2})
 
-	if len(got) != 6 {
+	if len(got) != 7 {
 		t.Fatalf("got %d events: %+v", len(got), got)
 	}
 	for i, e := range got {
@@ -33,11 +35,15 @@ func TestReporter(t *testing.T) {
 		{Type: TypePhase, Status: StatusFailed, Phase: "pack", Summary: "the tgz", Message: "disk full"},
 		{Type: TypePhase, Status: StatusStart, Phase: "check"},
 		{Type: TypePhase, Status: StatusOK, Phase: "check"},
+		{Type: TypeTimings, Layer: "base", Seconds: 2.5, Timings: map[string]float64{"install": 2}},
 	}
 	for i := range want {
 		g := got[i]
-		g.Time, g.Seconds = want[i].Time, 0
-		if g != want[i] {
+		g.Time = want[i].Time
+		if g.Type != TypeTimings {
+			g.Seconds = 0
+		}
+		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("event %d = %+v, want %+v", i, g, want[i])
 		}
 	}
