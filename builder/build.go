@@ -71,11 +71,6 @@ type BuildOptions struct {
 	// which are published with the rest, all or none. Without it,
 	// signature files of an earlier artifact of the same name are removed.
 	Sign func(SignRequest) (map[string][]byte, error)
-	// KeepDpkgSyncs leaves dpkg in the appliance syncing every file it
-	// writes, as it does on a running system; by default it does not
-	// (force-unsafe-io, for the build only), which changes how dpkg
-	// writes, not what.
-	KeepDpkgSyncs bool
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
 	// (tar-out through the appliance), or "auto" (default: host when the
@@ -140,7 +135,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 	b.tgzPath = filepath.Join(b.outDir, plan.Output.Files.Tarball)
 	b.m = plan.Manifest.Clone()
 	b.m.Build.Started = started
-	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy(), KeepDpkgSyncs: opts.KeepDpkgSyncs}
+	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy()}
 	if opts.PackageCache != "" {
 		b.ap.Debs = &debcache.Fetcher{Cache: debcache.Cache{Dir: opts.PackageCache}, Client: debcache.ProxyClient(opts.Env)}
 	}
@@ -434,15 +429,6 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 		}
 		missing, keys := len(ap.Missing), len(ap.Keys)
 		before, stepsTime := ap.Timings, 0.0
-		// The build-time settings, before the first layer that may run
-		// dpkg: they then stay until a snapshot or packing.
-		start := time.Now()
-		if apply.RunsDpkg(l.Steps) {
-			if err := ap.StartBuildSettings(ctx); err != nil {
-				return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
-			}
-		}
-		stepsTime += time.Since(start).Seconds()
 		for _, st := range l.Steps {
 			start := time.Now()
 			rep.Emit(event.Event{Type: event.TypeStep, Status: event.StatusStart, Layer: l.Name, Kind: st.Kind(), Summary: st.Summary()})
@@ -457,15 +443,6 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 			ml.Steps = append(ml.Steps, manifest.Step{Kind: st.Kind(), Summary: st.Summary(), Seconds: secs})
 			stepsTime += secs
 		}
-		// The settings are gone before the layer's snapshot, and after the
-		// last layer, before packing.
-		start = time.Now()
-		if (lc != nil && l.Enabled) || i == len(plan.Layers)-1 {
-			if err := ap.EndBuildSettings(ctx); err != nil {
-				return ctxErr(ctx, fmt.Errorf("layer %s: %w", l.Name, err))
-			}
-		}
-		stepsTime += time.Since(start).Seconds()
 		lt := layerTimings(before, ap.Timings, stepsTime)
 		ml.Timings = &lt
 		if lc == nil || !l.Enabled {
@@ -478,7 +455,7 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 			meta.Packages, meta.Mounts = m.Packages, sess.Mounts()
 		}
 		end := rep.Phase(PhaseSnapshot, "layer "+l.Name)
-		start = time.Now()
+		start := time.Now()
 		err := sess.Checkpoint(ctx, func() error { return lc.save(ctx, plan, i, disk, meta) })
 		lt.Snapshot = time.Since(start).Seconds()
 		end(err)

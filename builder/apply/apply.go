@@ -5,10 +5,6 @@
 // the host through the package cache (builder/debcache) when given one,
 // falling back to the guest's own download, and record the archives
 // fetched and the time and bytes of downloading apart from installing.
-//
-// It also owns the settings dpkg runs with during a build only, written
-// before the first layer that runs dpkg and removed before each snapshot
-// and before packing (buildtime.go).
 package apply
 
 import (
@@ -87,12 +83,7 @@ type Applier struct {
 	// gave no sha256 for have none.
 	Fetched []debcache.Deb
 
-	// KeepDpkgSyncs leaves dpkg syncing every file it writes: no
-	// build-time settings (buildtime.go).
-	KeepDpkgSyncs bool
-
-	aptSync  bool           // apt lists are current for the configured repositories
-	settings *buildSettings // the build-time settings written, until removed
+	aptSync bool // apt lists are current for the configured repositories
 }
 
 // Apply executes one step.
