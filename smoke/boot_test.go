@@ -121,7 +121,7 @@ func TestPhases(t *testing.T) {
 			t.Errorf("phase %q: a named phase needs a summary, an unnamed one reports nothing", ph.name)
 		}
 	}
-	want := []string{PhaseDeploy, PhaseBoot, PhaseValidate}
+	want := []string{PhaseDeploy, PhaseBoot, PhaseValidate, PhaseUp}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("phases %v, want %v", got, want)
 	}
@@ -153,6 +153,9 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{Options{Stage: "done"}, `stage "done" is not one of image, converged`},
 		{Options{}, `profile "bare-metal": image x serves only slice`},
 		{Options{Profile: "slice", Stage: "converged"}, `bundle "site", which the manifest does not have (bundles: none)`},
+		{Options{Profile: "slice", AuthorizedKeys: []string{"ssh-ed25519"}}, "authorized key 1: not an OpenSSH public key"},
+		{Options{Profile: "slice", AuthorizedKeys: []string{"ssh-ed25519 AAAA"}, SSHUser: "Root"}, `ssh user "Root": not a user name`},
+		{Options{Profile: "slice", SSHPort: 70000}, "ssh port 70000: not a TCP port"},
 	} {
 		if _, err := Run(context.Background(), tgz, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want %q", tc.opts, err, tc.want)
