@@ -5,6 +5,7 @@ package smoke
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,14 +35,35 @@ import (
 // layer cache: only its bundle changed), and its tgz is repacked with
 // iommu=pt taken out of GRUB's files, which is the proof that smoke catches
 // a GRUB missing a kernel arg, the bug imagectl exists to prevent.
+//
+// Both boots also serve the check of a deployed host by hand: each VM
+// stays up after its own validation while the real OpenSSH client logs in
+// with the key its seed authorized, sudo without a password, and runs the
+// validation script again.
 func TestSmokeH200StandIn(t *testing.T) {
 	good := standInArtifact(t)
 	dir := t.TempDir()
+	ssh := newSSHClient(t)
 
 	t.Run("converged", func(t *testing.T) {
-		res, _, err := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged"})
+		up := false
+		res, _, err := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged",
+			AuthorizedKeys: []string{ssh.pub}, WhileUp: func(ctx context.Context, ep SSH) error {
+				up = true
+				if err := checkSSH(ctx, ssh, ep); err != nil {
+					return err
+				}
+				status, code, err := validateOverSSH(ctx, ssh, ep, validationScript(t, good))
+				if err == nil && (code != 0 || status["bridge:ovsbr0"] != "PASS") {
+					err = fmt.Errorf("the validation over ssh: exit %d, %v", code, status)
+				}
+				return err
+			}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !up || res.SSH == nil || res.Seconds[PhaseUp] == 0 {
+			t.Errorf("the VM was not kept up for the release loop: ssh %+v, seconds %v", res.SSH, res.Seconds)
 		}
 		if res.Profile != "slice" || res.Stage != "converged" || res.SystemState != "running" {
 			t.Errorf("profile %q, stage %q, state %q", res.Profile, res.Stage, res.SystemState)
@@ -110,9 +132,24 @@ func TestSmokeH200StandIn(t *testing.T) {
 		}
 		built := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
 		tgz := withoutKernelArg(t, built, "iommu=pt")
-		res, _, err := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
+		up := false
+		res, _, err := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged",
+			AuthorizedKeys: []string{ssh.pub}, WhileUp: func(ctx context.Context, ep SSH) error {
+				up = true
+				if err := checkSSH(ctx, ssh, ep); err != nil {
+					return err
+				}
+				status, code, err := validateOverSSH(ctx, ssh, ep, validationScript(t, built))
+				if err == nil && (code == 0 || status["bridge:ovsbr0"] != "FAIL") {
+					err = fmt.Errorf("the validation over ssh: exit %d, %v", code, status)
+				}
+				return err
+			}})
 		if !errors.Is(err, ErrFailed) {
 			t.Fatalf("got %v, want a failed smoke test", err)
+		}
+		if !up {
+			t.Error("the VM was not kept up for the release loop")
 		}
 		status := map[string]string{}
 		var failed []string
@@ -172,6 +209,17 @@ func TestSmokeH200StandIn(t *testing.T) {
 	})
 }
 
+// validationScript is where the image of tgz carries its validation
+// script, as its manifest says.
+func validationScript(t *testing.T, tgz string) string {
+	m, err := manifest.Read(manifest.FilesBeside(tgz).Manifest)
+	if err != nil {
+		t.Error(err)
+		return ""
+	}
+	return m.Validation.Script
+}
+
 // absentHardware names the checks that WARN in a VM without GPUs,
 // InfiniBand, nested virtualization or an IOMMU.
 func absentHardware(check string) bool {
@@ -203,8 +251,9 @@ func standInArtifact(t *testing.T) string {
 }
 
 // buildStandIn builds testdata/h200-debian.hcl with the bundles in bundles
-// into dir/name, through the layer cache in cache, and returns its tgz.
-func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
+// and the recipe's variables set by flags (NAME=VALUE) into dir/name,
+// through the layer cache in cache, and returns its tgz.
+func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string, flags ...string) string {
 	t.Helper()
 	abs, err := filepath.Abs(bundles)
 	if err != nil {
@@ -212,7 +261,7 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
 	}
 	r, diags := recipes.NewParser().LoadFile("../testdata/h200-debian.hcl", recipes.Options{
 		Roots:  []string{abs},
-		Inputs: recipes.Inputs{Files: []string{vars}, Flags: []string{"site_bootstrap_dir=" + abs}},
+		Inputs: recipes.Inputs{Files: []string{vars}, Flags: append([]string{"site_bootstrap_dir=" + abs}, flags...)},
 	})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())

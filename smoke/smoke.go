@@ -344,7 +344,11 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		timeout: opts.Timeout, reporter: r, sshPort: opts.SSHPort,
 	}}
 	if plan.keepUp {
-		sr.boot.monitor = filepath.Join(work, "qmp.sock")
+		// A unix socket's path holds at most 107 bytes.
+		if sr.boot.monitor = filepath.Join(work, "qmp.sock"); len(sr.boot.monitor) > 107 {
+			os.RemoveAll(work)
+			return nil, fmt.Errorf("smoke test of %s: the work directory %s is too deep for QEMU's monitor socket (at most 107 bytes): give a shorter one", tgz, opts.WorkDir)
+		}
 	}
 	defer sr.close()
 	err = sr.do(ctx, phases)
