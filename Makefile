@@ -23,10 +23,11 @@ BIN := bin/imagectl
 # Debian packages: libguestfs and its Go binding (source only), QEMU tools,
 # what scripts/mkbase.sh uses, shellcheck for generated shell, OVMF (UEFI
 # firmware) for imagectl smoke, the CNCF registry (docker-registry) and git for
-# the registry store and git catalog tests.
+# the registry store and git catalog tests, OpenSSH (client and sshd) for
+# the hostcheck tests.
 APT_PACKAGES := libguestfs-tools golang-guestfs-dev libguestfs-dev linux-image-amd64 qemu-utils \
 	qemu-system-x86 mmdebstrap e2fsprogs dosfstools mtools gdisk faketime shellcheck gcc pigz ovmf \
-	docker-registry git
+	docker-registry git openssh-server openssh-client
 GUESTFS_GO := /usr/share/gocode/src/libguestfs.org/guestfs/guestfs.go
 
 # The test base image is keyed by the script that builds it and kept per

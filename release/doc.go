@@ -21,7 +21,14 @@
 //     lists of them and a canary) and rollouts (Rollout): one version
 //     promoted to many sites, every site's key loaded first, a canary
 //     first and checked, then the others in parallel, each site's outcome
-//     reported.
+//     reported;
+//   - host results as evidence (Record): validation results from hosts
+//     (hostcheck's, or files) recorded at a site in one update of the
+//     catalog, each refused, saying why, unless it is for a version the
+//     store holds, ran that version's validation script (its sha256) and
+//     names a profile and stage the version's manifest knows; which script
+//     hostcheck runs at a site (HostcheckTarget), and a version's evidence
+//     per site (EvidenceAt).
 //
 // The tgz streams from the store into MAAS (Version.OpenTarball), its
 // signatures verified against the stored digest; when the store has

@@ -31,7 +31,7 @@ type host struct {
 
 // realTools are the tools the script and the stand-ins may run.
 var realTools = []string{"sh", "sed", "grep", "tr", "cut", "head", "tail", "cat", "date", "sleep", "wc",
-	"ls", "stat", "sha256sum", "dpkg-query", "uname", "sort"}
+	"ls", "stat", "sha256sum", "dpkg-query", "uname", "sort", "mkdir", "chmod", "mv", "rm"}
 
 // awks are the awk implementations the tests run the script with: the
 // default one and, unless -short, mawk (Ubuntu's default) when installed.

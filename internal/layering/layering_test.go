@@ -71,8 +71,8 @@ var layers = []layer{
 	{name: "remote stores (versions in an OCI registry, promotions in git)", pkgs: []string{
 		"store/gitcatalog", "store/gitcatalog/gittest", "store/oci", "store/oci/ocitest",
 	}},
-	{name: "operations (build, upload, smoke test: siblings)", pkgs: []string{
-		"builder", "smoke", "upload",
+	{name: "operations (build, upload, smoke test, the check of deployed hosts: siblings)", pkgs: []string{
+		"builder", "hostcheck", "hostcheck/sshdtest", "smoke", "upload",
 	}},
 	{name: "executors and stores by name (the libguestfs executor, opening a store by name, the cache directory as a whole)", pkgs: []string{
 		"builder/guestfs", "cache", "store/storeopen", "store/storetest",
@@ -93,6 +93,7 @@ var testOnly = map[string]bool{
 	"internal/simfault":        true,
 	"internal/testbase":        true,
 	"internal/testenv":         true,
+	"hostcheck/sshdtest":       true,
 	"profile/profilesim":       true,
 	"signing/signingtest":      true,
 	"store/gitcatalog/gittest": true,

@@ -1,0 +1,234 @@
+// Package sshdtest runs a real OpenSSH server on loopback for the tests of
+// what checks hosts over ssh: its own host and user keys in a temporary
+// directory, listening on 127.0.0.1 and 127.0.0.2 (two "hosts"), and the
+// ssh -o options a client needs to log in to it with the real OpenSSH
+// client, the host key checked. Only tests import it.
+package sshdtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
+)
+
+// Hosts are the addresses the server listens on; Unreachable is a
+// loopback address nothing listens on (connections are refused).
+var (
+	Hosts       = []string{"127.0.0.1", "127.0.0.2"}
+	Unreachable = "127.0.0.3"
+)
+
+// Server is a running sshd.
+type Server struct {
+	Port int
+	// User is the login the server accepts: root (the tests run as root,
+	// so that the script runs without sudo).
+	User string
+	// Options are the ssh -o options (KEY=VALUE) that reach it: the port,
+	// the user key, a known_hosts file with its host key for every
+	// address of Hosts and Unreachable, strict host key checking.
+	Options []string
+	Dir     string
+}
+
+// Start runs sshd until the test ends. It accepts IMAGECTL_VALIDATE_ROOT
+// from the client (ssh -o SetEnv=...), so that the real validation script
+// runs live with its build marker and state directory under a test's
+// directory. It stops the test through
+// testenv.Missing where sshd cannot run the tests: no sshd or ssh-keygen
+// (apt-get install openssh-server openssh-client), or not root (sshd logs
+// in only as the user it runs as, and the tests log in as root: a
+// non-root user runs the script under sudo -n, which strips the
+// connection's environment the tests' script tells the hosts apart by).
+func Start(t testing.TB) *Server {
+	t.Helper()
+	const install = "apt-get install openssh-server openssh-client"
+	sshd := lookSbin(t, "sshd", install)
+	keygen := testenv.Tool(t, "ssh-keygen", install)
+	testenv.Tool(t, "ssh", install)
+	testenv.Root(t, "run sshd for the tests, which log in as root")
+	// sshd wants its privilege separation directory, as the package's
+	// service makes it.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, k := range []string{"host", "user"} {
+		out, err := exec.Command(keygen, "-q", "-t", "ed25519", "-N", "", "-C", "imagectl-test-"+k, "-f", filepath.Join(dir, k)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pub := func(k string) string {
+		b, err := os.ReadFile(filepath.Join(dir, k+".pub"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("authorized_keys", pub("user")+"\n")
+	port := freePort(t)
+	var listen, known []string
+	for _, h := range Hosts {
+		listen = append(listen, "ListenAddress "+h)
+	}
+	for _, h := range append(append([]string{}, Hosts...), Unreachable) {
+		known = append(known, fmt.Sprintf("[%s]:%d", h, port))
+	}
+	hostPub := strings.Fields(pub("host"))
+	knownHosts := write("known_hosts", strings.Join(known, ",")+" "+hostPub[0]+" "+hostPub[1]+"\n")
+	config := write("sshd_config", fmt.Sprintf(`Port %d
+%s
+HostKey %s
+AuthorizedKeysFile %s
+StrictModes no
+PidFile none
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+AcceptEnv IMAGECTL_VALIDATE_ROOT
+LogLevel ERROR
+`, port, strings.Join(listen, "\n"), filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys")))
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, sshd, "-D", "-e", "-f", config)
+	log, err := os.Create(filepath.Join(dir, "sshd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting sshd: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+		log.Close()
+	})
+	waitListening(t, port, exited, log.Name())
+	return &Server{Port: port, User: "root", Dir: dir, Options: []string{
+		"Port=" + strconv.Itoa(port), "IdentityFile=" + filepath.Join(dir, "user"), "IdentitiesOnly=yes",
+		"UserKnownHostsFile=" + knownHosts, "GlobalKnownHostsFile=/dev/null", "StrictHostKeyChecking=yes",
+	}}
+}
+
+// lookSbin finds a daemon on PATH or in the sbin directories a non-login
+// PATH may lack.
+func lookSbin(t testing.TB, name, install string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/local/sbin"} {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return testenv.Tool(t, name, install)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitListening waits until sshd accepts connections on every address of
+// Hosts, or fails the test with its log when it exits first.
+func waitListening(t testing.TB, port int, exited chan error, logPath string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, h := range Hosts {
+		for {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(h, strconv.Itoa(port)), time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case err := <-exited:
+				t.Fatalf("sshd exited: %v: %s", err, readLog(logPath))
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sshd does not listen on %s:%d: %v: %s", h, port, err, readLog(logPath))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func readLog(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	for s.Scan() && len(lines) < 50 {
+		lines = append(lines, s.Text())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ResultScript is a stand-in validation script: it takes the real
+// script's arguments (--json, --profile, --stage), and prints a
+// validation result for image and version with its own sha256 as
+// script_sha256, the host named after the address the connection reached
+// (SSH_CONNECTION), one check that passes, and one more that fails on the
+// address failOn; it exits 1 when a check failed, as the real one does.
+func ResultScript(image, version, failOn string) string {
+	return `#!/bin/sh
+# imagectl test stand-in for the validation script (sshdtest.ResultScript).
+set -eu
+profile=bare-metal stage=image json=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--json) json=1; shift ;;
+	--profile) profile=$2; shift 2 ;;
+	--stage) stage=$2; shift 2 ;;
+	*) echo "unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+[ "$json" = 1 ] || { echo "IMAGECTL_VALIDATE summary"; exit 0; }
+sha=$(sha256sum "$0" | cut -d' ' -f1)
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+server=$(echo "${SSH_CONNECTION:-}" | cut -d' ' -f3)
+checks='{"status":"PASS","check":"build-marker","detail":"present"}'
+failures=0
+if [ "$server" = ` + failOn + ` ]; then
+	checks="$checks"',{"status":"FAIL","check":"service:netdata","detail":"inactive","remediation":"systemctl enable --now netdata"}'
+	failures=1
+fi
+n=$((failures + 1))
+printf '{"schema":"imagectl.validate.result/v1","image":"%s","version":"%s","profile":"%s","stage":"%s","host":"host-%s","machine_id":"0123","live":true,"started":"%s","finished":"%s","script_sha256":"%s","checks":[%s],"counts":{"checks":%d,"failures":%d,"warnings":0}}\n' \
+	` + image + ` ` + version + ` "$profile" "$stage" "$server" "$now" "$now" "$sha" "$checks" "$n" "$failures"
+[ "$failures" = 0 ]
+`
+}

@@ -1,0 +1,134 @@
+package release_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/hostcheck"
+	"github.com/gpuaas/imagectl/hostcheck/sshdtest"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
+	"github.com/gpuaas/imagectl/sites"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/storetest"
+	"github.com/gpuaas/imagectl/validate"
+)
+
+// Hostcheck over a real sshd: the results of both hosts reached are
+// recorded in one AddEvidence call, the unreachable host is reported; a
+// host that runs another script than the version's is checked but its
+// result refused.
+func TestHostcheck(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "validate.sh")
+	body := sshdtest.ResultScript("demo", "1.0.0", sshdtest.Hosts[1])
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{})
+	m, err := manifest.Read(man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Validation.Script = script
+	b, _ := m.Marshal()
+	if err := os.WriteFile(man, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest.FilesBeside(tgz).ValidationScript, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := store.NewDir(t.TempDir())
+	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: d}
+	o := release.Options{Store: cs, Site: &sites.Site{Name: "canary"}, By: "ci"}
+	check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged"}
+	hosts := []string{sshdtest.Hosts[0], sshdtest.Hosts[1], sshdtest.Unreachable}
+
+	res, err := release.Hostcheck(ctx, hosts, "demo", check, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.adds != 1 || res.Recorded != 2 || res.OK() || res.Target.Script != script || res.Target.Version != "1.0.0" {
+		t.Fatalf("%d AddEvidence calls, %+v", cs.adds, res)
+	}
+	if h := res.Hosts; !h[0].Recorded || !h[0].Result.Passed() || !h[1].Recorded || h[1].Result.Passed() || h[2].Recorded || h[2].Error == "" {
+		t.Errorf("hosts: %+v", h)
+	}
+	evs, err := cs.Evidence(ctx, "canary", "demo", "1.0.0")
+	if err != nil || len(evs) != 2 || evs[0].Via != release.ViaHostcheck || evs[0].RecordedBy != "ci" {
+		t.Fatalf("evidence: %v %+v", err, evs)
+	}
+
+	// The hosts run a script that is not the version's: checked, refused.
+	if err := os.WriteFile(script, []byte(body+"# changed on the host\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err = release.Hostcheck(ctx, hosts[:1], "demo", check, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.adds != 1 || res.Recorded != 0 || res.Hosts[0].Recorded || !strings.Contains(res.Hosts[0].Refused, "the host ran another script") {
+		t.Errorf("%d AddEvidence calls, %+v", cs.adds, res.Hosts)
+	}
+}
+
+// The real validation script, generated from the version's manifest, run
+// live over ssh with its build marker and state directory under a test
+// directory (IMAGECTL_VALIDATE_ROOT): its document is read, its
+// script_sha256 is the stored script's, and its result is recorded (this
+// machine is no host of the image: checks fail, which is evidence too).
+func TestHostcheckRealScript(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{})
+	m, err := manifest.Read(man)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Validation.Script = filepath.Join(dir, "validate.sh")
+	m.Validation.CollectorWaitSeconds = 1
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := validate.Script(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(root, m.Validation.Marker)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		path string
+		b    []byte
+	}{{man, b}, {marker, b}, {m.Validation.Script, script}, {manifest.FilesBeside(tgz).ValidationScript, script}} {
+		if err := os.WriteFile(f.path, f.b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := store.NewDir(t.TempDir())
+	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := release.Options{Store: d, Site: &sites.Site{Name: "canary"}, By: "ci"}
+	check := hostcheck.Options{User: srv.User, Stage: "converged", SSHOptions: append([]string{"SetEnv=IMAGECTL_VALIDATE_ROOT=" + root}, srv.Options...)}
+	res, err := release.Hostcheck(ctx, sshdtest.Hosts[:1], "demo", check, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res.Hosts[0]
+	if h.Result == nil || !h.Recorded || h.Result.Image != "demo" || h.Result.Version != "1.0.0" || h.Result.Stage != "converged" || !h.Result.Live || len(h.Result.Checks) == 0 {
+		t.Fatalf("the real script's result: %+v %+v", h, h.Result)
+	}
+	if _, err := os.Stat(filepath.Join(root, validate.StateDir, "result.json")); err != nil {
+		t.Errorf("the live run kept no result: %v", err)
+	}
+}

@@ -1,0 +1,342 @@
+package validate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gpuaas/imagectl/manifest"
+)
+
+// The validation script's --json document and the copy a live run keeps,
+// read back with ParseResult as imagectl reads them.
+
+// shells are the POSIX shells the script must run under: dash (Debian's and
+// Ubuntu's sh) and, when installed, busybox sh.
+func shells() [][]string {
+	out := [][]string{{"dash"}}
+	if _, err := exec.LookPath("dash"); err != nil {
+		out = [][]string{{"sh"}}
+	}
+	if p, err := exec.LookPath("busybox"); err == nil {
+		out = append(out, []string{p, "sh"})
+	}
+	return out
+}
+
+// runOn is one run of the script for m under the shell sh on the host.
+type runOn struct {
+	script         []byte
+	stdout, stderr string
+	code           int
+}
+
+func (h *host) runWith(sh []string, m *manifest.Manifest, args ...string) *runOn {
+	h.t.Helper()
+	script, err := Script(m)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	p := filepath.Join(h.t.TempDir(), "validate.sh")
+	if err := os.WriteFile(p, script, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	shellcheck(h.t, p, script)
+	cmd := exec.Command(sh[0], append(append(sh[1:len(sh):len(sh)], p), args...)...)
+	cmd.Env = []string{"PATH=" + h.bin, "IMAGECTL_VALIDATE_ROOT=" + h.root, "LC_ALL=C"}
+	for k, v := range h.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	r := &runOn{script: script, stdout: stdout.String(), stderr: stderr.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// result decodes the run's standard output as a result document.
+func (r *runOn) result(t *testing.T) *Result {
+	t.Helper()
+	res, err := ParseResult([]byte(r.stdout))
+	if err != nil {
+		t.Fatalf("%v (exit %d):\n%s%s", err, r.code, r.stdout, r.stderr)
+	}
+	if !utf8.ValidString(r.stdout) {
+		t.Errorf("the document is not UTF-8:\n%q", r.stdout)
+	}
+	if sum := sha256.Sum256(r.script); res.ScriptSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("script_sha256 %s, the script's is %x", res.ScriptSHA256, sum)
+	}
+	if res.Started.After(res.Finished) || time.Since(res.Started) > time.Hour || res.Started.Location() != time.UTC {
+		t.Errorf("started %s, finished %s", res.Started, res.Finished)
+	}
+	return res
+}
+
+// sameChecks: the document's checks are the text lines' checks, in their
+// order, each value as a consumer decodes the line (invalid UTF-8 as
+// U+FFFD), and its counts the summary's.
+func sameChecks(t *testing.T, o *outcome, res *Result) {
+	t.Helper()
+	if len(o.lines) != len(res.Checks) {
+		t.Fatalf("%d lines, %d checks:\n%s", len(o.lines), len(res.Checks), o.out)
+	}
+	for i, l := range o.lines {
+		want := Check{Status: l.status, Name: utf8Decoded(l.check), Detail: utf8Decoded(l.detail), Remediation: utf8Decoded(l.remediation)}
+		if res.Checks[i] != want {
+			t.Errorf("check %d: %+q, the line says %+q", i+1, res.Checks[i], want)
+		}
+	}
+	for k, v := range map[string]int{"checks": res.Counts.Checks, "failures": res.Counts.Failures, "warnings": res.Counts.Warnings} {
+		if o.summary[k] != strconv.Itoa(v) {
+			t.Errorf("counts %s=%d, the summary says %s", k, v, o.summary[k])
+		}
+	}
+	if res.Profile != o.summary["profile"] || res.Stage != o.summary["stage"] {
+		t.Errorf("profile %s stage %s, the summary says %s %s", res.Profile, res.Stage, o.summary["profile"], o.summary["stage"])
+	}
+}
+
+// utf8Decoded is s as a JSON reader decodes its bytes: each byte of an
+// invalid sequence is U+FFFD.
+func utf8Decoded(s string) string { return string([]rune(s)) }
+
+// textOutcome reads a text run's lines.
+func textOutcome(t *testing.T, r *runOn) *outcome {
+	t.Helper()
+	o := &outcome{out: r.stdout, stderr: r.stderr, code: r.code}
+	o.parse(t)
+	return o
+}
+
+// TestResultOfARoot: over an unpacked root (demo), --json is the text
+// lines as one document, for the script's image and version (the root's
+// marker names neither), not live, and nothing is kept under the root.
+func TestResultOfARoot(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shells() {
+		t.Run(filepath.Base(sh[0]), func(t *testing.T) {
+			t.Parallel()
+			h := newHost(t, "awk")
+			root := fakeRoot(t)
+			text := textOutcome(t, h.runWith(sh, sampleManifest(), "--root", root))
+			r := h.runWith(sh, sampleManifest(), "--root", root, "--json")
+			res := r.result(t)
+			if r.code != 0 || text.code != 0 || !res.Passed() {
+				t.Fatalf("exit %d (text %d):\n%s%s", r.code, text.code, r.stdout, r.stderr)
+			}
+			sameChecks(t, text, res)
+			if res.Image != "demo" || res.Version != "1.0.0" || res.Live || res.Profile != "bare-metal" || res.Stage != "image" {
+				t.Errorf("image %s %s, live %v, profile %s stage %s", res.Image, res.Version, res.Live, res.Profile, res.Stage)
+			}
+			if host, _ := os.Hostname(); res.Host != host {
+				t.Errorf("host %q, this host is %q", res.Host, host)
+			}
+			for _, dir := range []string{root, h.root} {
+				if _, err := os.Stat(filepath.Join(dir, "var/lib/imagectl")); !os.IsNotExist(err) {
+					t.Errorf("a run over a root kept its result under %s: %v", dir, err)
+				}
+			}
+		})
+	}
+}
+
+const machineID = "5c1f0e2d9a8b4c7d8e9f0a1b2c3d4e5f"
+
+// TestResultOfAHost: on a converged slice host (the H200 stand-in), the
+// document is printed with --json and kept, whole, in the state directory
+// under the host's root, with or without --json.
+func TestResultOfAHost(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shells() {
+		for _, awk := range awks() {
+			t.Run(filepath.Base(sh[0])+"/"+awk, func(t *testing.T) {
+				t.Parallel()
+				h := convergedHost(t, awk)
+				h.file("etc/machine-id", machineID+"\n")
+				m := profilesManifest()
+				marker, err := m.Marker()
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.file(m.Validation.Marker, string(marker))
+				args := []string{"--profile", "slice", "--stage", "converged"}
+				r := h.runWith(sh, m, append(args, "--json")...)
+				res := r.result(t)
+				if r.code != 0 || !res.Passed() || res.Counts.Warnings != 0 || r.stderr != "" {
+					t.Fatalf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+				}
+				if res.Image != "h200" || res.Version != "2.0.0" || !res.Live || res.MachineID != machineID ||
+					res.Profile != "slice" || res.Stage != "converged" {
+					t.Errorf("image %s %s, live %v, machine %q, profile %s stage %s", res.Image, res.Version, res.Live, res.MachineID, res.Profile, res.Stage)
+				}
+				dir := filepath.Join(h.root, StateDir)
+				kept := func(name string) []byte {
+					t.Helper()
+					p := filepath.Join(dir, name)
+					b, err := os.ReadFile(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if fi, _ := os.Lstat(p); !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+						t.Errorf("%s: mode %s, want a regular file 0644", name, fi.Mode())
+					}
+					return b
+				}
+				for _, name := range []string{"result.json", "result-slice-converged.json"} {
+					if got := kept(name); string(got) != r.stdout {
+						t.Errorf("%s is not the document printed:\n%s", name, got)
+					}
+				}
+				if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+					t.Errorf("%s: %v %v, want a directory 0755", dir, fi, err)
+				}
+
+				// Without --json: the lines, and the same document kept.
+				h.remove(ibDone)
+				text := textOutcome(t, h.runWith(sh, m, args...))
+				if text.code != 1 || len(text.failed()) != 1 {
+					t.Fatalf("exit %d:\n%s%s", text.code, text.out, text.stderr)
+				}
+				res, err = ParseResult(kept("result-slice-converged.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameChecks(t, text, res)
+				if string(kept("result.json")) != string(kept("result-slice-converged.json")) {
+					t.Error("result.json is not the last run's document")
+				}
+				f := res.Failing()
+				if len(f) != 1 || f[0].Name != "done-marker:h200-ib.done" || !strings.Contains(f[0].Remediation, "run the site bootstrap h200-ib") {
+					t.Errorf("failing: %+v", f)
+				}
+				entries, _ := os.ReadDir(dir)
+				if len(entries) != 2 {
+					t.Errorf("the state directory holds %d entries, want the two documents: %v", len(entries), entries)
+				}
+			})
+		}
+	}
+}
+
+// TestResultImageFromTheMarker: the document names the image and version
+// the host's build marker names: a host running another version says so
+// (and fails the marker check), whatever script ran.
+func TestResultImageFromTheMarker(t *testing.T) {
+	t.Parallel()
+	h := convergedHost(t, "awk")
+	other := profilesManifest()
+	other.Image.Version = "1.9.0"
+	marker, err := other.Marker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.file(other.Validation.Marker, string(marker))
+	r := h.runWith([]string{"sh"}, profilesManifest(), "--json")
+	res := r.result(t)
+	if r.code != 1 || res.Image != "h200" || res.Version != "1.9.0" {
+		t.Fatalf("exit %d, image %s %s:\n%s", r.code, res.Image, res.Version, r.stdout)
+	}
+	if f := res.Failing(); len(f) != 1 || f[0].Name != "build-marker" || !strings.Contains(f[0].Remediation, "redeploy it with version 2.0.0") {
+		t.Errorf("failing: %+v", f)
+	}
+}
+
+// hostileCommand prints, and fails with, what a check's detail may carry:
+// quotes, a backslash, tab, newline, control bytes, DEL, bytes that are not
+// UTF-8 (a lone \377, a cut sequence, an overlong and a surrogate) and
+// valid multibyte characters.
+const hostileCommand = `printf '%s\n' 'q"b\s	t' "$(printf 'n\001c\177d\377e\342\202f\300\257g\355\240\200h\303\251 \360\237\230\200')"; exit 3`
+
+// TestResultEscapesWhatADetailCarries: every byte a check's output can
+// carry round-trips as the text line shows it, in a document that is
+// UTF-8 and one JSON value, under each shell and awk.
+func TestResultEscapesWhatADetailCarries(t *testing.T) {
+	t.Parallel()
+	for _, sh := range shells() {
+		for _, awk := range awks() {
+			t.Run(filepath.Base(sh[0])+"/"+awk, func(t *testing.T) {
+				t.Parallel()
+				m := profilesManifest()
+				m.Validation.Checks = []manifest.Check{{Name: "hostile \"\\\x01\xff", Command: hostileCommand}}
+				h := convergedHost(t, awk)
+				text := textOutcome(t, h.runWith(sh, m))
+				l := text.get(t, "command:hostile \"\\\x01\xff")
+				if b := `q"b\s` + "\tt\nn\x01c\x7fd\xffe\xe2\x82f\xc0\xafg\xed\xa0\x80h\u00e9 \U0001F600"; !strings.HasSuffix(l.detail, b) {
+					t.Fatalf("the line's detail %q does not end in %q", l.detail, b)
+				}
+				r := h.runWith(sh, m, "--json")
+				res := r.result(t)
+				sameChecks(t, text, res)
+				if r.code != 1 || text.code != 1 {
+					t.Errorf("exit %d, text %d", r.code, text.code)
+				}
+				for _, b := range []byte{0x01, 0x7f, 0xff, '\t'} {
+					if strings.IndexByte(r.stdout, b) >= 0 {
+						t.Errorf("byte %#x is in the document as it is:\n%q", b, r.stdout)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestResultWhenTheHostCannotKeepIt: a state directory that cannot be
+// written is a WARN in the lines and the document, never a failure.
+func TestResultWhenTheHostCannotKeepIt(t *testing.T) {
+	t.Parallel()
+	h := convergedHost(t, "awk")
+	h.file("var/lib/imagectl", "a file where the directory goes\n")
+	args := []string{"--profile", "slice", "--stage", "converged"}
+	o := textOutcome(t, h.runWith([]string{"sh"}, profilesManifest(), args...))
+	if o.code != 0 || len(o.failed()) != 0 {
+		t.Fatalf("exit %d:\n%s%s", o.code, o.out, o.stderr)
+	}
+	o.expect(t, "state-dir", "WARN", "the result is not kept in "+StateDir)
+	r := h.runWith([]string{"sh"}, profilesManifest(), append(args, "--json")...)
+	res := r.result(t)
+	if r.code != 0 || res.Counts.Warnings != 1 || res.Checks[len(res.Checks)-1].Name != "state-dir" {
+		t.Errorf("exit %d:\n%s", r.code, r.stdout)
+	}
+}
+
+// TestResultWithoutSHA256: with neither sha256sum nor openssl the document
+// says so (a WARN, an empty script_sha256 that imagectl refuses); openssl
+// alone serves.
+func TestResultWithoutSHA256(t *testing.T) {
+	t.Parallel()
+	h := convergedHost(t, "awk")
+	h.unstub("sha256sum")
+	r := h.runWith([]string{"sh"}, profilesManifest(), "--json")
+	var res Result
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if res.ScriptSHA256 != "" || res.Checks[len(res.Checks)-1].Name != "script-sha256" || res.Checks[len(res.Checks)-1].Status != StatusWarn {
+		t.Errorf("without a sha256 tool:\n%s", r.stdout)
+	}
+	if _, err := ParseResult([]byte(r.stdout)); err == nil || !strings.Contains(err.Error(), "script_sha256") {
+		t.Errorf("ParseResult: %v, want a refusal naming script_sha256", err)
+	}
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("no openssl")
+	}
+	if err := os.Symlink(openssl, filepath.Join(h.bin, "openssl")); err != nil {
+		t.Fatal(err)
+	}
+	h.runWith([]string{"sh"}, profilesManifest(), "--json").result(t)
+}
