@@ -41,3 +41,45 @@ site "lab" {
   # MAAS 3.5+ syncs the file to every region before it reports it complete (default 10m).
   complete_timeout = "10m"
 }
+
+# A group is promoted to together (imagectl promote IMAGE VERSION --site h200-prod).
+group "h200-prod" {
+  sites = ["maas280"]
+
+  # What a version needs before promote points a site of the group at it.
+  # A site is held to every policy that applies to it: its own policy block
+  # (in its site block, same form) and each of its groups'; a site's own
+  # adds conditions, it cannot loosen a group's. Without any policy a site
+  # is promoted to as soon as asked. promote refuses with what is missing
+  # and exit status 3; --override --reason WHY promotes anyway and the
+  # site's history records it. rollback is never gated.
+  policy {
+    # Passing results (imagectl hostcheck, imagectl evidence add) of the
+    # version from at least min_hosts distinct hosts (machine id, else site
+    # and host name; a host's latest result counts) at any of these sites,
+    # for each profile (none: any profile), at the stage (default converged).
+    # A host whose latest result failed blocks the promotion. Repeatable.
+    evidence {
+      sites     = ["lab"]
+      profiles  = ["bare-metal", "slice"]
+      stage     = "converged"
+      min_hosts = 2
+    }
+    # How long after the first passing result of the evidence above the
+    # version waits; a failing result restarts it from the next pass.
+    soak = "24h"
+    # When promotions may happen (any of the windows; none: always): days
+    # (none: every day) and hours [from, to) of the zone's day, at most 24:00.
+    window {
+      days      = ["mon", "tue", "wed", "thu"]
+      hours     = "09:00-17:00"
+      time_zone = "Europe/Berlin"
+    }
+    # When they may not, and why (RFC 3339 times, [from, to)). Repeatable.
+    freeze {
+      from   = "2026-12-20T00:00:00Z"
+      to     = "2027-01-04T00:00:00Z"
+      reason = "year-end freeze"
+    }
+  }
+}

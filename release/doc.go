@@ -28,7 +28,13 @@
 //     store holds, ran that version's validation script (its sha256) and
 //     names a profile and stage the version's manifest knows; which script
 //     hostcheck runs at a site (HostcheckTarget), and a version's evidence
-//     per site (EvidenceAt).
+//     per site (EvidenceAt);
+//   - the promotion policy's gate (Evaluate, gate.go): before a promotion
+//     sends anything, the site's policies (sites.Site.Policies) are
+//     evaluated against the host evidence in the store and an injected
+//     clock; a refusal is a PolicyError (not yet, rather than broken)
+//     unless overridden with a reason, and the verdict is recorded with
+//     the promotion. Rollbacks are never gated.
 //
 // The tgz streams from the store into MAAS (Version.OpenTarball), its
 // signatures verified against the stored digest; when the store has

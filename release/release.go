@@ -38,8 +38,11 @@ type Options struct {
 	// By and Reason are recorded with a promotion; By is $USER of Env when
 	// empty.
 	By, Reason string
-	// Now is the clock for promotions; time.Now when nil.
+	// Now is the clock for promotions and their policy; time.Now when nil.
 	Now func() time.Time
+	// Override promotes although the site's policy is not met, recording
+	// Reason (required) and what was missing with the promotion.
+	Override bool
 	// Events receives upload progress; may be nil.
 	Events func(event.Event)
 	// Configure adjusts the MAAS client configuration (tests shorten waits).
@@ -78,6 +81,10 @@ type Result struct {
 	// after the promotion, when the store has channels (an OCI store's
 	// IMAGE:site-SITE tag).
 	Channel string `json:"channel,omitempty"`
+	// Policy is what the site's promotion policy said before the
+	// promotion (met, or overridden); nil when the site has none, for a
+	// rollback, and when the site already ran the version.
+	Policy *Verdict `json:"policy,omitempty"`
 	// Warnings are what went wrong after the promotion was recorded (the
 	// channel could not be pointed at it): the catalog is the source of
 	// truth, so the promotion stands.
@@ -88,7 +95,10 @@ type Result struct {
 // the store, verify, and have no deployability error; it is uploaded to
 // the site's MAAS when MAAS lacks it, and MAAS must hold it complete; then
 // the site's deploy profiles that follow the image are set to select it
-// (see promote), and the promotion is recorded.
+// (see promote), and the promotion is recorded. Before any of it, the
+// site's promotion policies (sites.Site.Policies) must be met (Evaluate),
+// or o.Override given with o.Reason: a refusal is a *PolicyError, and the
+// verdict is recorded with the promotion (store.Promotion.Gate).
 func Promote(ctx context.Context, image, version string, o Options) (*Result, error) {
 	h, err := o.Store.History(ctx, o.Site.Name, image)
 	if err != nil {
@@ -98,8 +108,9 @@ func Promote(ctx context.Context, image, version string, o Options) (*Result, er
 }
 
 // Rollback returns the image at the site to the version before the
-// current one (see store.State), with the same checks as Promote, and
-// points the deploy profiles back at it.
+// current one (see store.State), with the same checks as Promote but the
+// policy's (a rollback is the safety valve, never gated), and points the
+// deploy profiles back at it.
 func Rollback(ctx context.Context, image string, o Options) (*Result, error) {
 	h, err := o.Store.History(ctx, o.Site.Name, image)
 	if err != nil {
@@ -133,6 +144,10 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 		doing = "rolling back to"
 	}
 	cur, _ := store.State(h)
+	verdict, err := o.checkPolicy(ctx, image, version, rollback || cur == version)
+	if err != nil {
+		return nil, err
+	}
 	ps, err := o.profiles(image)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s %s at site %s: %w", doing, image, version, o.Site.Name, err)
@@ -143,10 +158,8 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	}
 	value := res.Upload.Name
 	res.ProfileDistroSeries = value
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
+	res.Policy = verdict
+	now := o.now
 	// The promotion's place in the history: a new one's, or the one that
 	// made the current version current.
 	n := len(h)
@@ -182,7 +195,7 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	}
 	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
-		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries}
+		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: verdict.Gate(o.Reason)}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {
 		if len(ps) > 0 {
 			return res, fmt.Errorf("%s %s %s at site %s: the deploy profiles select %s, but recording the promotion failed: %w\nrun the same command again to record it",
@@ -193,6 +206,14 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	res.Promotion = &p
 	o.followChannel(ctx, image, version, res)
 	return res, nil
+}
+
+// now is o.Now, else time.Now.
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 // followChannel points the image's channel for the site at version, when

@@ -24,8 +24,12 @@ const (
 	RolloutAlready = "already"
 	// RolloutFailed: the promotion failed; the detail says why.
 	RolloutFailed = "failed"
-	// RolloutSkipped: not attempted (the canary failed, or the context
-	// ended first).
+	// RolloutRefused: the site's promotion policy is not met (not yet);
+	// nothing was sent to the site. The detail and Policy say what is
+	// missing.
+	RolloutRefused = "refused"
+	// RolloutSkipped: not attempted (the canary failed or was refused,
+	// or the context ended first).
 	RolloutSkipped = "skipped"
 )
 
@@ -74,7 +78,8 @@ type RolloutResult struct {
 // SiteRollout is one site's outcome.
 type SiteRollout struct {
 	Site string `json:"site"`
-	// Result is RolloutOK, RolloutAlready, RolloutFailed or RolloutSkipped.
+	// Result is RolloutOK, RolloutAlready, RolloutFailed, RolloutRefused
+	// or RolloutSkipped.
 	Result string `json:"result"`
 	// Version is the version the site runs now (the catalog's), Previous
 	// the one it ran before the rollout ("" for none).
@@ -83,6 +88,9 @@ type SiteRollout struct {
 	// Detail says what happened on one line: the upload, warnings, or why
 	// it failed.
 	Detail string `json:"detail"`
+	// Policy is what the site's promotion policy said (met, overridden or
+	// refusing); nil when the site has none or was not promoted to.
+	Policy *Verdict `json:"policy,omitempty"`
 	// Promotion is Promote's result, when it got that far.
 	Promotion *Result `json:"promotion,omitempty"`
 	// Err is the failure, for callers; Detail has its text.
@@ -108,6 +116,25 @@ func (r *RolloutResult) Failed() int {
 		}
 	}
 	return n
+}
+
+// NotYet reports whether the sites that do not run the version were all
+// refused by their policies (or skipped because the canary was): the
+// rollout is waiting for something, not broken.
+func (r *RolloutResult) NotYet() bool {
+	if r.OK() {
+		return false
+	}
+	canaryRefused := r.Canary != "" && len(r.Sites) > 0 && r.Sites[0].Result == RolloutRefused
+	for _, s := range r.Sites {
+		switch {
+		case s.Result == RolloutFailed:
+			return false
+		case s.Result == RolloutSkipped && !canaryRefused:
+			return false
+		}
+	}
+	return true
 }
 
 // AfterCancelReads bounds the catalog reads a cancelled rollout still makes
@@ -178,8 +205,12 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 		out.Sites[0] = o.promoteSite(ctx, image, version, order[0], true)
 		rest = order[1:]
 		if r := out.Sites[0]; r.Result != RolloutOK && r.Result != RolloutAlready {
+			why := "canary failed"
+			if r.Result == RolloutRefused {
+				why = "the canary's policy refused it"
+			}
 			for i, s := range rest {
-				out.Sites[i+1] = o.skipped(readCtx(), image, s, "canary failed")
+				out.Sites[i+1] = o.skipped(readCtx(), image, s, why)
 			}
 			return out, nil
 		}
@@ -238,6 +269,12 @@ func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, 
 	if err == nil && canary {
 		err = checkCanary(ctx, image, version, so)
 	}
+	var refused *PolicyError
+	if errors.As(err, &refused) {
+		r.Result, r.Err, r.Policy = RolloutRefused, err, refused.Verdict
+		r.Detail = oneLine("not yet: " + strings.Join(refused.Verdict.Lines(), "\n"))
+		return r
+	}
 	if err != nil {
 		r.Result, r.Err, r.Detail = RolloutFailed, err, oneLine(err.Error())
 		if h, herr := so.Store.History(ctx, site.Name, image); herr == nil {
@@ -246,6 +283,7 @@ func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, 
 		return r
 	}
 	r.Version = version
+	r.Policy = res.Policy
 	var detail []string
 	switch {
 	case res.AlreadyCurrent:
@@ -264,6 +302,13 @@ func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, 
 	}
 	if res.ProfilePatch != nil {
 		detail = append(detail, "no deploy_profile: point it at "+res.ProfileDistroSeries+" by hand")
+	}
+	switch {
+	case res.Policy == nil:
+	case res.Policy.Met:
+		detail = append(detail, "policy met")
+	default:
+		detail = append(detail, "policy NOT met, overridden: "+so.Reason)
 	}
 	if canary {
 		detail = append(detail, "canary checked")

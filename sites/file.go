@@ -3,6 +3,7 @@ package sites
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -80,6 +81,13 @@ func Parse(src []byte, filename string) (*File, hcl.Diagnostics) {
 	content, d := f.Body.Content(fileSchema)
 	diags = append(diags, d...)
 	seen := map[string]hcl.Range{}
+	var declared []string
+	for _, b := range content.Blocks {
+		if b.Type == "site" {
+			declared = append(declared, b.Labels[0])
+		}
+	}
+	sort.Strings(declared)
 	var groups []*hcl.Block
 	for _, b := range content.Blocks {
 		if b.Type == "group" {
@@ -92,7 +100,7 @@ func Parse(src []byte, filename string) (*File, hcl.Diagnostics) {
 			continue
 		}
 		seen[b.Labels[0]] = b.DefRange
-		s, d := decodeSite(b, filepath.Dir(filename))
+		s, d := decodeSite(b, filepath.Dir(filename), declared)
 		diags = append(diags, d...)
 		if s != nil {
 			out.Sites = append(out.Sites, s)
@@ -106,12 +114,13 @@ func Parse(src []byte, filename string) (*File, hcl.Diagnostics) {
 			continue
 		}
 		seen[name] = b.DefRange
-		g, d := decodeGroup(b, out)
+		g, d := decodeGroup(b, out, declared)
 		diags = append(diags, d...)
 		if g != nil {
 			out.Groups = append(out.Groups, g)
 		}
 	}
+	out.linkPolicies()
 	return out, diags
 }
 
@@ -181,4 +190,20 @@ func (f *File) Resolve(names []string) ([]*Site, error) {
 		}
 	}
 	return out, nil
+}
+
+// linkPolicies gives each site the policies it is held to: its own, then
+// its groups'.
+func (f *File) linkPolicies() {
+	for _, s := range f.Sites {
+		s.Policies = nil
+		if s.Policy != nil {
+			s.Policies = append(s.Policies, s.Policy)
+		}
+		for _, g := range f.Groups {
+			if g.Policy != nil && slices.Contains(g.Sites, s.Name) {
+				s.Policies = append(s.Policies, g.Policy)
+			}
+		}
+	}
 }

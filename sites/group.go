@@ -17,16 +17,21 @@ import (
 type Group struct {
 	Name  string
 	Sites []string
+	// Policy is the group's policy block, nil for none: every site of the
+	// group is held to it (Site.Policies).
+	Policy *Policy
 	// DeclRange is the block's header, for diagnostics.
 	DeclRange hcl.Range
 }
 
 var groupBodySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "sites", Required: true}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "policy"}},
 }
 
-// decodeGroup decodes a group block; its sites must be sites of ss.
-func decodeGroup(b *hcl.Block, ss *File) (*Group, hcl.Diagnostics) {
+// decodeGroup decodes a group block; its sites must be sites of ss, and
+// its policy may count evidence at the sites declared (sorted).
+func decodeGroup(b *hcl.Block, ss *File, declared []string) (*Group, hcl.Diagnostics) {
 	g := &Group{Name: b.Labels[0], DeclRange: b.DefRange}
 	var diags hcl.Diagnostics
 	if !manifest.ValidName(g.Name) {
@@ -34,6 +39,8 @@ func decodeGroup(b *hcl.Block, ss *File) (*Group, hcl.Diagnostics) {
 			fmt.Sprintf("%q: a group name is lowercase letters, digits, '.', '_' and '-', as a site name.", g.Name)))
 	}
 	content, d := b.Body.Content(groupBodySchema)
+	diags = append(diags, d...)
+	g.Policy, d = decodePolicies(fmt.Sprintf("group %q", g.Name), content.Blocks, declared)
 	diags = append(diags, d...)
 	a := content.Attributes["sites"]
 	if a == nil {

@@ -39,6 +39,11 @@ type Site struct {
 	// at the promoted version through the admin API; none when the site's
 	// operators set them by hand.
 	Profiles []*DeployProfile
+	// Policy is the site's own policy block, nil for none; Policies every
+	// policy a promotion to the site must meet: Policy, then those of its
+	// groups in the order of the file. None: promote is not gated.
+	Policy   *Policy
+	Policies []*Policy
 	// DeclRange is the site block's header, for diagnostics.
 	DeclRange hcl.Range
 }
@@ -62,15 +67,16 @@ var siteBodySchema = &hcl.BodySchema{
 		{Name: "last_chunk_timeout"},
 		{Name: "complete_timeout"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "deploy_profile"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "deploy_profile"}, {Type: "policy"}},
 }
 
 // reArch is what a MAAS architecture looks like.
 var reArch = regexp.MustCompile(`^[a-z0-9_]+/[a-z0-9_.-]+$`)
 
 // decodeSite decodes a site block; relative paths in it are resolved
-// against dir, the sites file's directory.
-func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
+// against dir, the sites file's directory, and its policy may count
+// evidence at the sites declared (sorted).
+func decodeSite(b *hcl.Block, dir string, declared []string) (*Site, hcl.Diagnostics) {
 	s := &Site{Name: b.Labels[0], DeclRange: b.DefRange, Architecture: DefaultArchitecture,
 		Timeout: DefaultTimeout, LastChunkTimeout: DefaultLastChunkTimeout, CompleteTimeout: DefaultCompleteTimeout}
 	var diags hcl.Diagnostics
@@ -109,8 +115,11 @@ func decodeSite(b *hcl.Block, dir string) (*Site, hcl.Diagnostics) {
 			fmt.Sprintf("Site %q needs exactly one of api_key_env (an environment variable) and api_key_file (a file) holding its MAAS API key.", s.Name)))
 	}
 	diags = append(diags, at.diags...)
+	pol, d := decodePolicies(fmt.Sprintf("site %q", s.Name), content.Blocks, declared)
+	diags = append(diags, d...)
+	s.Policy = pol
 	seen := map[string]hcl.Range{}
-	for _, pb := range content.Blocks {
+	for _, pb := range content.Blocks.OfType("deploy_profile") {
 		p, d := decodeProfile(s.Name, pb, dir)
 		diags = append(diags, d...)
 		if p == nil {

@@ -220,6 +220,12 @@ func TestExampleSites(t *testing.T) {
 	if s, _ := ss.Site("maas280"); s == nil || len(s.Profiles) != 1 {
 		t.Errorf("maas280 has no deploy profile")
 	}
+	if g := ss.Group("h200-prod"); g == nil || g.Policy == nil || len(g.Policy.Evidence) != 1 || len(g.Policy.Windows) != 1 || len(g.Policy.Freezes) != 1 {
+		t.Errorf("h200-prod has no policy: %+v", g)
+	}
+	if s, _ := ss.Site("maas280"); s == nil || len(s.Policies) != 1 {
+		t.Errorf("maas280 is not held to its group's policy")
+	}
 }
 
 func TestSiteGroups(t *testing.T) {

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -33,6 +35,8 @@ type siteCmdFlags struct {
 	// A rollout's (promote to several sites).
 	canary   string
 	parallel int
+	// promote's: promote although the site's policy is not met.
+	override bool
 	// gc's.
 	keep int
 	yes  bool
@@ -69,7 +73,8 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 	if err != nil {
 		return release.Options{}, err
 	}
-	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure}
+	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure,
+		Override: c.override}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
 			return release.Options{}, err
@@ -110,19 +115,37 @@ one site's failure does not stop the others. It prints a table (SITE,
 RESULT ok/already/failed/skipped, VERSION, PREVIOUS, DETAIL), or with
 --output json an array of sites, and exits 1 unless every site runs the
 version. Running it again finishes only what is missing. Progress lines
-on stderr start with the site's name.`,
+on stderr start with the site's name.
+
+A site's promotion policy (policy blocks of the site and of its groups in
+the sites file: host evidence, soak, windows, freezes) is checked before
+anything is sent to it. A promotion it refuses prints what is missing and
+exits 3 ("not yet", where 1 is "broken"); in a rollout such a site is
+"refused", the others go on, and the rollout exits 3 when every site that
+does not run the version was refused. --override --reason WHY promotes
+anyway and records the override, who and what was missing in the site's
+history. Rollback is never gated.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
-  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub`,
+  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub
+  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.1 --site h200-fleet --key cosign.pub --override --reason "CVE fix, approved by ops"`,
 		Args: cobra.ExactArgs(2),
 	})
 	c.sf.multi = true
 	c.register(cmd, true)
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
 	cmd.Flags().IntVar(&c.parallel, "parallel", release.DefaultParallel, "with several sites: how many are promoted at once")
+	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met (needs --reason; the history records it)")
 	return cmd
 }
 
+// exitNotYet is promote's exit status when a site's promotion policy
+// refuses the version: not yet, where 1 is broken.
+const exitNotYet = 3
+
 func runPromote(ctx context.Context, c *siteCmdFlags, args []string, s streams, env []string) error {
+	if c.override && strings.TrimSpace(c.reason) == "" {
+		return errors.New("--override needs --reason WHY: the site's history records why its policy was overridden")
+	}
 	// A rollout's flags are checked before the sites file is read
 	// when it names several sites; a group named alone is known to
 	// be one only after.
@@ -189,6 +212,13 @@ func (c *siteCmdFlags) rollout(ctx context.Context, s streams, env []string, ima
 		return err
 	}
 	if !res.OK() {
+		if res.NotYet() {
+			if !c.output.json() {
+				textsafe.Fprintf(s.err, "imagectl: %d of %d sites do not run %s %s yet: their promotion policy refuses it (see DETAIL); run the same command again once it is met, or --override --reason WHY\n",
+					res.Failed(), len(res.Sites), image, version)
+			}
+			return exitError{exitNotYet}
+		}
 		if !c.output.json() {
 			textsafe.Fprintf(s.err, "imagectl: %d of %d sites do not run %s %s: run the same command again to finish them\n", res.Failed(), len(res.Sites), image, version)
 		}
@@ -270,6 +300,16 @@ func (c *siteCmdFlags) promote(ctx context.Context, s streams, env []string, act
 		return err
 	}
 	res, err := act(o)
+	var refused *release.PolicyError
+	if errors.As(err, &refused) {
+		// Not yet: the verdict as JSON for CI, the lines on stderr.
+		if c.output.json() {
+			if perr := c.output.print(s.out, refused.Verdict, nil); perr != nil {
+				return perr
+			}
+		}
+		return failWith(s.err, exitNotYet, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -296,6 +336,16 @@ func promotionText(w io.Writer, res *release.Result) error {
 	}
 	for _, warn := range res.Warnings {
 		textsafe.Fprintf(w, "warning: %s\n", warn)
+	}
+	switch v := res.Policy; {
+	case v == nil:
+	case v.Met:
+		fmt.Fprintln(w, "promotion policy: met")
+	default:
+		textsafe.Fprintf(w, "promotion policy: NOT met, overridden (recorded): %s\n", res.Promotion.Gate.Override)
+		for _, l := range v.Lines() {
+			textsafe.Fprintf(w, "  missing: %s\n", l)
+		}
 	}
 	textsafe.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
 	for _, p := range res.Profiles {
@@ -427,22 +477,43 @@ func runHistory(ctx context.Context, f *historyFlags, args []string, s streams, 
 	return f.list.output.print(s.out, h, func(w io.Writer) error {
 		cur, _ := store.State(h)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "WHEN\tVERSION\tPREVIOUS\tBY\tREASON")
+		fmt.Fprintln(tw, "WHEN\tVERSION\tPREVIOUS\tBY\tREASON\tPOLICY")
+		var overrides []store.Promotion
 		for _, p := range h {
 			v := p.Version
 			if p.Rollback {
 				v += " (rollback)"
 			}
-			textsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.At.Format(time.RFC3339), v, dash(p.Previous), p.By, p.Reason)
+			textsafe.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.At.Format(time.RFC3339), v, dash(p.Previous), p.By, p.Reason, gateText(p.Gate))
+			if p.Gate != nil && !p.Gate.Met {
+				overrides = append(overrides, p)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, p := range overrides {
+			textsafe.Fprintf(w, "%s %s: the promotion policy was overridden by %s (%s); it lacked:\n", p.At.Format(time.RFC3339), p.Version, p.By, p.Gate.Override)
+			for _, l := range p.Gate.Missing {
+				textsafe.Fprintf(w, "  %s\n", l)
+			}
 		}
 		if cur != "" {
 			textsafe.Fprintf(w, "site %s runs %s %s\n", f.site, args[0], cur)
 		}
 		return nil
 	})
+}
+
+// gateText is a promotion's gate in a table cell.
+func gateText(g *store.Gate) string {
+	switch {
+	case g == nil:
+		return "-"
+	case g.Met:
+		return "met"
+	}
+	return "overridden"
 }
 
 func dash(s string) string {
