@@ -67,6 +67,36 @@ func readRecords(path string, v any, schema *int) error {
 	return nil
 }
 
+// readEvidence reads a site, image and version's evidence file into f,
+// refusing a result of another site, image or version than its path's.
+func (d *Dir) readEvidence(site, image, version string, f *evidenceFile) error {
+	p := d.evidencePath(site, image, version)
+	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
+		return err
+	}
+	for i, e := range f.Evidence {
+		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
+			return fmt.Errorf("reading %s: result %d is of %s %s at site %q", p, i+1, e.Result.Image, e.Result.Version, e.Site)
+		}
+	}
+	return nil
+}
+
+// readRevocations reads an image's revocation file into f, refusing a
+// revocation of another image than its path's.
+func (d *Dir) readRevocations(image string, f *revocationFile) error {
+	p := d.revocationPath(image)
+	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
+		return err
+	}
+	for i, r := range f.Revocations {
+		if r.Image != image {
+			return fmt.Errorf("reading %s: revocation %d is of image %q", p, i+1, r.Image)
+		}
+	}
+	return nil
+}
+
 func writeRecords(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -103,7 +133,7 @@ func (d *Dir) Evidence(ctx context.Context, site, image, version string) ([]Evid
 	out := []Evidence{}
 	for _, v := range versions {
 		var f evidenceFile
-		if err := readRecords(d.evidencePath(site, image, v), &f, &f.SchemaVersion); err != nil {
+		if err := d.readEvidence(site, image, v, &f); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, f.Evidence...)
@@ -147,13 +177,18 @@ func (d *Dir) AddEvidence(ctx context.Context, evs []Evidence) error {
 		byFile[p] = append(byFile[p], e)
 	}
 	sort.Strings(paths)
-	for _, p := range paths {
-		var f evidenceFile
-		if err := readRecords(p, &f, &f.SchemaVersion); err != nil {
+	// Every file is read before any is written: one that cannot be read
+	// leaves them all as they were.
+	files := make([]evidenceFile, len(paths))
+	for i, p := range paths {
+		first := byFile[p][0]
+		if err := d.readEvidence(first.Site, first.Result.Image, first.Result.Version, &files[i]); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		f.Evidence = append(f.Evidence, byFile[p]...)
-		if err := writeRecords(p, f); err != nil {
+		files[i].Evidence = append(files[i].Evidence, byFile[p]...)
+	}
+	for i, p := range paths {
+		if err := writeRecords(p, files[i]); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
@@ -181,7 +216,7 @@ func (d *Dir) Revocations(ctx context.Context, image string) ([]Revocation, erro
 	out := []Revocation{}
 	for _, i := range images {
 		var f revocationFile
-		if err := readRecords(d.revocationPath(i), &f, &f.SchemaVersion); err != nil {
+		if err := d.readRevocations(i, &f); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, f.Revocations...)
@@ -209,7 +244,7 @@ func (d *Dir) Revoke(ctx context.Context, r Revocation) error {
 	}
 	defer unlock()
 	var f revocationFile
-	if err := readRecords(d.revocationPath(r.Image), &f, &f.SchemaVersion); err != nil {
+	if err := d.readRevocations(r.Image, &f); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	f.Revocations = append(f.Revocations, r)

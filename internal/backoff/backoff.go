@@ -2,13 +2,15 @@
 // clients (upload/maas, package profile): the default schedule, 1 s
 // doubling up to 30 s, a wait that ends early with its context, and the
 // bound on retrying a request that could not connect (Within,
-// NoConnection). When to retry
-// is each client's own.
+// NoConnection), and the full-jitter wait of writers racing for one
+// resource (Jitter: the git catalog's pushes). When to retry is each
+// client's own.
 package backoff
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"time"
 )
@@ -50,4 +52,23 @@ func Within(start time.Time, limit, wait time.Duration) bool {
 func NoConnection(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Jitter is the wait before retry n (from 1) of writers that race for one
+// resource: a random while in [0, min(base·2^(n-1), ceiling)), "full
+// jitter", so that writers who lost together spread out instead of
+// colliding again on the same schedule. A base or ceiling that is not
+// positive waits nothing.
+func Jitter(n int, base, ceiling time.Duration) time.Duration {
+	if base <= 0 || ceiling <= 0 {
+		return 0
+	}
+	d := ceiling
+	if n < 1 {
+		n = 1
+	}
+	if n <= 62 && base <= ceiling>>(n-1) {
+		d = base << (n - 1)
+	}
+	return rand.N(d)
 }

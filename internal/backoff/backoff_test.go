@@ -59,3 +59,27 @@ func TestNoConnection(t *testing.T) {
 		t.Error("a timeout or an answer is NoConnection")
 	}
 }
+
+func TestJitter(t *testing.T) {
+	const base, ceiling = 100 * time.Millisecond, time.Second
+	for _, tc := range []struct {
+		n     int
+		bound time.Duration
+	}{{0, base}, {1, base}, {2, 2 * base}, {4, 8 * base}, {5, ceiling}, {64, ceiling}, {1 << 30, ceiling}} {
+		var top time.Duration
+		for range 2000 {
+			d := Jitter(tc.n, base, ceiling)
+			if d < 0 || d >= tc.bound {
+				t.Fatalf("Jitter(%d) = %v, outside [0, %v)", tc.n, d, tc.bound)
+			}
+			top = max(top, d)
+		}
+		// Full jitter spreads over the whole range, not a corner of it.
+		if top < tc.bound/2 {
+			t.Errorf("Jitter(%d): the longest of 2000 waits is %v, under half of %v", tc.n, top, tc.bound)
+		}
+	}
+	if d := Jitter(3, 0, time.Second); d != 0 {
+		t.Errorf("no base: %v", d)
+	}
+}

@@ -7,23 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gpuaas/imagectl/internal/backoff"
 	"github.com/gpuaas/imagectl/store"
 )
 
 const schemaVersion = 1
-
-// maxAttempts bounds Record's pushes when other machines keep moving the
-// branch (or holding its lock).
-const maxAttempts = 10
 
 // file is one site and image's promotion history, sites/SITE/IMAGE.json.
 type file struct {
@@ -39,13 +32,22 @@ const readme = `# imagectl promotion catalog
 
 This repository is the promotion catalog of imagectl: which image version
 each site runs, who promoted it, when and why, and what a rollback returns
-to. imagectl writes it (store/gitcatalog); review, blame and revert it like
-any other change.
+to; what hosts deployed with a version found when they checked it; and
+which versions must not run anywhere. imagectl writes it
+(store/gitcatalog); review, blame and revert it like any other change.
 
 - sites/<site>/<image>.json is an image's promotion history at a site,
-  oldest first.
-- Every promotion is one commit, authored by whoever promoted, with the
-  reason in its message.
+  oldest first (a promotion made despite its site's policy says what was
+  missing and why it went ahead).
+- sites/<site>/evidence/<image>/<version>.json are the validation results
+  of the hosts at the site that run the version, oldest first: each host's
+  checks, pass or fail, and who recorded it, when and how.
+- revocations/<image>.json is an image's revocations, oldest first: the
+  versions that must not run at any site, why, and their undoing.
+- Every promotion and revocation is a commit, authored by whoever made it,
+  with the reason in its message; a host check's results are one commit.
+  Writes one imagectl makes at the same moment (a rollout's sites) may
+  share a commit that names each.
 
 imagectl pushes without force and retries when the branch moved under it;
 do not force-push or rewrite this branch's history.
@@ -118,36 +120,93 @@ func (c *Catalog) lockedFetch(ctx context.Context) (string, error) {
 	return c.fetch(ctx)
 }
 
-// readHistory reads a site and image's file at commit (nil when the file
-// or the commit is not there), strictly: no unknown fields, the schema
-// version this package writes, and the site and image of its path.
-func (c *Catalog) readHistory(ctx context.Context, commit, site, image string) ([]store.Promotion, error) {
+// maxHistory bounds the promotion history file read: a promotion is a
+// few hundred bytes, and a site's history of tens of thousands fits (the
+// directory store's bound on a site's catalog).
+const maxHistory = 16 << 20
+
+// readBlob is the file at path in commit (false when the file or the
+// commit is not there), refused unbuffered when it is over limit bytes:
+// its size is read from the tree before its content.
+func (c *Catalog) readBlob(ctx context.Context, commit, p string, limit int64) ([]byte, bool, error) {
 	if commit == "" {
-		return nil, nil
+		return nil, false, nil
 	}
-	p := filePath(site, image)
-	out, err := c.git(ctx, nil, "ls-tree", "-z", "--name-only", commit, "--", p)
+	out, err := c.git(ctx, nil, "ls-tree", "-l", "-z", commit, "--", p)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s in %s: %w", p, c.Location(), err)
+		return nil, false, fmt.Errorf("reading %s in %s: %w", p, c.Location(), err)
 	}
 	if len(out) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
-	b, err := c.git(ctx, nil, "cat-file", "blob", commit+":"+p)
+	// "MODE TYPE OBJECT SIZE\tPATH\x00", SIZE padded on the left.
+	meta, _, _ := strings.Cut(string(out), "\t")
+	f := strings.Fields(meta)
+	if len(f) != 4 || f[1] != "blob" {
+		return nil, false, fmt.Errorf("reading %s in %s: it is not a file (%s)", p, c.Location(), meta)
+	}
+	size, err := strconv.ParseInt(f[3], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s in %s: %w", p, c.Location(), err)
+		return nil, false, fmt.Errorf("reading %s in %s: its size %q: %w", p, c.Location(), f[3], err)
 	}
-	var f file
+	if size > limit {
+		return nil, false, fmt.Errorf("reading %s in %s: it is %d bytes, more than the %d this imagectl reads", p, c.Location(), size, limit)
+	}
+	b, err := c.git(ctx, nil, "cat-file", "blob", f[2])
+	if err != nil {
+		return nil, false, fmt.Errorf("reading %s in %s: %w", p, c.Location(), err)
+	}
+	if int64(len(b)) != size {
+		return nil, false, fmt.Errorf("reading %s in %s: %d bytes, its tree says %d", p, c.Location(), len(b), size)
+	}
+	return b, true, nil
+}
+
+// decodeStrictly decodes b, the file p, into v: one JSON value, no
+// unknown fields.
+func (c *Catalog) decodeStrictly(p string, b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("reading %s in %s: %w", p, c.Location(), err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("reading %s in %s: %w", p, c.Location(), err)
 	}
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		return nil, fmt.Errorf("reading %s in %s: more than one JSON value", p, c.Location())
+		return fmt.Errorf("reading %s in %s: more than one JSON value", p, c.Location())
 	}
-	if f.SchemaVersion != schemaVersion {
-		return nil, fmt.Errorf("reading %s in %s: schema version %d, this imagectl reads %d", p, c.Location(), f.SchemaVersion, schemaVersion)
+	return nil
+}
+
+// checkSchema refuses a file of another schema version than this
+// package writes.
+func (c *Catalog) checkSchema(p string, v int) error {
+	if v != schemaVersion {
+		return fmt.Errorf("reading %s in %s: schema version %d, this imagectl reads %d", p, c.Location(), v, schemaVersion)
+	}
+	return nil
+}
+
+// readHistory reads a site and image's file at commit (nil when the file
+// or the commit is not there).
+func (c *Catalog) readHistory(ctx context.Context, commit, site, image string) ([]store.Promotion, error) {
+	p := filePath(site, image)
+	b, ok, err := c.readBlob(ctx, commit, p, maxHistory)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return c.decodeHistory(site, image, b)
+}
+
+// decodeHistory decodes a site and image's file strictly: no unknown
+// fields, the schema version this package writes, and the site and image
+// of its path.
+func (c *Catalog) decodeHistory(site, image string, b []byte) ([]store.Promotion, error) {
+	p := filePath(site, image)
+	var f file
+	if err := c.decodeStrictly(p, b, &f); err != nil {
+		return nil, err
+	}
+	if err := c.checkSchema(p, f.SchemaVersion); err != nil {
+		return nil, err
 	}
 	if f.Site != site || f.Image != image {
 		return nil, fmt.Errorf("reading %s in %s: it holds site %q and image %q", p, c.Location(), f.Site, f.Image)
@@ -160,10 +219,12 @@ func (c *Catalog) readHistory(ctx context.Context, commit, site, image string) (
 	return f.Promotions, nil
 }
 
-// Record implements store.Promotions: under the clone's lock it fetches,
-// checks p.Previous against the remote branch, commits the appended file
-// on the remote tip and pushes, retrying on a new tip when another machine
-// pushed first (see the package doc).
+// Record implements store.Promotions: it re-reads the site and image's
+// file at the remote tip, checks p.Previous against it (store.ErrConflict
+// otherwise, naming the promotions that changed it), and commits the
+// appended file on the tip, through the update loop (update): retried on
+// every new tip until Options.RetryFor, batched with the other writes of
+// this process that arrive while a push is in flight.
 func (c *Catalog) Record(ctx context.Context, site string, p store.Promotion) error {
 	what := fmt.Sprintf("recording %s %s at site %s in %s", p.Image, p.Version, site, c.Location())
 	if err := errors.Join(store.CheckKey("site", site), store.CheckKey("image", p.Image), store.CheckKey("version", p.Version)); err != nil {
@@ -177,129 +238,31 @@ func (c *Catalog) Record(ctx context.Context, site string, p store.Promotion) er
 		p.At = c.now()
 	}
 	p.At = p.At.UTC()
-	unlock, err := c.lock(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer unlock()
-
 	fp := filePath(site, p.Image)
-	var hist []store.Promotion
-	var pushErr error
-	base := ""
-	for attempt := 1; ; attempt++ {
-		tip, err := c.fetch(ctx)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if attempt > 1 && tip == base && !lockContended(pushErr) {
-			// Rejected, yet nothing moved: not a race we can retry. (A
-			// push that lost the remote's ref lock to another push that
-			// then failed too sees nothing moved either: that one is
-			// retried.)
-			return fmt.Errorf("%s: pushing to %s: %w", what, c.Location(), pushErr)
-		}
-		recheck := attempt == 1 || base == "" || tip == ""
-		if !recheck {
-			changed, err := c.git(ctx, nil, "diff", "--name-only", "-z", base, tip)
+	return c.update(ctx, &change{
+		what: what, msg: message(site, p), name: name, email: email, at: p.At,
+		apply: func(ctx context.Context, t *tree) error {
+			var hist []store.Promotion
+			b, ok, err := t.read(ctx, fp, maxHistory)
+			if err == nil && ok {
+				hist, err = c.decodeHistory(site, p.Image, b)
+			}
 			if err != nil {
-				return fmt.Errorf("%s: looking at what changed in %s: %w", what, c.Location(), err)
-			}
-			recheck = contains(strings.Split(string(changed), "\x00"), fp)
-		}
-		if recheck {
-			if hist, err = c.readHistory(ctx, tip, site, p.Image); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			if cur, _ := store.State(hist); cur != p.Previous {
-				return fmt.Errorf("%s: %w: it runs %s now, not %s: %s", what, store.ErrConflict,
-					orNone(cur), orNone(p.Previous), describe(changedBy(hist, p.Previous)))
-			}
-		}
-		base = tip
-		if err := c.commit(ctx, tip, site, p, hist, name, email); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if c.beforePush != nil {
-			c.beforePush()
-		}
-		_, pushErr = c.git(ctx, nil, "push", "-q", "origin", "HEAD:refs/heads/"+c.branch)
-		if pushErr == nil {
-			return nil
-		}
-		var ge *gitError
-		if ctx.Err() != nil || !errors.As(pushErr, &ge) || !rejected(ge.stderr) {
-			return fmt.Errorf("%s: pushing to %s: %w", what, c.Location(), pushErr)
-		}
-		if attempt == maxAttempts {
-			if lockContended(pushErr) {
-				return fmt.Errorf("%s: pushing to %s: the remote's lock on the branch %s was held at the last of %d attempts, giving up (a push that crashed leaves refs/heads/%s.lock behind on the remote): %w",
-					what, c.Location(), c.branch, attempt, c.branch, pushErr)
-			}
-			return fmt.Errorf("%s: pushing to %s: the branch %s moved under each of %d attempts, giving up: %w", what, c.Location(), c.branch, attempt, pushErr)
-		}
-		// Full jitter over a quarter of the default schedule: up to 250 ms,
-		// 500 ms, 1 s, … 7.5 s, so that racing machines spread out.
-		if err := backoff.Sleep(ctx, rand.N(backoff.Default(attempt)/4)); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-	}
-}
-
-// commit makes the local branch the remote tip (or an empty branch when
-// there is none) plus one commit appending p to hist.
-func (c *Catalog) commit(ctx context.Context, tip, site string, p store.Promotion, hist []store.Promotion, name, email string) error {
-	fp := filePath(site, p.Image)
-	if tip != "" {
-		if _, err := c.git(ctx, nil, "checkout", "-q", "-f", "-B", c.branch, tip); err != nil {
-			return fmt.Errorf("resetting the clone %s to %s: %w", c.dir, c.Location(), err)
-		}
-	} else {
-		// The first commit: an unborn branch and an empty tree.
-		if _, err := c.git(ctx, nil, "symbolic-ref", "HEAD", "refs/heads/"+c.branch); err != nil {
-			return err
-		}
-		c.git(ctx, nil, "update-ref", "-d", "refs/heads/"+c.branch) // there may be none
-		if _, err := c.git(ctx, nil, "read-tree", "--empty"); err != nil {
-			return err
-		}
-		for _, p := range []string{"sites", "README.md"} {
-			if err := os.RemoveAll(filepath.Join(c.dir, p)); err != nil {
 				return err
 			}
-		}
-		if err := os.WriteFile(filepath.Join(c.dir, "README.md"), []byte(readme), 0o644); err != nil {
-			return fmt.Errorf("writing the catalog's README.md in %s: %w", c.dir, err)
-		}
-	}
-	f := file{SchemaVersion: schemaVersion, Site: site, Image: p.Image, Promotions: append(append([]store.Promotion{}, hist...), p)}
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
-	abs := filepath.Join(c.dir, filepath.FromSlash(fp))
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return fmt.Errorf("writing %s in the clone %s: %w", fp, c.dir, err)
-	}
-	if err := os.WriteFile(abs, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing %s in the clone %s: %w", fp, c.dir, err)
-	}
-	add := []string{"add", "--", fp}
-	if tip == "" {
-		add = append(add, "README.md")
-	}
-	if _, err := c.git(ctx, nil, add...); err != nil {
-		return fmt.Errorf("committing %s in the clone %s: %w", fp, c.dir, err)
-	}
-	now := c.now().UTC()
-	env := []string{
-		"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, fmt.Sprintf("GIT_AUTHOR_DATE=%d +0000", p.At.Unix()),
-		"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email, fmt.Sprintf("GIT_COMMITTER_DATE=%d +0000", now.Unix()),
-	}
-	if _, err := c.gitEnv(ctx, env, []byte(message(site, p)), "commit", "-q", "--no-verify", "--cleanup=verbatim", "-F", "-"); err != nil {
-		return fmt.Errorf("committing %s in the clone %s: %w", fp, c.dir, err)
-	}
-	return nil
+			if cur, _ := store.State(hist); cur != p.Previous {
+				return fmt.Errorf("%w: it runs %s now, not %s: %s", store.ErrConflict,
+					orNone(cur), orNone(p.Previous), describe(changedBy(hist, p.Previous)))
+			}
+			f := file{SchemaVersion: schemaVersion, Site: site, Image: p.Image, Promotions: append(append([]store.Promotion{}, hist...), p)}
+			out, err := json.MarshalIndent(f, "", "  ")
+			if err != nil {
+				return err
+			}
+			t.write(fp, append(out, '\n'))
+			return nil
+		},
+	})
 }
 
 // message is a promotion's commit message: what, why, and trailers.

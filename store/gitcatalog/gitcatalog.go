@@ -32,18 +32,26 @@
 // An flock on the clone serializes the processes of one machine that share
 // it.
 //
-// Compare and swap. Record fetches, checks that p.Previous is the image's
-// current version at the site (store.ErrConflict otherwise, naming the
-// promotions that changed it), commits the appended file on top of the
-// remote tip and pushes without force. A push rejected because the branch
-// moved (another machine pushed first) is the swap failing: Record fetches
-// again and looks at which files the new commits changed. When they
-// changed this site and image's file it re-reads it and checks p.Previous
-// again; when they changed other files only, p.Previous still holds. Either
-// way it rebuilds its commit on the new tip and pushes again, up to
-// maxAttempts times, waiting a random, growing while between attempts. A
-// push refused because another push held the remote's ref lock at that
-// moment is retried the same way, even when the branch did not move.
+// Writes. Every write (Record, AddEvidence, Revoke) is a change over the
+// tip's files that the update loop applies: under the clone's lock it
+// fetches, has each change read what it changes at the remote tip and
+// write the new contents (Record checks that p.Previous is the image's
+// current version at the site, store.ErrConflict otherwise, naming the
+// promotions that changed it), commits them on the tip and pushes
+// without force. A push refused because the branch moved (another
+// machine pushed first), or because another push held the remote's ref
+// lock, is the swap failing: the loop fetches again and applies every
+// change afresh at the new tip, so a concurrent writer's change is read,
+// never lost, after a full-jitter wait that grows with each attempt, until
+// Options.RetryFor (DefaultRetryFor, 2 minutes) has passed or ctx ends.
+//
+// Group commit. The writes other goroutines of this process hand in while
+// a push is in flight (a rollout promoting sites in parallel) are
+// committed together, one commit and one push for the lot, each with its
+// own check and its own error: one that conflicts leaves the batch, the
+// others land. A batch's commit message is its changes' messages, its
+// subject theirs joined (or the first and a count), its author the first
+// change's, with Co-authored-by trailers for the others.
 package gitcatalog
 
 import (
@@ -60,6 +68,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,6 +92,9 @@ type Options struct {
 	Env []string
 	// Now is the clock for promotions without At; time.Now when nil.
 	Now func() time.Time
+	// RetryFor bounds how long a write retries a push refused because
+	// the branch moved (or its lock was held): DefaultRetryFor when 0.
+	RetryFor time.Duration
 }
 
 // CloneDir is where the working clone of remote lives under an imagectl
@@ -136,6 +149,15 @@ type Catalog struct {
 	env    []string
 	now    func() time.Time
 
+	retryFor time.Duration
+
+	// The writes handed in and not yet pushed, and whether a goroutine
+	// is committing them (update).
+	mu       sync.Mutex
+	queue    []*change
+	draining bool
+	handedIn atomic.Int64 // writes handed in, for tests
+
 	beforePush func() // a test's hook, to make another push win the race
 }
 
@@ -153,7 +175,10 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 	// Its credentials are kept out of every output, whatever quotes them
 	// (git's messages included).
 	redact.RegisterURL(remote)
-	c := &Catalog{remote: remote, branch: opts.Branch, dir: opts.CacheDir, env: opts.Env, now: opts.Now}
+	c := &Catalog{remote: remote, branch: opts.Branch, dir: opts.CacheDir, env: opts.Env, now: opts.Now, retryFor: opts.RetryFor}
+	if c.retryFor <= 0 {
+		c.retryFor = DefaultRetryFor
+	}
 	if c.branch == "" {
 		c.branch = "main"
 	}

@@ -2,29 +2,357 @@ package gitcatalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
 
 	"github.com/gpuaas/imagectl/store"
 )
 
-// errRecordsPending: FOUNDATION PLACEHOLDER, replaced by the catalog work
-// of issue 22 before this branch reaches main.
-var errRecordsPending = errors.New("the git catalog does not keep evidence or revocations yet")
+// maxRecords bounds a records file read: an image version's evidence at a
+// site (a few KiB a host), or an image's revocations (the directory
+// store's bound).
+const maxRecords = 64 << 20
 
-// Evidence implements store.Promotions.
+// evidenceFile is one site, image and version's host results,
+// sites/SITE/evidence/IMAGE/VERSION.json, oldest first.
+type evidenceFile struct {
+	SchemaVersion int              `json:"schema_version"`
+	Site          string           `json:"site"`
+	Image         string           `json:"image"`
+	Version       string           `json:"version"`
+	Evidence      []store.Evidence `json:"evidence"`
+}
+
+// revocationFile is one image's revocation history,
+// revocations/IMAGE.json, oldest first.
+type revocationFile struct {
+	SchemaVersion int                `json:"schema_version"`
+	Image         string             `json:"image"`
+	Revocations   []store.Revocation `json:"revocations"`
+}
+
+func evidenceDir(site, image string) string { return path.Join("sites", site, "evidence", image) }
+
+func evidencePath(site, image, version string) string {
+	return path.Join(evidenceDir(site, image), version+".json")
+}
+
+func revocationPath(image string) string { return path.Join("revocations", image+".json") }
+
+// decodeEvidence decodes a version's evidence file strictly: the schema
+// version this package writes, and the site, image and version of its
+// path, in the file and in every result.
+func (c *Catalog) decodeEvidence(site, image, version string, b []byte) ([]store.Evidence, error) {
+	p := evidencePath(site, image, version)
+	var f evidenceFile
+	if err := c.decodeStrictly(p, b, &f); err != nil {
+		return nil, err
+	}
+	if err := c.checkSchema(p, f.SchemaVersion); err != nil {
+		return nil, err
+	}
+	if f.Site != site || f.Image != image || f.Version != version {
+		return nil, fmt.Errorf("reading %s in %s: it holds site %q, image %q and version %q", p, c.Location(), f.Site, f.Image, f.Version)
+	}
+	for i, e := range f.Evidence {
+		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
+			return nil, fmt.Errorf("reading %s in %s: result %d is of %s %s at site %q", p, c.Location(), i+1, e.Result.Image, e.Result.Version, e.Site)
+		}
+	}
+	return f.Evidence, nil
+}
+
+// decodeRevocations decodes an image's revocation file strictly: the
+// schema version this package writes, and the image of its path, in the
+// file and in every revocation.
+func (c *Catalog) decodeRevocations(image string, b []byte) ([]store.Revocation, error) {
+	p := revocationPath(image)
+	var f revocationFile
+	if err := c.decodeStrictly(p, b, &f); err != nil {
+		return nil, err
+	}
+	if err := c.checkSchema(p, f.SchemaVersion); err != nil {
+		return nil, err
+	}
+	if f.Image != image {
+		return nil, fmt.Errorf("reading %s in %s: it holds image %q", p, c.Location(), f.Image)
+	}
+	for i, r := range f.Revocations {
+		if r.Image != image {
+			return nil, fmt.Errorf("reading %s in %s: revocation %d is of image %q", p, c.Location(), i+1, r.Image)
+		}
+	}
+	return f.Revocations, nil
+}
+
+// listJSON is the names, less ".json", of the files directly in dir at
+// commit whose names are store keys of kind (others are not imagectl's).
+func (c *Catalog) listJSON(ctx context.Context, commit, dir, kind string) ([]string, error) {
+	if commit == "" {
+		return nil, nil
+	}
+	out, err := c.git(ctx, nil, "ls-tree", "-z", commit, "--", dir+"/")
+	if err != nil {
+		return nil, fmt.Errorf("listing %s in %s: %w", dir, c.Location(), err)
+	}
+	var names []string
+	for _, entry := range strings.Split(string(out), "\x00") {
+		meta, name, ok := strings.Cut(entry, "\t")
+		if f := strings.Fields(meta); !ok || len(f) != 3 || f[1] != "blob" {
+			continue
+		}
+		if n, ok := strings.CutSuffix(path.Base(name), ".json"); ok && store.CheckKey(kind, n) == nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Evidence implements store.Promotions: it fetches and reads the
+// version's file (every version's when version is "") from the remote
+// branch, at one commit, oldest result first.
 func (c *Catalog) Evidence(ctx context.Context, site, image, version string) ([]store.Evidence, error) {
-	return nil, errRecordsPending
+	what := fmt.Sprintf("reading the evidence of %s at site %s in %s", image, site, c.Location())
+	keys := []error{store.CheckKey("site", site), store.CheckKey("image", image)}
+	if version != "" {
+		keys = append(keys, store.CheckKey("version", version))
+	}
+	if err := errors.Join(keys...); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	tip, err := c.lockedFetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	versions := []string{version}
+	if version == "" {
+		if versions, err = c.listJSON(ctx, tip, evidenceDir(site, image), "version"); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	out := []store.Evidence{}
+	for _, v := range versions {
+		b, ok, err := c.readBlob(ctx, tip, evidencePath(site, image, v), maxRecords)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if !ok {
+			continue
+		}
+		evs, err := c.decodeEvidence(site, image, v, b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, evs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].RecordedAt.Before(out[j].RecordedAt) })
+	return out, nil
 }
 
-// AddEvidence implements store.Promotions.
+// AddEvidence implements store.Promotions: one change, so one commit (and
+// one push, with the process's other writes in flight), appending each
+// result to its site, image and version's file.
 func (c *Catalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
-	return errRecordsPending
+	what := fmt.Sprintf("recording %d host results in %s", len(evs), c.Location())
+	if len(evs) == 0 {
+		return nil
+	}
+	evs = append([]store.Evidence{}, evs...)
+	for i := range evs {
+		if err := evs[i].Check(); err != nil {
+			return fmt.Errorf("%s: result %d: %w", what, i+1, err)
+		}
+		if evs[i].RecordedAt.IsZero() {
+			evs[i].RecordedAt = c.now()
+		}
+		evs[i].RecordedAt = evs[i].RecordedAt.UTC()
+	}
+	name, email, err := author(orImagectl(evs[0].RecordedBy))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	type key struct{ site, image, version string }
+	byFile := map[key][]store.Evidence{}
+	var keys []key
+	for _, e := range evs {
+		k := key{e.Site, e.Result.Image, e.Result.Version}
+		if _, ok := byFile[k]; !ok {
+			keys = append(keys, k)
+		}
+		byFile[k] = append(byFile[k], e)
+	}
+	return c.update(ctx, &change{
+		what: what, msg: evidenceMessage(evs), name: name, email: email, at: evs[0].RecordedAt,
+		apply: func(ctx context.Context, t *tree) error {
+			for _, k := range keys {
+				p := evidencePath(k.site, k.image, k.version)
+				var had []store.Evidence
+				b, ok, err := t.read(ctx, p, maxRecords)
+				if err == nil && ok {
+					had, err = c.decodeEvidence(k.site, k.image, k.version, b)
+				}
+				if err != nil {
+					return err
+				}
+				f := evidenceFile{SchemaVersion: schemaVersion, Site: k.site, Image: k.image, Version: k.version,
+					Evidence: append(append([]store.Evidence{}, had...), byFile[k]...)}
+				out, err := json.MarshalIndent(f, "", "  ")
+				if err != nil {
+					return err
+				}
+				t.write(p, append(out, '\n'))
+			}
+			return nil
+		},
+	})
 }
 
-// Revocations implements store.Promotions.
+// evidenceMessage says what AddEvidence records: whose results, how many
+// passed, and each host's outcome with the checks it failed.
+func evidenceMessage(evs []store.Evidence) string {
+	type group struct {
+		name         string
+		hosts, fails int
+	}
+	var groups []*group
+	byName := map[string]*group{}
+	var lines []string
+	for _, e := range evs {
+		n := fmt.Sprintf("%s %s at %s", e.Result.Image, e.Result.Version, e.Site)
+		g := byName[n]
+		if g == nil {
+			g = &group{name: n}
+			byName[n] = g
+			groups = append(groups, g)
+		}
+		g.hosts++
+		line := fmt.Sprintf("%s: %s %s/%s passed", n, e.Result.Host, e.Result.Profile, e.Result.Stage)
+		if !e.Result.Passed() {
+			g.fails++
+			var failing []string
+			for _, ch := range e.Result.Failing() {
+				failing = append(failing, ch.Name)
+			}
+			line = fmt.Sprintf("%s: %s %s/%s FAILED %s", n, e.Result.Host, e.Result.Profile, e.Result.Stage, strings.Join(failing, ", "))
+		}
+		lines = append(lines, line)
+	}
+	var b strings.Builder
+	if len(groups) == 1 {
+		g := groups[0]
+		fmt.Fprintf(&b, "record evidence of %s: %d hosts, %d failing\n", g.name, g.hosts, g.fails)
+	} else {
+		fails := 0
+		for _, g := range groups {
+			fails += g.fails
+		}
+		fmt.Fprintf(&b, "record evidence of %d hosts for %d image versions and sites, %d failing\n", len(evs), len(groups), fails)
+	}
+	b.WriteString("\n" + strings.Join(lines, "\n") + "\n")
+	var trailers []string
+	if via := evs[0].Via; via != "" {
+		trailers = append(trailers, "Recorded-Via: "+via)
+	}
+	if len(trailers) > 0 {
+		b.WriteString("\n" + strings.Join(trailers, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// orImagectl is who a record is authored by when it names no one.
+func orImagectl(by string) string {
+	if strings.TrimSpace(by) == "" {
+		return "imagectl"
+	}
+	return by
+}
+
+// Revocations implements store.Promotions: it fetches and reads the
+// image's file (every image's, in name order, when image is "") from the
+// remote branch, at one commit.
 func (c *Catalog) Revocations(ctx context.Context, image string) ([]store.Revocation, error) {
-	return nil, errRecordsPending
+	what := fmt.Sprintf("reading the revocations in %s", c.Location())
+	if image != "" {
+		if err := store.CheckKey("image", image); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	tip, err := c.lockedFetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	images := []string{image}
+	if image == "" {
+		if images, err = c.listJSON(ctx, tip, "revocations", "image"); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	out := []store.Revocation{}
+	for _, i := range images {
+		b, ok, err := c.readBlob(ctx, tip, revocationPath(i), maxRecords)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if !ok {
+			continue
+		}
+		rs, err := c.decodeRevocations(i, b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
 }
 
-// Revoke implements store.Promotions.
-func (c *Catalog) Revoke(ctx context.Context, r store.Revocation) error { return errRecordsPending }
+// Revoke implements store.Promotions: one commit appending r to the
+// image's revocation file, authored by r.By, with the reason in its
+// message.
+func (c *Catalog) Revoke(ctx context.Context, r store.Revocation) error {
+	verb := "revoking"
+	if r.Undo {
+		verb = "undoing the revocation of"
+	}
+	what := fmt.Sprintf("%s %s %s in %s", verb, r.Image, r.Version, c.Location())
+	if err := r.Check(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	name, email, err := author(orImagectl(r.By))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if r.At.IsZero() {
+		r.At = c.now()
+	}
+	r.At = r.At.UTC()
+	p := revocationPath(r.Image)
+	subject := fmt.Sprintf("revoke %s %s", r.Image, r.Version)
+	if r.Undo {
+		subject = fmt.Sprintf("undo the revocation of %s %s", r.Image, r.Version)
+	}
+	return c.update(ctx, &change{
+		what: what, msg: subject + "\n\n" + strings.TrimSpace(r.Reason) + "\n", name: name, email: email, at: r.At,
+		apply: func(ctx context.Context, t *tree) error {
+			var had []store.Revocation
+			b, ok, err := t.read(ctx, p, maxRecords)
+			if err == nil && ok {
+				had, err = c.decodeRevocations(r.Image, b)
+			}
+			if err != nil {
+				return err
+			}
+			f := revocationFile{SchemaVersion: schemaVersion, Image: r.Image, Revocations: append(append([]store.Revocation{}, had...), r)}
+			out, err := json.MarshalIndent(f, "", "  ")
+			if err != nil {
+				return err
+			}
+			t.write(p, append(out, '\n'))
+			return nil
+		},
+	})
+}

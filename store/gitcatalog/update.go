@@ -1,0 +1,353 @@
+package gitcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuaas/imagectl/internal/backoff"
+)
+
+// DefaultRetryFor is how long a write keeps retrying a push refused
+// because the branch moved (Options.RetryFor).
+const DefaultRetryFor = 2 * time.Minute
+
+// The full-jitter schedule between pushes: up to 250 ms, 500 ms, 1 s, …
+// 5 s (internal/backoff.Jitter).
+const (
+	retryBase    = 250 * time.Millisecond
+	retryCeiling = 5 * time.Second
+)
+
+// A change is one writer's mutation of the catalog's files. apply reads
+// what it changes at the tip through t and writes the new contents, or
+// returns why it cannot (store.ErrConflict when its compare-and-swap
+// fails). It runs again at every tip a retry builds on, so a concurrent
+// writer's change is read, never overwritten.
+type change struct {
+	what        string // what the writer does, the prefix of its errors
+	apply       func(ctx context.Context, t *tree) error
+	msg         string // its commit message: what, why, trailers
+	name, email string // its author
+	at          time.Time
+
+	ctx  context.Context
+	done chan error
+	stop func() bool // stops the batch context's watch of ctx
+}
+
+func (ch *change) finish(err error) {
+	if err != nil {
+		err = fmt.Errorf("%s: %w", ch.what, err)
+	}
+	ch.done <- err
+}
+
+// tree is the catalog's files at a tip as a batch of changes rewrites
+// them: what the earlier changes of the batch wrote, then the tip's.
+type tree struct {
+	c      *Catalog
+	tip    string
+	files  map[string][]byte // written by the changes applied so far
+	staged map[string][]byte // written by the change being applied
+}
+
+// read is the file at path (false when there is none), read within limit
+// bytes.
+func (t *tree) read(ctx context.Context, path string, limit int64) ([]byte, bool, error) {
+	if b, ok := t.staged[path]; ok {
+		return b, true, nil
+	}
+	if b, ok := t.files[path]; ok {
+		return b, true, nil
+	}
+	return t.c.readBlob(ctx, t.tip, path, limit)
+}
+
+func (t *tree) write(path string, b []byte) { t.staged[path] = b }
+
+// update commits ch on the remote tip and pushes it, with the changes
+// other goroutines of this process hand in while a push is in flight
+// (one commit, one push for all of them; each keeps its own
+// compare-and-swap and its own error). It returns ch's outcome.
+func (c *Catalog) update(ctx context.Context, ch *change) error {
+	ch.ctx, ch.done = ctx, make(chan error, 1)
+	c.mu.Lock()
+	c.queue = append(c.queue, ch)
+	c.handedIn.Add(1)
+	if !c.draining {
+		c.draining = true
+		go c.drain()
+	}
+	c.mu.Unlock()
+	return <-ch.done
+}
+
+// drain commits the queued changes, a batch at a time, until none is
+// left.
+func (c *Catalog) drain() {
+	for {
+		c.mu.Lock()
+		batch := c.queue
+		c.queue = nil
+		if len(batch) == 0 {
+			c.draining = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.commitBatch(batch)
+	}
+}
+
+// members is a batch's context: it ends when every change still in the
+// batch has had its own context end (a Ctrl-C), not when one has.
+type members struct {
+	mu     sync.Mutex
+	live   int
+	cancel context.CancelFunc
+}
+
+func (m *members) add(ch *change) {
+	m.mu.Lock()
+	m.live++
+	m.mu.Unlock()
+	ch.stop = context.AfterFunc(ch.ctx, m.leave)
+}
+
+func (m *members) leave() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live--; m.live == 0 {
+		m.cancel()
+	}
+}
+
+// done finishes ch with err, out of the batch.
+func (m *members) done(ch *change, err error) {
+	if ch.stop() {
+		m.leave()
+	}
+	ch.finish(err)
+}
+
+// commitBatch is the update loop: under the clone's lock it fetches,
+// applies each change at the tip, commits what applied and pushes
+// without force. A push refused because the branch moved (or its lock was
+// held) is retried on the new tip, every change applied afresh, after a
+// full-jitter wait, until Options.RetryFor has passed.
+func (c *Catalog) commitBatch(batch []*change) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := &members{cancel: cancel}
+	for _, ch := range batch {
+		m.add(ch)
+	}
+	failAll := func(err error) {
+		for _, ch := range batch {
+			if ctx.Err() != nil && ch.ctx.Err() != nil {
+				m.done(ch, ch.ctx.Err())
+			} else {
+				m.done(ch, err)
+			}
+		}
+	}
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		failAll(err)
+		return
+	}
+	defer unlock()
+
+	start := time.Now()
+	var pushErr error
+	base := ""
+	for attempt := 1; ; attempt++ {
+		// Writers that gave up leave; those that came since join.
+		kept := batch[:0]
+		for _, ch := range batch {
+			if err := ch.ctx.Err(); err != nil {
+				m.done(ch, err)
+			} else {
+				kept = append(kept, ch)
+			}
+		}
+		batch = kept
+		if attempt > 1 {
+			c.mu.Lock()
+			for _, ch := range c.queue {
+				m.add(ch)
+			}
+			batch = append(batch, c.queue...)
+			c.queue = nil
+			c.mu.Unlock()
+		}
+		if len(batch) == 0 {
+			return
+		}
+		tip, err := c.fetch(ctx)
+		if err != nil {
+			failAll(err)
+			return
+		}
+		if attempt > 1 && tip == base && !lockContended(pushErr) {
+			// Rejected, yet nothing moved: not a race we can retry. (A
+			// push that lost the remote's ref lock to another push that
+			// then failed too sees nothing moved either: that one is
+			// retried.)
+			failAll(fmt.Errorf("pushing to %s: %w", c.Location(), pushErr))
+			return
+		}
+		base = tip
+		t := &tree{c: c, tip: tip, files: map[string][]byte{}}
+		applied := batch[:0]
+		for _, ch := range batch {
+			t.staged = map[string][]byte{}
+			if err := ch.apply(ctx, t); err != nil {
+				m.done(ch, err)
+				continue
+			}
+			for p, b := range t.staged {
+				t.files[p] = b
+			}
+			applied = append(applied, ch)
+		}
+		batch = applied
+		if len(batch) == 0 {
+			return
+		}
+		if err := c.commit(ctx, tip, t.files, batch); err != nil {
+			failAll(err)
+			return
+		}
+		if c.beforePush != nil {
+			c.beforePush()
+		}
+		_, pushErr = c.git(ctx, nil, "push", "-q", "origin", "HEAD:refs/heads/"+c.branch)
+		if pushErr == nil {
+			for _, ch := range batch {
+				m.done(ch, nil)
+			}
+			return
+		}
+		var ge *gitError
+		if ctx.Err() != nil || !errors.As(pushErr, &ge) || !rejected(ge.stderr) {
+			failAll(fmt.Errorf("pushing to %s: %w", c.Location(), pushErr))
+			return
+		}
+		wait := backoff.Jitter(attempt, retryBase, retryCeiling)
+		if spent := time.Since(start); spent+wait > c.retryFor {
+			if lockContended(pushErr) {
+				failAll(fmt.Errorf("pushing to %s: the remote's lock on the branch %s was held at the last of %d attempts in %s, giving up (a push that crashed leaves refs/heads/%s.lock behind on the remote): %w",
+					c.Location(), c.branch, attempt, spent.Round(time.Second), c.branch, pushErr))
+			} else {
+				failAll(fmt.Errorf("pushing to %s: the branch %s moved under each of %d attempts in %s, giving up: %w",
+					c.Location(), c.branch, attempt, spent.Round(time.Second), pushErr))
+			}
+			return
+		}
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			failAll(err)
+			return
+		}
+	}
+}
+
+// commit makes the local branch the remote tip (or an empty branch with
+// the README when there is none) plus one commit writing files, with the
+// batch's message and author.
+func (c *Catalog) commit(ctx context.Context, tip string, files map[string][]byte, batch []*change) error {
+	add := []string{"add", "--"}
+	if tip != "" {
+		if _, err := c.git(ctx, nil, "checkout", "-q", "-f", "-B", c.branch, tip); err != nil {
+			return fmt.Errorf("resetting the clone %s to %s: %w", c.dir, c.Location(), err)
+		}
+	} else {
+		// The first commit: an unborn branch and an empty tree.
+		if _, err := c.git(ctx, nil, "symbolic-ref", "HEAD", "refs/heads/"+c.branch); err != nil {
+			return err
+		}
+		c.git(ctx, nil, "update-ref", "-d", "refs/heads/"+c.branch) // there may be none
+		if _, err := c.git(ctx, nil, "read-tree", "--empty"); err != nil {
+			return err
+		}
+		for _, p := range []string{"sites", "revocations", "README.md"} {
+			if err := os.RemoveAll(filepath.Join(c.dir, p)); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(c.dir, "README.md"), []byte(readme), 0o644); err != nil {
+			return fmt.Errorf("writing the catalog's README.md in %s: %w", c.dir, err)
+		}
+		add = append(add, "README.md")
+	}
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		abs := filepath.Join(c.dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			return fmt.Errorf("writing %s in the clone %s: %w", p, c.dir, err)
+		}
+		if err := os.WriteFile(abs, files[p], 0o644); err != nil {
+			return fmt.Errorf("writing %s in the clone %s: %w", p, c.dir, err)
+		}
+	}
+	if _, err := c.git(ctx, nil, append(add, paths...)...); err != nil {
+		return fmt.Errorf("committing %s in the clone %s: %w", strings.Join(paths, ", "), c.dir, err)
+	}
+	first := batch[0]
+	now := c.now().UTC()
+	env := []string{
+		"GIT_AUTHOR_NAME=" + first.name, "GIT_AUTHOR_EMAIL=" + first.email, fmt.Sprintf("GIT_AUTHOR_DATE=%d +0000", first.at.Unix()),
+		"GIT_COMMITTER_NAME=" + first.name, "GIT_COMMITTER_EMAIL=" + first.email, fmt.Sprintf("GIT_COMMITTER_DATE=%d +0000", now.Unix()),
+	}
+	if _, err := c.gitEnv(ctx, env, []byte(batchMessage(batch)), "commit", "-q", "--no-verify", "--cleanup=verbatim", "-F", "-"); err != nil {
+		return fmt.Errorf("committing %s in the clone %s: %w", strings.Join(paths, ", "), c.dir, err)
+	}
+	return nil
+}
+
+// batchMessage is the commit message of a batch: a change's own, or for
+// several their subjects in one line (or the first and a count), every
+// message in the body, and a Co-authored-by trailer for each author
+// besides the first.
+func batchMessage(batch []*change) string {
+	if len(batch) == 1 {
+		return batch[0].msg
+	}
+	var subjects []string
+	for _, ch := range batch {
+		s, _, _ := strings.Cut(ch.msg, "\n")
+		subjects = append(subjects, s)
+	}
+	subject := strings.Join(subjects, "; ")
+	if len(subject) > 72 {
+		subject = fmt.Sprintf("%s and %d more", subjects[0], len(batch)-1)
+	}
+	var b strings.Builder
+	b.WriteString(subject + "\n")
+	for _, ch := range batch {
+		b.WriteString("\n" + strings.TrimRight(ch.msg, "\n") + "\n")
+	}
+	seen := map[string]bool{batch[0].name + " <" + batch[0].email + ">": true}
+	var coauthors []string
+	for _, ch := range batch[1:] {
+		if a := ch.name + " <" + ch.email + ">"; !seen[a] {
+			seen[a] = true
+			coauthors = append(coauthors, "Co-authored-by: "+a)
+		}
+	}
+	if len(coauthors) > 0 {
+		b.WriteString("\n" + strings.Join(coauthors, "\n") + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,188 @@
+package gitcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/store/gitcatalog/gittest"
+)
+
+// holdFirstPush makes c's next push wait until n writes in all have been
+// handed in since, as they are when a rollout's goroutines record while
+// a push is in flight.
+func holdFirstPush(t *testing.T, c *Catalog, n int) {
+	n += int(c.handedIn.Load())
+	pushes := 0
+	c.beforePush = func() {
+		if pushes++; pushes != 1 {
+			return
+		}
+		for {
+			if int(c.handedIn.Load()) >= n {
+				return
+			}
+			if t.Context().Err() != nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestGroupCommit records from many goroutines through one Catalog, as a
+// rollout does: the writes that arrive while a push is in flight go in
+// one commit, each with its own compare-and-swap, and all land.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	eachRemote(t, func(t *testing.T, remote, bare string, env []string) {
+		c := open(t, remote, env)
+		record(t, c, "site0", prom("imga", "1", "", "alice", "the canary"))
+		const n = 8
+		holdFirstPush(t, c, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			site := fmt.Sprintf("site%d", i+1)
+			wg.Go(func() { errs[i] = c.Record(ctx, site, prom("imga", "1", "", "alice", "the rollout")) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("site%d: %v", i+1, err)
+			}
+		}
+		commits := strings.Count(gittest.Run(t, bare, nil, "log", "--format=%H", "main"), "\n") - 1
+		if commits >= n || commits < 1 {
+			t.Errorf("%d commits for %d promotions through one catalog, want fewer (and some)", commits, n)
+		}
+		r := open(t, remote, env)
+		for i := range n {
+			if h, err := r.History(ctx, fmt.Sprintf("site%d", i+1), "imga"); err != nil || versions(h) != "1" {
+				t.Errorf("site%d: %s %v", i+1, versions(h), err)
+			}
+		}
+		// A batch's commit says every promotion in it.
+		log := gittest.Run(t, bare, nil, "log", "--format=%B", "main")
+		for i := range n {
+			if !strings.Contains(log, fmt.Sprintf("promote imga 1 at site%d\n", i+1)) {
+				t.Errorf("no commit says site%d's promotion:\n%s", i+1, log)
+			}
+		}
+	})
+}
+
+// TestGroupCommitConflict: one write of a batch fails its compare-and-swap;
+// it alone gets ErrConflict, the others land in the batch's commit.
+func TestGroupCommitConflict(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	holdFirstPush(t, c, 4)
+	var wg sync.WaitGroup
+	var first, stale, other, third error
+	wg.Go(func() { first = c.Record(ctx, "lab", prom("imgz", "1", "", "alice", "")) })
+	// Queued behind the first push, in whatever order: two that hold,
+	// one whose Previous is not what lab runs.
+	wg.Go(func() { stale = c.Record(ctx, "lab", prom("imga", "3", "2", "bob <bob@example.com>", "")) })
+	wg.Go(func() { other = c.Record(ctx, "lab", prom("imga", "2", "1", "carol", "")) })
+	wg.Go(func() { third = c.Record(ctx, "lab", prom("imgb", "1", "", "dave", "")) })
+	wg.Wait()
+	if first != nil || other != nil || third != nil {
+		t.Fatalf("the writes that hold: %v; %v; %v", first, other, third)
+	}
+	// imga 2 may have landed before imga 3 was applied (then 3 holds) or
+	// after (then 3 conflicts): what matters is that each got its own
+	// outcome and nothing was lost.
+	h, err := open(t, bare, env).History(ctx, "lab", "imga")
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case stale == nil && versions(h) != "1 2 3":
+		t.Errorf("imga 3 held, history %s", versions(h))
+	case stale != nil && (!errors.Is(stale, store.ErrConflict) || versions(h) != "1 2"):
+		t.Errorf("imga 3: %v, history %s", stale, versions(h))
+	}
+	if h, err := open(t, bare, env).History(ctx, "lab", "imgb"); err != nil || versions(h) != "1" {
+		t.Errorf("imgb: %s %v", versions(h), err)
+	}
+	if log := gittest.Run(t, bare, nil, "log", "--format=%B", "main"); !strings.Contains(log, "\nCo-authored-by: ") {
+		// Whichever write was pushed alone, two of different authors
+		// were batched after it.
+		t.Errorf("no co-author in the batch's commit:\n%s", log)
+	}
+}
+
+// TestRetryBound: a push refused because the branch moved is retried on
+// the new tip until Options.RetryFor, then given up with what happened.
+func TestRetryBound(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	other := open(t, bare, env)
+	record(t, other, "lab", prom("imga", "1", "", "alice", ""))
+	c, err := Open(ctx, bare, Options{CacheDir: filepath.Join(t.TempDir(), "clone"), Env: env, RetryFor: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 1
+	c.beforePush = func() {
+		n++
+		record(t, other, "lab", prom("imga", fmt.Sprint(n), fmt.Sprint(n-1), "alice", "always first"))
+	}
+	err = c.Record(ctx, "lab", prom("imgb", "1", "", "bob", ""))
+	if err == nil || !strings.Contains(err.Error(), "the branch main moved under each of 1 attempts") {
+		t.Fatalf("got %v", err)
+	}
+	// With time to retry, the moving branch is re-read and the write lands.
+	c.retryFor = DefaultRetryFor
+	pushes := 0
+	c.beforePush = func() {
+		if pushes++; pushes <= 3 {
+			n++
+			record(t, other, "lab", prom("imga", fmt.Sprint(n), fmt.Sprint(n-1), "alice", "first again"))
+		}
+	}
+	record(t, c, "lab", prom("imgb", "1", "", "bob", ""))
+	if pushes != 4 {
+		t.Errorf("%d pushes, want 4", pushes)
+	}
+	cat, err := open(t, bare, env).Catalog(ctx, "lab")
+	if err != nil || len(cat["imga"]) != n || versions(cat["imgb"]) != "1" {
+		t.Errorf("catalog %v %v", cat, err)
+	}
+}
+
+// TestCancelOneOfABatch: a writer whose context ends leaves its batch; the
+// others' writes still land.
+func TestCancelOneOfABatch(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	var wg sync.WaitGroup
+	var errGone, errKept error
+	holdFirstPush(t, c, 2)
+	wg.Go(func() { errKept = c.Record(ctx, "lab", prom("imgb", "1", "", "alice", "")) })
+	wg.Go(func() { errGone = c.Record(gone, "lab", prom("imgc", "1", "", "alice", "")) })
+	wg.Wait()
+	if errKept != nil {
+		t.Errorf("the kept write: %v", errKept)
+	}
+	cat, err := open(t, bare, env).Catalog(ctx, "lab")
+	if err != nil || versions(cat["imgb"]) != "1" {
+		t.Fatalf("catalog %v %v", cat, err)
+	}
+	// The cancelled one never landed, or landed and said so.
+	if (errGone == nil) != (len(cat["imgc"]) == 1) || (errGone != nil && !errors.Is(errGone, context.Canceled)) {
+		t.Errorf("the cancelled write: %v, imgc %s", errGone, versions(cat["imgc"]))
+	}
+}

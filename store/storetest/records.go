@@ -1,0 +1,270 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/validate"
+)
+
+// RecordFile names a records file of a catalog: a site, image and
+// version's evidence, or (Site and Version empty) an image's revocations.
+type RecordFile struct {
+	Site, Image, Version string
+}
+
+// Records is a catalog under the records conformance tests.
+type Records struct {
+	// Open makes a fresh, empty catalog.
+	Open func(t *testing.T) store.Promotions
+	// Rewrite replaces a records file of p's catalog, as the catalog
+	// keeps it, with what edit makes of its content.
+	Rewrite func(t *testing.T, p store.Promotions, f RecordFile, edit func([]byte) []byte)
+}
+
+// Result is a whole validation result of image version on host, passing
+// or with one failing check, finished at t0.
+func Result(image, version, host string, pass bool, t0 time.Time) validate.Result {
+	r := validate.Result{Schema: validate.ResultSchema, Image: image, Version: version, Profile: "h200", Stage: "converged",
+		Host: host, Live: true, Started: t0.Add(-time.Minute), Finished: t0, ScriptSHA256: strings.Repeat("ab", 32),
+		Checks: []validate.Check{{Status: validate.StatusPass, Name: "kernel"}}}
+	if !pass {
+		r.Checks = append(r.Checks, validate.Check{Status: validate.StatusFail, Name: "bridge", Detail: "br0 is down", Remediation: "bring br0 up"})
+	}
+	for _, c := range r.Checks {
+		r.Counts.Checks++
+		if c.Status == validate.StatusFail {
+			r.Counts.Failures++
+		}
+	}
+	return r
+}
+
+// TestRecords runs the behaviour every store.Promotions keeps for
+// evidence and revocations: round trips and ordering, keys checked, a
+// bad result refused whole, revocation and its undo, and files that are
+// not what the catalog writes refused on read.
+func TestRecords(t *testing.T, r Records) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	ev := func(site, image, version, host string, pass bool, at time.Time) store.Evidence {
+		return store.Evidence{Site: site, RecordedAt: at, RecordedBy: "alice", Via: "hostcheck", Result: Result(image, version, host, pass, at)}
+	}
+	hosts := func(evs []store.Evidence) string {
+		var h []string
+		for _, e := range evs {
+			h = append(h, e.Result.Version+"/"+e.Result.Host)
+		}
+		return strings.Join(h, " ")
+	}
+
+	t.Run("evidence", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		if evs, err := p.Evidence(ctx, "lab", "img", ""); err != nil || evs == nil || len(evs) != 0 {
+			t.Fatalf("empty catalog: %v %v", evs, err)
+		}
+		if err := p.AddEvidence(ctx, nil); err != nil {
+			t.Fatalf("no results: %v", err)
+		}
+		// Many hosts, sites and versions in one call; recorded out of
+		// order in time.
+		if err := p.AddEvidence(ctx, []store.Evidence{
+			ev("lab", "img", "2", "h2", true, t0.Add(2*time.Minute)),
+			ev("lab", "img", "1", "h1", false, t0),
+			ev("lab", "img", "2", "h3", true, t0.Add(time.Minute)),
+			ev("edge", "img", "2", "e1", true, t0),
+			ev("lab", "other", "2", "o1", true, t0),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "2", "h4", false, t0.Add(3*time.Minute))}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ site, image, version, want string }{
+			{"lab", "img", "2", "2/h3 2/h2 2/h4"},
+			{"lab", "img", "1", "1/h1"},
+			{"lab", "img", "", "1/h1 2/h3 2/h2 2/h4"},
+			{"edge", "img", "", "2/e1"},
+			{"lab", "other", "2", "2/o1"},
+			{"edge", "img", "1", ""},
+			{"nowhere", "img", "", ""},
+		} {
+			evs, err := p.Evidence(ctx, tc.site, tc.image, tc.version)
+			if err != nil || hosts(evs) != tc.want {
+				t.Errorf("Evidence(%s, %s, %q) = %s, %v; want %s", tc.site, tc.image, tc.version, hosts(evs), err, tc.want)
+			}
+		}
+		evs, err := p.Evidence(ctx, "lab", "img", "1")
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("lab img 1: %v %v", evs, err)
+		}
+		want := ev("lab", "img", "1", "h1", false, t0)
+		if !reflect.DeepEqual(evs[0], want) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", evs[0], want)
+		}
+		// The evidence is not a promotion.
+		if cat, err := p.Catalog(ctx, "lab"); err != nil || len(cat) != 0 {
+			t.Errorf("the site's catalog after evidence only: %v %v", cat, err)
+		}
+		if err := p.Record(ctx, "lab", store.Promotion{Image: "img", Version: "2", By: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if cat, err := p.Catalog(ctx, "lab"); err != nil || len(cat) != 1 || len(cat["img"]) != 1 {
+			t.Errorf("the site's catalog: %v %v", cat, err)
+		}
+	})
+
+	t.Run("evidence refused", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		bad := ev("lab", "img", "1", "h2", true, t0)
+		bad.Result.Counts.Failures = 3
+		for _, tc := range []struct {
+			name string
+			e    store.Evidence
+			want string
+		}{
+			{"a result that is not whole", bad, "counts"},
+			{"a bad site", ev("../lab", "img", "1", "h2", true, t0), "site"},
+			{"a bad version", ev("lab", "img", "1/../2", "h2", true, t0), "version"},
+		} {
+			// One bad result refuses the call: nothing of it is recorded.
+			err := p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "1", "h1", true, t0), tc.e})
+			if err == nil || !strings.Contains(err.Error(), "result 2") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		}
+		if evs, err := p.Evidence(ctx, "lab", "img", ""); err != nil || len(evs) != 0 {
+			t.Errorf("recorded after refusals: %s %v", hosts(evs), err)
+		}
+		for _, k := range [][3]string{{"../lab", "img", "1"}, {"lab", "im g", ""}, {"lab", "img", "../1"}} {
+			if _, err := p.Evidence(ctx, k[0], k[1], k[2]); err == nil {
+				t.Errorf("Evidence%q: no error", k)
+			}
+		}
+	})
+
+	t.Run("revocations", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		if rs, err := p.Revocations(ctx, ""); err != nil || rs == nil || len(rs) != 0 {
+			t.Fatalf("empty catalog: %v %v", rs, err)
+		}
+		if err := p.Revoke(ctx, store.Revocation{Image: "img", Version: "1", By: "alice"}); err == nil || !strings.Contains(err.Error(), "reason") {
+			t.Errorf("no reason: %v", err)
+		}
+		if err := p.Revoke(ctx, store.Revocation{Image: "im g", Version: "1", Reason: "r", By: "alice"}); err == nil {
+			t.Error("a bad image: no error")
+		}
+		steps := []store.Revocation{
+			{Image: "img", Version: "1", Reason: "kernel panic on h200", By: "alice", At: t0},
+			{Image: "img", Version: "2", Reason: "bridge down", By: "bob <bob@example.com>", At: t0.Add(time.Minute)},
+			{Image: "zeta", Version: "7", Reason: "bad firmware", By: "alice", At: t0.Add(2 * time.Minute)},
+			{Image: "img", Version: "1", Reason: "a false alarm", By: "alice", At: t0.Add(3 * time.Minute), Undo: true},
+			{Image: "alpha", Version: "3", Reason: "cves", By: "carol", At: t0.Add(4 * time.Minute)},
+		}
+		for _, s := range steps {
+			if err := p.Revoke(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rs, err := p.Revocations(ctx, "img")
+		if err != nil || !reflect.DeepEqual(rs, []store.Revocation{steps[0], steps[1], steps[3]}) {
+			t.Fatalf("img's revocations: %+v %v", rs, err)
+		}
+		if now := store.Revoked(rs, "img"); len(now) != 1 || now["2"].Reason != "bridge down" {
+			t.Errorf("revoked now: %+v", now)
+		}
+		all, err := p.Revocations(ctx, "")
+		var order []string
+		for _, r := range all {
+			order = append(order, fmt.Sprintf("%s/%s", r.Image, r.Version))
+		}
+		if err != nil || strings.Join(order, " ") != "alpha/3 img/1 img/2 img/1 zeta/7" {
+			t.Errorf("every image's revocations: %s %v", order, err)
+		}
+		if rs, err := p.Revocations(ctx, "never"); err != nil || len(rs) != 0 {
+			t.Errorf("an image never revoked: %v %v", rs, err)
+		}
+	})
+
+	t.Run("decoded strictly", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name string
+			edit func(doc map[string]any) []byte
+			want string
+		}{
+			{"an unknown field", func(doc map[string]any) []byte { doc["extra"] = 1; return marshal(doc) }, "extra"},
+			{"another schema", func(doc map[string]any) []byte { doc["schema_version"] = 2; return marshal(doc) }, "schema version 2"},
+			{"two values", func(doc map[string]any) []byte { return append(marshal(doc), marshal(doc)...) }, "more than one JSON value"},
+			{"a record of another key", func(doc map[string]any) []byte {
+				for _, list := range []string{"evidence", "revocations"} {
+					if l, ok := doc[list].([]any); ok {
+						rec := l[0].(map[string]any)
+						if res, ok := rec["result"].(map[string]any); ok {
+							res["version"] = "9"
+						} else {
+							rec["image"] = "zzz"
+						}
+					}
+				}
+				return marshal(doc)
+			}, "is of"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				p := r.Open(t)
+				if err := p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "1", "h1", true, t0)}); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Revoke(ctx, store.Revocation{Image: "img", Version: "1", Reason: "r", By: "alice", At: t0}); err != nil {
+					t.Fatal(err)
+				}
+				edit := func(b []byte) []byte {
+					var doc map[string]any
+					if err := json.Unmarshal(b, &doc); err != nil {
+						t.Fatal(err)
+					}
+					return tc.edit(doc)
+				}
+				r.Rewrite(t, p, RecordFile{Site: "lab", Image: "img", Version: "1"}, edit)
+				r.Rewrite(t, p, RecordFile{Image: "img"}, edit)
+				for what, err := range map[string]error{
+					"Evidence":        second(p.Evidence(ctx, "lab", "img", "1")),
+					"every Evidence":  second(p.Evidence(ctx, "lab", "img", "")),
+					"AddEvidence":     p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "1", "h2", true, t0)}),
+					"Revocations":     second(p.Revocations(ctx, "img")),
+					"all Revocations": second(p.Revocations(ctx, "")),
+					"Revoke":          p.Revoke(ctx, store.Revocation{Image: "img", Version: "1", Reason: "r", By: "alice", Undo: true}),
+				} {
+					if err == nil || !strings.Contains(err.Error(), tc.want) {
+						t.Errorf("%s: %v, want an error saying %q", what, err, tc.want)
+					}
+				}
+				if err := errors.Join(p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "2", "h1", true, t0)}),
+					p.Revoke(ctx, store.Revocation{Image: "other", Version: "1", Reason: "r", By: "alice"})); err != nil {
+					t.Errorf("another file is unaffected: %v", err)
+				}
+			})
+		}
+	})
+}
+
+func marshal(v any) []byte {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return append(b, '\n')
+}
+
+func second[T any](_ T, err error) error { return err }
