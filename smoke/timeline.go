@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/readlimit"
+	"github.com/gpuaas/imagectl/validate"
 )
 
 // TimelineSchemaVersion is the version of the timeline file's JSON form.
@@ -18,39 +19,22 @@ const TimelineSchemaVersion = 1
 // dozen milestones, a few kilobytes.
 const maxTimeline = 1 << 20
 
-// Milestones of the first boot, in the order a boot usually reaches them.
+// Milestones of the first boot, in the order a boot usually reaches them:
+// validate's names (see validate.Milestones), one list for smoke's
+// timeline and the validation script's result.
 const (
-	// MilestoneQEMUStart is when the host started QEMU: zero on the clock.
-	MilestoneQEMUStart = "qemu-start"
-	// MilestoneLoader is when the boot loader started, as the loader told
-	// systemd (LoaderTimestampMonotonic). Only loaders that implement the
-	// Boot Loader Interface (systemd-boot) report it; GRUB does not.
-	MilestoneLoader = "loader"
-	// MilestoneKernel is when the console showed the kernel's banner
-	// ("Linux version"): firmware and GRUB are behind.
-	MilestoneKernel = "kernel"
-	// MilestoneUserspace is when systemd started on the real root
-	// (UserspaceTimestampMonotonic): kernel and initramfs are behind.
-	MilestoneUserspace = "userspace"
-	// MilestoneCloudInitStart is when cloud-init's first stage began
-	// (cloud-init-local.service left inactive).
-	MilestoneCloudInitStart = "cloud-init-start"
-	// MilestoneMultiUser is when multi-user.target was reached.
-	MilestoneMultiUser = "multi-user"
-	// MilestoneBootstrapStart and MilestoneBootstrapDone bracket the site
-	// bootstrap that user-data runs at stage converged.
-	MilestoneBootstrapStart = "bootstrap-start"
-	MilestoneBootstrapDone  = "bootstrap-done"
-	// MilestoneCloudInitDone is when cloud-init's last stage ended
-	// (cloud-final.service's process exited).
-	MilestoneCloudInitDone = "cloud-init-done"
-	// MilestoneBootFinished is when systemd's boot jobs were all done
-	// (FinishTimestampMonotonic, the end of systemd-analyze's total).
-	MilestoneBootFinished = "boot-finished"
-	// MilestoneValidationStart and MilestoneValidationDone bracket the
-	// image's validation script.
-	MilestoneValidationStart = "validation-start"
-	MilestoneValidationDone  = "validation-done"
+	MilestoneQEMUStart       = validate.MilestoneQEMUStart
+	MilestoneLoader          = validate.MilestoneLoader
+	MilestoneKernel          = validate.MilestoneKernel
+	MilestoneUserspace       = validate.MilestoneUserspace
+	MilestoneCloudInitStart  = validate.MilestoneCloudInitStart
+	MilestoneMultiUser       = validate.MilestoneMultiUser
+	MilestoneBootstrapStart  = validate.MilestoneBootstrapStart
+	MilestoneBootstrapDone   = validate.MilestoneBootstrapDone
+	MilestoneCloudInitDone   = validate.MilestoneCloudInitDone
+	MilestoneBootFinished    = validate.MilestoneBootFinished
+	MilestoneValidationStart = validate.MilestoneValidationStart
+	MilestoneValidationDone  = validate.MilestoneValidationDone
 )
 
 // Where a milestone's time comes from.

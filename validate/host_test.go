@@ -124,8 +124,10 @@ func (h *host) triggers(unit string, sockets ...string) {
 }
 
 // fakeSystemctl answers is-active and is-enabled from $FAKE_ACTIVE and
-// $FAKE_FAILED, and show --property=TriggeredBy --value from $FAKE_TRIGGERS
-// (unit=socket,socket ...), as systemd 252 prints them. It refuses a unit
+// $FAKE_FAILED, show --property=TriggeredBy --value from $FAKE_TRIGGERS
+// (unit=socket,socket ...), and show -p PROPERTY --value [UNIT] from the
+// PROPERTY=VALUE lines of $FAKE_SYSTEMD/UNIT (manager without a unit), as
+// systemd 252 prints them. It refuses a unit
 // not preceded by "--", which a unit named like an option would need.
 const fakeSystemctl = `case " $* " in
 *" -- "*) ;;
@@ -164,6 +166,10 @@ show)
 			fi
 		done
 		echo
+		exit 0
+	fi
+	if [ "$2" = -p ] && [ "$4" = --value ] && [ -n "${FAKE_SYSTEMD:-}" ]; then
+		grep "^$3=" "$FAKE_SYSTEMD/${5:-manager}" 2>/dev/null | cut -d= -f2-
 		exit 0
 	fi
 	;;

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,11 +265,16 @@ const hostileCommand = `printf '%s\n' 'q"b\s	t' "$(printf 'n\001c\177d\377e\342\
 
 // TestResultEscapesWhatADetailCarries: every byte a check's output can
 // carry round-trips as the text line shows it, in a document that is
-// UTF-8 and one JSON value, under each shell and awk.
+// UTF-8 and one JSON value, under each shell and awk (busybox's too: the
+// escaping is the awk most likely to differ).
 func TestResultEscapesWhatADetailCarries(t *testing.T) {
 	t.Parallel()
+	awkList := awks()
+	if _, err := exec.LookPath("busybox"); err == nil {
+		awkList = append(awkList, "busybox")
+	}
 	for _, sh := range shells() {
-		for _, awk := range awks() {
+		for _, awk := range awkList {
 			t.Run(filepath.Base(sh[0])+"/"+awk, func(t *testing.T) {
 				t.Parallel()
 				m := profilesManifest()
@@ -339,4 +346,169 @@ func TestResultWithoutSHA256(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.runWith([]string{"sh"}, profilesManifest(), "--json").result(t)
+}
+
+// bootEpoch is the fake host's boot: btime in its /proc/stat.
+const bootEpoch = 1_700_000_000
+
+// firstBoot lays out what a host tells of its first boot: the kernel's
+// start (btime) and uptime, systemd's monotonic timestamps (no
+// cloud-final: its end comes from cloud-init's status.json), cloud-init's
+// analyze dump (a start of config-scripts_user in an earlier boot, then
+// this boot's), the done-markers' times and cloud-init's once-per-instance
+// semaphore, written at sem seconds after the boot.
+func firstBoot(h *host, sem int64) {
+	h.t.Helper()
+	h.file("proc/stat", "cpu  1 2 3 4\nbtime "+strconv.Itoa(bootEpoch)+"\nprocesses 1\n")
+	h.file("proc/uptime", "250.50 1000.00\n")
+	h.file("fake-systemd/manager", "LoaderTimestampMonotonic=0\nUserspaceTimestampMonotonic=4200000\nFinishTimestampMonotonic=125000000\n")
+	h.file("fake-systemd/cloud-init-local.service", "InactiveExitTimestampMonotonic=6100000\n")
+	h.file("fake-systemd/multi-user.target", "ActiveEnterTimestampMonotonic=30000000\n")
+	h.env["FAKE_SYSTEMD"] = h.root + "/fake-systemd"
+	h.file("var/lib/cloud/data/status.json", `{
+ "v1": {
+  "datasource": "DataSourceMAAS",
+  "init-local": {
+   "errors": [],
+   "finished": 1700000007.5,
+   "start": 1700000006.25
+  },
+  "modules-final": {
+   "errors": [],
+   "finished": 1700000120.25,
+   "start": 1700000099.0
+  },
+  "stage": null
+ }
+}
+`)
+	event := func(typ string, ts string) string {
+		return " {\n  \"description\": \"running config-scripts_user with frequency once-per-instance\",\n  \"event_type\": \"" + typ +
+			"\",\n  \"name\": \"modules-final/config-scripts_user\",\n  \"origin\": \"cloudinit\",\n  \"timestamp\": " + ts + "\n }"
+	}
+	h.file("fake-cloud-init-dump", "[\n"+event("start", "1690000000.0")+",\n"+event("finish", "1690000010.0")+",\n"+
+		event("start", "1700000100.5")+",\n"+event("finish", "1700000116.0")+"\n]\n")
+	h.stub("cloud-init", `[ "$1 $2" = "analyze dump" ] && exec cat "$FAKE_DUMP"; exit 2`)
+	h.env["FAKE_DUMP"] = h.root + "/fake-cloud-init-dump"
+	for f, at := range map[string]int64{ibDone: 110, sliceDone: 115, "var/lib/cloud/instance/sem/config_scripts_user": sem} {
+		h.file(f, "")
+		if err := os.Chtimes(filepath.Join(h.root, f), time.Time{}, time.Unix(bootEpoch+at, 0)); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// TestResultTimeline: a live run's document carries the first boot in
+// smoke's milestone names, seconds since the kernel started, each from
+// where the host tells it, in time order; a later boot tells nothing of
+// the first, and a host that tells nothing has only the script's own.
+func TestResultTimeline(t *testing.T) {
+	t.Parallel()
+	args := []string{"--profile", "slice", "--stage", "converged", "--json"}
+	for _, sh := range shells() {
+		t.Run(filepath.Base(sh[0]), func(t *testing.T) {
+			t.Parallel()
+			h := convergedHost(t, "awk")
+			firstBoot(h, 101)
+			r := h.runWith(sh, profilesManifest(), args...)
+			res := r.result(t)
+			if r.code != 0 {
+				t.Fatalf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			want := []Milestone{
+				{MilestoneKernel, 0, SourceSystemd},
+				{MilestoneUserspace, 4.2, SourceSystemd},
+				{MilestoneCloudInitStart, 6.1, SourceSystemd},
+				{MilestoneMultiUser, 30, SourceSystemd},
+				{MilestoneBootstrapStart, 100.5, SourceCloudInit},
+				{MilestoneBootstrapDone, 115, SourceMarker},
+				{MilestoneCloudInitDone, 120.25, SourceCloudInit},
+				{MilestoneBootFinished, 125, SourceSystemd},
+				{MilestoneValidationStart, 250.5, SourceScript},
+				{MilestoneValidationDone, 250.5, SourceScript},
+			}
+			if !slices.Equal(res.Timeline, want) {
+				t.Errorf("timeline:\n%+v\nwant\n%+v", res.Timeline, want)
+			}
+			for _, m := range res.Timeline {
+				if !slices.Contains(Milestones, m.Name) {
+					t.Errorf("milestone %q is not one of smoke's", m.Name)
+				}
+			}
+		})
+	}
+	t.Run("a later boot", func(t *testing.T) {
+		t.Parallel()
+		h := convergedHost(t, "awk")
+		firstBoot(h, -3600)
+		if res := h.runWith([]string{"sh"}, profilesManifest(), args...).result(t); len(res.Timeline) != 0 {
+			t.Errorf("a later boot's timeline: %+v", res.Timeline)
+		}
+	})
+	t.Run("nothing else to tell", func(t *testing.T) {
+		t.Parallel()
+		h := convergedHost(t, "awk")
+		h.file("proc/stat", "btime "+strconv.Itoa(bootEpoch)+"\n")
+		h.file("proc/uptime", "61.07 100.00\n")
+		for _, f := range []string{ibDone, sliceDone} { // written before this boot: not its bootstrap
+			if err := os.Chtimes(filepath.Join(h.root, f), time.Time{}, time.Unix(bootEpoch-100, 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := h.runWith([]string{"sh"}, profilesManifest(), args...).result(t)
+		want := []Milestone{{MilestoneValidationStart, 61.07, SourceScript}, {MilestoneValidationDone, 61.07, SourceScript}}
+		if !slices.Equal(res.Timeline, want) || res.Counts.Warnings != 0 || !res.Passed() {
+			t.Errorf("timeline %+v, %+v", res.Timeline, res.Counts)
+		}
+	})
+	t.Run("offline", func(t *testing.T) {
+		t.Parallel()
+		h := convergedHost(t, "awk")
+		firstBoot(h, 101)
+		if res := h.runWith([]string{"sh"}, profilesManifest(), "--root", h.root, "--json").result(t); len(res.Timeline) != 0 {
+			t.Errorf("a run over a root has a timeline: %+v", res.Timeline)
+		}
+	})
+}
+
+// TestTimelineNamesAreSmokes: every milestone the script names is one of
+// Milestones, the names smoke's timeline uses.
+func TestTimelineNamesAreSmokes(t *testing.T) {
+	re := regexp.MustCompile(`(?m)\b(?:milestone|systemd_time|cloud_init_status) ([a-z][a-z-]*) `)
+	found := re.FindAllStringSubmatch(shTimeline, -1)
+	if len(found) < 10 {
+		t.Fatalf("%d milestones named in timeline.sh", len(found))
+	}
+	for _, m := range found {
+		if !slices.Contains(Milestones, m[1]) {
+			t.Errorf("timeline.sh names milestone %q, not one of %v", m[1], Milestones)
+		}
+	}
+}
+
+// TestResultOfAGPUHost: an H200 host (nvidia-smi replaying a fixture) with
+// a planted ECC error: the document names the failing check with its
+// remediation, and agrees with the lines.
+func TestResultOfAGPUHost(t *testing.T) {
+	t.Parallel()
+	var fixture string
+	for _, f := range gpuFixtures(t) {
+		if fixtureModel(f) == "H200" {
+			fixture = f
+		}
+	}
+	if fixture == "" {
+		t.Fatal("no H200 fixture under testdata/nvidia-smi")
+	}
+	h := gpuHost(t, "awk", fixture, 8, "2 ecc.errors.uncorrected.volatile.total 4")
+	m := gpuManifest(fixture, 8)
+	text := textOutcome(t, h.runWith([]string{"sh"}, m))
+	r := h.runWith([]string{"sh"}, m, "--json")
+	res := r.result(t)
+	sameChecks(t, text, res)
+	f := res.Failing()
+	if r.code != 1 || res.Passed() || len(f) != 1 || f[0].Name != "gpu:ecc-errors" || !strings.Contains(f[0].Detail, "GPU 2: 4 uncorrected") ||
+		f[0].Remediation == "" || f[0].Remediation != text.get(t, "gpu:ecc-errors").remediation {
+		t.Errorf("exit %d, failing %+v:\n%s", r.code, f, r.stdout)
+	}
 }

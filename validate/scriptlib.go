@@ -25,10 +25,11 @@ var (
 	shSlice     = shLib("slice.sh")     // the slice profile's prerequisites
 	shNetdata   = shLib("netdata.sh")   // Netdata's collectors' charts
 	shConverged = shLib("converged.sh") // a profile's runtime baseline after the site bootstrap
+	shTimeline  = shLib("timeline.sh")  // the first boot's timeline, for the result document
 )
 
 // shLibs are the shell functions in the order the script carries them.
-var shLibs = []string{shCore, shImage, shGPU, shSlice, shNetdata, shConverged}
+var shLibs = []string{shCore, shImage, shGPU, shSlice, shNetdata, shConverged, shTimeline}
 
 // shLib is the text of sh/name that goes into the script: what follows its
 // opening comment. The files are compiled in, so a malformed one fails every

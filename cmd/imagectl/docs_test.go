@@ -72,6 +72,7 @@ func TestDocsFlagsExist(t *testing.T) {
 		"target": true, // grub-install
 		"wait":   true, // systemctl is-system-running
 		"xattrs": true, // tar
+		"json":   true, // the image's validation script
 		"help":   true, // cobra's, on every command
 	}
 	root := newRootCmd(streams{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &bytes.Buffer{}}, nil)

@@ -10,6 +10,7 @@ check_done_marker() {
 	check=done-marker:${1##*/}
 	if [ -e "$ROOT$1" ]; then
 		result PASS "$check" "present"
+		DONE_MARKERS="$DONE_MARKERS $1"
 		return
 	fi
 	fix="run the site bootstrap $2${3:+ ($3)} and read its log; the marker appears when it completes"

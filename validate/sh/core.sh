@@ -60,12 +60,19 @@ FAILURES=0
 WARNINGS=0
 CHECKS=0
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# uptime_now: seconds since the kernel started.
+uptime_now() { cut -d' ' -f1 "$ROOT/proc/uptime" 2>/dev/null; }
+# shellcheck disable=SC2034 # timeline.sh reads it
+UPTIME_START=$(uptime_now)
 NL='
 '
 # CHECKS_JSON are the checks as JSON objects, one a line, for the result
-# document; TIMELINE the first boot's milestones, "NAME SECONDS SOURCE" lines.
+# document; TIMELINE the first boot's milestones, "NAME SECONDS SOURCE" lines
+# (timeline.sh); DONE_MARKERS the bootstrap done-markers found.
 CHECKS_JSON=
 TIMELINE=
+# shellcheck disable=SC2034 # converged.sh adds to it, timeline.sh reads it
+DONE_MARKERS=
 
 # JSON_AWK are awk functions: json_init, then json(S), S as a JSON string.
 # Run under LC_ALL=C, so awk reads bytes: quotes, backslashes and control
@@ -73,18 +80,19 @@ TIMELINE=
 # is not UTF-8 becomes U+FFFD (as Go and most JSON readers decode it).
 JSON_AWK='
 function json_init(   i) { for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i }
-function json(s,   out, n, i, c, o, need, lo, hi, ok, j, k) {
+function json(s,   out, c, o, need, lo, hi, ok, j, k) {
 	out = ""
-	n = length(s)
-	for (i = 1; i <= n; i++) {
-		c = substr(s, i, 1)
+	# printable ASCII up to the next byte to escape is copied whole
+	while (match(s, /[^ -~]|"|\\/)) {
+		out = out substr(s, 1, RSTART - 1)
+		c = substr(s, RSTART, 1)
+		s = substr(s, RSTART + 1)
 		o = ord[c]
 		if (c == "\"") out = out "\\\""
 		else if (c == "\\") out = out "\\\\"
 		else if (o == 9) out = out "\\t"
 		else if (o == 10) out = out "\\n"
-		else if (o < 32 || o == 127) out = out sprintf("\\u%04x", o)
-		else if (o < 128) out = out c
+		else if (o < 128) out = out sprintf("\\u%04x", o)
 		else {
 			# a sequence: its length from the lead byte, and the range of
 			# its second byte (no overlong form, no surrogate, nothing
@@ -97,17 +105,17 @@ function json(s,   out, n, i, c, o, need, lo, hi, ok, j, k) {
 			else if (o == 240) { need = 3; lo = 144 }
 			else if (o >= 241 && o <= 243) need = 3
 			else if (o == 244) { need = 3; hi = 143 }
-			ok = need > 0 && i + need <= n
+			ok = need > 0 && length(s) >= need
 			for (j = 1; ok && j <= need; j++) {
-				k = ord[substr(s, i + j, 1)]
+				k = ord[substr(s, j, 1)]
 				if (j > 1) { lo = 128; hi = 191 }
 				if (k < lo || k > hi) ok = 0
 			}
-			if (ok) { out = out substr(s, i, need + 1); i += need }
+			if (ok) { out = out c substr(s, 1, need); s = substr(s, need + 1) }
 			else out = out "\\ufffd"
 		}
 	}
-	return "\"" out "\""
+	return "\"" out s "\""
 }'
 
 # result STATUS NAME DETAIL [REMEDIATION]: one result line, its values
@@ -142,8 +150,8 @@ result() {
 	CHECKS_JSON=$CHECKS_JSON${CHECKS_JSON:+$NL}${out#*"$NL"}
 }
 
-# summary: on a live host, keeps the result document under STATE_DIR;
-# prints the summary line, or with --json
+# summary: on a live host, reads the first boot's timeline and keeps the
+# result document under STATE_DIR; prints the summary line, or with --json
 # the document; exits 1 when a check failed.
 summary() {
 	FINISHED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -151,6 +159,7 @@ summary() {
 		result_facts
 	fi
 	if [ "$LIVE" = 1 ]; then
+		timeline
 		save_result
 	fi
 	if [ "$JSON" = 1 ]; then
@@ -230,7 +239,7 @@ result_json() {
 	printf '  "counts": {"checks": %s, "failures": %s, "warnings": %s}' "$CHECKS" "$FAILURES" "$WARNINGS"
 	if [ -n "$TIMELINE" ]; then
 		printf ',\n  "timeline": [\n'
-		printf '%s\n' "$TIMELINE" | awk '{ printf "%s    {\"name\": \"%s\", \"seconds\": %s, \"source\": \"%s\"}", NR > 1 ? ",\n" : "", $1, $2, $3 } END { print "" }'
+		printf '%s\n' "$TIMELINE" | awk '{ printf "%s    {\"name\": \"%s\", \"seconds\": %s, \"source\": \"%s\"}", (NR > 1 ? ",\n" : ""), $1, $2, $3 } END { print "" }'
 		printf '  ]'
 	fi
 	printf '\n}\n'
