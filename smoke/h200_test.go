@@ -5,7 +5,6 @@ package smoke
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,28 +35,26 @@ import (
 // iommu=pt taken out of GRUB's files, which is the proof that smoke catches
 // a GRUB missing a kernel arg, the bug imagectl exists to prevent.
 //
-// Both boots also serve the check of a deployed host by hand: each VM
-// stays up after its own validation while the real OpenSSH client logs in
-// with the key its seed authorized, sudo without a password, and runs the
-// validation script again.
+// Both boots also serve the release loop end to end (releaseLoop): each
+// VM stays up after its own validation while imagectl hostcheck reaches
+// it over the real OpenSSH client with the key its seed authorized. The
+// good version's passing result, recorded at the canary of a git catalog,
+// turns promote to the group fleet from refused (exit 3, naming the
+// missing evidence) to done; the broken version's is recorded as failing
+// and its promotion is refused naming the host and the check.
 func TestSmokeH200StandIn(t *testing.T) {
 	good := standInArtifact(t)
 	dir := t.TempDir()
 	ssh := newSSHClient(t)
+	loop := newReleaseLoop(t, ssh)
+	loop.publish(t, good)
 
 	t.Run("converged", func(t *testing.T) {
 		up := false
 		res, _, err := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged",
 			AuthorizedKeys: []string{ssh.pub}, WhileUp: func(ctx context.Context, ep SSH) error {
 				up = true
-				if err := checkSSH(ctx, ssh, ep); err != nil {
-					return err
-				}
-				status, code, err := validateOverSSH(ctx, ssh, ep, validationScript(t, good))
-				if err == nil && (code != 0 || status["bridge:ovsbr0"] != "PASS") {
-					err = fmt.Errorf("the validation over ssh: exit %d, %v", code, status)
-				}
-				return err
+				return loop.converged(t, ctx, ep, standInVersion)
 			}})
 		if err != nil {
 			t.Fatal(err)
@@ -130,20 +127,15 @@ func TestSmokeH200StandIn(t *testing.T) {
 		if err := os.WriteFile(conf, []byte(broken), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		built := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
+		// A version of its own, so that its evidence is its own.
+		built := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles, "version="+brokenVersion)
+		loop.publish(t, built)
 		tgz := withoutKernelArg(t, built, "iommu=pt")
 		up := false
 		res, _, err := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged",
 			AuthorizedKeys: []string{ssh.pub}, WhileUp: func(ctx context.Context, ep SSH) error {
 				up = true
-				if err := checkSSH(ctx, ssh, ep); err != nil {
-					return err
-				}
-				status, code, err := validateOverSSH(ctx, ssh, ep, validationScript(t, built))
-				if err == nil && (code == 0 || status["bridge:ovsbr0"] != "FAIL") {
-					err = fmt.Errorf("the validation over ssh: exit %d, %v", code, status)
-				}
-				return err
+				return loop.broken(t, ctx, ep, brokenVersion)
 			}})
 		if !errors.Is(err, ErrFailed) {
 			t.Fatalf("got %v, want a failed smoke test", err)
@@ -209,17 +201,6 @@ func TestSmokeH200StandIn(t *testing.T) {
 	})
 }
 
-// validationScript is where the image of tgz carries its validation
-// script, as its manifest says.
-func validationScript(t *testing.T, tgz string) string {
-	m, err := manifest.Read(manifest.FilesBeside(tgz).Manifest)
-	if err != nil {
-		t.Error(err)
-		return ""
-	}
-	return m.Validation.Script
-}
-
 // absentHardware names the checks that WARN in a VM without GPUs,
 // InfiniBand, nested virtualization or an IOMMU.
 func absentHardware(check string) bool {
@@ -249,6 +230,12 @@ func standInArtifact(t *testing.T) string {
 	}
 	return buildStandIn(t, vars, standInDir, filepath.Join(standInDir, "cache"), "good", "../testdata/bundles")
 }
+
+// The stand-in's version (the recipe's default) and the broken variant's.
+const (
+	standInVersion = "0.0.0-debian"
+	brokenVersion  = "0.0.1-debian-broken"
+)
 
 // buildStandIn builds testdata/h200-debian.hcl with the bundles in bundles
 // and the recipe's variables set by flags (NAME=VALUE) into dir/name,
