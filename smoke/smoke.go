@@ -291,10 +291,10 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if opts.SSHUser == "" {
 		opts.SSHUser = DefaultSSHUser
 	}
+	if err := checkLogin(opts.SSHUser, opts.AuthorizedKeys); err != nil {
+		return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
+	}
 	if len(opts.AuthorizedKeys) > 0 {
-		if err := checkLogin(opts.SSHUser, opts.AuthorizedKeys); err != nil {
-			return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
-		}
 		plan.login = &guestLogin{user: opts.SSHUser, keys: opts.AuthorizedKeys}
 	}
 	plan.keepUp = opts.WhileUp != nil
@@ -327,6 +327,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}}
 	if opts.SSHPort != 0 {
 		res.SSH = &SSH{Host: "127.0.0.1", Port: opts.SSHPort, User: opts.SSHUser}
+		r.Log(fmt.Sprintf("ssh -p %d %s@127.0.0.1 reaches the VM once it has booted", opts.SSHPort, opts.SSHUser))
 	}
 	if b := plan.bootstrap; b != nil {
 		res.Bootstrap = &Bootstrap{Bundle: b.bundle, Entrypoint: b.entrypoint, Log: defaultGuestPaths.log}
