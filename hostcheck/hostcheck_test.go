@@ -103,8 +103,12 @@ func TestCheckBadOutput(t *testing.T) {
 func TestCheckCancel(t *testing.T) {
 	srv := sshdtest.Start(t)
 	dir := t.TempDir()
-	started := filepath.Join(dir, "started")
-	script := writeScript(t, dir, "slow.sh", "#!/bin/sh\ntouch '"+started+"'\nexec sleep 3600\n")
+	started, hold := filepath.Join(dir, "started"), filepath.Join(dir, "hold")
+	writeScript(t, dir, "hold", "")
+	// The script runs until the test ends (hold removed), so that only
+	// cancelling ends Check, and no process outlives the test.
+	t.Cleanup(func() { os.Remove(hold) })
+	script := writeScript(t, dir, "slow.sh", "#!/bin/sh\ntouch '"+started+"'\nwhile [ -e '"+hold+"' ]; do sleep 0.05; done\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {

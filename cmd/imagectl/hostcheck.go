@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -88,6 +89,21 @@ func runHostcheck(ctx context.Context, f *hostcheckFlags, args []string, s strea
 	}
 	check := hostcheck.Options{Profile: f.profile, Stage: f.stage, User: f.user, SSHOptions: f.sshOptions,
 		Parallel: f.parallel, Timeout: f.timeout, Env: env}
+	if !f.output.json() {
+		// One line on stderr as each host ends: a fleet takes a while.
+		var mu sync.Mutex
+		done := 0
+		check.Done = func(r hostcheck.HostResult) {
+			mu.Lock()
+			defer mu.Unlock()
+			done++
+			state := "no result"
+			if r.Result != nil {
+				state = "result read"
+			}
+			textsafe.Fprintf(s.err, "hostcheck: %s: %s (%d of %d)\n", r.Host, state, done, len(args))
+		}
+	}
 	res, err := release.Hostcheck(ctx, args, f.image, check, release.Options{Store: st, Site: site, Env: env, By: f.by})
 	if err != nil {
 		return err

@@ -90,8 +90,8 @@ func TestHostcheckCommand(t *testing.T) {
 			t.Errorf("hostcheck: exit %d, no %q in\n%s%s", code, want, out, errs)
 		}
 	}
-	if code != 1 {
-		t.Errorf("hostcheck exits %d, want 1", code)
+	if code != 1 || !strings.Contains(errs, "hostcheck: 127.0.0.3: no result (") || !strings.Contains(errs, " of 3)\n") {
+		t.Errorf("hostcheck exits %d, want 1, with progress on stderr:\n%s", code, errs)
 	}
 
 	out, errs, code = imagectl(t, env, "evidence", "demo", "1.0.0", "--site", "canary")
