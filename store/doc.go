@@ -1,7 +1,10 @@
 // Package store owns where published images live and what each site runs:
 // immutable image versions (<image>/<version>/ holding the tgz, its
 // manifest, their signatures and the validation script) and, per site, the
-// promotion history of each image.
+// promotion history of each image, the host results recorded as evidence
+// of its versions, and the revocations of versions no site may run (Dir
+// keeps them in .sites/, .evidence/ and .revocations/, each read strictly,
+// its keys checked against its path, within a bound).
 //
 // Versions (published versions) and Promotions (the sites' catalogs) are
 // the interfaces commands use, and Store the two joined (Compose): Dir, the

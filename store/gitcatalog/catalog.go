@@ -283,10 +283,27 @@ func message(site string, p store.Promotion) string {
 	if p.SHA256 != "" {
 		trailers = append(trailers, "Image-SHA256: "+p.SHA256)
 	}
+	// The site's policy: met, or overridden with what it lacked.
+	if g := p.Gate; g != nil {
+		switch {
+		case g.Met:
+			trailers = append(trailers, "Policy: met")
+		case g.Override != "":
+			trailers = append(trailers, "Policy: overridden", "Policy-Override: "+oneLine(g.Override))
+			for _, m := range g.Missing {
+				trailers = append(trailers, "Policy-Missing: "+oneLine(m))
+			}
+		}
+	}
 	if len(trailers) > 0 {
 		b.WriteString("\n" + strings.Join(trailers, "\n") + "\n")
 	}
 	return b.String()
+}
+
+// oneLine is s with its line breaks made spaces, for a trailer.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 var (

@@ -8,14 +8,24 @@
 //
 //	{"schema_version": 1, "site": SITE, "image": IMAGE, "promotions": [...]}
 //
-// indented, with a trailing newline, oldest promotion first, and a
+// the host results recorded for a version at a site,
+// sites/<site>/evidence/<image>/<version>.json ({"schema_version", "site",
+// "image", "version", "evidence": [...]}), an image's revocations,
+// revocations/<image>.json ({"schema_version", "image", "revocations":
+// [...]}), each indented, with a trailing newline, oldest first, and a
 // README.md written with the first commit saying what the repository is.
-// One file per site and image means that promotions of other images never
-// touch the same file. Every promotion is one commit, authored by its By
-// ("Name <email>", or a bare name that gets <name>@imagectl.invalid),
-// with the message "promote IMAGE VERSION at SITE" (or "roll back IMAGE to
-// VERSION at SITE"), the reason, and Previous-Version and Image-SHA256
-// trailers.
+// A file is read strictly (no unknown fields, this schema version, the
+// keys of its path in it and in its records) and within a bound checked
+// from the blob's size before its content. One file per site and image
+// means that promotions of other images never touch the same file. A
+// promotion is one commit, authored by its By ("Name <email>", or a bare
+// name that gets <name>@imagectl.invalid), with the message "promote
+// IMAGE VERSION at SITE" (or "roll back IMAGE to VERSION at SITE"), the
+// reason, and Previous-Version and Image-SHA256 trailers (and Policy: met,
+// or Policy: overridden with Policy-Override and a Policy-Missing a line
+// it lacked, when it carries its site's gate); an AddEvidence
+// call, of any number of hosts and sites, is one commit naming each host's
+// outcome; a revocation is one commit with its reason.
 //
 // Git. The package runs the git CLI, so it uses the user's git
 // credentials as they are configured (credential helpers, ssh-agent and
@@ -28,7 +38,7 @@
 //
 // The working clone lives in a cache directory (Options.CacheDir). It is
 // only a cache: it never holds unpushed work, every read fetches and reads
-// the remote branch's tree, and every Record starts from the remote tip.
+// the remote branch's tree, and every write starts from the remote tip.
 // An flock on the clone serializes the processes of one machine that share
 // it.
 //
@@ -150,6 +160,9 @@ type Catalog struct {
 	now    func() time.Time
 
 	retryFor time.Duration
+	// The full-jitter schedule's first and longest wait (retryBase and
+	// retryCeiling; a test's shorter).
+	waitBase, waitCeiling time.Duration
 
 	// The writes handed in and not yet pushed, and whether a goroutine
 	// is committing them (update).
@@ -179,6 +192,7 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 	if c.retryFor <= 0 {
 		c.retryFor = DefaultRetryFor
 	}
+	c.waitBase, c.waitCeiling = retryBase, retryCeiling
 	if c.branch == "" {
 		c.branch = "main"
 	}

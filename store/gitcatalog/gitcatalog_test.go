@@ -478,13 +478,17 @@ const chainLen = 3
 
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv("GITCATALOG_HELPER") == "" {
-		t.Skip("run by TestRecordProcesses")
+		t.Skip("run by TestRecordProcesses and TestEvidenceProcesses")
 	}
 	c, err := Open(ctx, os.Getenv("GITCATALOG_REMOTE"), Options{CacheDir: os.Getenv("GITCATALOG_CACHE")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	who, image := os.Getenv("GITCATALOG_WHO"), os.Getenv("GITCATALOG_IMAGE")
+	if os.Getenv("GITCATALOG_HELPER") == "evidence" {
+		evidenceHelper(t, c, who)
+		return
+	}
 	for i := 1; i <= chainLen; i++ {
 		v := who + "." + string(rune('0'+i))
 		for try := 1; ; try++ {

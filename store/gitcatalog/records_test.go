@@ -1,8 +1,11 @@
 package gitcatalog
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gpuaas/imagectl/store"
@@ -36,4 +39,134 @@ func TestRecords(t *testing.T) {
 			gittest.Run(t, work, env, "push", "-q", "origin", "HEAD:main")
 		},
 	})
+}
+
+// TestEvidenceOneCommit: a host check's results, of several hosts, sites
+// and images, are one commit, authored by who recorded them, saying each
+// host's outcome.
+func TestEvidenceOneCommit(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	record(t, c, "lab", prom("img", "1", "", "alice", ""))
+	var evs []store.Evidence
+	for i, k := range [][3]string{{"lab", "img", "h1"}, {"lab", "img", "h2"}, {"edge", "img", "e1"}, {"lab", "tools", "h1"}} {
+		evs = append(evs, store.Evidence{Site: k[0], RecordedBy: "Carol <carol@example.com>", Via: "hostcheck",
+			Result: storetest.Result(k[1], "1", k[2], i != 1, t0)})
+	}
+	if err := c.AddEvidence(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	log := strings.Split(strings.TrimSpace(gittest.Run(t, bare, nil, "log", "--format=%an <%ae>|%s", "main")), "\n")
+	if len(log) != 2 || log[0] != "Carol <carol@example.com>|record evidence of 4 hosts for 3 image versions and sites, 1 failing" {
+		t.Fatalf("log:\n%s", strings.Join(log, "\n"))
+	}
+	body := gittest.Run(t, bare, nil, "log", "-1", "--format=%B", "main")
+	for _, want := range []string{"img 1 at lab: h1 h200/converged passed", "img 1 at lab: h2 h200/converged FAILED bridge",
+		"img 1 at edge: e1 h200/converged passed", "tools 1 at lab: h1", "Recorded-Via: hostcheck"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the message lacks %q:\n%s", want, body)
+		}
+	}
+	files := gittest.Run(t, bare, nil, "ls-tree", "-r", "--name-only", "main")
+	if files != "README.md\nsites/edge/evidence/img/1.json\nsites/lab/evidence/img/1.json\nsites/lab/evidence/tools/1.json\nsites/lab/img.json\n" {
+		t.Errorf("files:\n%s", files)
+	}
+	if cat, err := c.Catalog(ctx, "lab"); err != nil || len(cat) != 1 || versions(cat["img"]) != "1" {
+		t.Errorf("the site's promotions: %v %v", cat, err)
+	}
+}
+
+// TestReadBounded: a file over the bound is refused from its size in the
+// tree, before its content is read.
+func TestReadBounded(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	record(t, c, "lab", prom("img", "1", "", "alice", ""))
+	tip, err := c.lockedFetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok, err := c.readBlob(ctx, tip, filePath("lab", "img"), maxHistory)
+	if err != nil || !ok || len(b) == 0 {
+		t.Fatalf("within the bound: %d bytes %v %v", len(b), ok, err)
+	}
+	if _, _, err := c.readBlob(ctx, tip, filePath("lab", "img"), int64(len(b)-1)); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("it is %d bytes, more than the %d this imagectl reads", len(b), len(b)-1)) {
+		t.Errorf("over the bound: %v", err)
+	}
+	if _, ok, err := c.readBlob(ctx, tip, filePath("lab", "none"), maxHistory); ok || err != nil {
+		t.Errorf("a missing file: %v %v", ok, err)
+	}
+	if _, _, err := c.readBlob(ctx, tip, "sites/lab", maxHistory); err == nil || !strings.Contains(err.Error(), "not a file") {
+		t.Errorf("a directory: %v", err)
+	}
+}
+
+// TestEvidenceProcesses races imagectl processes on separate clones (other
+// machines) adding host results to the same version's file at once:
+// every result lands, none is lost to another's push.
+func TestEvidenceProcesses(t *testing.T) {
+	if os.Getenv("GITCATALOG_HELPER") != "" {
+		t.Skip("helper process")
+	}
+	t.Parallel()
+	gittest.Git(t)
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	const procs = 6
+	var wg sync.WaitGroup
+	errs := make([]error, procs)
+	outs := make([][]byte, procs)
+	for i := range procs {
+		cmd := execSelf(t, "GITCATALOG_HELPER=evidence", "GITCATALOG_REMOTE="+bare, "GITCATALOG_CACHE="+t.TempDir(),
+			"GITCATALOG_WHO=proc"+string(rune('a'+i)))
+		cmd.Env = append(cmd.Env, env...)
+		wg.Go(func() { outs[i], errs[i] = cmd.CombinedOutput() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	evs, err := open(t, bare, env).Evidence(ctx, "lab", "img", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range evs {
+		seen[e.Result.Host]++
+	}
+	for i := range procs {
+		for j := range evidenceCalls * evidenceHosts {
+			if h := fmt.Sprintf("proc%c-%d", 'a'+i, j); seen[h] != 1 {
+				t.Errorf("host %s recorded %d times", h, seen[h])
+			}
+		}
+	}
+	if len(evs) != procs*evidenceCalls*evidenceHosts {
+		t.Errorf("%d results, want %d", len(evs), procs*evidenceCalls*evidenceHosts)
+	}
+	if n := strings.Count(gittest.Run(t, bare, nil, "log", "--format=%H", "main"), "\n"); n != procs*evidenceCalls {
+		t.Errorf("%d commits, want one per call, %d", n, procs*evidenceCalls)
+	}
+}
+
+// Each evidence helper process makes evidenceCalls calls of
+// evidenceHosts results.
+const evidenceCalls, evidenceHosts = 2, 3
+
+// evidenceHelper is TestHelperProcess's evidence mode.
+func evidenceHelper(t *testing.T, c *Catalog, who string) {
+	for call := range evidenceCalls {
+		var evs []store.Evidence
+		for h := range evidenceHosts {
+			host := fmt.Sprintf("%s-%d", who, call*evidenceHosts+h)
+			evs = append(evs, store.Evidence{Site: "lab", RecordedBy: who, Via: "hostcheck", Result: storetest.Result("img", "1", host, true, t0)})
+		}
+		if err := c.AddEvidence(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

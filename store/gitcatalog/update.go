@@ -86,6 +86,22 @@ func (c *Catalog) update(ctx context.Context, ch *change) error {
 		go c.drain()
 	}
 	c.mu.Unlock()
+	select {
+	case err := <-ch.done:
+		return err
+	case <-ctx.Done():
+	}
+	// Still queued behind another batch: it leaves without waiting for
+	// that batch. Taken into a batch: the batch says whether it landed.
+	c.mu.Lock()
+	for i, q := range c.queue {
+		if q == ch {
+			c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
+			c.mu.Unlock()
+			return fmt.Errorf("%s: %w", ch.what, ctx.Err())
+		}
+	}
+	c.mu.Unlock()
 	return <-ch.done
 }
 
@@ -169,16 +185,7 @@ func (c *Catalog) commitBatch(batch []*change) {
 	var pushErr error
 	base := ""
 	for attempt := 1; ; attempt++ {
-		// Writers that gave up leave; those that came since join.
-		kept := batch[:0]
-		for _, ch := range batch {
-			if err := ch.ctx.Err(); err != nil {
-				m.done(ch, err)
-			} else {
-				kept = append(kept, ch)
-			}
-		}
-		batch = kept
+		// Writers that came since join; those that gave up leave.
 		if attempt > 1 {
 			c.mu.Lock()
 			for _, ch := range c.queue {
@@ -188,6 +195,15 @@ func (c *Catalog) commitBatch(batch []*change) {
 			c.queue = nil
 			c.mu.Unlock()
 		}
+		kept := batch[:0]
+		for _, ch := range batch {
+			if err := ch.ctx.Err(); err != nil {
+				m.done(ch, err)
+			} else {
+				kept = append(kept, ch)
+			}
+		}
+		batch = kept
 		if len(batch) == 0 {
 			return
 		}
@@ -241,7 +257,7 @@ func (c *Catalog) commitBatch(batch []*change) {
 			failAll(fmt.Errorf("pushing to %s: %w", c.Location(), pushErr))
 			return
 		}
-		wait := backoff.Jitter(attempt, retryBase, retryCeiling)
+		wait := backoff.Jitter(attempt, c.waitBase, c.waitCeiling)
 		if spent := time.Since(start); spent+wait > c.retryFor {
 			if lockContended(pushErr) {
 				failAll(fmt.Errorf("pushing to %s: the remote's lock on the branch %s was held at the last of %d attempts in %s, giving up (a push that crashed leaves refs/heads/%s.lock behind on the remote): %w",

@@ -140,18 +140,21 @@ func TestRetryBound(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the branch main moved under each of 1 attempts") {
 		t.Fatalf("got %v", err)
 	}
-	// With time to retry, the moving branch is re-read and the write lands.
+	// With time to retry, the moving branch is re-read and the write
+	// lands, however many attempts that takes (more than the 10 an
+	// earlier imagectl gave up after; the waits shortened).
 	c.retryFor = DefaultRetryFor
+	c.waitBase, c.waitCeiling = time.Millisecond, 10*time.Millisecond
 	pushes := 0
 	c.beforePush = func() {
-		if pushes++; pushes <= 3 {
+		if pushes++; pushes <= 12 {
 			n++
 			record(t, other, "lab", prom("imga", fmt.Sprint(n), fmt.Sprint(n-1), "alice", "first again"))
 		}
 	}
 	record(t, c, "lab", prom("imgb", "1", "", "bob", ""))
-	if pushes != 4 {
-		t.Errorf("%d pushes, want 4", pushes)
+	if pushes != 13 {
+		t.Errorf("%d pushes, want 13", pushes)
 	}
 	cat, err := open(t, bare, env).Catalog(ctx, "lab")
 	if err != nil || len(cat["imga"]) != n || versions(cat["imgb"]) != "1" {
@@ -184,5 +187,75 @@ func TestCancelOneOfABatch(t *testing.T) {
 	// The cancelled one never landed, or landed and said so.
 	if (errGone == nil) != (len(cat["imgc"]) == 1) || (errGone != nil && !errors.Is(errGone, context.Canceled)) {
 		t.Errorf("the cancelled write: %v, imgc %s", errGone, versions(cat["imgc"]))
+	}
+}
+
+// TestCancelWhileQueued: a write queued behind a batch whose push is in
+// flight returns when its context ends, without waiting for that batch,
+// and is not committed.
+func TestCancelWhileQueued(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	release, pushing := make(chan struct{}), make(chan struct{})
+	first := true
+	c.beforePush = func() {
+		if first {
+			first = false
+			close(pushing)
+			<-release
+		}
+	}
+	held := make(chan error, 1)
+	go func() { held <- c.Record(ctx, "lab", prom("imgb", "1", "", "alice", "")) }()
+	<-pushing
+	queued, cancel := context.WithCancel(ctx)
+	gone := make(chan error, 1)
+	base := c.handedIn.Load()
+	go func() { gone <- c.Record(queued, "lab", prom("imgc", "1", "", "alice", "")) }()
+	for c.handedIn.Load() == base {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	// It returns while the batch ahead of it is still held.
+	if err := <-gone; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "recording imgc 1 at site lab") {
+		t.Errorf("the cancelled write: %v", err)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	record(t, c, "lab", prom("imgd", "1", "", "alice", ""))
+	cat, err := open(t, bare, env).Catalog(ctx, "lab")
+	if err != nil || len(cat) != 3 || cat["imgc"] != nil {
+		t.Errorf("catalog %v %v", cat, err)
+	}
+}
+
+// TestOverrideInCommit: a promotion made despite its site's policy says
+// so in its commit, with the reason and what was missing, as git
+// trailers.
+func TestOverrideInCommit(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	p := prom("imga", "2", "", "alice", "hotfix for the fleet")
+	p.Gate = &store.Gate{Missing: []string{"canary: 0 of 2 passing hosts for h200", "soak ends\n2026-11-25"}, Override: "outage, approved by\nbob"}
+	record(t, c, "fleet", p)
+	tr := gittest.Run(t, bare, nil, "log", "-1", "--format=%(trailers:only,unfold)", "main")
+	want := "Policy: overridden\nPolicy-Override: outage, approved by bob\nPolicy-Missing: canary: 0 of 2 passing hosts for h200\nPolicy-Missing: soak ends 2026-11-25\n\n"
+	if tr != want {
+		t.Errorf("trailers:\n%q\nwant\n%q", tr, want)
+	}
+	h, err := c.History(ctx, "fleet", "imga")
+	if err != nil || len(h) != 1 || h[0].Gate == nil || h[0].Gate.Override != p.Gate.Override {
+		t.Errorf("history %+v %v", h, err)
+	}
+	p = prom("imga", "3", "2", "alice", "")
+	p.Gate = &store.Gate{Met: true}
+	record(t, c, "fleet", p)
+	if tr := gittest.Run(t, bare, nil, "log", "-1", "--format=%(trailers:key=Policy,valueonly)", "main"); strings.TrimSpace(tr) != "met" {
+		t.Errorf("a met policy: %q", tr)
 	}
 }

@@ -1,6 +1,9 @@
 // Package storetest makes what tests of the store, promotion and their CLI
 // share: small real artifacts (a gzip tar, its manifest with a maas section,
-// a validation script, and cosign-format signatures when a signer is given).
+// a validation script, and cosign-format signatures when a signer is given),
+// a whole validation Result, and TestRecords, the evidence and revocation
+// behaviour every store.Promotions must keep (the directory store, the git
+// catalog, and a store opened with one).
 package storetest
 
 import (
