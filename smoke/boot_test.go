@@ -201,12 +201,15 @@ func TestKeptUpThenPoweredOff(t *testing.T) {
 	if err := r.vm.start(); err != nil {
 		t.Fatal(err)
 	}
-	// QEMU is up (its monitor listening) long before a guest is done.
+	// QEMU is up (the forwarded port listening) long before a guest is
+	// done.
 	for i := 0; ; i++ {
-		if _, err := os.Stat(c.monitor); err == nil {
+		conn, err := net.Dial("tcp", res.SSH.Address())
+		if err == nil {
+			conn.Close()
 			break
 		} else if i == 600 {
-			t.Fatalf("QEMU's monitor never listened: %v", err)
+			t.Fatalf("QEMU never listened on the forwarded port: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
