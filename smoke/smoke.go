@@ -345,10 +345,16 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		timeout: opts.Timeout, reporter: r, sshPort: opts.SSHPort,
 	}}
 	if plan.keepUp {
-		// A unix socket's path holds at most 107 bytes.
+		// A unix socket's path holds at most 107 bytes: the monitor's
+		// goes in a directory of its own under $TMPDIR when the work
+		// directory is deeper.
 		if sr.boot.monitor = filepath.Join(work, "qmp.sock"); len(sr.boot.monitor) > 107 {
-			os.RemoveAll(work)
-			return nil, fmt.Errorf("smoke test of %s: the work directory %s is too deep for QEMU's monitor socket (at most 107 bytes): give a shorter one", tgz, opts.WorkDir)
+			dir, err := os.MkdirTemp("", "imagectl-qmp-")
+			if err != nil {
+				os.RemoveAll(work)
+				return nil, fmt.Errorf("smoke test of %s: a directory for QEMU's monitor socket: %w", tgz, err)
+			}
+			sr.monitorDir, sr.boot.monitor = dir, filepath.Join(dir, "qmp.sock")
 		}
 	}
 	defer sr.close()
@@ -383,6 +389,9 @@ type run struct {
 	dep     *deployed
 	console *atomicfile.File
 	vm      *vm
+	// monitorDir holds QEMU's monitor socket when the work directory is
+	// too deep for it.
+	monitorDir string
 }
 
 // close ends what the phases started, on every path: QEMU, the console
@@ -397,6 +406,9 @@ func (r *run) close() {
 		}
 	}
 	os.RemoveAll(r.boot.work)
+	if r.monitorDir != "" {
+		os.RemoveAll(r.monitorDir)
+	}
 }
 
 // phase is one part of a smoke run. A phase with a name is reported as
