@@ -59,21 +59,34 @@ type bootConfig struct {
 	console    io.Writer
 	reporter   event.Reporter
 	// stopAfterDone is how long the VM gets to power off once the smoke
-	// script is done before it is killed (default 2 minutes).
+	// script is done (or, kept up, once its power button was pressed)
+	// before it is killed (default 2 minutes).
 	stopAfterDone time.Duration
+	// sshPort, when set, is the port on 127.0.0.1 QEMU forwards to the
+	// guest's port 22.
+	sshPort int
+	// monitor, when set, is the unix socket of QEMU's monitor (QMP), which
+	// presses the power button of a VM kept up.
+	monitor string
 }
 
 // qemuArgs is the VM: q35 with UEFI firmware in pflash (a private copy of
 // the variable store), the scratch disk on virtio, one virtio NIC on
 // QEMU's user network (DHCP, as MAAS's network gives), no display, the
 // serial console on stdout. -no-reboot turns a reboot (a panic with
-// panic=N, a reboot loop) into QEMU exiting.
+// panic=N, a reboot loop) into QEMU exiting. With an ssh port, the user
+// network forwards it, on 127.0.0.1 only, to the guest's port 22; with a
+// monitor socket, QMP listens on it.
 func qemuArgs(c bootConfig, vars string) []string {
 	machine, cpu := "q35,accel=tcg", "max"
 	if c.accel == "kvm" {
 		machine, cpu = "q35,accel=kvm", "host"
 	}
-	return []string{
+	nic := "user,model=virtio-net-pci"
+	if c.sshPort != 0 {
+		nic += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:22", c.sshPort)
+	}
+	args := []string{
 		"-name", "imagectl-smoke",
 		"-machine", machine, "-cpu", cpu,
 		"-smp", strconv.Itoa(min(2, max(1, runtime.NumCPU()))), "-m", strconv.Itoa(c.memoryMB),
@@ -81,10 +94,14 @@ func qemuArgs(c bootConfig, vars string) []string {
 		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + c.firmware.code,
 		"-drive", "if=pflash,format=raw,unit=1,file=" + vars,
 		"-drive", "file=" + c.disk + ",format=raw,if=virtio,cache=unsafe,discard=unmap",
-		"-nic", "user,model=virtio-net-pci",
+		"-nic", nic,
 		"-chardev", "stdio,id=ser0,signal=off", "-serial", "chardev:ser0",
 		"-object", "rng-random,id=rng0,filename=/dev/urandom", "-device", "virtio-rng-pci,rng=rng0",
 	}
+	if c.monitor != "" {
+		args = append(args, "-qmp", "unix:"+c.monitor+",server=on,wait=off")
+	}
+	return args
 }
 
 // vm is the smoke's QEMU: started by the boot phase, followed through its
@@ -110,6 +127,11 @@ type vm struct {
 
 	deadline          *time.Timer
 	expired, powerOff <-chan time.Time
+	// wake, while set, makes follow check reached again once it is closed.
+	wake <-chan struct{}
+	// keepUp: the smoke script leaves the VM up once done; the power-off
+	// phase presses its power button (pressPowerButton).
+	keepUp bool
 }
 
 // newVM prepares the VM, a private copy of the firmware's variable store
@@ -222,6 +244,8 @@ func (v *vm) follow(ctx context.Context, reached func() bool) error {
 			}
 		case err := <-v.wait:
 			v.reaped, v.exitErr, v.wait = true, err, nil
+		case <-v.wake:
+			v.wake = nil
 		}
 	}
 	return nil
@@ -235,10 +259,27 @@ func (v *vm) feed(line consoleLine) error {
 		return fmt.Errorf("smoke boot: %w (console log %s)", err, v.res.ConsoleLog)
 	}
 	if done {
-		v.powerOff = time.After(v.c.stopAfterDone)
+		if !v.keepUp {
+			v.powerOff = time.After(v.c.stopAfterDone)
+		}
 		v.expired = nil
 	}
 	return nil
+}
+
+// pressPowerButton shuts down a VM kept up: QEMU presses its ACPI power
+// button, and the VM has stopAfterDone to power off before it is stopped;
+// it is stopped at once when the monitor cannot press it.
+func (v *vm) pressPowerButton(ctx context.Context) {
+	if v.reaped || v.killed {
+		return
+	}
+	if err := powerDown(ctx, v.c.monitor); err != nil {
+		v.c.reporter.Log("pressing the VM's power button: " + err.Error() + ": stopped it")
+		v.kill()
+		return
+	}
+	v.powerOff = time.After(v.c.stopAfterDone)
 }
 
 func (v *vm) kill() {

@@ -3,9 +3,11 @@ package smoke
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +123,7 @@ func TestPhases(t *testing.T) {
 			t.Errorf("phase %q: a named phase needs a summary, an unnamed one reports nothing", ph.name)
 		}
 	}
-	want := []string{PhaseDeploy, PhaseBoot, PhaseValidate}
+	want := []string{PhaseDeploy, PhaseBoot, PhaseValidate, PhaseUp}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("phases %v, want %v", got, want)
 	}
@@ -153,6 +155,9 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{Options{Stage: "done"}, `stage "done" is not one of image, converged`},
 		{Options{}, `profile "bare-metal": image x serves only slice`},
 		{Options{Profile: "slice", Stage: "converged"}, `bundle "site", which the manifest does not have (bundles: none)`},
+		{Options{Profile: "slice", AuthorizedKeys: []string{"ssh-ed25519"}}, "authorized key 1: not an OpenSSH public key"},
+		{Options{Profile: "slice", AuthorizedKeys: []string{"ssh-ed25519 AAAA"}, SSHUser: "Root"}, `ssh user "Root": not a user name`},
+		{Options{Profile: "slice", SSHPort: 70000}, "ssh port 70000: not a TCP port"},
 	} {
 		if _, err := Run(context.Background(), tgz, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want %q", tc.opts, err, tc.want)
@@ -160,5 +165,121 @@ func TestRunRefusesBadInput(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// A VM kept up: once the smoke script is done (the firmware here stands
+// in for the guest, its done line fed as the console would bring it), the
+// up phase calls WhileUp with the forwarded port, which QEMU listens on;
+// then the monitor presses the power button, and a VM that does not power
+// off (the firmware ignores it) is stopped. Nothing is left running.
+func TestKeptUpThenPoweredOff(t *testing.T) {
+	fw := needQEMU(t)
+	c, res, events := blankBoot(t, fw, time.Hour)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sshPort, c.monitor, c.stopAfterDone = port, filepath.Join(c.work, "qmp.sock"), 2*time.Second
+	res.SSH = &SSH{Host: "127.0.0.1", Port: port, User: DefaultSSHUser}
+	var got SSH
+	dialed := error(nil)
+	r := &run{opts: Options{ConsoleLog: res.ConsoleLog, WhileUp: func(ctx context.Context, ep SSH) error {
+		got = ep
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", ep.Address())
+		if err == nil {
+			conn.Close()
+		}
+		dialed = err
+		return nil
+	}}, rep: c.reporter, m: &manifest.Manifest{}, boot: c, res: res, guest: guestPlan{keepUp: true}}
+	defer r.close()
+	ctx := context.Background()
+	if err := r.prepareBoot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vm.start(); err != nil {
+		t.Fatal(err)
+	}
+	// QEMU is up (the forwarded port listening) long before a guest is
+	// done.
+	for i := 0; ; i++ {
+		conn, err := net.Dial("tcp", res.SSH.Address())
+		if err == nil {
+			conn.Close()
+			break
+		} else if i == 600 {
+			t.Fatalf("QEMU never listened on the forwarded port: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := r.vm.feed(consoleLine{text: markerPrefix + "done\r\n"}); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(phases, func(p phase) bool { return p.name == PhaseUp })
+	if err := r.do(ctx, phases[i:]); err != nil {
+		t.Fatal(err)
+	}
+	if got != *res.SSH || dialed != nil {
+		t.Errorf("WhileUp got %+v, dialing it: %v", got, dialed)
+	}
+	if !r.vm.reaped {
+		t.Error("QEMU was not reaped")
+	}
+	var logs []string
+	for _, e := range *events {
+		if e.Type == event.TypeLog {
+			logs = append(logs, e.Message)
+		}
+	}
+	if !slices.Contains(logs, "the VM did not power off after the validation: stopped it") {
+		t.Errorf("logs %q", logs)
+	}
+	if pids := qemuproc.Children(); len(pids) > 0 {
+		t.Errorf("QEMU left running: %v", pids)
+	}
+}
+
+// WhileUp's error is the run's, and Ctrl-C while it runs cancels it and
+// stops the VM: either way nothing is left running.
+func TestKeptUpErrorAndCancel(t *testing.T) {
+	fw := needQEMU(t)
+	for _, cancelled := range []bool{false, true} {
+		c, res, _ := blankBoot(t, fw, time.Hour)
+		c.monitor, c.stopAfterDone = filepath.Join(c.work, "qmp.sock"), 2*time.Second
+		res.SSH = &SSH{Host: "127.0.0.1", Port: 1, User: DefaultSSHUser}
+		ctx, cancel := context.WithCancel(context.Background())
+		upCancelled := false
+		r := &run{opts: Options{ConsoleLog: res.ConsoleLog, WhileUp: func(upCtx context.Context, _ SSH) error {
+			if !cancelled {
+				return errors.New("the host check failed")
+			}
+			cancel()
+			<-upCtx.Done()
+			upCancelled = true
+			return upCtx.Err()
+		}}, rep: c.reporter, m: &manifest.Manifest{}, boot: c, res: res, guest: guestPlan{keepUp: true}}
+		if err := r.prepareBoot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vm.start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.vm.feed(consoleLine{text: markerPrefix + "done\r\n"}); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(phases, func(p phase) bool { return p.name == PhaseUp })
+		err := r.do(ctx, phases[i:])
+		r.close()
+		cancel()
+		switch {
+		case !cancelled && (err == nil || err.Error() != "while the VM was up: the host check failed"):
+			t.Errorf("WhileUp's error: got %v", err)
+		case cancelled && (!errors.Is(err, context.Canceled) || !upCancelled):
+			t.Errorf("cancelled: got %v, WhileUp's context cancelled: %v", err, upCancelled)
+		}
+		if pids := qemuproc.Children(); len(pids) > 0 {
+			t.Errorf("QEMU left running: %v", pids)
+		}
 	}
 }

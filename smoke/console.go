@@ -77,6 +77,13 @@ func (w *watcher) feed(raw string, at time.Duration) (done bool, err error) {
 		return false, nil
 	}
 	w.tail = keepLast(w.tail, line, 15)
+	if w.stage == stageDone {
+		// A VM kept up: what it prints now is no part of the smoke run.
+		if panicRE.MatchString(line) {
+			return false, fmt.Errorf("the kernel panicked: %s", panicRE.FindString(line))
+		}
+		return false, nil
+	}
 	// The bootstrap's output first: it may print anything.
 	if i := strings.Index(line, bootstrapPrefix); i >= 0 {
 		if b := w.res.Bootstrap; b != nil {

@@ -175,6 +175,7 @@ func TestSmokeScriptIsValidShell(t *testing.T) {
 	for _, p := range []guestPlan{
 		{validation: "/usr/local/sbin/it's-validate.sh", profile: "bare-metal", stage: "image"},
 		{validation: "/usr/local/sbin/v.sh", profile: "slice", stage: "converged", bootstrap: testBootstrap("/opt/b")},
+		{validation: "/usr/local/sbin/v.sh", profile: "slice", stage: "converged", keepUp: true},
 	} {
 		checkShell(t, smokeScriptFor(p, defaultGuestPaths))
 	}

@@ -6,7 +6,10 @@
 // with UEFI firmware, and reads the image's own validation script's
 // results for one profile and stage from the serial console, with the
 // first boot's timeline (written beside the console log, comparable
-// between runs). The deploy runs in a libguestfs appliance
+// between runs). On request the seed also authorizes SSH keys for a login
+// with passwordless sudo, QEMU forwards a loopback port to the guest's ssh,
+// and the VM stays up after its validation until the caller's checks
+// (Options.WhileUp) return, when QEMU presses its power button. The deploy runs in a libguestfs appliance
 // (internal/appliance, as builds do), so it is built only with the guestfs
 // tag; without it Run says so. The boot needs QEMU and OVMF. Progress is
 // reported as internal/event events, as builds and uploads report theirs.

@@ -43,19 +43,36 @@ func seedMetaData(instanceID string) string {
 }
 
 // seedUserData is the NoCloud user-data, standing in for MAAS's deploy
-// user-data: empty, or at stage converged a runcmd that runs the site
-// bootstrap. runcmd runs in cloud-final, which the boot waits for, so the
-// bootstrap has ended before the smoke unit's `systemctl is-system-running
-// --wait` returns and the validation starts. The script is a JSON string,
-// which YAML reads as a double-quoted scalar whatever it holds.
-func seedUserData(b *bootstrapSpec) string {
-	if b == nil {
+// user-data: empty, or a login with authorized keys and passwordless sudo
+// (what MAAS's deploy gives the node's owner), and at stage converged a
+// runcmd that runs the site bootstrap. runcmd runs in cloud-final, which
+// the boot waits for, so the bootstrap has ended before the smoke unit's
+// `systemctl is-system-running --wait` returns and the validation starts.
+// Every value is a JSON string, which YAML reads as a double-quoted scalar
+// whatever it holds.
+func seedUserData(b *bootstrapSpec, login *guestLogin) string {
+	if b == nil && login == nil {
 		return "#cloud-config\n{}\n"
 	}
-	return "#cloud-config\n" +
-		"# imagectl smoke: the site bootstrap, as MAAS deploy user-data runs it.\n" +
-		"runcmd:\n" +
-		"  - [\"sh\", \"-c\", " + yamlQuote(bootstrapScript(b, defaultGuestPaths)) + "]\n"
+	s := "#cloud-config\n"
+	if login != nil {
+		s += "# imagectl smoke: the login MAAS's deploy gives the node's owner.\n" +
+			"users:\n" +
+			"  - name: " + yamlQuote(login.user) + "\n" +
+			"    shell: \"/bin/bash\"\n" +
+			"    lock_passwd: true\n" +
+			"    sudo: \"ALL=(ALL) NOPASSWD:ALL\"\n" +
+			"    ssh_authorized_keys:\n"
+		for _, k := range login.keys {
+			s += "      - " + yamlQuote(k) + "\n"
+		}
+	}
+	if b != nil {
+		s += "# imagectl smoke: the site bootstrap, as MAAS deploy user-data runs it.\n" +
+			"runcmd:\n" +
+			"  - [\"sh\", \"-c\", " + yamlQuote(bootstrapScript(b, defaultGuestPaths)) + "]\n"
+	}
+	return s
 }
 
 // datasourceConfig mirrors curtin's 95-cloudconfig-*.cfg, which pins
@@ -129,7 +146,7 @@ func guestFiles(p guestPlan, instanceID string) []guestFile {
 		{"/etc/cloud/cloud.cfg.d/95-cloudconfig-imagectl-smoke.cfg", datasourceConfig, 0o644},
 		{"/etc/cloud/cloud.cfg.d/50-curtin-networking.cfg", networkConfig, 0o644},
 		{"/var/lib/cloud/seed/nocloud/meta-data", seedMetaData(instanceID), 0o644},
-		{"/var/lib/cloud/seed/nocloud/user-data", seedUserData(p.bootstrap), 0o644},
+		{"/var/lib/cloud/seed/nocloud/user-data", seedUserData(p.bootstrap, p.login), 0o644},
 		// Not curtin: the smoke unit that reports on the console.
 		{smokeScript, smokeScriptFor(p, defaultGuestPaths), 0o755},
 		{smokeUnit, smokeUnitFile, 0o644},
@@ -273,8 +290,17 @@ fi
 say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)"
 ` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)"
 say "` + markerPrefix + `done"
-systemctl poweroff
-`
+` + powerOffLine(p)
+}
+
+// powerOffLine ends the smoke script: a poweroff, or nothing when the VM
+// stays up for the caller (Options.WhileUp), who has QEMU press its power
+// button when done.
+func powerOffLine(p guestPlan) string {
+	if p.keepUp {
+		return "# The VM stays up: imagectl smoke presses its power button once the caller is done.\n"
+	}
+	return "systemctl poweroff\n"
 }
 
 // bootstrapReport is the smoke script's report of the bootstrap: its exit

@@ -32,7 +32,7 @@ func runcmdOf(t *testing.T, userData string) []any {
 }
 
 func TestUserDataWithoutBootstrap(t *testing.T) {
-	if rc := runcmdOf(t, seedUserData(nil)); rc != nil {
+	if rc := runcmdOf(t, seedUserData(nil, nil)); rc != nil {
 		t.Errorf("runcmd %v", rc)
 	}
 }
@@ -41,7 +41,7 @@ func TestUserDataWithoutBootstrap(t *testing.T) {
 // environment's values hold.
 func TestUserDataRunsTheBootstrap(t *testing.T) {
 	b := testBootstrap("/usr/local/share/gpuaas/site-bootstrap/h200-slice-vm")
-	rc := runcmdOf(t, seedUserData(b))
+	rc := runcmdOf(t, seedUserData(b, nil))
 	if len(rc) != 1 {
 		t.Fatalf("runcmd %v", rc)
 	}

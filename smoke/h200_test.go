@@ -34,14 +34,33 @@ import (
 // layer cache: only its bundle changed), and its tgz is repacked with
 // iommu=pt taken out of GRUB's files, which is the proof that smoke catches
 // a GRUB missing a kernel arg, the bug imagectl exists to prevent.
+//
+// Both boots also serve the release loop end to end (releaseLoop): each
+// VM stays up after its own validation while imagectl hostcheck reaches
+// it over the real OpenSSH client with the key its seed authorized. The
+// good version's passing result, recorded at the canary of a git catalog,
+// turns promote to the group fleet from refused (exit 3, naming the
+// missing evidence) to done; the broken version's is recorded as failing
+// and its promotion is refused naming the host and the check.
 func TestSmokeH200StandIn(t *testing.T) {
 	good := standInArtifact(t)
 	dir := t.TempDir()
+	ssh := newSSHClient(t)
+	loop := newReleaseLoop(t, ssh)
+	loop.publish(t, good)
 
 	t.Run("converged", func(t *testing.T) {
-		res, _, err := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged"})
+		up := false
+		res, _, err := runSmoke(t, context.Background(), good, Options{Profile: "slice", Stage: "converged",
+			AuthorizedKeys: []string{ssh.pub}, WhileUp: func(ctx context.Context, ep SSH) error {
+				up = true
+				return loop.converged(t, ctx, ep, standInVersion)
+			}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !up || res.SSH == nil || res.Seconds[PhaseUp] == 0 {
+			t.Errorf("the VM was not kept up for the release loop: ssh %+v, seconds %v", res.SSH, res.Seconds)
 		}
 		if res.Profile != "slice" || res.Stage != "converged" || res.SystemState != "running" {
 			t.Errorf("profile %q, stage %q, state %q", res.Profile, res.Stage, res.SystemState)
@@ -108,11 +127,21 @@ func TestSmokeH200StandIn(t *testing.T) {
 		if err := os.WriteFile(conf, []byte(broken), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		built := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles)
+		// A version of its own, so that its evidence is its own.
+		built := buildStandIn(t, testbase.Vars(t), dir, filepath.Join(standInDir, "cache"), "broken", bundles, "version="+brokenVersion)
+		loop.publish(t, built)
 		tgz := withoutKernelArg(t, built, "iommu=pt")
-		res, _, err := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged"})
+		up := false
+		res, _, err := runSmoke(t, context.Background(), tgz, Options{Profile: "slice", Stage: "converged",
+			AuthorizedKeys: []string{ssh.pub}, WhileUp: func(ctx context.Context, ep SSH) error {
+				up = true
+				return loop.broken(t, ctx, ep, brokenVersion)
+			}})
 		if !errors.Is(err, ErrFailed) {
 			t.Fatalf("got %v, want a failed smoke test", err)
+		}
+		if !up {
+			t.Error("the VM was not kept up for the release loop")
 		}
 		status := map[string]string{}
 		var failed []string
@@ -202,9 +231,16 @@ func standInArtifact(t *testing.T) string {
 	return buildStandIn(t, vars, standInDir, filepath.Join(standInDir, "cache"), "good", "../testdata/bundles")
 }
 
+// The stand-in's version (the recipe's default) and the broken variant's.
+const (
+	standInVersion = "0.0.0-debian"
+	brokenVersion  = "0.0.1-debian-broken"
+)
+
 // buildStandIn builds testdata/h200-debian.hcl with the bundles in bundles
-// into dir/name, through the layer cache in cache, and returns its tgz.
-func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
+// and the recipe's variables set by flags (NAME=VALUE) into dir/name,
+// through the layer cache in cache, and returns its tgz.
+func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string, flags ...string) string {
 	t.Helper()
 	abs, err := filepath.Abs(bundles)
 	if err != nil {
@@ -212,7 +248,7 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string) string {
 	}
 	r, diags := recipes.NewParser().LoadFile("../testdata/h200-debian.hcl", recipes.Options{
 		Roots:  []string{abs},
-		Inputs: recipes.Inputs{Files: []string{vars}, Flags: []string{"site_bootstrap_dir=" + abs}},
+		Inputs: recipes.Inputs{Files: []string{vars}, Flags: append([]string{"site_bootstrap_dir=" + abs}, flags...)},
 	})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())

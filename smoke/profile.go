@@ -24,6 +24,11 @@ type guestPlan struct {
 	// emulated: the boot runs under TCG, 10-30x slower than the hardware
 	// the image is for (emulatedAllowance).
 	emulated bool
+	// login is the user the seed creates with authorized keys (nil: none).
+	login *guestLogin
+	// keepUp: the smoke script does not power off once done
+	// (Options.WhileUp).
+	keepUp bool
 }
 
 // bootstrapSpec is a site bootstrap to run at first boot: a bundle's

@@ -22,6 +22,8 @@ const (
 	PhaseDeploy   = "deploy"
 	PhaseBoot     = "boot"
 	PhaseValidate = "validate"
+	// PhaseUp is Options.WhileUp's time, the VM up after the validation.
+	PhaseUp = "up"
 )
 
 // Options configure a smoke run.
@@ -63,6 +65,21 @@ type Options struct {
 	// fails a deploy. It costs many minutes under TCG, so by default only a
 	// missing initramfs is created (curtin's -c case).
 	UpdateInitramfs bool
+	// AuthorizedKeys are OpenSSH public keys (lines of a .pub file) the
+	// NoCloud seed authorizes for SSHUser, who may sudo without a
+	// password, as MAAS's deploy does for the node's owner.
+	AuthorizedKeys []string
+	// SSHUser is the login the keys are for (default ubuntu, as on MAAS's
+	// Ubuntu deploys).
+	SSHUser string
+	// SSHPort is the port on 127.0.0.1 QEMU forwards to the guest's port
+	// 22 (default, with AuthorizedKeys or WhileUp: a free one).
+	SSHPort int
+	// WhileUp, when set, is called once the validation has run (passed
+	// or not) with the VM still up, and where it answers ssh; the VM's
+	// power button is pressed when it returns, and its error is Run's.
+	// Its ctx is cancelled should the VM stop first.
+	WhileUp func(ctx context.Context, ssh SSH) error
 	// Events receives progress; nil discards it.
 	Events func(event.Event)
 }
@@ -123,8 +140,10 @@ type Result struct {
 	Lines       []Line   `json:"lines"`
 	Failures    int      `json:"failures"`
 	Warnings    int      `json:"warnings"`
-	// Seconds per phase (deploy, boot, validate).
+	// Seconds per phase (deploy, boot, validate, up).
 	Seconds map[string]float64 `json:"seconds"`
+	// SSH is where the VM answered ssh, when a port was forwarded.
+	SSH *SSH `json:"ssh,omitempty"`
 	// Timeline is the first boot's milestones, when it booted; it is
 	// written to TimelineFile too.
 	Timeline     *Timeline `json:"timeline,omitempty"`
@@ -269,6 +288,24 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
 	}
+	if opts.SSHUser == "" {
+		opts.SSHUser = DefaultSSHUser
+	}
+	if err := checkLogin(opts.SSHUser, opts.AuthorizedKeys); err != nil {
+		return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
+	}
+	if len(opts.AuthorizedKeys) > 0 {
+		plan.login = &guestLogin{user: opts.SSHUser, keys: opts.AuthorizedKeys}
+	}
+	plan.keepUp = opts.WhileUp != nil
+	if opts.SSHPort < 0 || opts.SSHPort > 65535 {
+		return nil, fmt.Errorf("smoke test of %s: ssh port %d: not a TCP port", tgz, opts.SSHPort)
+	}
+	if opts.SSHPort == 0 && (plan.login != nil || plan.keepUp) {
+		if opts.SSHPort, err = freePort(); err != nil {
+			return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
+		}
+	}
 	if err := canDeploy(); err != nil {
 		return nil, err
 	}
@@ -288,6 +325,10 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	}
 	res := &Result{Artifact: tgz, Image: m.Image.Name, Version: m.Image.Version, Accelerator: accel,
 		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}}
+	if opts.SSHPort != 0 {
+		res.SSH = &SSH{Host: "127.0.0.1", Port: opts.SSHPort, User: opts.SSHUser}
+		r.Log(fmt.Sprintf("ssh -p %d %s@127.0.0.1 reaches the VM once it has booted", opts.SSHPort, opts.SSHUser))
+	}
 	if b := plan.bootstrap; b != nil {
 		res.Bootstrap = &Bootstrap{Bundle: b.bundle, Entrypoint: b.entrypoint, Log: defaultGuestPaths.log}
 		r.Log(fmt.Sprintf("stage %s: the first boot runs the site bootstrap %s from user-data before the validation", plan.stage, b.entrypoint))
@@ -301,8 +342,21 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	}
 	sr := &run{tgz: tgz, opts: opts, rep: r, m: m, guest: plan, res: res, boot: bootConfig{
 		disk: filepath.Join(work, "disk.raw"), work: work, firmware: fw, accel: accel, memoryMB: opts.MemoryMB,
-		timeout: opts.Timeout, reporter: r,
+		timeout: opts.Timeout, reporter: r, sshPort: opts.SSHPort,
 	}}
+	if plan.keepUp {
+		// A unix socket's path holds at most 107 bytes: the monitor's
+		// goes in a directory of its own under $TMPDIR when the work
+		// directory is deeper.
+		if sr.boot.monitor = filepath.Join(work, "qmp.sock"); len(sr.boot.monitor) > 107 {
+			dir, err := os.MkdirTemp("", "imagectl-qmp-")
+			if err != nil {
+				os.RemoveAll(work)
+				return nil, fmt.Errorf("smoke test of %s: a directory for QEMU's monitor socket: %w", tgz, err)
+			}
+			sr.monitorDir, sr.boot.monitor = dir, filepath.Join(dir, "qmp.sock")
+		}
+	}
 	defer sr.close()
 	err = sr.do(ctx, phases)
 	if !res.observed.qemuStarted.IsZero() {
@@ -335,6 +389,9 @@ type run struct {
 	dep     *deployed
 	console *atomicfile.File
 	vm      *vm
+	// monitorDir holds QEMU's monitor socket when the work directory is
+	// too deep for it.
+	monitorDir string
 }
 
 // close ends what the phases started, on every path: QEMU, the console
@@ -349,6 +406,9 @@ func (r *run) close() {
 		}
 	}
 	os.RemoveAll(r.boot.work)
+	if r.monitorDir != "" {
+		os.RemoveAll(r.monitorDir)
+	}
 }
 
 // phase is one part of a smoke run. A phase with a name is reported as
@@ -385,6 +445,10 @@ var phases = []phase{
 	{name: PhaseValidate, summary: func(*run) string {
 		return "wait for the boot to settle, run the image's validation script"
 	}, skip: func(r *run) bool { return !r.vm.multiUser }, run: (*run).validate},
+	// The VM kept up for Options.WhileUp.
+	{name: PhaseUp, summary: func(r *run) string {
+		return "keep the VM up, ssh at " + r.res.SSH.Address() + ", for the caller's checks"
+	}, skip: func(r *run) bool { return r.opts.WhileUp == nil }, run: (*run).whileUp},
 	// The VM powering off, or stopped when it does not.
 	{run: (*run).powerOff},
 }
@@ -446,8 +510,11 @@ func (r *run) prepareBoot(context.Context) error {
 		return fmt.Errorf("console log: %w", err)
 	}
 	r.boot.console = r.console
-	r.vm, err = newVM(r.boot, r.res)
-	return err
+	if r.vm, err = newVM(r.boot, r.res); err != nil {
+		return err
+	}
+	r.vm.keepUp = r.guest.keepUp
+	return nil
 }
 
 func (r *run) startBoot(ctx context.Context) error {
@@ -459,7 +526,47 @@ func (r *run) startBoot(ctx context.Context) error {
 
 func (r *run) validate(ctx context.Context) error { return r.vm.follow(ctx, r.vm.done) }
 
-func (r *run) powerOff(ctx context.Context) error { return r.vm.follow(ctx, nil) }
+// whileUp calls Options.WhileUp while the console is still read (a
+// console nobody reads would stall the guest), until it returns or the VM
+// stops.
+func (r *run) whileUp(ctx context.Context) error {
+	upCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	returned := make(chan struct{})
+	var upErr error
+	go func() {
+		defer close(returned)
+		upErr = r.opts.WhileUp(upCtx, *r.res.SSH)
+	}()
+	r.vm.wake = returned
+	err := r.vm.follow(ctx, func() bool {
+		select {
+		case <-returned:
+			return true
+		default:
+			return r.vm.reaped
+		}
+	})
+	cancel()
+	<-returned
+	r.vm.wake = nil
+	switch {
+	case err != nil:
+		return err
+	case r.vm.reaped:
+		return fmt.Errorf("the VM stopped while it was to stay up (console log %s); the caller's checks: %v", r.res.ConsoleLog, upErr)
+	case upErr != nil:
+		return fmt.Errorf("while the VM was up: %w", upErr)
+	}
+	return nil
+}
+
+func (r *run) powerOff(ctx context.Context) error {
+	if r.guest.keepUp {
+		r.vm.pressPowerButton(ctx)
+	}
+	return r.vm.follow(ctx, nil)
+}
 
 // deployConfig is what the deploy needs besides the tgz and the disk.
 type deployConfig struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
@@ -20,11 +21,16 @@ import (
 )
 
 type smokeFlags struct {
-	opts     smoke.Options
-	store    storeFlags
-	output   outputFlag
-	baseline string
+	opts           smoke.Options
+	store          storeFlags
+	output         outputFlag
+	baseline       string
+	authorizedKeys []string
 }
+
+// maxPublicKeys bounds an --authorized-key file: a few OpenSSH public
+// keys, a line each.
+const maxPublicKeys = 64 << 10
 
 func newSmokeCmd(env []string) *cobra.Command {
 	cmd, f := command(env, runSmoke, &cobra.Command{
@@ -60,7 +66,13 @@ disk and QEMU are removed on every path, Ctrl-C included.
 
 Given IMAGE VERSION it smoke-tests that version from the store (--store),
 fetching its tgz from a registry into the local cache, verified, when it is
-remote; the console log and timeline then go to the current directory.`,
+remote; the console log and timeline then go to the current directory.
+
+--authorized-key puts the keys of an OpenSSH public key file into the NoCloud
+seed for the login --ssh-user (ubuntu by default; sudo without a password, as
+MAAS's deploy gives the node's owner), and QEMU forwards a loopback port
+(--ssh-port, else a free one, printed) to the guest's ssh: a boot that hangs
+can be looked into while it runs.`,
 		Example: `  imagectl smoke artifacts/imagectl-demo-0.1.0.tgz
   imagectl smoke artifacts/x-1.4.0.tgz --timeout 30m --output json
   imagectl smoke artifacts/x-1.5.0.tgz --profile slice --stage converged \
@@ -80,6 +92,9 @@ remote; the console log and timeline then go to the current directory.`,
 	cmd.Flags().StringVar(&f.opts.Accel, "accel", "auto", "accelerator for the appliance and the VM: auto (KVM when it works, else TCG), kvm or tcg")
 	cmd.Flags().DurationVar(&f.opts.Timeout, "timeout", 0, "limit for the boot and the validation (default 15m under TCG, 5m under KVM)")
 	cmd.Flags().IntVar(&f.opts.MemoryMB, "memory", 2048, "the VM's memory in MiB")
+	cmd.Flags().StringArrayVar(&f.authorizedKeys, "authorized-key", nil, "an OpenSSH public key file (.pub, one key a line) whose keys may log in to the VM as --ssh-user; repeat it for several")
+	cmd.Flags().StringVar(&f.opts.SSHUser, "ssh-user", smoke.DefaultSSHUser, "the login the authorized keys are for, with sudo without a password")
+	cmd.Flags().IntVar(&f.opts.SSHPort, "ssh-port", 0, "the port on 127.0.0.1 forwarded to the VM's ssh (default, with --authorized-key: a free one)")
 	cmd.Flags().BoolVar(&f.opts.UpdateInitramfs, "update-initramfs", false, "rebuild every initramfs as curtin does, which catches DKMS modules that fail to build (slow under TCG; a missing initramfs is always created)")
 	f.output.register(cmd)
 	return cmd
@@ -95,6 +110,17 @@ func runSmoke(ctx context.Context, f *smokeFlags, args []string, s streams, env 
 	}
 	if err := smoke.CheckProfileStage(opts.Profile, opts.Stage); err != nil {
 		return fmt.Errorf("--profile/--stage: %w", err)
+	}
+	for _, path := range f.authorizedKeys {
+		b, err := readlimit.File(path, maxPublicKeys)
+		if err != nil {
+			return fmt.Errorf("--authorized-key: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				opts.AuthorizedKeys = append(opts.AuthorizedKeys, line)
+			}
+		}
 	}
 	var base *smoke.Timeline
 	if f.baseline != "" {

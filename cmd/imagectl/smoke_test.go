@@ -22,6 +22,10 @@ func TestSmokeRefusesBadInput(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "x-1.manifest.json") {
 		t.Errorf("missing manifest: exit %d, %q", code, errs)
 	}
+	// A manifest whose script and profiles are fine, so that what is
+	// refused next is the ssh flags.
+	os.WriteFile(filepath.Join(dir, "x-1.manifest.json"), []byte(`{"schema_version": 1, "image": {"name": "x"}, "validation": {"script": "/v.sh"}}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "bad.pub"), []byte("# a comment\nssh-ed25519\n"), 0o644)
 	_, errs, code = imagectl(t, nil, "smoke", tgz, "--output", "yaml")
 	if code != 1 || !strings.Contains(errs, "--output must be text or json") {
 		t.Errorf("bad output: exit %d, %q", code, errs)
@@ -30,13 +34,17 @@ func TestSmokeRefusesBadInput(t *testing.T) {
 		{"--profile", "vm", `--profile/--stage: profile "vm" is not one of bare-metal, slice`},
 		{"--stage", "final", `--profile/--stage: stage "final" is not one of image, converged`},
 		{"--baseline", filepath.Join(dir, "none.json"), "--baseline: open " + dir},
+		{"--authorized-key", filepath.Join(dir, "none.pub"), "--authorized-key: open " + dir},
+		{"--authorized-key", filepath.Join(dir, "bad.pub"), "authorized key 1: not an OpenSSH public key"},
+		{"--ssh-user", "Root", `ssh user "Root": not a user name`},
+		{"--ssh-port", "70000", "ssh port 70000: not a TCP port"},
 	} {
 		_, errs, code = imagectl(t, nil, "smoke", tgz, tc.flag, tc.value)
 		if code != 1 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%s %s: exit %d, %q", tc.flag, tc.value, code, errs)
 		}
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
 		t.Errorf("left behind: %v", entries)
 	}
 }
