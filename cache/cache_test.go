@@ -245,36 +245,47 @@ func TestEmpty(t *testing.T) {
 	}
 }
 
-// While a registry read holds its part's lock, Prune waits holding
-// neither (a build takes the layer cache meanwhile), says so once, and
-// gives up when its context ends.
+// While a registry read, or a build fetching packages, holds its part's
+// lock, Prune waits holding neither of the others (a build takes the
+// layer cache meanwhile), says so once, and gives up when its context
+// ends; once the holder is done, Prune runs.
 func TestPruneWaitsHoldingNeither(t *testing.T) {
-	dir := t.TempDir()
-	unlockRead, err := cache.Registry(dir).Lock().Wait(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlockRead()
-	ctx, cancel := context.WithCancel(context.Background())
-	waited := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := cache.Prune(ctx, dir, cache.PruneOptions{MaxBytes: -1, Waiting: func() { close(waited) }})
-		done <- err
-	}()
-	<-waited
-	unlockBuild, err := cache.Layers(dir).Lock().Wait(false) // would block if Prune held it
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlockBuild()
-	cancel()
-	if err := <-done; err == nil || !strings.Contains(err.Error(), "waiting for builds and registry reads") {
-		t.Errorf("prune cancelled while waiting: %v", err)
-	}
-	// Once the read ends, Prune runs.
-	unlockRead()
-	if _, err := cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: -1}); err != nil {
-		t.Error(err)
+	for _, tc := range []struct {
+		name string
+		hold func(dir string) (func(), error)
+		want string // in the error of the cancelled Prune ("" any error)
+	}{
+		{"registry read", func(dir string) (func(), error) { return cache.Registry(dir).Lock().Wait(false) }, "waiting for builds and registry reads"},
+		{"package fetch", func(dir string) (func(), error) { return cache.Packages(dir).Lock().Wait(false) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			unlockHeld, err := tc.hold(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlockHeld()
+			ctx, cancel := context.WithCancel(context.Background())
+			waited := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				_, err := cache.Prune(ctx, dir, cache.PruneOptions{MaxBytes: -1, Waiting: func() { close(waited) }})
+				done <- err
+			}()
+			<-waited
+			unlockBuild, err := cache.Layers(dir).Lock().Wait(false) // would block if Prune held it
+			if err != nil {
+				t.Fatal(err)
+			}
+			unlockBuild()
+			cancel()
+			if err := <-done; err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("prune cancelled while waiting: %v", err)
+			}
+			unlockHeld()
+			if _, err := cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: -1}); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

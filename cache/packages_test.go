@@ -115,36 +115,3 @@ func TestPrunePackagesWithLayers(t *testing.T) {
 		t.Fatalf("after emptying: %+v, removed %+v, %v", c, p, err)
 	}
 }
-
-// A build fetching packages holds the package cache's lock: Prune waits
-// for it.
-func TestPruneWaitsForPackageFetches(t *testing.T) {
-	dir := t.TempDir()
-	unlockFetch, err := cache.Packages(dir).Lock().Wait(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlockFetch()
-	ctx, cancel := context.WithCancel(context.Background())
-	waited := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := cache.Prune(ctx, dir, cache.PruneOptions{MaxBytes: -1, Waiting: func() { close(waited) }})
-		done <- err
-	}()
-	<-waited
-	// Meanwhile the other parts are free.
-	unlockBuild, err := cache.Layers(dir).Lock().Wait(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlockBuild()
-	cancel()
-	if err := <-done; err == nil {
-		t.Error("prune ran while a package fetch held the package cache")
-	}
-	unlockFetch()
-	if _, err := cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: -1}); err != nil {
-		t.Error(err)
-	}
-}
