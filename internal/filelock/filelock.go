@@ -43,7 +43,13 @@ func Lock(path string, exclusive, wait bool) (unlock func(), ok bool, err error)
 		}
 		return nil, false, err
 	}
-	return func() { f.Close() }, true, nil
+	// Unlock before closing: a child process forked by another goroutine
+	// holds a copy of f until it execs (close-on-exec), and the lock, which
+	// belongs to the open file, would outlive the Close until then.
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, true, nil
 }
 
 // Dir is the lock of a cache directory: the file "lock" in it. What names

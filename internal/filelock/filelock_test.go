@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -63,4 +65,43 @@ func TestWaitContext(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("once released: %v", err)
 	}
+}
+
+// TestUnlockWithCopiesAlive: unlock frees the lock even while a copy of
+// the lock's open file lives on, as it does in a child process another
+// goroutine forked and that has not yet exec'd (close-on-exec). A dup of
+// the descriptor stands in for that child.
+func TestUnlockWithCopiesAlive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	unlock, ok, err := Lock(path, true, false)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	copyFd := -1
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == path {
+			if copyFd, err = syscall.Dup(fd); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if copyFd < 0 {
+		t.Fatal("the lock's descriptor is not in /proc/self/fd")
+	}
+	defer syscall.Close(copyFd)
+	unlock()
+	again, ok, err := Lock(path, true, false)
+	if err != nil || !ok {
+		t.Fatalf("the lock is still held after unlock while a copy of its file is open: ok=%v err=%v", ok, err)
+	}
+	again()
 }
