@@ -49,6 +49,19 @@ func record(t *testing.T, c *Catalog, site string, p store.Promotion) {
 	}
 }
 
+// beforeFirstPush runs f once, just before c's first push (another
+// machine pushing between c's check and its push), and returns the count
+// of the pushes c tries.
+func beforeFirstPush(c *Catalog, f func()) *int {
+	pushes := new(int)
+	c.beforePush = func() {
+		if *pushes++; *pushes == 1 {
+			f()
+		}
+	}
+	return pushes
+}
+
 func versions(h []store.Promotion) string {
 	var v []string
 	for _, p := range h {
@@ -325,15 +338,10 @@ func testPushRace(t *testing.T, remote, bare string, env []string) {
 	record(t, a, "lab", prom("imgb", "1", "", "alice", ""))
 
 	// Another image: rebuilt on the new tip, both land.
-	pushes := 0
-	b.beforePush = func() {
-		if pushes++; pushes == 1 {
-			record(t, a, "lab", prom("imga", "2", "1", "alice", "a's"))
-		}
-	}
+	pushes := beforeFirstPush(b, func() { record(t, a, "lab", prom("imga", "2", "1", "alice", "a's")) })
 	record(t, b, "lab", prom("imgb", "2", "1", "bob", "b's"))
-	if pushes != 2 {
-		t.Errorf("%d pushes, want 2", pushes)
+	if *pushes != 2 {
+		t.Errorf("%d pushes, want 2", *pushes)
 	}
 	if log := gittest.Run(t, bare, nil, "log", "--format=%s", "main"); log != "promote imgb 2 at lab\npromote imga 2 at lab\npromote imgb 1 at lab\npromote imga 1 at lab\n" ||
 		gittest.Run(t, bare, nil, "rev-list", "--merges", "main") != "" {
@@ -345,15 +353,10 @@ func testPushRace(t *testing.T, remote, bare string, env []string) {
 	}
 
 	// The same image: the recheck fails.
-	pushes = 0
-	b.beforePush = func() {
-		if pushes++; pushes == 1 {
-			record(t, a, "lab", prom("imga", "3", "2", "alice", "got there first"))
-		}
-	}
+	pushes = beforeFirstPush(b, func() { record(t, a, "lab", prom("imga", "3", "2", "alice", "got there first")) })
 	err = b.Record(ctx, "lab", prom("imga", "4", "2", "bob", ""))
-	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "promoted 3 by alice") || pushes != 1 {
-		t.Fatalf("same image: %v (%d pushes)", err, pushes)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "promoted 3 by alice") || *pushes != 1 {
+		t.Fatalf("same image: %v (%d pushes)", err, *pushes)
 	}
 	if h, _ := a.History(ctx, "lab", "imga"); versions(h) != "1 2 3" {
 		t.Errorf("imga: %s", versions(h))

@@ -37,6 +37,17 @@ func holdFirstPush(t *testing.T, c *Catalog, n int) {
 	}
 }
 
+// racedOnce opens a catalog of bare holding imga 1, whose first push
+// another machine beats with a promotion of its own (imgz 1): that push is
+// refused, and the write is tried again.
+func racedOnce(t *testing.T, bare string, env []string) *Catalog {
+	t.Helper()
+	c, other := open(t, bare, env), open(t, bare, env)
+	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
+	beforeFirstPush(c, func() { record(t, other, "lab", prom("imgz", "1", "", "bob", "first")) })
+	return c
+}
+
 // TestGroupCommit records from many goroutines through one Catalog, as a
 // rollout does: the writes that arrive while a push is in flight go in
 // one commit, each with its own compare-and-swap, and all land.
@@ -271,17 +282,14 @@ func TestRevokeLandsBeforePush(t *testing.T) {
 	c, other := open(t, bare, env), open(t, bare, env)
 	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
 	record(t, c, "lab", prom("imga", "2", "1", "alice", ""))
-	pushes := 0
-	c.beforePush = func() {
-		if pushes++; pushes == 1 {
-			if err := other.Revoke(ctx, store.Revocation{Image: "imga", Version: "3", Reason: "bad NIC firmware", By: "bob"}); err != nil {
-				t.Error(err)
-			}
+	pushes := beforeFirstPush(c, func() {
+		if err := other.Revoke(ctx, store.Revocation{Image: "imga", Version: "3", Reason: "bad NIC firmware", By: "bob"}); err != nil {
+			t.Error(err)
 		}
-	}
+	})
 	err := c.Record(ctx, "lab", prom("imga", "3", "2", "alice", "the canary"))
-	if !errors.Is(err, store.ErrRevoked) || !strings.Contains(err.Error(), "bad NIC firmware") || pushes != 1 {
-		t.Fatalf("promoting a version revoked meanwhile: %v (%d pushes)", err, pushes)
+	if !errors.Is(err, store.ErrRevoked) || !strings.Contains(err.Error(), "bad NIC firmware") || *pushes != 1 {
+		t.Fatalf("promoting a version revoked meanwhile: %v (%d pushes)", err, *pushes)
 	}
 	c.beforePush = nil
 	if err := other.Revoke(ctx, store.Revocation{Image: "imga", Version: "1", Reason: "kernel panic", By: "bob"}); err != nil {
@@ -307,14 +315,7 @@ func TestRevokeLandsBeforePush(t *testing.T) {
 func TestLockReleasedForBackoff(t *testing.T) {
 	t.Parallel()
 	bare, env := gittest.Bare(t), gittest.Env(t)
-	c, other := open(t, bare, env), open(t, bare, env)
-	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
-	pushes := 0
-	c.beforePush = func() {
-		if pushes++; pushes == 1 {
-			record(t, other, "lab", prom("imgz", "1", "", "bob", "first"))
-		}
-	}
+	c := racedOnce(t, bare, env)
 	sleeps, free := 0, false
 	c.sleep = func(ctx context.Context, d time.Duration) error {
 		sleeps++
@@ -370,14 +371,7 @@ func TestLockWaitBounded(t *testing.T) {
 func TestJoinEndedBatch(t *testing.T) {
 	t.Parallel()
 	bare, env := gittest.Bare(t), gittest.Env(t)
-	c, other := open(t, bare, env), open(t, bare, env)
-	record(t, c, "lab", prom("imga", "1", "", "alice", ""))
-	pushes := 0
-	c.beforePush = func() {
-		if pushes++; pushes == 1 {
-			record(t, other, "lab", prom("imgz", "1", "", "bob", "first"))
-		}
-	}
+	c := racedOnce(t, bare, env)
 	gone, cancel := context.WithCancel(ctx)
 	late := make(chan error, 1)
 	c.sleep = func(batch context.Context, d time.Duration) error {
