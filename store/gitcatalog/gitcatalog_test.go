@@ -407,25 +407,14 @@ func TestRecordProcesses(t *testing.T) {
 	bare := gittest.Bare(t)
 	env := gittest.Env(t)
 	const chains, racers, n = 6, 2, chainLen
-	var wg sync.WaitGroup
-	errs := make([]error, chains+racers)
-	outs := make([][]byte, chains+racers)
-	for i := range chains + racers {
+	runHelpers(t, chains+racers, env, func(i int) []string {
 		who, image := "chain"+string(rune('a'+i)), "img"+string(rune('a'+i))
 		if i >= chains {
 			who, image = "racer"+string(rune('a'+i)), "shared"
 		}
-		cmd := execSelf(t, "GITCATALOG_HELPER=1", "GITCATALOG_REMOTE="+bare, "GITCATALOG_CACHE="+t.TempDir(),
-			"GITCATALOG_WHO="+who, "GITCATALOG_IMAGE="+image)
-		cmd.Env = append(cmd.Env, env...)
-		wg.Go(func() { outs[i], errs[i] = cmd.CombinedOutput() })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("process %d: %v\n%s", i, err, outs[i])
-		}
-	}
+		return []string{"GITCATALOG_HELPER=1", "GITCATALOG_REMOTE=" + bare, "GITCATALOG_CACHE=" + t.TempDir(),
+			"GITCATALOG_WHO=" + who, "GITCATALOG_IMAGE=" + image}
+	})
 	c := open(t, bare, env)
 	cat, err := c.Catalog(ctx, "lab")
 	if err != nil || len(cat) != chains+1 {
@@ -474,6 +463,27 @@ func execSelf(t *testing.T, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v")
 	cmd.Env = append(os.Environ(), env...)
 	return cmd
+}
+
+// runHelpers runs n helper processes at once, process i with the
+// environment helperEnv(i) and git's env, and fails the test, with its
+// output, when one fails.
+func runHelpers(t *testing.T, n int, env []string, helperEnv func(i int) []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	outs := make([][]byte, n)
+	for i := range n {
+		cmd := execSelf(t, helperEnv(i)...)
+		cmd.Env = append(cmd.Env, env...)
+		wg.Go(func() { outs[i], errs[i] = cmd.CombinedOutput() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: %v\n%s", i, err, outs[i])
+		}
+	}
 }
 
 // chainLen is how many versions each helper process promotes.

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gpuaas/imagectl/store"
@@ -21,22 +20,11 @@ func TestRecords(t *testing.T) {
 		// Rewrite commits the edit in another clone and pushes it: a
 		// hand edit of the catalog's repository.
 		Rewrite: func(t *testing.T, p store.Promotions, f storetest.RecordFile, edit func([]byte) []byte) {
-			work := filepath.Join(t.TempDir(), "work")
-			gittest.Run(t, "", env, "clone", "-q", p.(*Catalog).remote, work)
 			rel := revocationPath(f.Image)
 			if f.Site != "" {
 				rel = evidencePath(f.Site, f.Image, f.Version)
 			}
-			abs := filepath.Join(work, filepath.FromSlash(rel))
-			b, err := os.ReadFile(abs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(abs, edit(b), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			gittest.Run(t, work, env, "commit", "-q", "-am", "a hand edit")
-			gittest.Run(t, work, env, "push", "-q", "origin", "HEAD:main")
+			gittest.Edit(t, p.(*Catalog).remote, env, rel, edit)
 		},
 	})
 }
@@ -115,21 +103,10 @@ func TestEvidenceProcesses(t *testing.T) {
 	gittest.Git(t)
 	bare, env := gittest.Bare(t), gittest.Env(t)
 	const procs = 6
-	var wg sync.WaitGroup
-	errs := make([]error, procs)
-	outs := make([][]byte, procs)
-	for i := range procs {
-		cmd := execSelf(t, "GITCATALOG_HELPER=evidence", "GITCATALOG_REMOTE="+bare, "GITCATALOG_CACHE="+t.TempDir(),
-			"GITCATALOG_WHO=proc"+string(rune('a'+i)))
-		cmd.Env = append(cmd.Env, env...)
-		wg.Go(func() { outs[i], errs[i] = cmd.CombinedOutput() })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("process %d: %v\n%s", i, err, outs[i])
-		}
-	}
+	runHelpers(t, procs, env, func(i int) []string {
+		return []string{"GITCATALOG_HELPER=evidence", "GITCATALOG_REMOTE=" + bare, "GITCATALOG_CACHE=" + t.TempDir(),
+			"GITCATALOG_WHO=proc" + string(rune('a'+i))}
+	})
 	evs, err := open(t, bare, env).Evidence(ctx, "lab", "img", "1")
 	if err != nil {
 		t.Fatal(err)

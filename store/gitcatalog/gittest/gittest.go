@@ -1,6 +1,7 @@
 // Package gittest owns the git remotes gitcatalog's tests push to: an
 // empty bare repository, the real git daemon serving a directory of them,
-// and the real git http-backend behind basic auth. Only tests import it.
+// and the real git http-backend behind basic auth; a file of a remote
+// edited by hand. Only tests import it.
 package gittest
 
 import (
@@ -76,6 +77,25 @@ func BareIn(t testing.TB, root, name string) string {
 	Run(t, dir, nil, "config", "receive.denyNonFastForwards", "true")
 	Run(t, dir, nil, "config", "http.receivepack", "true")
 	return dir
+}
+
+// Edit changes the file rel (slash-separated) on remote's main branch as a
+// person would by hand: in a clone of its own, the file rewritten by edit,
+// committed and pushed.
+func Edit(t testing.TB, remote string, env []string, rel string, edit func([]byte) []byte) {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "work")
+	Run(t, "", env, "clone", "-q", remote, work)
+	abs := filepath.Join(work, filepath.FromSlash(rel))
+	b, err := os.ReadFile(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(abs, edit(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	Run(t, work, env, "commit", "-q", "-am", "a hand edit")
+	Run(t, work, env, "push", "-q", "origin", "HEAD:main")
 }
 
 // Daemon runs the real git daemon on a free loopback port, serving (and
