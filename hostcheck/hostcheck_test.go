@@ -103,30 +103,17 @@ func TestCheckBadOutput(t *testing.T) {
 // Cancelling the context stops the running ssh and checks no more hosts.
 func TestCheckCancel(t *testing.T) {
 	srv := sshdtest.Start(t)
-	dir := t.TempDir()
-	started, hold := filepath.Join(dir, "started"), filepath.Join(dir, "hold")
-	writeScript(t, dir, "hold", "")
 	// The script runs until the test ends (hold removed), so that only
 	// cancelling ends Check, and no process outlives the test.
-	t.Cleanup(func() { os.Remove(hold) })
-	script := writeScript(t, dir, "slow.sh", "#!/bin/sh\ntouch '"+started+"'\nwhile [ -e '"+hold+"' ]; do sleep 0.05; done\n")
+	hold := sshdtest.NewHold(t)
+	script := writeScript(t, t.TempDir(), "slow.sh", "#!/bin/sh\ntouch '"+hold.Started+"'\nwhile [ -e '"+hold.Hold+"' ]; do sleep 0.05; done\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
 		_, err := hostcheck.Check(ctx, []string{sshdtest.Hosts[0], sshdtest.Hosts[1]}, hostcheck.Options{Script: script, User: srv.User, SSHOptions: srv.Options, Parallel: 1})
 		errc <- err
 	}()
-	for {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		select {
-		case err := <-errc:
-			t.Fatalf("Check returned before the script started: %v", err)
-		default:
-		}
-		waitABit()
-	}
+	hold.WaitStarted(t, errc)
 	cancel()
 	if err := <-errc; err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("got %v, want the cancellation", err)
@@ -137,11 +124,8 @@ func TestCheckCancel(t *testing.T) {
 // that finished, and for the one stopped, why it has none.
 func TestCheckCancelKeepsFinished(t *testing.T) {
 	srv := sshdtest.Start(t)
-	dir := t.TempDir()
-	started, hold := filepath.Join(dir, "started"), filepath.Join(dir, "hold")
-	writeScript(t, dir, "hold", "")
-	t.Cleanup(func() { os.Remove(hold) })
-	script := writeScript(t, dir, "validate.sh", sshdtest.HoldingScript("img", "1", sshdtest.Hosts[1], started, hold))
+	hold := sshdtest.NewHold(t)
+	script := writeScript(t, t.TempDir(), "validate.sh", sshdtest.HoldingScript("img", "1", sshdtest.Hosts[1], hold))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	finished := make(chan string, 2)
@@ -160,12 +144,7 @@ func TestCheckCancelKeepsFinished(t *testing.T) {
 	if h := <-finished; h != sshdtest.Hosts[0] {
 		t.Fatalf("%s finished first", h)
 	}
-	for {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		waitABit()
-	}
+	hold.WaitStarted(t, nil)
 	cancel()
 	r := <-retc
 	if r.err == nil || !strings.Contains(r.err.Error(), "context canceled") {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gpuaas/imagectl/hostcheck"
 	"github.com/gpuaas/imagectl/hostcheck/sshdtest"
@@ -25,19 +24,8 @@ import (
 // result refused.
 func TestHostcheck(t *testing.T) {
 	srv := sshdtest.Start(t)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "validate.sh")
 	body := sshdtest.ResultScript("demo", "1.0.0", sshdtest.Hosts[1])
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tgz, man := storetest.Artifact(t, t.TempDir(), "demo", "1.0.0", storetest.Options{Script: body, ScriptPath: script})
-	d := store.NewDir(t.TempDir())
-	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cs := &countingStore{Store: d}
-	o := release.Options{Store: cs, Site: &sites.Site{Name: "canary"}, By: "ci"}
+	cs, o, script := hostcheckFixture(t, body)
 	check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged"}
 	hosts := []string{sshdtest.Hosts[0], sshdtest.Hosts[1], sshdtest.Unreachable}
 
@@ -70,10 +58,10 @@ func TestHostcheck(t *testing.T) {
 }
 
 // hostcheckFixture is a directory store holding demo 1.0.0 whose
-// validation script is body (at dir/validate.sh, where the hosts run it).
-func hostcheckFixture(t *testing.T, body string) (*countingStore, release.Options) {
+// validation script is body (at script, where the hosts run it).
+func hostcheckFixture(t *testing.T, body string) (cs *countingStore, o release.Options, script string) {
 	t.Helper()
-	script := filepath.Join(t.TempDir(), "validate.sh")
+	script = filepath.Join(t.TempDir(), "validate.sh")
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -82,15 +70,15 @@ func hostcheckFixture(t *testing.T, body string) (*countingStore, release.Option
 	if _, err := d.Publish(ctx, manifest.Files{Tarball: tgz, Manifest: man}, store.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cs := &countingStore{Store: d}
-	return cs, release.Options{Store: cs, Site: &sites.Site{Name: "canary"}, By: "ci"}
+	cs = &countingStore{Store: d}
+	return cs, release.Options{Store: cs, Site: &sites.Site{Name: "canary"}, By: "ci"}, script
 }
 
 // A store that cannot record: the hosts' results come back all the same,
 // none recorded, each saying why, with the store's error.
 func TestHostcheckStoreFails(t *testing.T) {
 	srv := sshdtest.Start(t)
-	cs, o := hostcheckFixture(t, sshdtest.ResultScript("demo", "1.0.0", sshdtest.Hosts[1]))
+	cs, o, _ := hostcheckFixture(t, sshdtest.ResultScript("demo", "1.0.0", sshdtest.Hosts[1]))
 	cs.fail = errors.New("the catalog's remote refused the push")
 	check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged"}
 	res, err := release.Hostcheck(ctx, sshdtest.Hosts, "demo", check, o)
@@ -111,13 +99,8 @@ func TestHostcheckStoreFails(t *testing.T) {
 // finished is recorded anyway, and returned with the interruption.
 func TestHostcheckInterrupted(t *testing.T) {
 	srv := sshdtest.Start(t)
-	dir := t.TempDir()
-	started, hold := filepath.Join(dir, "started"), filepath.Join(dir, "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(hold) })
-	cs, o := hostcheckFixture(t, sshdtest.HoldingScript("demo", "1.0.0", sshdtest.Hosts[1], started, hold))
+	hold := sshdtest.NewHold(t)
+	cs, o, _ := hostcheckFixture(t, sshdtest.HoldingScript("demo", "1.0.0", sshdtest.Hosts[1], hold))
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	finished := make(chan string, 2)
@@ -135,12 +118,7 @@ func TestHostcheckInterrupted(t *testing.T) {
 	if h := <-finished; h != sshdtest.Hosts[0] {
 		t.Fatalf("%s finished first", h)
 	}
-	for {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	hold.WaitStarted(t, nil)
 	cancel()
 	r := <-retc
 	if !errors.Is(r.err, context.Canceled) || !strings.Contains(r.err.Error(), "1 of the 1 results of the hosts that finished were recorded") {

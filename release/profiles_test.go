@@ -398,10 +398,7 @@ func TestGCKeepsWhatAProfileSelects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kept []string
-	for _, k := range res.Kept {
-		kept = append(kept, k.Name+"="+k.Why)
-	}
+	_, kept := gcLists(res, func(k release.Kept) string { return k.Name + "=" + k.Why })
 	if strings.Join(names(f.sim), " ") != "demo-1 demo-3 demo-4" || !strings.Contains(strings.Join(kept, ", "), "demo-1=selected by deploy profile bm of admin site 7") {
 		t.Errorf("MAAS holds %v; kept %v", names(f.sim), kept)
 	}

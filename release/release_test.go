@@ -327,6 +327,18 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// gcLists are the versions res deletes, and what it keeps, each as
+// kept says it.
+func gcLists(res *release.GCResult, kept func(release.Kept) string) (del, keep []string) {
+	for _, h := range res.Delete {
+		del = append(del, h.Version)
+	}
+	for _, k := range res.Kept {
+		keep = append(keep, kept(k))
+	}
+	return del, keep
+}
+
 func TestGC(t *testing.T) {
 	f := newFixture(t, "1", "2", "3", "4", "5")
 	for _, v := range []string{"1", "2", "3", "4", "5"} {
@@ -344,13 +356,7 @@ func TestGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var del, kept []string
-	for _, h := range res.Delete {
-		del = append(del, h.Version)
-	}
-	for _, k := range res.Kept {
-		kept = append(kept, k.Name+"="+k.Why)
-	}
+	del, kept := gcLists(res, func(k release.Kept) string { return k.Name + "=" + k.Why })
 	sort.Strings(del)
 	sort.Strings(kept)
 	// After promoting 1..5 and rolling back twice, 3 is promoted and a

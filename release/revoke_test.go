@@ -215,13 +215,7 @@ func TestGCRevokedFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var del, kept []string
-	for _, h := range res.Delete {
-		del = append(del, h.Version)
-	}
-	for _, k := range res.Kept {
-		kept = append(kept, k.Version+":"+k.Why)
-	}
+	del, kept := gcLists(res, func(k release.Kept) string { return k.Version + ":" + k.Why })
 	if strings.Join(del, " ") != "1.3.0 1.1.0" || strings.Join(kept, ",") != "1.2.0:promoted,1.0.0:what a rollback would promote" {
 		t.Fatalf("gc deletes %v, keeps %v", del, kept)
 	}

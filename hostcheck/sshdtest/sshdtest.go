@@ -2,7 +2,9 @@
 // what checks hosts over ssh: its own host and user keys in a temporary
 // directory, listening on 127.0.0.1 and 127.0.0.2 (two "hosts"), and the
 // ssh -o options a client needs to log in to it with the real OpenSSH
-// client, the host key checked. Only tests import it.
+// client, the host key checked; and the scripts the hosts run (one that
+// prints a result, one held running until the test interrupts it). Only
+// tests import it.
 package sshdtest
 
 import (
@@ -224,15 +226,49 @@ printf '{"schema":"imagectl.validate.result/v1","image":"%s","version":"%s","pro
 `
 }
 
+// Hold is what keeps a script running until a test interrupts it: the
+// script creates the file Started when it starts, and waits while the
+// file Hold exists.
+type Hold struct{ Started, Hold string }
+
+// NewHold makes a Hold in a temporary directory: Hold exists until the
+// test ends, so that no script outlives it; Started does not yet.
+func NewHold(t testing.TB) Hold {
+	t.Helper()
+	dir := t.TempDir()
+	h := Hold{Started: filepath.Join(dir, "started"), Hold: filepath.Join(dir, "hold")}
+	if err := os.WriteFile(h.Hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(h.Hold) })
+	return h
+}
+
+// WaitStarted returns once a script has created Started. When returned
+// (which may be nil) yields first, the call that runs the script ended
+// before the script started, and the test fails.
+func (h Hold) WaitStarted(t testing.TB, returned <-chan error) {
+	t.Helper()
+	for {
+		if _, err := os.Stat(h.Started); err == nil {
+			return
+		}
+		select {
+		case err := <-returned:
+			t.Fatalf("returned before the script started: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // HoldingScript is ResultScript (nothing fails) that, on the address
-// holdOn, creates the file started and waits while the file hold exists,
-// then exits 1 without a result: a host still running when a check is
-// interrupted.
-func HoldingScript(image, version, holdOn, started, hold string) string {
+// holdOn, creates h.Started and waits while h.Hold exists, then exits 1
+// without a result: a host still running when a check is interrupted.
+func HoldingScript(image, version, holdOn string, h Hold) string {
 	s := ResultScript(image, version, "none")
 	block := `if [ "$(echo "${SSH_CONNECTION:-}" | cut -d' ' -f3)" = '` + holdOn + `' ]; then
-	touch '` + started + `'
-	while [ -e '` + hold + `' ]; do sleep 0.05; done
+	touch '` + h.Started + `'
+	while [ -e '` + h.Hold + `' ]; do sleep 0.05; done
 	exit 1
 fi
 `
