@@ -194,30 +194,8 @@ type line struct{ status, check, detail, remediation string }
 // unless args say --root.
 func (h *host) run(m *manifest.Manifest, args ...string) *outcome {
 	h.t.Helper()
-	script, err := Script(m)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	p := filepath.Join(h.t.TempDir(), "validate.sh")
-	if err := os.WriteFile(p, script, 0o755); err != nil {
-		h.t.Fatal(err)
-	}
-	shellcheck(h.t, p, script)
-	cmd := exec.Command("sh", append([]string{p}, args...)...)
-	cmd.Env = []string{"PATH=" + h.bin, "IMAGECTL_VALIDATE_ROOT=" + h.root, "LC_ALL=C"}
-	for k, v := range h.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err = cmd.Run()
-	o := &outcome{out: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
-	if ee, ok := err.(*exec.ExitError); ok {
-		o.code = ee.ExitCode()
-	} else if err != nil {
-		h.t.Fatal(err)
-	}
+	r := h.runWith([]string{"sh"}, m, args...)
+	o := &outcome{out: r.stdout, stderr: r.stderr, code: r.code, elapsed: r.elapsed}
 	if !slices.Contains(args, "-h") {
 		o.parse(h.t)
 	}

@@ -39,8 +39,12 @@ type runOn struct {
 	script         []byte
 	stdout, stderr string
 	code           int
+	// elapsed is how long the shell ran.
+	elapsed time.Duration
 }
 
+// runWith generates the script for m and runs it under the shell sh (a
+// command line) on the host with args.
 func (h *host) runWith(sh []string, m *manifest.Manifest, args ...string) *runOn {
 	h.t.Helper()
 	script, err := Script(m)
@@ -59,8 +63,9 @@ func (h *host) runWith(sh []string, m *manifest.Manifest, args ...string) *runOn
 	}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	err = cmd.Run()
-	r := &runOn{script: script, stdout: stdout.String(), stderr: stderr.String()}
+	r := &runOn{script: script, stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
