@@ -63,6 +63,12 @@ func (c *sshClient) run(ctx context.Context, ep SSH, command string) (string, st
 	args = append(args, "-l", ep.User, "--", ep.Host, command)
 	cmd := exec.CommandContext(ctx, c.ssh, args...)
 	cmd.Env = append(os.Environ(), "HOME="+c.home)
+	return runCmd(cmd)
+}
+
+// runCmd runs cmd and returns its stdout, its stderr and its exit status
+// (-1, with why in stderr, when it could not run).
+func runCmd(cmd *exec.Cmd) (string, string, int) {
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	err := cmd.Run()
@@ -209,18 +215,9 @@ func (l *releaseLoop) imagectl(t *testing.T, ctx context.Context, args ...string
 	t.Helper()
 	cmd := exec.CommandContext(ctx, l.bin, args...)
 	cmd.Env = append(os.Environ(), l.env...)
-	var out, errs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errs
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = -1
-		errs.WriteString(err.Error())
-	}
-	t.Logf("imagectl %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errs.String())
-	return out.String(), errs.String(), code
+	out, errs, code := runCmd(cmd)
+	t.Logf("imagectl %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+	return out, errs, code
 }
 
 // hostcheck runs `imagectl hostcheck` against the VM at ep over the real
