@@ -4,6 +4,8 @@ import (
 	"io"
 	"path"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/deb822"
 )
 
 // isAptSources reports whether a normalized path is an apt sources file:
@@ -25,7 +27,7 @@ func parseAptSources(file string, r io.Reader) ([]AptSource, error) {
 		return parseDeb822Sources(file, r)
 	}
 	var out []AptSource
-	err := eachLine(r, lineLimit, func(line string) error {
+	err := deb822.Lines(r, lineLimit, func(line string) error {
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
 		}
@@ -61,7 +63,7 @@ func parseAptSources(file string, r io.Reader) ([]AptSource, error) {
 // "Enabled: no" are left out.
 func parseDeb822Sources(file string, r io.Reader) ([]AptSource, error) {
 	var out []AptSource
-	err := stanzas(r, true, func(f map[string]string) error {
+	err := deb822.Paragraphs(r, true, lineLimit, func(f map[string]string) error {
 		if strings.EqualFold(strings.TrimSpace(f["enabled"]), "no") {
 			return nil
 		}

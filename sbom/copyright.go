@@ -5,6 +5,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/deb822"
 )
 
 // copyrightPath matches a package's copyright file, normalized:
@@ -28,7 +30,7 @@ func parseCopyright(r io.Reader) ([]string, error) {
 	var licenses []string
 	seen := map[string]bool{}
 	first := true
-	err := eachLine(io.LimitReader(r, textLimit), lineLimit, func(line string) error {
+	err := deb822.Lines(io.LimitReader(r, textLimit), lineLimit, func(line string) error {
 		if first {
 			if strings.TrimSpace(line) == "" {
 				return nil

@@ -3,6 +3,8 @@ package sbom
 import (
 	"io"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/deb822"
 )
 
 // statusPath is the dpkg database's status file, normalized.
@@ -13,7 +15,7 @@ const statusPath = "var/lib/dpkg/status"
 // and the like).
 func parseStatus(r io.Reader) ([]Package, error) {
 	var pkgs []Package
-	err := stanzas(r, false, func(f map[string]string) error {
+	err := deb822.Paragraphs(r, false, lineLimit, func(f map[string]string) error {
 		status := strings.Fields(f["status"])
 		if len(status) != 3 || status[2] != "installed" || f["package"] == "" {
 			return nil

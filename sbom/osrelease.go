@@ -3,6 +3,8 @@ package sbom
 import (
 	"io"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/deb822"
 )
 
 // osReleasePaths are where os-release is, normalized, in the order
@@ -13,7 +15,7 @@ var osReleasePaths = []string{"etc/os-release", "usr/lib/os-release"}
 // values optionally quoted.
 func parseOSRelease(r io.Reader) (OSRelease, error) {
 	var o OSRelease
-	err := eachLine(io.LimitReader(r, textLimit), lineLimit, func(line string) error {
+	err := deb822.Lines(io.LimitReader(r, textLimit), lineLimit, func(line string) error {
 		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			return nil

@@ -422,19 +422,6 @@ func TestScanCanceled(t *testing.T) {
 	}
 }
 
-func TestEachLine(t *testing.T) {
-	var got []string
-	in := "a\r\n" + strings.Repeat("x", 40) + "\nb\n\n" + strings.Repeat("y", 16) + "\nc"
-	err := eachLine(strings.NewReader(in), 16, func(l string) error { got = append(got, l); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	// "y"*16 plus its newline is 17 bytes: over a 16-byte buffer.
-	if want := []string{"a", "b", "", "c"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("lines %q, want %q", got, want)
-	}
-}
-
 // TestCleaning checks the string cleaners: normalize (a tar entry's name
 // to a path) and stripCredentials (an apt source's URI).
 func TestCleaning(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/gpuaas/imagectl/internal/deb822"
 )
 
 // URI is one line of apt-get install --print-uris: the URL apt would
@@ -79,48 +81,26 @@ type Record struct {
 	SHA256                                   string
 }
 
-// ParseRecords reads apt-cache show output: RFC 822 paragraphs, of which
+// ParseRecords reads apt-cache show output: deb822 paragraphs, of which
 // it keeps the fields that identify an archive.
 func ParseRecords(out string) []Record {
 	var rs []Record
-	var r Record
-	flush := func() {
+	// Reading a string fails only in fn, which does not.
+	_ = deb822.Paragraphs(strings.NewReader(out), false, maxRecordLine, func(f map[string]string) error {
+		r := Record{Package: f["package"], Version: f["version"], Architecture: f["architecture"],
+			Filename: f["filename"], SHA256: strings.ToLower(f["sha256"])}
+		r.Size, _ = strconv.ParseInt(f["size"], 10, 64)
 		if r.Package != "" && r.Filename != "" && r.SHA256 != "" {
 			rs = append(rs, r)
 		}
-		r = Record{}
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if strings.TrimSpace(line) == "" {
-			flush()
-			continue
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "Package":
-			r.Package = v
-		case "Version":
-			r.Version = v
-		case "Architecture":
-			r.Architecture = v
-		case "Filename":
-			r.Filename = v
-		case "Size":
-			r.Size, _ = strconv.ParseInt(v, 10, 64)
-		case "SHA256":
-			r.SHA256 = strings.ToLower(v)
-		}
-	}
-	flush()
+		return nil
+	})
 	return rs
 }
+
+// maxRecordLine is the longest line of apt-cache show's output ParseRecords
+// reads; a longer one (a description's, never a field it keeps) is skipped.
+const maxRecordLine = 64 << 10
 
 // Deb is one archive to fetch: what the package is, where apt would fetch
 // it from, the file name apt gives it, and its size and sha256 from the

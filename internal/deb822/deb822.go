@@ -1,4 +1,4 @@
-package sbom
+package deb822
 
 import (
 	"bufio"
@@ -7,22 +7,9 @@ import (
 	"strings"
 )
 
-// Bounds on what Scan reads of one file. Variables, not constants, so that
-// tests can make them small.
-var (
-	// statusLimit is the largest dpkg status file Scan reads; a larger one
-	// is refused.
-	statusLimit int64 = 64 << 20
-	// textLimit is how much of a copyright, os-release or apt sources file
-	// Scan reads; the rest is not read.
-	textLimit int64 = 1 << 20
-	// lineLimit is the longest line Scan parses; a longer one is skipped.
-	lineLimit = 64 << 10
-)
-
-// eachLine calls fn with each line of r, without its line ending. A line
+// Lines calls fn with each line of r, without its line ending. A line
 // longer than max bytes is skipped whole, never buffered.
-func eachLine(r io.Reader, max int, fn func(line string) error) error {
+func Lines(r io.Reader, max int, fn func(line string) error) error {
 	br := bufio.NewReaderSize(r, max)
 	skipping := false
 	for {
@@ -48,12 +35,13 @@ func eachLine(r io.Reader, max int, fn func(line string) error) error {
 	}
 }
 
-// stanzas calls fn with the fields of each RFC 822 style stanza of r (dpkg
-// status, deb822 sources): field names lowercased, continuation lines
-// (those starting with a space or tab) joined to their field's value with
-// a newline. Lines starting with '#' are comments when comments is true.
-// Stanzas are separated by blank lines.
-func stanzas(r io.Reader, comments bool, fn func(fields map[string]string) error) error {
+// Paragraphs calls fn with the fields of each paragraph of r: field names
+// lowercased, continuation lines (those starting with a space or tab)
+// joined to their field's value with a newline; a field named twice keeps
+// its first value, as dpkg does. Lines starting with '#' are comments when
+// comments is true; lines longer than maxLine bytes are skipped (Lines).
+// Paragraphs are separated by blank lines.
+func Paragraphs(r io.Reader, comments bool, maxLine int, fn func(fields map[string]string) error) error {
 	fields := map[string]string{}
 	last := ""
 	flush := func() error {
@@ -64,7 +52,7 @@ func stanzas(r io.Reader, comments bool, fn func(fields map[string]string) error
 		fields, last = map[string]string{}, ""
 		return err
 	}
-	err := eachLine(r, lineLimit, func(line string) error {
+	err := Lines(r, maxLine, func(line string) error {
 		switch {
 		case strings.TrimSpace(line) == "":
 			return flush()
@@ -83,7 +71,6 @@ func stanzas(r io.Reader, comments bool, fn func(fields map[string]string) error
 		}
 		last = strings.ToLower(strings.TrimSpace(name))
 		if _, seen := fields[last]; seen {
-			// dpkg keeps the first; so do we.
 			last = ""
 			return nil
 		}
