@@ -126,32 +126,17 @@ func TestCheckCancelKeepsFinished(t *testing.T) {
 	srv := sshdtest.Start(t)
 	hold := sshdtest.NewHold(t)
 	script := writeScript(t, t.TempDir(), "validate.sh", sshdtest.HoldingScript("img", "1", sshdtest.Hosts[1], hold))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	finished := make(chan string, 2)
-	type ret struct {
-		res []hostcheck.HostResult
-		err error
-	}
-	retc := make(chan ret, 1)
-	go func() {
-		res, err := hostcheck.Check(ctx, []string{sshdtest.Hosts[0], sshdtest.Hosts[1]}, hostcheck.Options{
+	res, err := sshdtest.Interrupt(t, hold, func(ctx context.Context, done func(string)) ([]hostcheck.HostResult, error) {
+		return hostcheck.Check(ctx, []string{sshdtest.Hosts[0], sshdtest.Hosts[1]}, hostcheck.Options{
 			Script: script, User: srv.User, SSHOptions: srv.Options, Parallel: 2,
-			Done: func(r hostcheck.HostResult) { finished <- r.Host },
+			Done: func(r hostcheck.HostResult) { done(r.Host) },
 		})
-		retc <- ret{res, err}
-	}()
-	if h := <-finished; h != sshdtest.Hosts[0] {
-		t.Fatalf("%s finished first", h)
+	})
+	if err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("got %v, want the cancellation", err)
 	}
-	hold.WaitStarted(t, nil)
-	cancel()
-	r := <-retc
-	if r.err == nil || !strings.Contains(r.err.Error(), "context canceled") {
-		t.Fatalf("got %v, want the cancellation", r.err)
-	}
-	if len(r.res) != 2 || r.res[0].Result == nil || !r.res[0].Result.Passed() || r.res[1].Result != nil || r.res[1].Error == "" {
-		t.Fatalf("results: %+v", r.res)
+	if len(res) != 2 || res[0].Result == nil || !res[0].Result.Passed() || res[1].Result != nil || res[1].Error == "" {
+		t.Fatalf("results: %+v", res)
 	}
 }
 

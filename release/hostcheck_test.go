@@ -101,31 +101,16 @@ func TestHostcheckInterrupted(t *testing.T) {
 	srv := sshdtest.Start(t)
 	hold := sshdtest.NewHold(t)
 	cs, o, _ := hostcheckFixture(t, sshdtest.HoldingScript("demo", "1.0.0", sshdtest.Hosts[1], hold))
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	finished := make(chan string, 2)
-	check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged", Parallel: 2,
-		Done: func(r hostcheck.HostResult) { finished <- r.Host }}
-	type ret struct {
-		res *release.HostcheckResult
-		err error
+	r, err := sshdtest.Interrupt(t, hold, func(ctx context.Context, done func(string)) (*release.HostcheckResult, error) {
+		check := hostcheck.Options{User: srv.User, SSHOptions: srv.Options, Stage: "converged", Parallel: 2,
+			Done: func(r hostcheck.HostResult) { done(r.Host) }}
+		return release.Hostcheck(ctx, sshdtest.Hosts, "demo", check, o)
+	})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "1 of the 1 results of the hosts that finished were recorded") {
+		t.Fatalf("got %v, want the interruption", err)
 	}
-	retc := make(chan ret, 1)
-	go func() {
-		res, err := release.Hostcheck(cctx, sshdtest.Hosts, "demo", check, o)
-		retc <- ret{res, err}
-	}()
-	if h := <-finished; h != sshdtest.Hosts[0] {
-		t.Fatalf("%s finished first", h)
-	}
-	hold.WaitStarted(t, nil)
-	cancel()
-	r := <-retc
-	if !errors.Is(r.err, context.Canceled) || !strings.Contains(r.err.Error(), "1 of the 1 results of the hosts that finished were recorded") {
-		t.Fatalf("got %v, want the interruption", r.err)
-	}
-	if r.res == nil || r.res.Recorded != 1 || !r.res.Hosts[0].Recorded || r.res.Hosts[1].Result != nil || r.res.Hosts[1].Error == "" {
-		t.Fatalf("result: %+v", r.res)
+	if r == nil || r.Recorded != 1 || !r.Hosts[0].Recorded || r.Hosts[1].Result != nil || r.Hosts[1].Error == "" {
+		t.Fatalf("result: %+v", r)
 	}
 	evs, err := cs.Evidence(ctx, "canary", "demo", "1.0.0")
 	if err != nil || len(evs) != 1 || evs[0].Result.Host != "host-"+sshdtest.Hosts[0] {

@@ -3,8 +3,8 @@
 // directory, listening on 127.0.0.1 and 127.0.0.2 (two "hosts"), and the
 // ssh -o options a client needs to log in to it with the real OpenSSH
 // client, the host key checked; and the scripts the hosts run (one that
-// prints a result, one held running until the test interrupts it). Only
-// tests import it.
+// prints a result, one held running until the test interrupts it, and
+// the interruption). Only tests import it.
 package sshdtest
 
 import (
@@ -259,6 +259,33 @@ func (h Hold) WaitStarted(t testing.TB, returned <-chan error) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// Interrupt runs check on Hosts, where Hosts[1] runs a HoldingScript of h:
+// once Hosts[0] has finished (check calls done with each host that
+// finishes) and Hosts[1]'s script has started, it cancels check's context,
+// and returns what check returned.
+func Interrupt[T any](t testing.TB, h Hold, check func(ctx context.Context, done func(host string)) (T, error)) (T, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	finished := make(chan string, len(Hosts))
+	type ret struct {
+		res T
+		err error
+	}
+	retc := make(chan ret, 1)
+	go func() {
+		res, err := check(ctx, func(host string) { finished <- host })
+		retc <- ret{res, err}
+	}()
+	if host := <-finished; host != Hosts[0] {
+		t.Fatalf("%s finished first", host)
+	}
+	h.WaitStarted(t, nil)
+	cancel()
+	r := <-retc
+	return r.res, r.err
 }
 
 // HoldingScript is ResultScript (nothing fails) that, on the address
