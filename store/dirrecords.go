@@ -130,13 +130,8 @@ func (d *Dir) Evidence(ctx context.Context, site, image, version string) ([]Evid
 	if err := errors.Join(checkKey("site", site), checkKey("image", image)); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	versions := []string{version}
-	if version == "" {
-		var err error
-		if versions, err = listKeys(filepath.Dir(d.evidencePath(site, image, "v")), "version"); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-	} else if err := checkKey("version", version); err != nil {
+	versions, err := keysOr(filepath.Dir(d.evidencePath(site, image, "v")), "version", version)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out := []Evidence{}
@@ -149,6 +144,18 @@ func (d *Dir) Evidence(ctx context.Context, site, image, version string) ([]Evid
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].RecordedAt.Before(out[j].RecordedAt) })
 	return out, nil
+}
+
+// keysOr is key alone when it is given (and a valid key of its kind),
+// else every key of that kind in dir (listKeys).
+func keysOr(dir, kind, key string) ([]string, error) {
+	if key == "" {
+		return listKeys(dir, kind)
+	}
+	if err := checkKey(kind, key); err != nil {
+		return nil, err
+	}
+	return []string{key}, nil
 }
 
 // listKeys lists the store keys of a kind ("image", "version") that name
@@ -230,13 +237,8 @@ func (d *Dir) AddEvidence(ctx context.Context, evs []Evidence) error {
 // Revocations implements Promotions.
 func (d *Dir) Revocations(ctx context.Context, image string) ([]Revocation, error) {
 	what := fmt.Sprintf("reading the revocations in %s", d.Root)
-	images := []string{image}
-	if image == "" {
-		var err error
-		if images, err = listKeys(filepath.Dir(d.revocationPath("i")), "image"); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-	} else if err := checkKey("image", image); err != nil {
+	images, err := keysOr(filepath.Dir(d.revocationPath("i")), "image", image)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out := []Revocation{}
