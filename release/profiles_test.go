@@ -231,11 +231,7 @@ func TestPromoteProfileTransient(t *testing.T) {
 func TestRollbackProfileFailureIsNotRecorded(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0", "1.2.0")
 	ps := f.withProfile(t, "demo")
-	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0"} {
-		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.promote(t, "1.0.0", "1.1.0", "1.2.0")
 	ps.Inject(profilesim.Fault{On: profilesim.OpPatch, Kind: profilesim.Conflict, Message: "locked"})
 	if _, err := release.Rollback(ctx, "demo", f.opts); err == nil || !profile.IsConflict(err) {
 		t.Fatalf("rollback: %v", err)
@@ -388,11 +384,7 @@ func TestPromoteCancelDuringPatch(t *testing.T) {
 func TestGCKeepsWhatAProfileSelects(t *testing.T) {
 	f := newFixture(t, "1", "2", "3", "4")
 	ps := f.withProfile(t, "demo")
-	for _, v := range []string{"1", "2", "3", "4"} {
-		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.promote(t, "1", "2", "3", "4")
 	ps.SetProfile("7", "bm", "demo-1") // by hand
 	res, err := release.GC(ctx, 0, true, f.opts)
 	if err != nil {

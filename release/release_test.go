@@ -65,6 +65,16 @@ func newFixtureSim(t testing.TB, so maassim.Options, versions ...string) *fixtur
 	return f
 }
 
+// promote promotes demo's versions, in order, at the fixture's site.
+func (f *fixture) promote(t testing.TB, versions ...string) {
+	t.Helper()
+	for _, v := range versions {
+		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (f *fixture) publish(t testing.TB, image, version string, o storetest.Options, at time.Time) {
 	t.Helper()
 	tgz, man := storetest.Artifact(t, t.TempDir(), image, version, o)
@@ -271,11 +281,7 @@ func kinds(st *release.SiteStatus) string {
 func TestStatus(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0")
 	f.publish(t, "other", "1", storetest.Options{Signer: f.signer}, time.Now())
-	for _, v := range []string{"1.0.0", "1.1.0"} {
-		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.promote(t, "1.0.0", "1.1.0")
 	st, err := release.Status(ctx, f.opts)
 	if err != nil {
 		t.Fatal(err)
@@ -341,11 +347,7 @@ func gcLists(res *release.GCResult, kept func(release.Kept) string) (del, keep [
 
 func TestGC(t *testing.T) {
 	f := newFixture(t, "1", "2", "3", "4", "5")
-	for _, v := range []string{"1", "2", "3", "4", "5"} {
-		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.promote(t, "1", "2", "3", "4", "5")
 	for i := 0; i < 2; i++ { // back to 3
 		if _, err := release.Rollback(ctx, "demo", f.opts); err != nil {
 			t.Fatal(err)

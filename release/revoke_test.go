@@ -26,11 +26,7 @@ func revoke(t *testing.T, st store.Store, version string, undo bool, sites ...st
 func TestRevokeStatusPromoteRollback(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0", "1.2.0")
 	ps := f.withProfile(t, "demo")
-	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0"} {
-		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.promote(t, "1.0.0", "1.1.0", "1.2.0")
 	if st, err := release.Status(ctx, f.opts); err != nil || st.Drift {
 		t.Fatalf("status before: %v %+v", err, st)
 	}
@@ -107,11 +103,7 @@ func TestRevokeStatusPromoteRollback(t *testing.T) {
 // Rollback refuses when every version before the current one is revoked.
 func TestRollbackAllRevoked(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0")
-	for _, v := range []string{"1.0.0", "1.1.0"} {
-		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.promote(t, "1.0.0", "1.1.0")
 	revoke(t, f.store, "1.0.0", false)
 	if _, err := release.Rollback(ctx, "demo", f.opts); err == nil || !strings.Contains(err.Error(), "every version it ran before 1.1.0 is revoked (1.0.0)") {
 		t.Errorf("rollback onto revoked versions only: %v", err)
@@ -199,11 +191,7 @@ func TestRevokeMovesChannels(t *testing.T) {
 // kept, unless the site needs them.
 func TestGCRevokedFirst(t *testing.T) {
 	f := newFixture(t, "1.0.0", "1.1.0", "1.2.0", "1.3.0")
-	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0"} {
-		if _, err := release.Promote(ctx, "demo", v, f.opts); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.promote(t, "1.0.0", "1.1.0", "1.2.0", "1.3.0")
 	if _, err := release.Rollback(ctx, "demo", f.opts); err != nil { // runs 1.2.0, back 1.1.0
 		t.Fatal(err)
 	}
