@@ -83,6 +83,36 @@ func (c *Catalog) decodeRevocations(image string, b []byte) ([]store.Revocation,
 	return f.Revocations, nil
 }
 
+// readRecords reads, at commit tip, the records file (at pathOf(key),
+// decoded by decode) of key, or of every key of kind in dir when key is
+// "", in key order; a file that is not there holds none.
+func readRecords[T any](ctx context.Context, c *Catalog, tip, dir, kind, key string,
+	pathOf func(key string) string, decode func(key string, b []byte) ([]T, error)) ([]T, error) {
+	keys := []string{key}
+	if key == "" {
+		var err error
+		if keys, err = c.listJSON(ctx, tip, dir, kind); err != nil {
+			return nil, err
+		}
+	}
+	out := []T{}
+	for _, k := range keys {
+		b, ok, err := c.readBlob(ctx, tip, pathOf(k), store.MaxRecords)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		rs, err := decode(k, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
 // listJSON is the names, less ".json", of the files directly in dir at
 // commit whose names are store keys of kind (others are not imagectl's).
 func (c *Catalog) listJSON(ctx context.Context, commit, dir, kind string) ([]string, error) {
@@ -123,26 +153,11 @@ func (c *Catalog) Evidence(ctx context.Context, site, image, version string) ([]
 	if err != nil {
 		return nil, err
 	}
-	versions := []string{version}
-	if version == "" {
-		if versions, err = c.listJSON(ctx, tip, evidenceDir(site, image), "version"); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-	}
-	out := []store.Evidence{}
-	for _, v := range versions {
-		b, ok, err := c.readBlob(ctx, tip, evidencePath(site, image, v), store.MaxRecords)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		if !ok {
-			continue
-		}
-		evs, err := c.decodeEvidence(site, image, v, b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, evs...)
+	out, err := readRecords(ctx, c, tip, evidenceDir(site, image), "version", version,
+		func(v string) string { return evidencePath(site, image, v) },
+		func(v string, b []byte) ([]store.Evidence, error) { return c.decodeEvidence(site, image, v, b) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].RecordedAt.Before(out[j].RecordedAt) })
 	return out, nil
@@ -285,26 +300,9 @@ func (c *Catalog) Revocations(ctx context.Context, image string) ([]store.Revoca
 	if err != nil {
 		return nil, err
 	}
-	images := []string{image}
-	if image == "" {
-		if images, err = c.listJSON(ctx, tip, "revocations", "image"); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-	}
-	out := []store.Revocation{}
-	for _, i := range images {
-		b, ok, err := c.readBlob(ctx, tip, revocationPath(i), store.MaxRecords)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		if !ok {
-			continue
-		}
-		rs, err := c.decodeRevocations(i, b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, rs...)
+	out, err := readRecords(ctx, c, tip, "revocations", "image", image, revocationPath, c.decodeRevocations)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
