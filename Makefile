@@ -158,11 +158,15 @@ $(STATICCHECK):
 # smoke (about 25 minutes under TCG) is the longest package and would start
 # last in go test's order: it runs beside the others from the start, each
 # side one package at a time (two cores, both QEMU-bound), and make fails if
-# either side does.
+# either side does. The builds of the run share one package cache
+# (testenv.PackageCache), new for each run, so each .deb is fetched once a
+# run, on the host, by whichever test needs it first.
 test: lint test-tools
-	@$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./smoke & smoke=$$!; \
+	@pkgs=$$(mktemp -d -t imagectl-test-packages.XXXXXX) || exit 1; export IMAGECTL_TEST_PACKAGE_CACHE=$$pkgs; \
+	$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./smoke & smoke=$$!; \
 	$(GO) test -count=1 -tags $(TAGS) -timeout 60m -p 1 $$($(GO) list ./... | grep -v '/smoke$$'); rest=$$?; \
 	wait $$smoke; smoke=$$?; \
+	du -sh "$$pkgs"; rm -rf "$$pkgs"; \
 	if [ $$rest -ne 0 ] || [ $$smoke -ne 0 ]; then echo "go test failed (smoke: exit $$smoke, the other packages: exit $$rest)"; exit 1; fi
 	$(GO) test -count=1 -race -short -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -short ./...

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/testbase"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -263,7 +264,8 @@ func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string, flags ..
 	}
 	start := time.Now()
 	res, err := builder.Build(context.Background(), plan, builder.BuildOptions{Executor: guestfs.Executor{},
-		CacheDir: filepath.Join(cache, cachedir.Base), LayerCache: filepath.Join(cache, cachedir.Layers), WorkDir: dir, OutputDir: out})
+		CacheDir: filepath.Join(cache, cachedir.Base), LayerCache: filepath.Join(cache, cachedir.Layers), WorkDir: dir, OutputDir: out,
+		PackageCache: testenv.PackageCache(t), Env: os.Environ()})
 	if err != nil {
 		t.Fatalf("building the H200 stand-in (%s): %v", name, err)
 	}

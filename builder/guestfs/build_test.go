@@ -30,6 +30,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
 	"github.com/gpuaas/imagectl/internal/testbase"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -119,10 +120,12 @@ func loadPlan(tb testing.TB, recipe string, opts recipes.Options) *plan.Plan {
 
 func buildOptions(t *testing.T, out string, events *[]event.Event) builder.BuildOptions {
 	return builder.BuildOptions{
-		Executor:  Executor{},
-		CacheDir:  t.TempDir(),
-		WorkDir:   t.TempDir(),
-		OutputDir: out,
+		Executor:     Executor{},
+		CacheDir:     t.TempDir(),
+		WorkDir:      t.TempDir(),
+		OutputDir:    out,
+		PackageCache: testenv.PackageCache(t),
+		Env:          os.Environ(),
 		Events: func(e event.Event) {
 			if events != nil {
 				*events = append(*events, e)

@@ -5,7 +5,8 @@
 // never passes by skipping. Beside it, the FIFO helpers of the tests that
 // block a reader on one, the sparse files of the tests of size bounds, a
 // buffer goroutines share, a local port that refuses connections, and the
-// check that an output holds each of several strings.
+// check that an output holds each of several strings, and the package
+// cache the builds of one test run share.
 // Only tests import it.
 package testenv
 
