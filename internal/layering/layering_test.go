@@ -59,6 +59,9 @@ var layers = []layer{
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
 		"builder/compile",
 	}},
+	{name: "the first-boot executor (the compiled steps as a POSIX sh script a host booted from the base image runs, and its NoCloud user-data)", pkgs: []string{
+		"builder/firstboot",
+	}},
 	{name: "plans (what a build will do, before anything runs: the static manifest, the steps, the local inputs)", pkgs: []string{
 		"builder/plan",
 	}},
