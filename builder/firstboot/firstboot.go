@@ -42,6 +42,9 @@ const (
 // (the result line) and DoneMarker.
 const StateDir = "/var/lib/imagectl/firstboot"
 
+// StateDirEnv, set, moves the state directory (for tests).
+const StateDirEnv = "IMAGECTL_FIRSTBOOT_STATE_DIR"
+
 // DoneMarker is the file in StateDir the script creates when every step is
 // done, as a site bootstrap's done-marker: a recipe's converged
 // done_markers can name it, and validate's timeline reads its mtime.
@@ -444,7 +447,7 @@ func header(w *strings.Builder, m *manifest.Manifest, n int) {
 	fmt.Fprintf(w, "# shellcheck disable=SC2016 # values are single-quoted data: a $ or ` in them is not to expand\n")
 	fmt.Fprintf(w, "set -eu\n\n")
 	fmt.Fprintf(w, "export DEBIAN_FRONTEND=noninteractive LC_ALL=C\n")
-	fmt.Fprintf(w, "PREFIX=%s\nSTATE_DIR=%s\nSTEPS=%d\n", Prefix, StateDir, n)
+	fmt.Fprintf(w, "PREFIX=%s\nSTATE_DIR=${%s:-%s}\nSTEPS=%d\n", Prefix, StateDirEnv, StateDir, n)
 	fmt.Fprintf(w, "IMAGE=%s\nVERSION=%s\n", shell.Quote(m.Image.Name), shell.Quote(m.Image.Version))
 	fmt.Fprintf(w, "MILESTONE_START=%s\nMILESTONE_DONE=%s\nDONE_MARKER=%s\n", MilestoneStart, MilestoneDone, DoneMarker)
 }

@@ -16,6 +16,7 @@ ARCHIVE_BYTES=0
 INDEX_BYTES=0
 REBOOT=no
 START=
+GRUB_DEFAULT_FILE=/etc/default/grub
 
 # say WORDS...: one line of the script's log on stdout.
 say() { printf '%s %s\n' "$PREFIX" "$*"; }
@@ -204,7 +205,7 @@ services() {
 # assignment in /etc/default/grub (or adds the variable), as the build does,
 # then update-grub: the args take effect at the next boot.
 kernel_args() {
-	f=/etc/default/grub
+	f=$GRUB_DEFAULT_FILE
 	[ -e "$f" ] || : >"$f"
 	IMAGECTL_ARGS="$*" awk '
 		/^[ \t]*GRUB_CMDLINE_LINUX=/ { last = NR }
