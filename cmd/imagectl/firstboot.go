@@ -36,8 +36,9 @@ counts the bytes apt downloaded. With --user-data it writes the script
 wrapped into NoCloud user-data (a cloud-config). It takes the variable and
 recipe flags build --dry-run takes. A script that carries a sensitive
 variable's value is written only to a file (--out).`,
-		Example: `  imagectl firstboot examples/demo.hcl -var base_image=base.qcow2 -var base_checksum=sha256:... --out firstboot.sh
-  imagectl firstboot recipes/h200.hcl --user-data --out user-data`,
+		Example: `  imagectl firstboot examples/demo.hcl -var-file base.vars.hcl --out firstboot.sh
+  imagectl firstboot recipes/h200.hcl -var site_bootstrap_dir=/srv/site-bootstrap --user-data --out user-data
+  imagectl build recipes/h200.hcl --dry-run -var site_bootstrap_dir=/srv/site-bootstrap   # what runs at first boot, per step`,
 		Args: cobra.ExactArgs(1),
 	})
 	f.recipe.register(cmd)
