@@ -415,6 +415,9 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 			continue
 		}
 		g.b.Reset()
+		if v.Runs == Partly {
+			g.line("partly %s", g.q(v.Why))
+		}
 		if err := run(g); err != nil {
 			return nil, fmt.Errorf("first-boot script: step %d of layer %s (%s): %w", n, p.layer, p.step.Kind(), err)
 		}

@@ -169,6 +169,7 @@ kernel_args() { record kernel_args "$@"; }
 sh() { record sh "$@"; }
 step() { record step "$1" "$3"; "$4"; }
 not_here() { record not_here "$@"; }
+partly() { record partly "$@"; }
 begin() { :; }
 end() { :; }
 `

@@ -118,6 +118,9 @@ var testOnly = map[string]bool{
 // against another, or needs what another operation makes. Production code
 // never gets these.
 var testUp = map[string]map[string]string{
+	"builder/firstboot": {
+		"builder/ext4tar": "the first-boot script's real test unpacks the test base image's root filesystem to run the script in a chroot",
+	},
 	"recipes": {
 		"builder/plan": "the fuzz test plans every recipe it parses",
 	},

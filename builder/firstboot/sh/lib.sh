@@ -55,6 +55,9 @@ not_here() {
 	NOT_HERE=$((NOT_HERE + 1))
 }
 
+# partly WHY: the current step runs in part; WHY says what does not.
+partly() { say "step=$STEP/$STEPS partly: $1"; }
+
 # logged COMMAND...: runs COMMAND with its output on stdout and in
 # STATE_DIR/output.log; returns its exit status.
 logged() {
