@@ -222,13 +222,24 @@ type Options struct {
 	KeySHA256 map[string]string
 }
 
-// KeysOf are the keys a build's manifest records, for Options.KeySHA256.
-func KeysOf(m *manifest.Manifest) map[string]string {
+// FromBuild are the options that make a script do what a build of the
+// same recipe did: the build's validation script (generated from its
+// manifest, as the build generates it: package versions pinned) and build
+// marker, and the digests of the apt keys it fetched by URL.
+func FromBuild(m *manifest.Manifest) (Options, error) {
+	script, err := validate.Script(m)
+	if err != nil {
+		return Options{}, err
+	}
+	marker, err := m.Marker()
+	if err != nil {
+		return Options{}, fmt.Errorf("the build marker of %s %s: %w", m.Image.Name, m.Image.Version, err)
+	}
 	keys := map[string]string{}
 	for _, k := range m.AptKeys {
 		keys[k.Repository] = k.SHA256
 	}
-	return keys
+	return Options{ValidationScript: script, Marker: marker, KeySHA256: keys}, nil
 }
 
 // gen writes a script.

@@ -326,3 +326,34 @@ func shellcheck(t *testing.T, script []byte) {
 		t.Errorf("shellcheck: %s", out)
 	}
 }
+
+// TestKeyPinnedByABuild: a key fetched by URL is checked against the
+// digest a build recorded for its repository, and only its own.
+func TestKeyPinnedByABuild(t *testing.T) {
+	m := sampleManifest()
+	m.AptKeys = []manifest.AptKey{{Repository: "r", Source: "https://k.example/key", SHA256: strings.Repeat("ab", 32)}}
+	opts, err := FromBuild(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := func(name string) steps.AptRepository {
+		return steps.AptRepository{Name: name, KeyURL: "https://k.example/key", KeyringPath: "/k/" + name, SourcesPath: "/s/" + name, Sources: "x"}
+	}
+	script, err := Script(context.Background(), layerOf(repo("r"), repo("other"), steps.WriteBuildMarker{Path: "/etc/imagectl/build.json"}), m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys [][]string
+	for _, c := range calls(t, script) {
+		if c[0] == "put_key" {
+			keys = append(keys, c)
+		}
+	}
+	want := [][]string{{"put_key", "https://k.example/key", "/k/r", strings.Repeat("ab", 32)}, {"put_key", "https://k.example/key", "/k/other", ""}}
+	if len(keys) != 2 || !slices.Equal(keys[0], want[0]) || !slices.Equal(keys[1], want[1]) {
+		t.Errorf("put_key calls %q, want %q", keys, want)
+	}
+	if !bytes.Contains(script, []byte(strings.ReplaceAll(string(opts.Marker[:40]), "'", `'\''`))) {
+		t.Error("the build's marker is not in the script")
+	}
+}

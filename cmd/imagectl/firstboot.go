@@ -11,12 +11,14 @@ import (
 	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 type firstbootFlags struct {
 	recipe   recipeFlags
 	out      string
 	userData bool
+	manifest string
 }
 
 func newFirstbootCmd(env []string) *cobra.Command {
@@ -32,18 +34,22 @@ the validation script, the build marker and the clean-up that applies to a
 live host. Each step logs its summary with a timestamp; a step that does not
 run at first boot (build --dry-run shows which, and why) says why. The
 script stops at the first failing step and ends with one result line that
-counts the bytes apt downloaded. With --user-data it writes the script
+counts the bytes apt downloaded. With --manifest it installs a build's
+validation script and marker instead of the plan's, and pins the apt keys
+fetched by URL to the build's digests. With --user-data it writes the script
 wrapped into NoCloud user-data (a cloud-config). It takes the variable and
 recipe flags build --dry-run takes. A script that carries a sensitive
 variable's value is written only to a file (--out).`,
 		Example: `  imagectl firstboot examples/demo.hcl -var-file base.vars.hcl --out firstboot.sh
   imagectl firstboot recipes/h200.hcl -var site_bootstrap_dir=/srv/site-bootstrap --user-data --out user-data
+  imagectl firstboot recipes/h200.hcl -var site_bootstrap_dir=/srv/site-bootstrap --manifest artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json --out firstboot.sh
   imagectl build recipes/h200.hcl --dry-run -var site_bootstrap_dir=/srv/site-bootstrap   # what runs at first boot, per step`,
 		Args: cobra.ExactArgs(1),
 	})
 	f.recipe.register(cmd)
 	f.recipe.output.formats = []string{"text"}
 	cmd.Flags().StringVar(&f.out, "out", "", "write the script to this file (mode 0755; user-data 0644; 0700 or 0600 when it carries a sensitive value) instead of standard output")
+	cmd.Flags().StringVar(&f.manifest, "manifest", "", "a build's manifest of this image: install its validation script (package versions pinned) and build marker, and check the apt keys fetched by URL against the digests it recorded")
 	cmd.Flags().BoolVar(&f.userData, "user-data", false, "write NoCloud user-data (a cloud-config that writes the script and runs it) instead of the script")
 	return cmd
 }
@@ -57,7 +63,20 @@ func runFirstboot(ctx context.Context, f *firstbootFlags, args []string, s strea
 	if err != nil {
 		return err
 	}
-	out, err := firstboot.Script(ctx, p.Layers, p.Manifest, firstboot.Options{})
+	var opts firstboot.Options
+	if f.manifest != "" {
+		m, err := manifest.Read(f.manifest)
+		if err != nil {
+			return err
+		}
+		if m.Image.Name != p.Manifest.Image.Name {
+			return fmt.Errorf("--manifest %s is a build of %s, not of %s", f.manifest, m.Image.Name, p.Manifest.Image.Name)
+		}
+		if opts, err = firstboot.FromBuild(m); err != nil {
+			return err
+		}
+	}
+	out, err := firstboot.Script(ctx, p.Layers, p.Manifest, opts)
 	if err != nil {
 		return err
 	}

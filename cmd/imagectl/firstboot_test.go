@@ -100,3 +100,35 @@ image "s" {
 		}
 	}
 }
+
+// TestFirstbootFromBuild: with --manifest the script installs the build's
+// validation script (its package versions pinned) and its marker, and a
+// manifest of another image is refused.
+func TestFirstbootFromBuild(t *testing.T) {
+	base := []string{"-var", "base_image=/var/cache/base.qcow2", "-var", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
+	out, errs, code := imagectl(t, nil, append([]string{"firstboot", "examples/demo.hcl", "--manifest", "testdata/manifests/demo-0.1.0.json"}, base...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want, _, _ := imagectl(t, nil, "validate-script", "testdata/manifests/demo-0.1.0.json")
+	line := "check_package 'jq' '"
+	if !strings.Contains(want, line) || !strings.Contains(out, strings.ReplaceAll(want[strings.Index(want, line):strings.Index(want, line)+60], "'", `'\''`)) {
+		t.Errorf("the script does not carry the build's validation script with pinned versions")
+	}
+	if !strings.Contains(out, `"packages": [`) {
+		t.Errorf("the marker is not the build's, with its packages")
+	}
+	dir := t.TempDir()
+	other := filepath.Join(dir, "m.json")
+	b, err := os.ReadFile("testdata/manifests/demo-0.1.0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte(strings.Replace(string(b), `"name": "imagectl-demo"`, `"name": "other-image"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code = imagectl(t, nil, append([]string{"firstboot", "examples/demo.hcl", "--manifest", other}, base...)...)
+	if code != 1 || !strings.Contains(errs, "is a build of other-image, not of imagectl-demo") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}
