@@ -70,12 +70,12 @@ logged() {
 }
 
 # put_file PATH MODE OWNER SHA256 ENCODING DATA: writes DATA (text, or
-# base64) to PATH whole (a temporary file renamed over it), with MODE and
-# OWNER, failing when its sha256 is not the plan's.
+# base64) to PATH whole (a new temporary file beside it, renamed over it),
+# with MODE and OWNER, failing when its sha256 is not the plan's.
 put_file() {
 	dir=$(dirname -- "$1")
 	mkdir -p -- "$dir"
-	tmp=$dir/.imagectl-firstboot.$$
+	tmp=$(mktemp -- "$dir/.imagectl-firstboot.XXXXXX")
 	case $5 in
 	base64) printf '%s' "$6" | base64 -d >"$tmp" ;;
 	*) printf '%s' "$6" >"$tmp" ;;
@@ -210,6 +210,7 @@ services() {
 kernel_args() {
 	f=$GRUB_DEFAULT_FILE
 	[ -e "$f" ] || : >"$f"
+	tmp=$(mktemp -- "$f.imagectl-firstboot.XXXXXX")
 	IMAGECTL_ARGS="$*" awk '
 		/^[ \t]*GRUB_CMDLINE_LINUX=/ { last = NR }
 		{ line[NR] = $0 }
@@ -232,9 +233,9 @@ kernel_args() {
 				for (j = 1; j <= n; j++) out = out (out == "" ? "" : " ") want[j]
 				print "GRUB_CMDLINE_LINUX=\"" out "\""
 			}
-		}' "$f" >"$f.imagectl-firstboot"
-	chmod 0644 "$f.imagectl-firstboot"
-	mv -f -- "$f.imagectl-firstboot" "$f"
+		}' "$f" >"$tmp"
+	chmod 0644 "$tmp"
+	mv -f -- "$tmp" "$f"
 	if command -v update-grub >/dev/null 2>&1; then
 		logged update-grub || fail "update-grub failed: the kernel args would not take effect"
 	else
@@ -275,7 +276,7 @@ begin() {
 		exit 2
 	}
 	mkdir -p -- "$STATE_DIR/done"
-	: >"$STATE_DIR/missing-optional"
+	touch -- "$STATE_DIR/missing-optional"
 	START=$(uptime_s)
 	trap finish EXIT
 	say "time $MILESTONE_START=$START"
