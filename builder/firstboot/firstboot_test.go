@@ -249,6 +249,9 @@ func TestHostileValuesStayData(t *testing.T) {
 			[]string{"put_dir", "/opt/" + h, "0755"},
 			[]string{"put_file", "/opt/" + h + "/f" + n, "0644", "root:root", sha([]byte(h)), "text", h},
 			[]string{"put_link", "/opt/" + h + "/l" + n, h})
+		if !strings.HasPrefix(h, "-") {
+			add(steps.Packages{Packages: []string{h, "jq"}}, []string{"packages", "-", h, "jq"})
+		}
 		add(steps.AptRepository{Name: "r", KeyURL: "https://k.example/" + h, KeyringPath: "/k/" + h, SourcesPath: "/s/" + h, Sources: h},
 			[]string{"put_key", "https://k.example/" + h, "/k/" + h, ""},
 			[]string{"put_file", "/s/" + h, "0644", "root:root", sha([]byte(h)), "text", h})
