@@ -220,6 +220,10 @@ type Options struct {
 	// it (manifest.AptKey). A key without one is fetched unpinned and its
 	// sha256 logged.
 	KeySHA256 map[string]string
+	// Redact, when set, is applied to the steps' summaries where the
+	// script prints them and in its comments (a plan's Redact: a run
+	// command's sensitive value is run, never logged).
+	Redact func(string) string
 }
 
 // FromBuild are the options that make a script do what a build of the
@@ -413,7 +417,11 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 			return nil, err
 		}
 		n := i + 1
-		summary := shell.Comment(p.layer + ": " + p.step.Summary())
+		text := p.step.Summary()
+		if opts.Redact != nil {
+			text = opts.Redact(text)
+		}
+		summary := shell.Comment(p.layer + ": " + text)
 		v, run := executor(p.step)
 		if run == nil {
 			if v.Runs != No {
@@ -433,7 +441,7 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 			return nil, fmt.Errorf("first-boot script: step %d of layer %s (%s): %w", n, p.layer, p.step.Kind(), err)
 		}
 		fn := fmt.Sprintf("step_%d", n)
-		fmt.Fprintf(&body, "\n# Step %d, layer %s: %s\n# At first boot: %s\n%s() {\n%s}\n", n, shell.Comment(p.layer), shell.Comment(p.step.Summary()), shell.Comment(v.String()), fn, g.b.String())
+		fmt.Fprintf(&body, "\n# Step %d, layer %s: %s\n# At first boot: %s\n%s() {\n%s}\n", n, shell.Comment(p.layer), shell.Comment(text), shell.Comment(v.String()), fn, g.b.String())
 		key := digest.Bytes([]byte(fn + "\n" + g.b.String())).Hex()[:16]
 		fmt.Fprintf(&calls, "step %d %s %s %s\n", n, key, g.q(summary), fn)
 	}

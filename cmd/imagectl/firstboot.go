@@ -76,6 +76,7 @@ func runFirstboot(ctx context.Context, f *firstbootFlags, args []string, s strea
 			return err
 		}
 	}
+	opts.Redact = func(s string) string { return string(p.Redact([]byte(s))) }
 	out, err := firstboot.Script(ctx, p.Layers, p.Manifest, opts)
 	if err != nil {
 		return err

@@ -94,6 +94,9 @@ image "s" {
 			t.Fatalf("%v: exit %d: %s", tc.args, code, errs)
 		}
 		b, _ := os.ReadFile(p)
+		if tc.args == nil && (strings.Count(string(b), "hunter2") != 1 || !strings.Contains(string(b), "'l: run: register --token (sensitive)'")) {
+			t.Errorf("the sensitive value is not run once and logged redacted:\n%s", b[len(b)-400:])
+		}
 		fi, err := os.Stat(p)
 		if err != nil || fi.Mode().Perm() != tc.mode || !strings.Contains(string(b), tc.want) {
 			t.Errorf("%v: %v %v, want %v with %q", tc.args, err, fi.Mode(), tc.mode, tc.want)
