@@ -95,7 +95,7 @@ lint: build $(STATICCHECK)
 	$(GO) vet -tags $(TAGS) ./...
 	printf 'untagged:\n$(TAGS): -tags=$(TAGS)\n' | $(STATICCHECK) -matrix ./...
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/imagectl
-	shellcheck scripts/*.sh .ci/run validate/sh/*.sh
+	shellcheck scripts/*.sh .ci/run validate/sh/*.sh builder/firstboot/sh/*.sh
 	$(BIN) fmt --check recipes layers examples testdata/recipes/valid testdata/recipes/layers testdata/h200-debian.hcl
 	shellcheck -x -P SCRIPTDIR testdata/bundles/h200-ib/bootstrap.sh testdata/bundles/h200-slice-vm/bootstrap.sh
 

@@ -2,8 +2,10 @@
 // the static part of the build manifest (what the image will be), the
 // compiled layers of steps that make it (package compile), the local inputs
 // they read, and the plan's text and JSON renderings that build --dry-run
-// prints. A build (package builder) executes a Plan; the dry run renders
-// the same one, so they cannot disagree.
+// prints, each step with whether it runs at first boot (package firstboot's
+// verdict). A build (package builder) executes a Plan; the dry run renders
+// the same one, and imagectl firstboot writes its layers as a script, so
+// they cannot disagree.
 package plan
 
 import (

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
@@ -157,7 +158,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		jl := jsonLayer{Name: l.Name, Description: l.Description, File: l.File, FileDigest: l.FileDigest, Enabled: l.Enabled,
 			Digest: l.Digest, Key: l.Key, Unresolved: l.Unresolved, Steps: make([]json.RawMessage, 0, len(l.Steps))}
 		for _, s := range l.Steps {
-			b, err := steps.Encode(s)
+			b, err := encodeStep(s)
 			if err != nil {
 				return nil, err
 			}
@@ -173,6 +174,21 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 			Architecture: m.Image.Architecture, Filetype: t.Filetype, BaseImage: t.BaseImage, Site: t.Site}
 	}
 	return json.Marshal(j)
+}
+
+// encodeStep is a step's JSON with its first-boot verdict added
+// ("first_boot": {"runs": "yes|partly|no", "why": ..., "reboot": true}):
+// what imagectl firstboot's script does with it.
+func encodeStep(s steps.Step) (json.RawMessage, error) {
+	b, err := steps.Encode(s)
+	if err != nil {
+		return nil, err
+	}
+	v, err := json.Marshal(firstboot.At(s))
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(string(b[:len(b)-1]) + `,"first_boot":` + string(v) + "}"), nil
 }
 
 // bundleSummary is a staged bundle without its entries (they are in its
@@ -344,6 +360,7 @@ func (p *Plan) writeText(w io.Writer) error {
 
 func writeStep(w io.Writer, s steps.Step) {
 	textsafe.Fprintf(w, "     - %s\n", s.Summary())
+	textsafe.Fprintf(w, "       first boot: %s\n", firstboot.At(s))
 	if b, ok := s.(steps.StageBundle); ok {
 		for _, e := range b.Entries {
 			switch e.Type {

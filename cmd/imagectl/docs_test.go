@@ -389,7 +389,7 @@ func offline(args []string) bool {
 		return slices.Contains(args, "--dry-run")
 	case "fmt":
 		return slices.Contains(args, "--check") || slices.Contains(args, "-check")
-	case "validate", "validate-script", "version", "completion", "help":
+	case "validate", "validate-script", "firstboot", "version", "completion", "help":
 		return true
 	}
 	return false

@@ -105,6 +105,7 @@ deploys, with a build manifest and a signature.`,
 		newSmokeCmd(env),
 		newHostcheckCmd(env), newEvidenceCmd(env),
 		newValidateScriptCmd(env),
+		newFirstbootCmd(env),
 		newKeygenCmd(env), newSignCmd(env), newVerifyCmd(),
 		newVersionCmd(),
 	)

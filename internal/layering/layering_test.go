@@ -60,6 +60,9 @@ var layers = []layer{
 	{name: "compilation (recipes' layers into steps)", pkgs: []string{
 		"builder/compile",
 	}},
+	{name: "the first-boot executor (the compiled steps as a POSIX sh script a host booted from the base image runs, and its NoCloud user-data)", pkgs: []string{
+		"builder/firstboot",
+	}},
 	{name: "plans (what a build will do, before anything runs: the static manifest, the steps, the local inputs)", pkgs: []string{
 		"builder/plan",
 	}},
@@ -116,6 +119,9 @@ var testOnly = map[string]bool{
 // against another, or needs what another operation makes. Production code
 // never gets these.
 var testUp = map[string]map[string]string{
+	"builder/firstboot": {
+		"builder/ext4tar": "the first-boot script's real test unpacks the test base image's root filesystem to run the script in a chroot",
+	},
 	"recipes": {
 		"builder/plan": "the fuzz test plans every recipe it parses",
 	},

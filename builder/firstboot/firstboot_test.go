@@ -1,0 +1,362 @@
+package firstboot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/builder/compile"
+	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/testenv"
+	"github.com/gpuaas/imagectl/manifest"
+)
+
+func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+func file(p string, content string) steps.WriteFile {
+	return steps.WriteFile{Path: p, Mode: 0o640, Owner: "root:root", SHA256: sha([]byte(content)), Size: len(content), Content: []byte(content)}
+}
+
+// samples are one step of every kind, by the name of its type in package
+// steps.
+func samples(t *testing.T) map[string]steps.Step {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]steps.Step{
+		"AptRepository": steps.AptRepository{Name: "r", URI: "https://apt.example/debian", Suite: "stable", KeyURL: "https://apt.example/key.asc",
+			KeyringPath: "/etc/apt/keyrings/imagectl-r.gpg", SourcesPath: "/etc/apt/sources.list.d/imagectl-r.sources", Sources: "Types: deb\n"},
+		"Packages":                steps.Packages{Packages: []string{"jq"}},
+		"WriteFile":               file("/etc/x", "x\n"),
+		"Run":                     steps.Run{Command: "true"},
+		"Services":                steps.Services{Enable: []string{"a"}, Disable: []string{"b"}},
+		"KernelArgs":              steps.KernelArgs{Args: []string{"iommu=pt"}},
+		"StageBundle":             steps.StageBundle{Name: "b", SourcePath: dir, Destination: "/opt/b/", Entries: []steps.BundleEntry{{Path: "run.sh", Type: "file", Mode: 0o755, Size: 18, SHA256: sha([]byte("#!/bin/sh\necho hi\n"))}}},
+		"InstallValidationScript": steps.InstallValidationScript{Path: "/usr/local/sbin/v.sh"},
+		"WriteBuildMarker":        steps.WriteBuildMarker{Path: "/etc/imagectl/build.json"},
+		"Cleanup":                 steps.Cleanup{Actions: steps.DefaultCleanup},
+	}
+}
+
+// stepKinds are the types of package steps that have a Kind method: the
+// closed set, read from its source.
+func stepKinds(t *testing.T) []string {
+	f, err := parser.ParseFile(token.NewFileSet(), "../steps/steps.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv == nil || fn.Name.Name != "Kind" {
+			continue
+		}
+		typ := fn.Recv.List[0].Type
+		if st, ok := typ.(*ast.StarExpr); ok {
+			typ = st.X
+		}
+		kinds = append(kinds, typ.(*ast.Ident).Name)
+	}
+	if len(kinds) < 10 {
+		t.Fatalf("found only %d step kinds in ../steps/steps.go: %v", len(kinds), kinds)
+	}
+	return kinds
+}
+
+func sampleManifest() *manifest.Manifest {
+	return &manifest.Manifest{SchemaVersion: manifest.SchemaVersion, Image: manifest.Image{Name: "t", Title: "t", Version: "1.0.0", Architecture: "amd64/generic"},
+		Validation: manifest.Validation{Script: "/usr/local/sbin/v.sh", Marker: "/etc/imagectl/build.json"}}
+}
+
+func layerOf(list ...steps.Step) []*compile.Layer {
+	return []*compile.Layer{{Name: "l", Enabled: true, Steps: list}}
+}
+
+// TestEveryKindHasAFirstBootRendering: a kind of step added to package
+// steps without an entry in executor fails here (and Script refuses it).
+func TestEveryKindHasAFirstBootRendering(t *testing.T) {
+	all := samples(t)
+	for _, kind := range stepKinds(t) {
+		s, ok := all[kind]
+		if !ok {
+			t.Errorf("steps.%s has no sample here: add one, and its first-boot rendering to executor", kind)
+			continue
+		}
+		v, run := executor(s)
+		if strings.Contains(v.Why, "no first-boot rendering") {
+			t.Errorf("steps.%s: %s", kind, v.Why)
+		}
+		if (run == nil) != (v.Runs == No) {
+			t.Errorf("steps.%s: verdict %s, but shell %v", kind, v, run != nil)
+		}
+		if v.Runs != Yes && v.Why == "" {
+			t.Errorf("steps.%s: verdict %s without why", kind, v.Runs)
+		}
+		if _, err := Script(context.Background(), layerOf(s), sampleManifest(), Options{}); err != nil {
+			t.Errorf("steps.%s: %v", kind, err)
+		}
+	}
+}
+
+// unknownStep is a kind executor does not know.
+type unknownStep struct{}
+
+func (unknownStep) Kind() string    { return "unknown" }
+func (unknownStep) Summary() string { return "unknown" }
+
+func TestScriptRefusesAnUnknownKind(t *testing.T) {
+	_, err := Script(context.Background(), layerOf(unknownStep{}), sampleManifest(), Options{})
+	if err == nil || !strings.Contains(err.Error(), "no first-boot rendering of unknown steps") {
+		t.Fatalf("got %v", err)
+	}
+	if v := At(unknownStep{}); v.Runs != No {
+		t.Errorf("At = %s", v)
+	}
+}
+
+// TestVerdicts: what the plan shows for the steps that differ at first boot.
+func TestVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		step   steps.Step
+		runs   Runs
+		why    string
+		reboot bool
+	}{
+		{steps.KernelArgs{Args: []string{"a"}}, Yes, "after a reboot", true},
+		{steps.Cleanup{Actions: steps.DefaultCleanup}, Partly, "machine-id: made at this boot", false},
+		{steps.Cleanup{Actions: []string{steps.CleanSSHHostKeys}}, No, "ssh-host-keys", false},
+		{steps.Cleanup{Actions: []string{steps.CleanAptCache}}, Yes, "", false},
+		{steps.StageBundle{Name: "b", Unresolved: true, Reason: "needs var.x"}, No, "unresolved (needs var.x)", false},
+		{steps.StageBundle{Name: "b", Entries: []steps.BundleEntry{{Path: "big", Type: "file", Size: MaxBundleBytes + 1}}}, No, "more than a first-boot script embeds", false},
+		{steps.Packages{Packages: []string{"a"}, Optional: true}, Yes, "recorded as missing", false},
+	} {
+		v := At(tc.step)
+		if v.Runs != tc.runs || !strings.Contains(v.Why, tc.why) || v.Reboot != tc.reboot {
+			t.Errorf("%s: %+v, want %s with %q, reboot %v", tc.step.Summary(), v, tc.runs, tc.why, tc.reboot)
+		}
+	}
+}
+
+// hostile are values a recipe may hold that must stay data.
+var hostile = []string{
+	"it's", `a"b`, "line1\nline2", "$(touch pwned-subst)", "`touch pwned-tick`", "-rf", "--help", "a;touch pwned-semi", "*", "~root", `back\slash`, "$HOME",
+}
+
+// stubs replace the functions that change the host by ones that record
+// each call's arguments, one per line, each percent-free value as it came.
+const stubs = `
+record() { for a in "$@"; do printf '%s\0' "$a"; done >>"$REC"; printf '\n\0' >>"$REC"; }
+put_file() { record put_file "$@"; }
+put_dir() { record put_dir "$@"; }
+put_link() { record put_link "$@"; }
+put_key() { record put_key "$@"; }
+packages() { record packages "$@"; }
+optional_packages() { record optional_packages "$@"; }
+services() { record services "$@"; }
+kernel_args() { record kernel_args "$@"; }
+sh() { record sh "$@"; }
+step() { record step "$1" "$3"; "$4"; }
+not_here() { record not_here "$@"; }
+partly() { record partly "$@"; }
+begin() { :; }
+end() { :; }
+`
+
+// calls runs a generated script with stubs in place of the functions that
+// change the host, and returns the calls, each as its arguments.
+func calls(t *testing.T, script []byte) [][]string {
+	t.Helper()
+	s := string(script)
+	i := strings.Index(s, "\n# The steps, in the plan's order.\n")
+	if i < 0 {
+		t.Fatal("no steps section")
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.sh")
+	if err := os.WriteFile(p, []byte(s[:i]+stubs+s[i:]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "cwd")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(dir, "rec")
+	cmd := exec.Command("/bin/sh", p)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "REC="+rec, StateDirEnv+"="+filepath.Join(dir, "state"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if entries, _ := os.ReadDir(work); len(entries) > 0 {
+		t.Fatalf("the script created %s", entries[0].Name())
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	var cur []string
+	for _, f := range strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00") {
+		if f == "\n" {
+			out = append(out, cur)
+			cur = nil
+			continue
+		}
+		cur = append(cur, f)
+	}
+	return out
+}
+
+// TestHostileValuesStayData: every value of every kind of step reaches the
+// script's functions as exactly one argument, byte for byte, whatever it
+// holds (quotes, newlines, $(...), backticks, leading dashes, globs), and
+// the script passes shellcheck.
+func TestHostileValuesStayData(t *testing.T) {
+	dir := t.TempDir()
+	for i, h := range hostile {
+		p := filepath.Join(dir, "f"+string(rune('a'+i)))
+		if err := os.WriteFile(p, []byte(h), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list []steps.Step
+	var want [][]string
+	add := func(s steps.Step, w ...[]string) { list = append(list, s); want = append(want, w...) }
+	for i, h := range hostile {
+		n := string(rune('a' + i))
+		add(steps.WriteFile{Path: "/etc/" + h, Mode: 0o600, Owner: h, SHA256: sha([]byte(h)), Size: len(h), Content: []byte(h)},
+			[]string{"put_file", "/etc/" + h, "0600", h, sha([]byte(h)), "text", h})
+		add(steps.Run{Command: h}, []string{"sh", "-c", h})
+		add(steps.Services{Enable: []string{h}, Disable: []string{h, "x"}},
+			[]string{"services", "enable", h}, []string{"services", "disable", h, "x"})
+		add(steps.KernelArgs{Args: []string{h}}, []string{"kernel_args", h})
+		add(steps.StageBundle{Name: "b", SourcePath: dir, Destination: "/opt/" + h, Entries: []steps.BundleEntry{
+			{Path: "f" + n, Type: "file", Mode: 0o644, Size: int64(len(h)), SHA256: sha([]byte(h))},
+			{Path: "l" + n, Type: "symlink", Target: h},
+		}},
+			[]string{"put_dir", "/opt/" + h, "0755"},
+			[]string{"put_file", "/opt/" + h + "/f" + n, "0644", "root:root", sha([]byte(h)), "text", h},
+			[]string{"put_link", "/opt/" + h + "/l" + n, h})
+		if !strings.HasPrefix(h, "-") {
+			add(steps.Packages{Packages: []string{h, "jq"}}, []string{"packages", "-", h, "jq"})
+		}
+		add(steps.AptRepository{Name: "r", KeyURL: "https://k.example/" + h, KeyringPath: "/k/" + h, SourcesPath: "/s/" + h, Sources: h},
+			[]string{"put_key", "https://k.example/" + h, "/k/" + h, ""},
+			[]string{"put_file", "/s/" + h, "0644", "root:root", sha([]byte(h)), "text", h})
+	}
+	add(steps.Packages{Packages: []string{"a+b", "c.d:amd64"}, Optional: true, NoRecommends: true},
+		[]string{"optional_packages", "--no-install-recommends", "a+b", "c.d:amd64"})
+	binary := []byte{0xff, 0, 1, '\n', 0x1b, '\''}
+	add(steps.WriteFile{Path: "/bin/x", Mode: fs.ModeSetuid | 0o755, Owner: "root:root", SHA256: sha(binary), Size: len(binary), Content: binary})
+	script, err := Script(context.Background(), layerOf(list...), sampleManifest(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shellcheck(t, script)
+	var got [][]string
+	for _, c := range calls(t, script) {
+		if c[0] != "step" {
+			got = append(got, c)
+		}
+	}
+	bin := got[len(got)-1]
+	got = got[:len(got)-1]
+	if len(bin) != 7 || bin[1] != "/bin/x" || bin[2] != "4755" || bin[5] != "base64" {
+		t.Errorf("binary file: %q", bin)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d calls, want %d:\n%q", len(got), len(want), got)
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("call %d: %q\nwant      %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestScriptRefuses(t *testing.T) {
+	for name, s := range map[string]steps.Step{
+		"NUL":              steps.Run{Command: "a\x00b"},
+		"dash package":     steps.Packages{Packages: []string{"-o=x"}},
+		"changed content":  steps.WriteFile{Path: "/x", Content: []byte("a"), SHA256: sha([]byte("b"))},
+		"changed bundle":   steps.StageBundle{Name: "b", SourcePath: t.TempDir(), Destination: "/b", Entries: []steps.BundleEntry{{Path: "gone", Type: "file", Size: 1, SHA256: sha([]byte("x"))}}},
+		"not a key":        steps.AptRepository{Name: "r", KeyFile: "k", KeyContent: []byte("hello"), KeyringPath: "/k", SourcesPath: "/s"},
+		"unknown cleanups": steps.Cleanup{Actions: []string{"everything"}},
+	} {
+		_, err := Script(context.Background(), layerOf(s), sampleManifest(), Options{})
+		if name == "unknown cleanups" {
+			// Not refused: an unknown action does not run, and says so.
+			if err != nil || At(s).Runs != No {
+				t.Errorf("%s: %v, %s", name, err, At(s))
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+var shellchecked = map[[32]byte]bool{}
+
+func shellcheck(t *testing.T, script []byte) {
+	t.Helper()
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		testenv.Missing(t, "shellcheck is not installed (make deps installs it)")
+		return
+	}
+	key := sha256.Sum256(script)
+	if shellchecked[key] {
+		return
+	}
+	shellchecked[key] = true
+	cmd := exec.Command(sc, "-s", "sh", "-")
+	cmd.Stdin = bytes.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("shellcheck: %s", out)
+	}
+}
+
+// TestKeyPinnedByABuild: a key fetched by URL is checked against the
+// digest a build recorded for its repository, and only its own.
+func TestKeyPinnedByABuild(t *testing.T) {
+	m := sampleManifest()
+	m.AptKeys = []manifest.AptKey{{Repository: "r", Source: "https://k.example/key", SHA256: strings.Repeat("ab", 32)}}
+	opts, err := FromBuild(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := func(name string) steps.AptRepository {
+		return steps.AptRepository{Name: name, KeyURL: "https://k.example/key", KeyringPath: "/k/" + name, SourcesPath: "/s/" + name, Sources: "x"}
+	}
+	script, err := Script(context.Background(), layerOf(repo("r"), repo("other"), steps.WriteBuildMarker{Path: "/etc/imagectl/build.json"}), m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys [][]string
+	for _, c := range calls(t, script) {
+		if c[0] == "put_key" {
+			keys = append(keys, c)
+		}
+	}
+	want := [][]string{{"put_key", "https://k.example/key", "/k/r", strings.Repeat("ab", 32)}, {"put_key", "https://k.example/key", "/k/other", ""}}
+	if len(keys) != 2 || !slices.Equal(keys[0], want[0]) || !slices.Equal(keys[1], want[1]) {
+		t.Errorf("put_key calls %q, want %q", keys, want)
+	}
+	if !bytes.Contains(script, []byte(strings.ReplaceAll(string(opts.Marker[:40]), "'", `'\''`))) {
+		t.Error("the build's marker is not in the script")
+	}
+}
