@@ -163,10 +163,11 @@ $(STATICCHECK):
 # run, on the host, by whichever test needs it first.
 test: lint test-tools
 	@pkgs=$$(mktemp -d -t imagectl-test-packages.XXXXXX) || exit 1; export IMAGECTL_TEST_PACKAGE_CACHE=$$pkgs; \
+	trap 'rm -rf "$$pkgs"' EXIT; trap 'exit 130' INT TERM; \
 	$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./smoke & smoke=$$!; \
 	$(GO) test -count=1 -tags $(TAGS) -timeout 60m -p 1 $$($(GO) list ./... | grep -v '/smoke$$'); rest=$$?; \
 	wait $$smoke; smoke=$$?; \
-	du -sh "$$pkgs"; rm -rf "$$pkgs"; \
+	du -sh "$$pkgs"; \
 	if [ $$rest -ne 0 ] || [ $$smoke -ne 0 ]; then echo "go test failed (smoke: exit $$smoke, the other packages: exit $$rest)"; exit 1; fi
 	$(GO) test -count=1 -race -short -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -short ./...

@@ -279,10 +279,24 @@ func Interrupt[T any](t testing.TB, h Hold, check func(ctx context.Context, done
 		res, err := check(ctx, func(host string) { finished <- host })
 		retc <- ret{res, err}
 	}()
-	if host := <-finished; host != Hosts[0] {
-		t.Fatalf("%s finished first", host)
+	select {
+	case host := <-finished:
+		if host != Hosts[0] {
+			t.Fatalf("%s finished first", host)
+		}
+	case r := <-retc:
+		t.Fatalf("returned before any host finished: %v", r.err)
 	}
-	h.WaitStarted(t, nil)
+	for {
+		if _, err := os.Stat(h.Started); err == nil {
+			break
+		}
+		select {
+		case r := <-retc:
+			t.Fatalf("returned before the held script started: %v", r.err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	cancel()
 	r := <-retc
 	return r.res, r.err

@@ -10,6 +10,11 @@ import (
 // Lines calls fn with each line of r, without its line ending. A line
 // longer than max bytes is skipped whole, never buffered.
 func Lines(r io.Reader, max int, fn func(line string) error) error {
+	return lines(r, max, fn, func() {})
+}
+
+// lines is Lines, calling skipped for each overlong line it skips.
+func lines(r io.Reader, max int, fn func(line string) error, skipped func()) error {
 	br := bufio.NewReaderSize(r, max)
 	skipping := false
 	for {
@@ -24,6 +29,7 @@ func Lines(r io.Reader, max int, fn func(line string) error) error {
 		if skipping {
 			// The tail of an overlong line.
 			skipping = false
+			skipped()
 		} else if len(b) > 0 {
 			if ferr := fn(strings.TrimRight(string(b), "\r\n")); ferr != nil {
 				return ferr
@@ -52,7 +58,9 @@ func Paragraphs(r io.Reader, comments bool, maxLine int, fn func(fields map[stri
 		fields, last = map[string]string{}, ""
 		return err
 	}
-	err := Lines(r, maxLine, func(line string) error {
+	// An overlong line skipped ends the field it was in or began: the
+	// continuation lines after it are not the previous field's.
+	err := lines(r, maxLine, func(line string) error {
 		switch {
 		case strings.TrimSpace(line) == "":
 			return flush()
@@ -76,7 +84,7 @@ func Paragraphs(r io.Reader, comments bool, maxLine int, fn func(fields map[stri
 		}
 		fields[last] = strings.TrimSpace(value)
 		return nil
-	})
+	}, func() { last = "" })
 	if err != nil {
 		return err
 	}

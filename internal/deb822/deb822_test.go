@@ -59,3 +59,20 @@ func TestParagraphs(t *testing.T) {
 		t.Errorf("fn's error: %v after %d paragraphs", err, n)
 	}
 }
+
+// TestOverlongLineEndsItsField: the continuation lines after a skipped
+// overlong line are not appended to the field before it.
+func TestOverlongLineEndsItsField(t *testing.T) {
+	in := "Package: a\nDescription: short\nFilename: " + strings.Repeat("x", 64) + "\n more\nSize: 3\n"
+	var got []map[string]string
+	if err := Paragraphs(strings.NewReader(in), false, 32, func(f map[string]string) error {
+		got = append(got, f)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]string{{"package": "a", "description": "short", "size": "3"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("paragraphs %q, want %q", got, want)
+	}
+}
