@@ -76,7 +76,7 @@ func TestScriptInAChroot(t *testing.T) {
 		steps.Services{Disable: []string{unit}},
 		steps.Cleanup{Actions: steps.DefaultCleanup},
 	}
-	script, err := Script(context.Background(), layerOf(list...), sampleManifest(), Options{})
+	script, err := scriptBytes(Script(context.Background(), layerOf(list...), sampleManifest(), Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
