@@ -34,11 +34,14 @@ live host. Each step logs its summary with a timestamp; a step that does not
 run at first boot (build --dry-run shows which, and why) says why. The
 script stops at the first failing step and ends with one result line that
 counts the bytes apt downloaded. With --manifest it installs a build's
-validation script and marker instead of the plan's, and pins the apt keys
-fetched by URL to the build's digests. With --user-data it writes the script
-wrapped into NoCloud user-data (a cloud-config). It takes the variable and
-recipe flags build --dry-run takes. A script that carries a sensitive
-variable's value is written only to a file (--out).`,
+validation script and marker instead of the plan's, and pins every apt
+key to the build's digests; the build must be of this plan (image, version,
+layer digests). --version sets the image version as build --version does.
+With --user-data it writes the script wrapped into NoCloud user-data (a
+cloud-config whose runcmd stops there when the script fails). It takes the
+variable and recipe flags build --dry-run takes. A script that carries a
+sensitive variable's value is written only to a file (--out), its owner's
+alone.`,
 		Example: `  imagectl firstboot examples/demo.hcl -var-file base.vars.hcl --out firstboot.sh
   imagectl firstboot recipes/h200.hcl -var site_bootstrap_dir=/srv/site-bootstrap --user-data --out user-data
   imagectl firstboot recipes/h200.hcl -var site_bootstrap_dir=/srv/site-bootstrap --manifest artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json --out firstboot.sh
@@ -89,7 +92,7 @@ func runFirstboot(ctx context.Context, f *firstbootFlags, args []string, s strea
 	}
 	if f.out == "" || f.out == "-" {
 		if res.Sensitive {
-			return fmt.Errorf("the first-boot script of %s carries a sensitive variable's value: write it to a file with --out (it is then root's alone)", args[0])
+			return fmt.Errorf("the first-boot script of %s carries a sensitive variable's value: write it to a file with --out (mode 0700, or 0600 for user-data)", args[0])
 		}
 		_, err = s.out.Write(out)
 		return err
