@@ -344,3 +344,16 @@ func TestFetchBounded(t *testing.T) {
 		t.Errorf("left behind: %v", entries)
 	}
 }
+
+// TestNoCandidate: an optional package is recorded as missing only when
+// apt has no version of it to install (apt-cache policy, here on this
+// host's own apt): one apt has, installed or in its archives, is not
+// missing, and its failure to install fails the step.
+func TestNoCandidate(t *testing.T) {
+	testenv.Tool(t, "apt-cache", "a Debian or Ubuntu host")
+	dir := t.TempDir()
+	out, code := libShell(t, dir, "no_candidate no-such-package-imagectl && echo missing\nno_candidate apt || echo has-it\n")
+	if code != 0 || !strings.Contains(out, "missing") || !strings.Contains(out, "has-it") {
+		t.Errorf("exit %d: %s", code, out)
+	}
+}
