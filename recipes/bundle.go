@@ -35,6 +35,46 @@ type BundleEntry = steps.BundleEntry
 // digest: the sha256 of the tarball's bytes for a tarball, and for a
 // directory the sha256 of its canonical listing (see listingDigest).
 func readBundle(b *Bundle) ([]BundleEntry, string, error) {
+	entries, d, err := readBundleEntries(b)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := CheckBundleEntries(entries); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", b.Path, err)
+	}
+	return entries, d, nil
+}
+
+// CheckBundleEntries refuses a listing that no executor can stage inside
+// the bundle's destination: a name that is not clean and relative, an
+// entry at or under an earlier symlink entry (staged in order, it would
+// be written through the link, wherever it points), and a symlink that
+// replaces an earlier entry. The build (tar) and the first-boot script
+// (builder/firstboot) both stage a bundle this check passed.
+func CheckBundleEntries(entries []BundleEntry) error {
+	links, seen := map[string]bool{}, map[string]bool{}
+	for _, e := range entries {
+		p := e.Path
+		if p == "" || p == "." || path.Clean(p) != p || path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+			return fmt.Errorf("entry %q is not a clean relative name", p)
+		}
+		for q := p; q != "."; q = path.Dir(q) {
+			if links[q] {
+				return fmt.Errorf("entry %q lies at or under the symlink entry %q: it would be staged through the link", p, q)
+			}
+		}
+		if e.Type == "symlink" {
+			if seen[p] {
+				return fmt.Errorf("symlink entry %q replaces an earlier entry of the same name", p)
+			}
+			links[p] = true
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+func readBundleEntries(b *Bundle) ([]BundleEntry, string, error) {
 	if b.Archive {
 		return readTarBundle(b.Path)
 	}

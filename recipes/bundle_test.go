@@ -1,9 +1,13 @@
 package recipes
 
 import (
+	"archive/tar"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/hcl/v2"
 )
 
 func TestDirectoryBundleDigestIgnoresLocationAndMtime(t *testing.T) {
@@ -64,5 +68,69 @@ func TestTarballBundle(t *testing.T) {
 	}
 	if e := byPath["run"]; e.Type != "symlink" || e.Target != "bin/run.sh" {
 		t.Errorf("run = %+v", e)
+	}
+}
+
+// writeTar writes a tarball of the given headers (a regular file's content
+// is its name).
+func writeTar(t *testing.T, hdrs ...*tar.Header) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "b.tar")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for _, h := range hdrs {
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(h.Name))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write([]byte(h.Name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBundleThroughItsOwnLink: a tarball whose later entry lies under an
+// earlier symlink entry (staged in order, it would be written wherever the
+// link points, as root) is a recipe error, as is a symlink that replaces
+// an earlier entry; a tarball that only links is fine.
+func TestBundleThroughItsOwnLink(t *testing.T) {
+	link := func(name, target string) *tar.Header {
+		return &tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}
+	}
+	reg := func(name string) *tar.Header { return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644} }
+	dir := func(name string) *tar.Header { return &tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755} }
+	for name, tc := range map[string]struct {
+		hdrs []*tar.Header
+		want string
+	}{
+		"a file under a link": {[]*tar.Header{link("a", "/tmp/x/victim"), reg("a/pwned"), link("a/keep", "x")}, `entry "a/pwned" lies at or under the symlink entry "a"`},
+		"a dir at a link":     {[]*tar.Header{link("a", "/etc"), dir("a/")}, `entry "a" lies at or under the symlink entry "a"`},
+		"a deeper entry":      {[]*tar.Header{dir("d/"), link("d/l", "/"), reg("d/l/x/y")}, `entry "d/l/x/y" lies at or under the symlink entry "d/l"`},
+		"a link over a dir":   {[]*tar.Header{dir("a/"), link("a", "/etc")}, `symlink entry "a" replaces an earlier entry`},
+		"links only":          {[]*tar.Header{dir("a/"), reg("a/x"), link("b", "a"), link("c", "/etc")}, ""},
+	} {
+		b := &Bundle{Name: "b", Path: writeTar(t, tc.hdrs...), Archive: true}
+		diags := inspectBundle(b, nil, &hcl.Range{Filename: "r.hcl"})
+		if tc.want == "" {
+			if diags.HasErrors() {
+				t.Errorf("%s: %s", name, diags)
+			}
+			continue
+		}
+		if !diags.HasErrors() || !strings.Contains(diags[0].Detail, tc.want) || diags[0].Subject == nil {
+			t.Errorf("%s: %v, want %q", name, diags, tc.want)
+		}
 	}
 }

@@ -14,23 +14,37 @@ import (
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
+	"github.com/gpuaas/imagectl/recipes"
 )
 
-// bundle stages a bundle as the build does: its destination, then every
-// entry in path order (directories with their modes, files embedded and
-// checked, symlinks), owned by root. The files are read from the bundle's
-// source now and checked against the plan, so a bundle changed since the
-// plan was made fails here rather than shipping unplanned bytes.
+// bundle stages a bundle as the build does: its destination (made when
+// missing, an existing one left as it is), then every entry in order
+// (directories with their modes, files embedded and checked, symlinks),
+// owned by root. Before each entry, in_bundle refuses a path that goes
+// through a symlink, or something not a directory, below the destination:
+// the listing was checked as the recipe loader checks it
+// (recipes.CheckBundleEntries), and the host is checked as it is. The
+// files are read from the bundle's source now and checked against the
+// plan, so a bundle changed since the plan was made fails here rather
+// than shipping unplanned bytes.
 func (g *gen) bundle(s steps.StageBundle) error {
+	if err := recipes.CheckBundleEntries(s.Entries); err != nil {
+		return fmt.Errorf("staging bundle %s: %w", s.Name, err)
+	}
 	files, err := readBundle(g, s)
 	if err != nil {
 		return fmt.Errorf("staging bundle %s: %w", s.Name, err)
 	}
-	if err := g.line("put_dir %s 0755", g.q(s.Destination)); err != nil {
+	if err := g.line("bundle_dest %s", g.q(s.Destination)); err != nil {
 		return err
 	}
 	for _, e := range s.Entries {
 		p := path.Join(s.Destination, e.Path)
+		if strings.Contains(e.Path, "/") {
+			if err := g.line("in_bundle %s %s", g.q(s.Destination), g.q(e.Path)); err != nil {
+				return err
+			}
+		}
 		switch e.Type {
 		case "dir":
 			err = g.line("put_dir %s %s", g.q(p), fsmode.String(e.Mode))

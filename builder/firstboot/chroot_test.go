@@ -10,7 +10,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/builder/steps"
@@ -76,7 +79,7 @@ func TestScriptInAChroot(t *testing.T) {
 		steps.Services{Disable: []string{unit}},
 		steps.Cleanup{Actions: steps.DefaultCleanup},
 	}
-	script, err := Script(context.Background(), layerOf(list...), sampleManifest(), Options{})
+	script, err := scriptBytes(Script(context.Background(), layerOf(list...), sampleManifest(), Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +96,17 @@ func TestScriptInAChroot(t *testing.T) {
 		}
 		return string(out)
 	}
+	// Another apt holds the lists and dpkg locks when the script starts
+	// (apt-daily, unattended-upgrades, cloud-init at a first boot): the
+	// script waits for them rather than failing.
+	release := holdLocks(t, filepath.Join(root, "var/lib/apt/lists/lock"), filepath.Join(root, "var/lib/dpkg/lock-frontend"), filepath.Join(root, "var/lib/dpkg/lock"))
+	time.AfterFunc(8*time.Second, release)
 	out := run()
+	release()
 	t.Logf("the script's output:\n%s", out)
+	if !strings.Contains(out, "apt's lists are locked by another apt: waiting") {
+		t.Errorf("the script did not meet the held lock:\n%s", out)
+	}
 	res := resultRE.FindStringSubmatch(out)
 	if res == nil || !strings.HasPrefix(res[1], "status=ok steps=5 ran=5 already_done=0 not_at_first_boot=0 ") ||
 		!strings.Contains(res[1], " missing_optional=no-such-package-imagectl-firstboot reboot_required=no ") {
@@ -133,6 +145,31 @@ func TestScriptInAChroot(t *testing.T) {
 	out = run()
 	if res := resultRE.FindStringSubmatch(out); res == nil || !strings.HasPrefix(res[1], "status=ok steps=5 ran=0 already_done=5 not_at_first_boot=0 download_bytes=0 ") {
 		t.Errorf("rerun: %q:\n%s", res, out)
+	}
+}
+
+// holdLocks takes the fcntl write lock apt takes on each file (as another
+// apt would hold it) and returns what releases them (once).
+func holdLocks(t *testing.T, paths ...string) func() {
+	t.Helper()
+	var files []*os.File
+	for _, p := range paths {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o640)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart}); err != nil {
+			t.Fatalf("locking %s: %v", p, err)
+		}
+		files = append(files, f)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			for _, f := range files {
+				f.Close()
+			}
+		})
 	}
 }
 

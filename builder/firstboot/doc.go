@@ -9,5 +9,8 @@
 // renderings show), and the shell that runs it. The script's functions are
 // in sh/lib.sh, embedded. Every value enters the script through
 // shell.Quote; file contents are embedded and checked against the plan's
-// sha256 on the host.
+// sha256 on the host. Whether a script carries a sensitive value is
+// decided here, on the raw values (Result.Sensitive), and so is the mode of
+// its file; a bundle is staged only inside its destination, never through
+// a symlink.
 package firstboot

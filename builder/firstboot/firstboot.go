@@ -136,8 +136,24 @@ func executor(st steps.Step) (Verdict, render) {
 		}
 		return v, func(g *gen) error { return g.packages(s) }
 	case steps.WriteFile:
-		return Verdict{Runs: Yes, Why: "content embedded"}, func(g *gen) error {
-			return g.putFile(s.Path, s.Mode, s.Owner, s.SHA256, s.Content)
+		v, apply := Verdict{Runs: Yes, Why: "content embedded"}, bootFile(s.Path)
+		switch {
+		case apply.cmd != "":
+			v.Why += ", " + apply.what
+		case apply.what != "":
+			v.Why, v.Reboot = v.Why+", "+apply.what, true
+		}
+		return v, func(g *gen) error {
+			if err := g.putFile(s.Path, s.Mode, s.Owner, s.SHA256, s.Content); err != nil {
+				return err
+			}
+			switch {
+			case apply.cmd != "":
+				return g.line("apply_now %s %s", g.q(apply.what), g.q(apply.cmd))
+			case apply.what != "":
+				return g.line("reboot_later %s", g.q(s.Path+": "+apply.what))
+			}
+			return nil
 		}
 	case steps.Run:
 		return Verdict{Runs: Yes, Why: "on the running host, not in a chroot"}, func(g *gen) error {
@@ -199,6 +215,34 @@ func executor(st steps.Step) (Verdict, render) {
 	return Verdict{Runs: No, Why: "imagectl has no first-boot rendering of " + st.Kind() + " steps"}, nil
 }
 
+// bootApply is what becomes of a file a host reads at boot: cmd applies
+// it to the running boot; without one it takes effect at the next boot.
+type bootApply struct{ what, cmd string }
+
+// bootFiles are the places whose files a host reads at boot, not when they
+// change: a baked image has them from its first boot, a first-boot script
+// applies them now where it can.
+var bootFiles = []struct {
+	dir, suffix string
+	apply       bootApply
+}{
+	{"/etc/modules-load.d/", ".conf", bootApply{"its modules loaded now (systemd-modules-load restarted)", "systemctl restart systemd-modules-load.service"}},
+	{"/etc/sysctl.d/", ".conf", bootApply{"applied now (sysctl --system)", "sysctl --system"}},
+	{"/etc/udev/rules.d/", ".rules", bootApply{"applied now (udev rules reloaded and triggered)", "udevadm control --reload && udevadm trigger"}},
+	{"/etc/systemd/", "", bootApply{"read now (systemctl daemon-reload); a running unit it changes keeps its old settings until restarted", "systemctl daemon-reload"}},
+	{"/etc/modprobe.d/", ".conf", bootApply{"module options take effect when the module loads: for one loaded already, after a reboot", ""}},
+	{"/etc/default/grub", "", bootApply{"kernel command line settings take effect after update-grub and a reboot", ""}},
+}
+
+func bootFile(p string) bootApply {
+	for _, b := range bootFiles {
+		if strings.HasPrefix(p, b.dir) && strings.HasSuffix(p, b.suffix) {
+			return b.apply
+		}
+	}
+	return bootApply{}
+}
+
 func bundleBytes(s steps.StageBundle) int64 {
 	var n int64
 	for _, e := range s.Entries {
@@ -215,22 +259,60 @@ type Options struct {
 	// same validation.
 	ValidationScript []byte
 	Marker           []byte
-	// KeySHA256 pins the apt keys fetched by URL: the repository's name to
-	// the sha256 (hex) of its binary keyring, as a build's manifest records
-	// it (manifest.AptKey). A key without one is fetched unpinned and its
-	// sha256 logged.
+	// KeySHA256 pins the apt keys: the repository's name to the sha256
+	// (hex) of its binary keyring, as a build's manifest records it
+	// (manifest.AptKey). A key fetched by URL is checked on the host, a key
+	// file here. Without FromBuild a key without one is fetched unpinned
+	// and its sha256 logged.
 	KeySHA256 map[string]string
 	// Redact, when set, is applied to the steps' summaries where the
 	// script prints them and in its comments (a plan's Redact: a run
-	// command's sensitive value is run, never logged).
+	// command's sensitive value is run, never logged). It also decides
+	// Result.Sensitive: a value it changes is one the script carries.
 	Redact func(string) string
+	// FromBuild: the options are a build's (FromBuild); every apt key must
+	// then match the digest the build recorded for its repository.
+	FromBuild bool
 }
+
+// Result is a first-boot script and what its file needs.
+type Result struct {
+	Script []byte
+	// Sensitive: the script carries a sensitive variable's value (in a run
+	// command, a file's or bundle's content, a key URL or an apt sources
+	// file), found on the raw values before any encoding. Such a script is
+	// never printed, and its file is root's alone (Mode).
+	Sensitive bool
+}
+
+// Mode is the mode of the script's file (userData: of its user-data):
+// 0755 (0644), or 0700 (0600) when it carries a sensitive value.
+func (r Result) Mode(userData bool) fs.FileMode {
+	switch {
+	case r.Sensitive && userData:
+		return 0o600
+	case r.Sensitive:
+		return 0o700
+	case userData:
+		return 0o644
+	}
+	return 0o755
+}
+
+// UserData is the script wrapped into NoCloud user-data (see UserData).
+func (r Result) UserData() []byte { return UserData(r.Script, r.Sensitive) }
 
 // FromBuild are the options that make a script do what a build of the
 // same recipe did: the build's validation script (generated from its
 // manifest, as the build generates it: package versions pinned) and build
-// marker, and the digests of the apt keys it fetched by URL.
-func FromBuild(m *manifest.Manifest) (Options, error) {
+// marker, and the digests of its apt keys. The build must be of the
+// planned image (planned, the plan's manifest): the same name and version,
+// and the same enabled layers with the same digests, else the script
+// would install a marker and validation of other steps than it runs.
+func FromBuild(m, planned *manifest.Manifest) (Options, error) {
+	if err := sameBuild(m, planned); err != nil {
+		return Options{}, err
+	}
 	script, err := validate.Script(m)
 	if err != nil {
 		return Options{}, err
@@ -243,7 +325,38 @@ func FromBuild(m *manifest.Manifest) (Options, error) {
 	for _, k := range m.AptKeys {
 		keys[k.Repository] = k.SHA256
 	}
-	return Options{ValidationScript: script, Marker: marker, KeySHA256: keys}, nil
+	return Options{ValidationScript: script, Marker: marker, KeySHA256: keys, FromBuild: true}, nil
+}
+
+// sameBuild says how the build m differs from the plan's manifest.
+func sameBuild(m, planned *manifest.Manifest) error {
+	if m.Image.Name != planned.Image.Name {
+		return fmt.Errorf("the manifest is a build of %s, not of %s", m.Image.Name, planned.Image.Name)
+	}
+	if m.Image.Version != planned.Image.Version {
+		return fmt.Errorf("the manifest is a build of %s %s, the plan's version is %s (give the build's with --version)", m.Image.Name, m.Image.Version, planned.Image.Version)
+	}
+	enabled := func(ls []manifest.Layer) (names []string, digests map[string]string) {
+		digests = map[string]string{}
+		for _, l := range ls {
+			if l.Enabled {
+				names = append(names, l.Name)
+				digests[l.Name] = l.Digest
+			}
+		}
+		return names, digests
+	}
+	built, bd := enabled(m.Layers)
+	plannedNames, pd := enabled(planned.Layers)
+	if strings.Join(built, ",") != strings.Join(plannedNames, ",") {
+		return fmt.Errorf("the build of %s %s has the layers %s, the plan %s", m.Image.Name, m.Image.Version, strings.Join(built, ", "), strings.Join(plannedNames, ", "))
+	}
+	for _, n := range plannedNames {
+		if bd[n] != pd[n] {
+			return fmt.Errorf("layer %s of the build of %s %s has digest %s, the plan's is %s: the recipe or its inputs changed since that build", n, m.Image.Name, m.Image.Version, bd[n], pd[n])
+		}
+	}
+	return nil
 }
 
 // gen writes a script.
@@ -255,6 +368,16 @@ type gen struct {
 	marker     []byte
 	// err is the first value no shell word can carry (a NUL byte).
 	err error
+	// sensitive: a raw value the script carries holds a sensitive value.
+	sensitive bool
+}
+
+// raw notes whether a value the script carries, before any encoding,
+// holds a sensitive value.
+func (g *gen) raw(s string) {
+	if g.opts.Redact != nil && !g.sensitive && g.opts.Redact(s) != s {
+		g.sensitive = true
+	}
 }
 
 // q quotes a value, refusing a NUL byte.
@@ -262,6 +385,7 @@ func (g *gen) q(s string) string {
 	if strings.ContainsRune(s, 0) && g.err == nil {
 		g.err = fmt.Errorf("%q holds a NUL byte, which no shell word can carry", s)
 	}
+	g.raw(s)
 	return shell.Quote(s)
 }
 
@@ -281,8 +405,12 @@ func (g *gen) line(format string, args ...any) error {
 }
 
 func (g *gen) aptRepository(s steps.AptRepository) error {
+	pin, pinned := g.opts.KeySHA256[s.Name]
+	if g.opts.FromBuild && !pinned {
+		return fmt.Errorf("apt repository %s: the build recorded no digest of its key", s.Name)
+	}
 	if s.KeyURL != "" {
-		if err := g.line("put_key %s %s %s", g.q(s.KeyURL), g.q(s.KeyringPath), g.q(g.opts.KeySHA256[s.Name])); err != nil {
+		if err := g.line("put_key %s %s %s %s", g.q(s.Name), g.q(s.KeyURL), g.q(s.KeyringPath), g.q(pin)); err != nil {
 			return err
 		}
 	} else {
@@ -290,7 +418,11 @@ func (g *gen) aptRepository(s steps.AptRepository) error {
 		if err != nil {
 			return fmt.Errorf("signing key of apt repository %s (%s): %w", s.Name, s.KeyFile, err)
 		}
-		if err := g.putFile(s.KeyringPath, 0o644, "root:root", digest.Bytes(keyring).Hex(), keyring); err != nil {
+		got := digest.Bytes(keyring).Hex()
+		if pinned && got != pin {
+			return fmt.Errorf("signing key of apt repository %s (%s): its keyring has sha256 %s, the build's had %s", s.Name, s.KeyFile, got, pin)
+		}
+		if err := g.putFile(s.KeyringPath, 0o644, "root:root", got, keyring); err != nil {
 			return err
 		}
 	}
@@ -355,6 +487,7 @@ func (g *gen) putFile(path string, mode fs.FileMode, owner, sha string, content 
 	if got := digest.Bytes(content).Hex(); got != sha {
 		return fmt.Errorf("%s: its content has sha256 %s, the plan's is %s", path, got, sha)
 	}
+	g.raw(string(content))
 	enc, data := "text", string(content)
 	if !isText(content) {
 		enc, data = "base64", wrap(base64.StdEncoding.EncodeToString(content), 76)
@@ -382,20 +515,25 @@ func wrap(s string, n int) string {
 // with why. It fails on a step no first boot can render, a file whose
 // content is not what the plan hashed, a bundle changed since the plan was
 // made, and a value no shell word can carry.
-func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, opts Options) ([]byte, error) {
+func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, opts Options) (Result, error) {
+	b, sensitive, err := script(ctx, layers, m, opts)
+	return Result{Script: b, Sensitive: sensitive}, err
+}
+
+func script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, opts Options) ([]byte, bool, error) {
 	if err := m.Image.Check(); err != nil {
-		return nil, fmt.Errorf("first-boot script: %w", err)
+		return nil, false, fmt.Errorf("first-boot script: %w", err)
 	}
 	g := &gen{ctx: ctx, opts: opts, validation: opts.ValidationScript, marker: opts.Marker}
 	var err error
 	if g.validation == nil {
 		if g.validation, err = validate.Script(m); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if g.marker == nil {
 		if g.marker, err = m.Marker(); err != nil {
-			return nil, fmt.Errorf("first-boot script: the build marker: %w", err)
+			return nil, false, fmt.Errorf("first-boot script: the build marker: %w", err)
 		}
 	}
 	type planned struct {
@@ -414,7 +552,7 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 	var body, calls strings.Builder
 	for i, p := range all {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		n := i + 1
 		text := p.step.Summary()
@@ -425,10 +563,10 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 		v, run := executor(p.step)
 		if run == nil {
 			if v.Runs != No {
-				return nil, fmt.Errorf("first-boot script: step %d (%s) runs but has no shell", n, p.step.Kind())
+				return nil, false, fmt.Errorf("first-boot script: step %d (%s) runs but has no shell", n, p.step.Kind())
 			}
 			if strings.HasPrefix(v.Why, "imagectl has no first-boot rendering") {
-				return nil, fmt.Errorf("first-boot script: step %d of layer %s: %s", n, p.layer, v.Why)
+				return nil, false, fmt.Errorf("first-boot script: step %d of layer %s: %s", n, p.layer, v.Why)
 			}
 			fmt.Fprintf(&calls, "not_here %d %s %s\n", n, g.q(summary), g.q(v.Why))
 			continue
@@ -438,7 +576,7 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 			g.line("partly %s", g.q(v.Why))
 		}
 		if err := run(g); err != nil {
-			return nil, fmt.Errorf("first-boot script: step %d of layer %s (%s): %w", n, p.layer, p.step.Kind(), err)
+			return nil, false, fmt.Errorf("first-boot script: step %d of layer %s (%s): %w", n, p.layer, p.step.Kind(), err)
 		}
 		fn := fmt.Sprintf("step_%d", n)
 		fmt.Fprintf(&body, "\n# Step %d, layer %s: %s\n# At first boot: %s\n%s() {\n%s}\n", n, shell.Comment(p.layer), shell.Comment(text), shell.Comment(v.String()), fn, g.b.String())
@@ -446,7 +584,7 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 		fmt.Fprintf(&calls, "step %d %s %s %s\n", n, key, g.q(summary), fn)
 	}
 	if g.err != nil {
-		return nil, fmt.Errorf("first-boot script: %w", g.err)
+		return nil, false, fmt.Errorf("first-boot script: %w", g.err)
 	}
 	var out strings.Builder
 	header(&out, m, len(all))
@@ -454,7 +592,7 @@ func Script(ctx context.Context, layers []*compile.Layer, m *manifest.Manifest, 
 	out.WriteString("\n# The steps, in the plan's order.\n")
 	out.WriteString(body.String())
 	out.WriteString("\nbegin\n" + calls.String() + "end\n")
-	return []byte(out.String()), nil
+	return []byte(out.String()), g.sensitive, nil
 }
 
 func header(w *strings.Builder, m *manifest.Manifest, n int) {

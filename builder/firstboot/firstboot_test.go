@@ -162,6 +162,10 @@ put_file() { record put_file "$@"; }
 put_dir() { record put_dir "$@"; }
 put_link() { record put_link "$@"; }
 put_key() { record put_key "$@"; }
+bundle_dest() { record bundle_dest "$@"; }
+in_bundle() { record in_bundle "$@"; }
+apply_now() { record apply_now "$@"; }
+reboot_later() { record reboot_later "$@"; }
 packages() { record packages "$@"; }
 optional_packages() { record optional_packages "$@"; }
 services() { record services "$@"; }
@@ -244,23 +248,24 @@ func TestHostileValuesStayData(t *testing.T) {
 		add(steps.KernelArgs{Args: []string{h}}, []string{"kernel_args", h})
 		add(steps.StageBundle{Name: "b", SourcePath: dir, Destination: "/opt/" + h, Entries: []steps.BundleEntry{
 			{Path: "f" + n, Type: "file", Mode: 0o644, Size: int64(len(h)), SHA256: sha([]byte(h))},
-			{Path: "l" + n, Type: "symlink", Target: h},
+			{Path: "d" + n + "/l" + n, Type: "symlink", Target: h},
 		}},
-			[]string{"put_dir", "/opt/" + h, "0755"},
+			[]string{"bundle_dest", "/opt/" + h},
 			[]string{"put_file", "/opt/" + h + "/f" + n, "0644", "root:root", sha([]byte(h)), "text", h},
-			[]string{"put_link", "/opt/" + h + "/l" + n, h})
+			[]string{"in_bundle", "/opt/" + h, "d" + n + "/l" + n},
+			[]string{"put_link", "/opt/" + h + "/d" + n + "/l" + n, h})
 		if !strings.HasPrefix(h, "-") {
 			add(steps.Packages{Packages: []string{h, "jq"}}, []string{"packages", "-", h, "jq"})
 		}
 		add(steps.AptRepository{Name: "r", KeyURL: "https://k.example/" + h, KeyringPath: "/k/" + h, SourcesPath: "/s/" + h, Sources: h},
-			[]string{"put_key", "https://k.example/" + h, "/k/" + h, ""},
+			[]string{"put_key", "r", "https://k.example/" + h, "/k/" + h, ""},
 			[]string{"put_file", "/s/" + h, "0644", "root:root", sha([]byte(h)), "text", h})
 	}
 	add(steps.Packages{Packages: []string{"a+b", "c.d:amd64"}, Optional: true, NoRecommends: true},
 		[]string{"optional_packages", "--no-install-recommends", "a+b", "c.d:amd64"})
 	binary := []byte{0xff, 0, 1, '\n', 0x1b, '\''}
 	add(steps.WriteFile{Path: "/bin/x", Mode: fs.ModeSetuid | 0o755, Owner: "root:root", SHA256: sha(binary), Size: len(binary), Content: binary})
-	script, err := Script(context.Background(), layerOf(list...), sampleManifest(), Options{})
+	script, err := scriptBytes(Script(context.Background(), layerOf(list...), sampleManifest(), Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,19 +335,33 @@ func shellcheck(t *testing.T, script []byte) {
 	}
 }
 
-// TestKeyPinnedByABuild: a key fetched by URL is checked against the
-// digest a build recorded for its repository, and only its own.
+// TestKeyPinnedByABuild: with a build's options every apt key is checked
+// against the digest the build recorded for its repository: a key fetched
+// by URL on the host, a key file here; a repository the build recorded no
+// digest for is refused, as is a key file of other bytes.
 func TestKeyPinnedByABuild(t *testing.T) {
+	arm, err := os.ReadFile("../../testdata/recipes/valid/keys/test-repo.asc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring, err := dearmor(arm)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := sampleManifest()
-	m.AptKeys = []manifest.AptKey{{Repository: "r", Source: "https://k.example/key", SHA256: strings.Repeat("ab", 32)}}
-	opts, err := FromBuild(m)
+	m.AptKeys = []manifest.AptKey{{Repository: "r", Source: "https://k.example/key", SHA256: strings.Repeat("ab", 32)},
+		{Repository: "f", Source: "keys/test-repo.asc", SHA256: sha(keyring)}}
+	opts, err := FromBuild(m, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := func(name string) steps.AptRepository {
 		return steps.AptRepository{Name: name, KeyURL: "https://k.example/key", KeyringPath: "/k/" + name, SourcesPath: "/s/" + name, Sources: "x"}
 	}
-	script, err := Script(context.Background(), layerOf(repo("r"), repo("other"), steps.WriteBuildMarker{Path: "/etc/imagectl/build.json"}), m, opts)
+	fileRepo := func(name string, key []byte) steps.AptRepository {
+		return steps.AptRepository{Name: name, KeyFile: "keys/test-repo.asc", KeyContent: key, KeyringPath: "/k/" + name, SourcesPath: "/s/" + name, Sources: "x"}
+	}
+	script, err := scriptBytes(Script(context.Background(), layerOf(repo("r"), fileRepo("f", arm), steps.WriteBuildMarker{Path: "/etc/imagectl/build.json"}), m, opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,11 +371,150 @@ func TestKeyPinnedByABuild(t *testing.T) {
 			keys = append(keys, c)
 		}
 	}
-	want := [][]string{{"put_key", "https://k.example/key", "/k/r", strings.Repeat("ab", 32)}, {"put_key", "https://k.example/key", "/k/other", ""}}
-	if len(keys) != 2 || !slices.Equal(keys[0], want[0]) || !slices.Equal(keys[1], want[1]) {
+	want := []string{"put_key", "r", "https://k.example/key", "/k/r", strings.Repeat("ab", 32)}
+	if len(keys) != 1 || !slices.Equal(keys[0], want) {
 		t.Errorf("put_key calls %q, want %q", keys, want)
 	}
 	if !bytes.Contains(script, []byte(strings.ReplaceAll(string(opts.Marker[:40]), "'", `'\''`))) {
 		t.Error("the build's marker is not in the script")
+	}
+	for name, s := range map[string]steps.Step{
+		"a URL key without a pin":   repo("other"),
+		"a key file without a pin":  fileRepo("other", arm),
+		"a key file of other bytes": fileRepo("f", []byte{0x99, 1, 2, 3}),
+	} {
+		if _, err := Script(context.Background(), layerOf(s), m, opts); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	// Without a build's options a URL key goes unpinned, its digest logged.
+	if _, err := Script(context.Background(), layerOf(repo("other")), m, Options{}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestFromBuildIsTheSameImage: a build's options come only from a build of
+// the planned image, version and layers.
+func TestFromBuildIsTheSameImage(t *testing.T) {
+	planned := sampleManifest()
+	planned.Layers = []manifest.Layer{{Name: "a", Enabled: true, Digest: "sha256:1"}, {Name: "off"}, {Name: "b", Enabled: true, Digest: "sha256:2"}}
+	for name, tc := range map[string]struct {
+		edit func(m *manifest.Manifest)
+		want string
+	}{
+		"the same":        {func(m *manifest.Manifest) { m.Layers[1].Digest = "sha256:other" }, ""},
+		"another image":   {func(m *manifest.Manifest) { m.Image.Name = "u" }, "a build of u, not of t"},
+		"another version": {func(m *manifest.Manifest) { m.Image.Version = "2.0.0" }, "the plan's version is 1.0.0"},
+		"another digest":  {func(m *manifest.Manifest) { m.Layers[2].Digest = "sha256:3" }, "layer b of the build of t 1.0.0 has digest sha256:3"},
+		"a layer more":    {func(m *manifest.Manifest) { m.Layers[1].Enabled = true }, "has the layers a, off, b, the plan a, b"},
+	} {
+		m := *planned
+		m.Layers = slices.Clone(planned.Layers)
+		tc.edit(&m)
+		_, err := FromBuild(&m, planned)
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+func scriptBytes(r Result, err error) ([]byte, error) { return r.Script, err }
+
+// TestScriptRefusesBundleThroughALink: a bundle whose entries go through
+// an earlier symlink entry, or whose names are not clean and relative, is
+// refused (as the recipe loader refuses it) before any shell is written.
+func TestScriptRefusesBundleThroughALink(t *testing.T) {
+	for name, entries := range map[string][]steps.BundleEntry{
+		"a file under a link": {{Path: "a", Type: "symlink", Target: "/tmp/x/victim"}, {Path: "a/pwned", Type: "file", Size: 1, SHA256: sha([]byte("p"))}},
+		"a link under a link": {{Path: "a", Type: "symlink", Target: "/etc"}, {Path: "a/keep", Type: "symlink", Target: "x"}},
+		"a dir at a link":     {{Path: "a", Type: "symlink", Target: "/etc"}, {Path: "a", Type: "dir", Mode: 0o777}},
+		"a link over a dir":   {{Path: "a", Type: "dir", Mode: 0o755}, {Path: "a", Type: "symlink", Target: "/etc"}},
+		"dot-dot":             {{Path: "../x", Type: "symlink", Target: "y"}},
+		"absolute":            {{Path: "/x", Type: "symlink", Target: "y"}},
+		"not clean":           {{Path: "a//b", Type: "symlink", Target: "y"}},
+	} {
+		s := steps.StageBundle{Name: "b", SourcePath: t.TempDir(), Destination: "/opt/b", Entries: entries}
+		_, err := Script(context.Background(), layerOf(s), sampleManifest(), Options{})
+		if err == nil || !strings.Contains(err.Error(), "staging bundle b: entry") && !strings.Contains(err.Error(), "staging bundle b: symlink entry") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestSensitiveFoundOnRawValues: a script carries a sensitive value
+// whatever form the script gives it (quoted with '\” in a run command,
+// base64 in a file that is not text, in a key URL or a sources file), and
+// only then; the mode of its file follows.
+func TestSensitiveFoundOnRawValues(t *testing.T) {
+	const secret = "s3cr'et-value"
+	redact := func(s string) string { return strings.ReplaceAll(s, secret, "(sensitive)") }
+	crlf := "token=" + secret + "\r\n"
+	for name, tc := range map[string]struct {
+		step steps.Step
+		want bool
+	}{
+		"run with a quote": {steps.Run{Command: "register --token " + secret}, true},
+		"a binary file":    {file("/etc/token", crlf), true},
+		"a key URL":        {steps.AptRepository{Name: "r", KeyURL: "https://k.example/key?t=" + secret, KeyringPath: "/k", SourcesPath: "/s", Sources: "x"}, true},
+		"a sources file":   {steps.AptRepository{Name: "r", KeyURL: "https://k.example/key", KeyringPath: "/k", SourcesPath: "/s", Sources: "URIs: https://u:" + secret + "@apt.example\n"}, true},
+		"nothing":          {steps.Run{Command: "register"}, false},
+	} {
+		res, err := Script(context.Background(), layerOf(tc.step), sampleManifest(), Options{Redact: redact})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if res.Sensitive != tc.want {
+			t.Errorf("%s: Sensitive %v, want %v", name, res.Sensitive, tc.want)
+		}
+		want := map[bool][2]os.FileMode{true: {0o700, 0o600}, false: {0o755, 0o644}}[tc.want]
+		if res.Mode(false) != want[0] || res.Mode(true) != want[1] {
+			t.Errorf("%s: modes %v %v", name, res.Mode(false), res.Mode(true))
+		}
+		if bytes.Contains(res.Script, []byte(secret)) {
+			t.Errorf("%s: the raw value is in the script as it is, and was to be encoded", name)
+		}
+	}
+}
+
+// TestBootFilesApplied: a file the host reads at boot is applied to this
+// boot where a command can (its verdict says how) or marked for a reboot.
+func TestBootFilesApplied(t *testing.T) {
+	for _, tc := range []struct {
+		path, apply string
+		reboot      bool
+	}{
+		{"/etc/modules-load.d/vfio.conf", "systemctl restart systemd-modules-load.service", false},
+		{"/etc/sysctl.d/90-net.conf", "sysctl --system", false},
+		{"/etc/udev/rules.d/70-ib.rules", "udevadm control --reload && udevadm trigger", false},
+		{"/etc/systemd/system/nvidia-persistenced.service.d/override.conf", "systemctl daemon-reload", false},
+		{"/etc/modprobe.d/vfio.conf", "", true},
+		{"/etc/default/grub.d/90-imagectl.cfg", "", true},
+		{"/etc/motd", "", false},
+	} {
+		s := file(tc.path, "x\n")
+		v := At(s)
+		if v.Reboot != tc.reboot || (tc.apply != "" || tc.reboot) == (v.Why == "content embedded") {
+			t.Errorf("%s: %+v", tc.path, v)
+		}
+		script, err := scriptBytes(Script(context.Background(), layerOf(s), sampleManifest(), Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var applied []string
+		later := false
+		for _, c := range calls(t, script) {
+			switch c[0] {
+			case "apply_now":
+				applied = append(applied, c[2])
+			case "reboot_later":
+				later = true
+			}
+		}
+		if later != tc.reboot {
+			t.Errorf("%s: reboot_later %v", tc.path, later)
+		}
+		if tc.apply == "" && len(applied) > 0 || tc.apply != "" && (len(applied) != 1 || applied[0] != tc.apply) {
+			t.Errorf("%s: applied %q, want %q", tc.path, applied, tc.apply)
+		}
 	}
 }

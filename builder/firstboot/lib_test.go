@@ -60,7 +60,7 @@ func TestKernelArgs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		out, code := libShell(t, dir, "GRUB_DEFAULT_FILE="+grub+"\nkernel_args intel_iommu=on iommu=pt\nkernel_args intel_iommu=on iommu=pt\necho \"calls=$(wc -l <update-grub.calls) reboot=$REBOOT\"\n")
+		out, code := libShell(t, dir, "GRUB_DEFAULT_FILE="+grub+"\nkernel_args intel_iommu=on iommu=pt\nkernel_args intel_iommu=on iommu=pt\necho \"calls=$(wc -l <update-grub.calls) reboot=$(reboot_required)\"\n")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, out)
 		}
@@ -68,7 +68,7 @@ func TestKernelArgs(t *testing.T) {
 		if string(got) != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.before, got, tc.want)
 		}
-		if !strings.Contains(out, "calls=2 reboot=yes") || !strings.Contains(out, "take effect after a reboot") {
+		if !strings.Contains(out, "calls=2 reboot=yes") || !strings.Contains(out, "takes effect after a reboot: kernel args intel_iommu=on iommu=pt") {
 			t.Errorf("%q: %s", tc.before, out)
 		}
 	}
@@ -132,7 +132,7 @@ func TestPutKey(t *testing.T) {
 			src = crlf
 		}
 		os.Remove(keyring)
-		out, code := libShell(t, dir, "put_key file://"+src+" "+keyring+" '"+pin+"'\n")
+		out, code := libShell(t, dir, "put_key r file://"+src+" "+keyring+" '"+pin+"'\n")
 		if code != 0 {
 			t.Fatalf("pin %q: exit %d: %s", pin, code, out)
 		}
@@ -143,7 +143,7 @@ func TestPutKey(t *testing.T) {
 			t.Errorf("pin %q: %s", pin, out)
 		}
 	}
-	out, code := libShell(t, dir, "put_key file://"+src+" "+keyring+" "+sha([]byte("x"))+"\n")
+	out, code := libShell(t, dir, "put_key r file://"+src+" "+keyring+" "+sha([]byte("x"))+"\n")
 	if code != 1 || !strings.Contains(out, "the build's was "+sha([]byte("x"))) {
 		t.Errorf("a wrong pin: exit %d: %s", code, out)
 	}
@@ -167,7 +167,7 @@ func TestScriptStopsAndReruns(t *testing.T) {
 		steps.Run{Command: "test -e " + gate},
 		file(filepath.Join(dir, "b"), "b\n"),
 	}
-	script, err := Script(context.Background(), layerOf(list...), sampleManifest(), Options{})
+	script, err := scriptBytes(Script(context.Background(), layerOf(list...), sampleManifest(), Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,5 +219,141 @@ func TestScriptStopsAndReruns(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(state, "result")); string(b) != "result "+res[1]+"\n" {
 		t.Errorf("state's result %q, the line %q", b, res[1])
+	}
+}
+
+// TestBundleEntriesStayInside: a bundle's entries are never staged through
+// a symlink below its destination (one the host has, or one an earlier
+// entry made), a symlink never replaces a real directory (nor deletes what
+// it holds), a directory entry never chmods through a link, and an
+// existing destination keeps its mode.
+func TestBundleEntriesStayInside(t *testing.T) {
+	testenv.Root(t, "chown files to root")
+	dir := t.TempDir()
+	dest, victim := filepath.Join(dir, "dest"), filepath.Join(dir, "victim")
+	for _, d := range []string{filepath.Join(victim, "keep"), dest} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(victim, "keep", "x"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dest, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	for _, tc := range []struct{ name, body, want string }{
+		{"the destination kept", "bundle_dest " + q(dest) + "\necho staged\n", "staged"},
+		{"a link made, then a file through it", "bundle_dest " + q(dest) + "\nin_bundle " + q(dest) + " a\nput_link " + q(dest+"/a") + " " + q(victim) +
+			"\nin_bundle " + q(dest) + " a/pwned\nput_file " + q(dest+"/a/pwned") + " 0644 root:root " + sha([]byte("p")) + " text p\n", "on the way to the bundle's entry a/pwned, is not a directory"},
+		{"a deeper link", "in_bundle " + q(dest) + " a/b/c\n", "on the way to the bundle's entry a/b/c"},
+		{"a link over a real directory", "put_link " + q(filepath.Join(victim, "keep")) + " x\n", "is a directory: a symlink does not replace it"},
+		{"a directory through a link", "put_dir " + q(dest+"/a") + " 0777\n", "is a symlink, not a directory"},
+	} {
+		out, code := libShell(t, dir, tc.body)
+		if !strings.Contains(out, tc.want) || (code == 0) != (tc.want == "staged") {
+			t.Errorf("%s: exit %d: %s", tc.name, code, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(victim, "pwned")); err == nil {
+		t.Error("a file was written through the bundle's symlink")
+	}
+	if b, err := os.ReadFile(filepath.Join(victim, "keep", "x")); err != nil || string(b) != "x" {
+		t.Errorf("the real directory's content is gone: %v", err)
+	}
+	for p, mode := range map[string]os.FileMode{dest: 0o750, victim: 0o750} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v %v, want %v", p, err, fi.Mode(), mode)
+		}
+	}
+}
+
+// TestPutFileOverADirectory: a file whose path is a directory fails the
+// step (the build fails there too), the directory and what it holds kept,
+// no temporary file left; a chown that fails leaves no temporary file.
+func TestPutFileOverADirectory(t *testing.T) {
+	testenv.Root(t, "chown files to root")
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x")
+	if err := os.MkdirAll(filepath.Join(p, "inside"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, code := libShell(t, dir, "put_file "+p+" 0644 root:root "+sha([]byte("a"))+" text a\n")
+	if code == 0 || !strings.Contains(out, p+" is a directory, not a file") {
+		t.Errorf("exit %d: %s", code, out)
+	}
+	if entries, _ := os.ReadDir(p); len(entries) != 1 || entries[0].Name() != "inside" {
+		t.Errorf("the directory changed: %v", entries)
+	}
+	out, code = libShell(t, dir, "put_file "+filepath.Join(dir, "y")+" 0644 no-such-user-imagectl:root "+sha([]byte("a"))+" text a\n")
+	if code == 0 || !strings.Contains(out, "chown no-such-user-imagectl:root") {
+		t.Errorf("exit %d: %s", code, out)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".imagectl") || e.Name() == "y" {
+			t.Errorf("left %s behind", e.Name())
+		}
+	}
+}
+
+// TestRebootRequiredKept: a rerun in the same boot after the kernel-args
+// step still says a reboot is required (the state directory keeps it); a
+// failing update-grub is logged, not fatal, as in the build.
+func TestRebootRequiredKept(t *testing.T) {
+	dir := t.TempDir()
+	grub, failing := filepath.Join(dir, "grub"), filepath.Join(dir, "failing")
+	if err := os.MkdirAll(failing, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(failing, "update-grub"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, code := libShell(t, dir, "PATH="+failing+":$PATH\nGRUB_DEFAULT_FILE="+grub+"\nkernel_args iommu=pt\n")
+	if code != 0 || !strings.Contains(out, "WARN update-grub failed") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	out, code = libShell(t, dir, "echo \"reboot=$(reboot_required)\"\n")
+	if code != 0 || !strings.Contains(out, "reboot=yes") {
+		t.Errorf("rerun: exit %d: %s", code, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state", "reboot-required"), []byte("another-boot\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := libShell(t, dir, "echo \"reboot=$(reboot_required)\"\n"); !strings.Contains(out, "reboot=no") {
+		t.Errorf("after a reboot: %s", out)
+	}
+}
+
+// TestFetchBounded: a key download over 1 MiB (the build's bound) fails
+// the step and leaves no download behind; the log names the repository,
+// never the URL (it may carry a token).
+func TestFetchBounded(t *testing.T) {
+	testenv.Tool(t, "curl", "apt-get install curl")
+	dir := t.TempDir()
+	big := filepath.Join(dir, "token=s3cret")
+	if err := os.WriteFile(big, bytes.Repeat([]byte{0x99}, 1<<20+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := libShell(t, dir, "put_key repo-name file://"+big+" "+filepath.Join(dir, "k.gpg")+" ''\n")
+	if code == 0 || !strings.Contains(out, "fetching the apt key of repository repo-name") || strings.Contains(out, "s3cret") {
+		t.Errorf("exit %d: %s", code, out)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "state")); len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// TestNoCandidate: an optional package is recorded as missing only when
+// apt has no version of it to install (apt-cache policy, here on this
+// host's own apt): one apt has, installed or in its archives, is not
+// missing, and its failure to install fails the step.
+func TestNoCandidate(t *testing.T) {
+	testenv.Tool(t, "apt-cache", "a Debian or Ubuntu host")
+	dir := t.TempDir()
+	out, code := libShell(t, dir, "no_candidate no-such-package-imagectl && echo missing\nno_candidate apt || echo has-it\n")
+	if code != 0 || !strings.Contains(out, "missing") || !strings.Contains(out, "has-it") {
+		t.Errorf("exit %d: %s", code, out)
 	}
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +17,7 @@ type firstbootFlags struct {
 	out      string
 	userData bool
 	manifest string
+	version  string
 }
 
 func newFirstbootCmd(env []string) *cobra.Command {
@@ -35,11 +34,14 @@ live host. Each step logs its summary with a timestamp; a step that does not
 run at first boot (build --dry-run shows which, and why) says why. The
 script stops at the first failing step and ends with one result line that
 counts the bytes apt downloaded. With --manifest it installs a build's
-validation script and marker instead of the plan's, and pins the apt keys
-fetched by URL to the build's digests. With --user-data it writes the script
-wrapped into NoCloud user-data (a cloud-config). It takes the variable and
-recipe flags build --dry-run takes. A script that carries a sensitive
-variable's value is written only to a file (--out).`,
+validation script and marker instead of the plan's, and pins every apt
+key to the build's digests; the build must be of this plan (image, version,
+layer digests). --version sets the image version as build --version does.
+With --user-data it writes the script wrapped into NoCloud user-data (a
+cloud-config whose runcmd stops there when the script fails). It takes the
+variable and recipe flags build --dry-run takes. A script that carries a
+sensitive variable's value is written only to a file (--out), its owner's
+alone.`,
 		Example: `  imagectl firstboot examples/demo.hcl -var-file base.vars.hcl --out firstboot.sh
   imagectl firstboot recipes/h200.hcl -var site_bootstrap_dir=/srv/site-bootstrap --user-data --out user-data
   imagectl firstboot recipes/h200.hcl -var site_bootstrap_dir=/srv/site-bootstrap --manifest artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json --out firstboot.sh
@@ -50,16 +52,22 @@ variable's value is written only to a file (--out).`,
 	f.recipe.output.formats = []string{"text"}
 	cmd.Flags().StringVar(&f.out, "out", "", "write the script to this file (mode 0755; user-data 0644; 0700 or 0600 when it carries a sensitive value) instead of standard output")
 	cmd.Flags().StringVar(&f.manifest, "manifest", "", "a build's manifest of this image: install its validation script (package versions pinned) and build marker, and check the apt keys fetched by URL against the digests it recorded")
+	cmd.Flags().StringVar(&f.version, "version", "", "image version (overrides the recipe's, as build --version does; --manifest's build must have it)")
 	cmd.Flags().BoolVar(&f.userData, "user-data", false, "write NoCloud user-data (a cloud-config that writes the script and runs it) instead of the script")
 	return cmd
 }
 
 func runFirstboot(ctx context.Context, f *firstbootFlags, args []string, s streams, env []string) error {
+	if f.version != "" {
+		if err := manifest.CheckVersion(f.version); err != nil {
+			return fmt.Errorf("--version: %w", err)
+		}
+	}
 	r, err := f.recipe.load(ctx, s, args[0], env)
 	if err != nil {
 		return err
 	}
-	p, err := plan.New(r, plan.Options{})
+	p, err := plan.New(r, plan.Options{Version: f.version})
 	if err != nil {
 		return err
 	}
@@ -69,39 +77,25 @@ func runFirstboot(ctx context.Context, f *firstbootFlags, args []string, s strea
 		if err != nil {
 			return err
 		}
-		if m.Image.Name != p.Manifest.Image.Name {
-			return fmt.Errorf("--manifest %s is a build of %s, not of %s", f.manifest, m.Image.Name, p.Manifest.Image.Name)
-		}
-		if opts, err = firstboot.FromBuild(m); err != nil {
-			return err
+		if opts, err = firstboot.FromBuild(m, p.Manifest); err != nil {
+			return fmt.Errorf("--manifest %s: %w", f.manifest, err)
 		}
 	}
 	opts.Redact = func(s string) string { return string(p.Redact([]byte(s))) }
-	out, err := firstboot.Script(ctx, p.Layers, p.Manifest, opts)
+	res, err := firstboot.Script(ctx, p.Layers, p.Manifest, opts)
 	if err != nil {
 		return err
 	}
-	// Checked on the script: user-data carries it in base64.
-	secret := !bytes.Equal(p.Redact(out), out)
+	out := res.Script
 	if f.userData {
-		out = firstboot.UserData(out)
+		out = res.UserData()
 	}
 	if f.out == "" || f.out == "-" {
-		if secret {
-			return fmt.Errorf("the first-boot script of %s carries a sensitive variable's value: write it to a file with --out", args[0])
+		if res.Sensitive {
+			return fmt.Errorf("the first-boot script of %s carries a sensitive variable's value: write it to a file with --out (mode 0700, or 0600 for user-data)", args[0])
 		}
 		_, err = s.out.Write(out)
 		return err
 	}
-	mode := os.FileMode(0o755)
-	switch {
-	case secret:
-		mode = 0o700
-	case f.userData:
-		mode = 0o644
-	}
-	if secret && f.userData {
-		mode = 0o600
-	}
-	return atomicfile.WriteFile(f.out, out, mode)
+	return atomicfile.WriteFile(f.out, out, res.Mode(f.userData))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,13 +70,21 @@ image "s" {
     packages = ["jq"]
     run      = ["register --token ${var.token}"]
   }
+  layer "f" {
+    file "/etc/token" {
+      content = "token=${var.token}\r\n"
+      mode    = "0600"
+    }
+  }
 }`
 	if err := os.WriteFile(recipe, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errs, code := imagectl(t, nil, "firstboot", recipe)
-	if code != 1 || strings.Contains(out+errs, "hunter2") || !strings.Contains(errs, "carries a sensitive variable's value: write it to a file with --out") {
-		t.Errorf("to stdout: exit %d\n%s\n%s", code, out, errs)
+	for _, args := range [][]string{nil, {"--user-data"}, {"-var", "token=s3cr'et-value"}, {"-var", "token=hunter2\r"}} {
+		out, errs, code := imagectl(t, nil, append([]string{"firstboot", recipe}, args...)...)
+		if code != 1 || strings.Contains(out+errs, "hunter2") || strings.Contains(out+errs, "s3cr") || !strings.Contains(errs, "carries a sensitive variable's value: write it to a file with --out") {
+			t.Errorf("to stdout %q: exit %d\n%s\n%s", args, code, out, errs)
+		}
 	}
 	for _, tc := range []struct {
 		args []string
@@ -105,15 +114,51 @@ image "s" {
 }
 
 // TestFirstbootFromBuild: with --manifest the script installs the build's
-// validation script (its package versions pinned) and its marker, and a
-// manifest of another image is refused.
+// validation script (its package versions pinned) and its marker; a
+// manifest of another image, another version or other layers is refused,
+// and --version names the build's version as build --version does.
 func TestFirstbootFromBuild(t *testing.T) {
 	base := []string{"-var", "base_image=/var/cache/base.qcow2", "-var", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
-	out, errs, code := imagectl(t, nil, append([]string{"firstboot", "examples/demo.hcl", "--manifest", "testdata/manifests/demo-0.1.0.json"}, base...)...)
+	// A build of the recipe as it is: the fixture's build record with the
+	// plan's layers (their digests).
+	planned, errs, code := imagectl(t, nil, append([]string{"build", "examples/demo.hcl", "--dry-run", "--output", "json"}, base...)...)
+	if code != 0 {
+		t.Fatalf("dry run: exit %d: %s", code, errs)
+	}
+	var plan map[string]any
+	if err := json.Unmarshal([]byte(planned), &plan); err != nil {
+		t.Fatal(err)
+	}
+	fixture, err := os.ReadFile("testdata/manifests/demo-0.1.0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, edit func(m map[string]any)) string {
+		var m map[string]any
+		if err := json.Unmarshal(fixture, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["layers"] = plan["layers"]
+		if edit != nil {
+			edit(m)
+		}
+		b, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	build := write("build.json", nil)
+	out, errs, code := imagectl(t, nil, append([]string{"firstboot", "examples/demo.hcl", "--manifest", build}, base...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	want, _, _ := imagectl(t, nil, "validate-script", "testdata/manifests/demo-0.1.0.json")
+	want, _, _ := imagectl(t, nil, "validate-script", build)
 	line := "check_package 'jq' '"
 	if !strings.Contains(want, line) || !strings.Contains(out, strings.ReplaceAll(want[strings.Index(want, line):strings.Index(want, line)+60], "'", `'\''`)) {
 		t.Errorf("the script does not carry the build's validation script with pinned versions")
@@ -121,17 +166,26 @@ func TestFirstbootFromBuild(t *testing.T) {
 	if !strings.Contains(out, `"packages": [`) {
 		t.Errorf("the marker is not the build's, with its packages")
 	}
-	dir := t.TempDir()
-	other := filepath.Join(dir, "m.json")
-	b, err := os.ReadFile("testdata/manifests/demo-0.1.0.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(other, []byte(strings.Replace(string(b), `"name": "imagectl-demo"`, `"name": "other-image"`, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, errs, code = imagectl(t, nil, append([]string{"firstboot", "examples/demo.hcl", "--manifest", other}, base...)...)
-	if code != 1 || !strings.Contains(errs, "is a build of other-image, not of imagectl-demo") {
-		t.Errorf("exit %d: %s", code, errs)
+	layer := func(m map[string]any) map[string]any { return m["layers"].([]any)[0].(map[string]any) }
+	for _, tc := range []struct {
+		manifest string
+		args     []string
+		want     string
+	}{
+		{write("other.json", func(m map[string]any) { m["image"].(map[string]any)["name"] = "other-image" }), nil, "is a build of other-image, not of imagectl-demo"},
+		{build, []string{"--version", "9.9.9"}, "is a build of imagectl-demo 0.1.0, the plan's version is 9.9.9"},
+		{write("v2.json", func(m map[string]any) { m["image"].(map[string]any)["version"] = "0.2.0" }), []string{"--version", "0.2.0"}, ""},
+		{write("layer.json", func(m map[string]any) { layer(m)["digest"] = "sha256:" + strings.Repeat("cd", 32) }), nil, "layer tools of the build of imagectl-demo 0.1.0 has digest sha256:cdcd"},
+		{testdataManifest, nil, "layers"},
+		{build, []string{"--version", "not a version"}, "--version:"},
+	} {
+		_, errs, code = imagectl(t, nil, append(append([]string{"firstboot", "examples/demo.hcl", "--manifest", tc.manifest}, tc.args...), base...)...)
+		if (code == 0) != (tc.want == "") || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s %v: exit %d: %s", filepath.Base(tc.manifest), tc.args, code, errs)
+		}
 	}
 }
+
+// testdataManifest is a build of the demo recipe as it was: its layers
+// are not the plan's now.
+const testdataManifest = "testdata/manifests/demo-0.1.0.json"

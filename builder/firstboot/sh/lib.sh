@@ -14,9 +14,11 @@ STEP=0
 APT_FRESH=no
 ARCHIVE_BYTES=0
 INDEX_BYTES=0
-REBOOT=no
 START=
 GRUB_DEFAULT_FILE=/etc/default/grub
+# apt and dpkg wait up to 10 minutes for a lock another apt holds at first
+# boot (apt-daily, unattended-upgrades, cloud-init's own package modules).
+APT_LOCK_TIMEOUT=600
 
 # say WORDS...: one line of the script's log on stdout.
 say() { printf '%s %s\n' "$PREFIX" "$*"; }
@@ -71,83 +73,166 @@ logged() {
 
 # put_file PATH MODE OWNER SHA256 ENCODING DATA: writes DATA (text, or
 # base64) to PATH whole (a new temporary file beside it, renamed over it),
-# with MODE and OWNER, failing when its sha256 is not the plan's.
+# with MODE and OWNER, failing when its sha256 is not the plan's, and when
+# PATH is a directory (the build fails there too).
 put_file() {
-	dir=$(dirname -- "$1")
-	mkdir -p -- "$dir"
-	tmp=$(mktemp -- "$dir/.imagectl-firstboot.XXXXXX")
-	case $5 in
-	base64) printf '%s' "$6" | base64 -d >"$tmp" ;;
-	*) printf '%s' "$6" >"$tmp" ;;
-	esac
-	got=$(sha256sum <"$tmp" | cut -d' ' -f1)
-	if [ "$got" != "$4" ]; then
-		rm -f -- "$tmp"
-		fail "$1: its content has sha256 $got, the plan's is $4"
+	if [ -d "$1" ] && [ ! -L "$1" ]; then
+		fail "$1 is a directory, not a file"
 	fi
-	chown -- "$3" "$tmp"
-	chmod -- "$2" "$tmp"
-	mv -f -- "$tmp" "$1"
+	pf_dir=$(dirname -- "$1")
+	mkdir -p -- "$pf_dir"
+	pf_tmp=$(mktemp -- "$pf_dir/.imagectl-firstboot.XXXXXX")
+	case $5 in
+	base64) printf '%s' "$6" | base64 -d >"$pf_tmp" || pf_fail "$1: decoding its content" ;;
+	*) printf '%s' "$6" >"$pf_tmp" || pf_fail "$1: writing its content" ;;
+	esac
+	pf_got=$(sha256sum <"$pf_tmp" | cut -d' ' -f1)
+	[ "$pf_got" = "$4" ] || pf_fail "$1: its content has sha256 $pf_got, the plan's is $4"
+	chown -- "$3" "$pf_tmp" || pf_fail "$1: chown $3"
+	chmod -- "$2" "$pf_tmp" || pf_fail "$1: chmod $2"
+	mv -fT -- "$pf_tmp" "$1" || pf_fail "$1: renaming the written file over it"
 }
 
-# put_dir PATH MODE: a directory owned by root with MODE.
+# pf_fail MESSAGE: put_file's temporary file removed, the step failed.
+pf_fail() {
+	rm -f -- "$pf_tmp"
+	fail "$*"
+}
+
+# put_dir PATH MODE: a directory owned by root with MODE (never through a
+# symlink at PATH).
 put_dir() {
+	[ ! -L "$1" ] || fail "$1 is a symlink, not a directory"
 	mkdir -p -- "$1"
 	chown root:root -- "$1"
 	chmod -- "$2" "$1"
 }
 
-# put_link PATH TARGET: a symbolic link, replacing what PATH was.
+# put_link PATH TARGET: a symbolic link, replacing a file or link at PATH
+# (renamed over it), never a directory.
 put_link() {
-	mkdir -p -- "$(dirname -- "$1")"
-	rm -rf -- "$1"
-	ln -s -- "$2" "$1"
+	if [ -d "$1" ] && [ ! -L "$1" ]; then
+		fail "$1 is a directory: a symlink does not replace it"
+	fi
+	pl_dir=$(dirname -- "$1")
+	mkdir -p -- "$pl_dir"
+	pl_tmp=$(mktemp -d -- "$pl_dir/.imagectl-firstboot.XXXXXX")
+	if ! ln -s -- "$2" "$pl_tmp/link" || ! mv -fT -- "$pl_tmp/link" "$1"; then
+		rm -rf -- "$pl_tmp"
+		fail "$1: making the symlink"
+	fi
+	rmdir -- "$pl_tmp"
 }
 
-# fetch URL FILE: downloads URL into FILE with curl or wget.
+# bundle_dest DEST: a bundle's destination, made when missing (an existing
+# one is left as it is, as the build leaves it).
+bundle_dest() {
+	mkdir -p -- "$1"
+	[ -d "$1" ] || fail "the bundle's destination $1 is not a directory"
+}
+
+# in_bundle DEST REL: fails when a directory on REL's way below DEST is a
+# symlink or not a directory, so an entry is never staged through a link.
+in_bundle() {
+	ib_cur=$1
+	ib_rest=$2
+	while :; do
+		case $ib_rest in
+		*/*) ;;
+		*) break ;;
+		esac
+		ib_cur=$ib_cur/${ib_rest%%/*}
+		ib_rest=${ib_rest#*/}
+		if [ -L "$ib_cur" ] || { [ -e "$ib_cur" ] && [ ! -d "$ib_cur" ]; }; then
+			fail "$ib_cur, on the way to the bundle's entry $2, is not a directory"
+		fi
+	done
+}
+
+# fetch URL FILE: downloads URL into FILE with curl or wget, at most 1 MiB
+# (the build's bound on a key); an https URL is never redirected to
+# anything but https.
 fetch() {
+	case $1 in
+	https://*) fe_https=yes ;;
+	*) fe_https=no ;;
+	esac
 	if command -v curl >/dev/null 2>&1; then
-		curl -fsSL --retry 3 --max-time 120 -o "$2" --url "$1"
+		if [ "$fe_https" = yes ]; then
+			curl -fsSL --proto =https --proto-redir =https --max-filesize 1048576 --retry 3 --max-time 120 -o "$2" --url "$1" || return 1
+		else
+			curl -fsSL --max-filesize 1048576 --retry 3 --max-time 120 -o "$2" --url "$1" || return 1
+		fi
 	elif command -v wget >/dev/null 2>&1; then
-		wget -q -T 120 -O "$2" -- "$1"
+		# wget follows a redirect to http: none is followed for https,
+		# and has no bound on a file's size: the size is checked after.
+		if [ "$fe_https" = yes ]; then
+			wget -q -T 120 --max-redirect=0 -O "$2" -- "$1" || return 1
+		else
+			wget -q -T 120 -O "$2" -- "$1" || return 1
+		fi
 	else
-		fail "neither curl nor wget is installed to fetch $1"
+		fail "neither curl nor wget is installed to fetch an apt key"
+	fi
+	fe_size=$(wc -c <"$2")
+	if [ "$fe_size" -eq 0 ] || [ "$fe_size" -gt 1048576 ]; then
+		say "step=$STEP/$STEPS the download has $fe_size bytes, not 1 to 1048576"
+		return 1
 	fi
 }
 
-# put_key URL KEYRING SHA256: fetches an apt signing key, dearmors it when
-# armored (apt reads binary keyrings named .gpg), checks it against SHA256
-# when the plan knows it, and installs it as KEYRING.
+# put_key NAME URL KEYRING SHA256: fetches repository NAME's apt signing
+# key from URL, dearmors it when armored (apt reads binary keyrings named
+# .gpg), checks it against SHA256 when the plan knows it, and installs it
+# as KEYRING. Its log names the repository, never the URL (it may carry a
+# token).
 put_key() {
-	tmp=$STATE_DIR/key.download
-	fetch "$1" "$tmp" || fail "fetching the apt key $1"
-	if grep -q '^-----BEGIN PGP' "$tmp"; then
-		sed -n '/^-----BEGIN PGP/,/^-----END PGP/p' "$tmp" | sed '1d;$d' |
+	pk_tmp=$STATE_DIR/key.download
+	rm -f -- "$pk_tmp" "$pk_tmp.gpg"
+	fetch "$2" "$pk_tmp" || pk_fail "fetching the apt key of repository $1"
+	if grep -q '^-----BEGIN PGP' "$pk_tmp"; then
+		sed -n '/^-----BEGIN PGP/,/^-----END PGP/p' "$pk_tmp" | sed '1d;$d' |
 			awk 'body { if ($0 !~ /^=/) print; next } /^\r?$/ { body = 1 }' | tr -d '\r' |
-			base64 -d >"$tmp.gpg" || fail "dearmoring the apt key $1"
+			base64 -d >"$pk_tmp.gpg" || pk_fail "dearmoring the apt key of repository $1"
 	else
-		cp -- "$tmp" "$tmp.gpg"
+		cp -- "$pk_tmp" "$pk_tmp.gpg"
 	fi
-	got=$(sha256sum <"$tmp.gpg" | cut -d' ' -f1)
-	if [ -n "$3" ] && [ "$got" != "$3" ]; then
-		fail "the apt key $1 has sha256 $got, the build's was $3"
+	pk_got=$(sha256sum <"$pk_tmp.gpg" | cut -d' ' -f1)
+	if [ -n "$4" ] && [ "$pk_got" != "$4" ]; then
+		pk_fail "the apt key of repository $1 has sha256 $pk_got, the build's was $4"
 	fi
-	[ -n "$3" ] || say "step=$STEP/$STEPS apt key $1 sha256 $got (not pinned: no build's digest was given)"
-	put_file "$2" 0644 root:root "$got" base64 "$(base64 <"$tmp.gpg")"
-	rm -f -- "$tmp" "$tmp.gpg"
+	[ -n "$4" ] || say "step=$STEP/$STEPS apt key of repository $1 sha256 $pk_got (not pinned: no build's digest was given)"
+	pk_data=$(base64 <"$pk_tmp.gpg")
+	rm -f -- "$pk_tmp" "$pk_tmp.gpg"
+	put_file "$3" 0644 root:root "$pk_got" base64 "$pk_data"
+}
+
+# pk_fail MESSAGE: put_key's downloads removed, the step failed.
+pk_fail() {
+	rm -f -- "$pk_tmp" "$pk_tmp.gpg"
+	fail "$*"
 }
 
 # apt_update: apt-get update once after the sources changed, adding what
-# apt says it fetched (rounded by apt) to INDEX_BYTES.
+# apt says it fetched (rounded by apt) to INDEX_BYTES. A lists lock held by
+# another apt is waited for (APT_LOCK_TIMEOUT), as dpkg's is.
 apt_update() {
 	[ "$APT_FRESH" = yes ] && return 0
-	logged apt-get update -q || fail "apt-get update failed"
-	n=$(awk '/^Fetched [0-9.,]+ [kMG]?B in/ {
+	au_waited=0
+	until logged apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" update -q; do
+		if ! grep -q 'Could not get lock\|Unable to lock' "$STATE_DIR/output.log" || [ "$au_waited" -ge "$APT_LOCK_TIMEOUT" ]; then
+			fail "apt-get update failed"
+		fi
+		say "step=$STEP/$STEPS apt's lists are locked by another apt: waiting"
+		sleep 5
+		au_waited=$((au_waited + 5))
+	done
+	au_n=$(awk '/^Fetched [0-9.,]+ [kMG]?B in/ {
 		v = $2; gsub(",", "", v); u = $3
 		m = (u == "kB") ? 1000 : (u == "MB") ? 1000000 : (u == "GB") ? 1000000000 : 1
 		s += v * m
 	} END { printf "%.0f", s }' "$STATE_DIR/output.log")
-	INDEX_BYTES=$((INDEX_BYTES + n))
+	INDEX_BYTES=$((INDEX_BYTES + au_n))
 	APT_FRESH=yes
 }
 
@@ -155,13 +240,13 @@ apt_update() {
 # steps run it (OPTION is --no-install-recommends or -), counting the bytes
 # of the archives apt downloads (its --print-uris) in ARCHIVE_BYTES.
 apt_install() {
-	opt=$1
+	ai_opt=$1
 	shift
-	[ "$opt" = - ] && opt=
-	n=$(apt-get install -y -qq --print-uris ${opt:+"$opt"} "$@" 2>/dev/null |
-		awk -v q="'" 'substr($1, 1, 1) == q { s += $3 } END { printf "%.0f", s }') || n=0
-	if logged apt-get install -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold ${opt:+"$opt"} "$@"; then
-		ARCHIVE_BYTES=$((ARCHIVE_BYTES + ${n:-0}))
+	[ "$ai_opt" = - ] && ai_opt=
+	ai_n=$(apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" install -y -qq --print-uris ${ai_opt:+"$ai_opt"} "$@" 2>/dev/null |
+		awk -v q="'" 'substr($1, 1, 1) == q { s += $3 } END { printf "%.0f", s }') || ai_n=0
+	if logged apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" install -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold ${ai_opt:+"$ai_opt"} "$@"; then
+		ARCHIVE_BYTES=$((ARCHIVE_BYTES + ${ai_n:-0}))
 		return 0
 	fi
 	return 1
@@ -173,20 +258,36 @@ packages() {
 	apt_install "$@" || fail "apt-get install failed"
 }
 
+# no_candidate PACKAGE: apt's archives have no version of PACKAGE to install.
+no_candidate() {
+	nc_policy=$(apt-cache policy -- "$1" 2>/dev/null) || return 1
+	[ -z "$nc_policy" ] || printf '%s\n' "$nc_policy" | grep -q '^ *Candidate: (none)$'
+}
+
 # optional_packages OPTION PACKAGE...: installs what the archive has, all
-# at once when it can, else one by one, recording the others in
-# STATE_DIR/missing-optional.
+# at once when it can, else one by one, recording in
+# STATE_DIR/missing-optional a package apt has no candidate for; any other
+# failure (a lock, a broken dependency, the network) fails the step.
 optional_packages() {
 	apt_update
 	apt_install "$@" && return 0
-	opt=$1
+	op_opt=$1
 	shift
 	for p in "$@"; do
-		if ! apt_install "$opt" "$p"; then
-			say "step=$STEP/$STEPS optional package $p not installed: $(tail -n 1 "$STATE_DIR/output.log")"
-			grep -qx -- "$p" "$STATE_DIR/missing-optional" 2>/dev/null || echo "$p" >>"$STATE_DIR/missing-optional"
-		fi
+		apt_install "$op_opt" "$p" && continue
+		no_candidate "$p" || fail "apt-get install $p failed, and the archive has it"
+		say "step=$STEP/$STEPS optional package $p not installed: the archive has no candidate"
+		grep -qxF -- "$p" "$STATE_DIR/missing-optional" 2>/dev/null || echo "$p" >>"$STATE_DIR/missing-optional"
 	done
+}
+
+# apply_now WHAT COMMAND...: a file just written that the host reads at
+# boot (WHAT) is applied to this boot by COMMAND; a failure is logged, as
+# the boot would log it.
+apply_now() {
+	ap_what=$1
+	shift
+	logged sh -c "$*" || say "step=$STEP/$STEPS WARN applying $ap_what failed: $*"
 }
 
 # services enable|disable UNIT...: enables (disables) units and starts
@@ -210,7 +311,7 @@ services() {
 kernel_args() {
 	f=$GRUB_DEFAULT_FILE
 	[ -e "$f" ] || : >"$f"
-	tmp=$(mktemp -- "$f.imagectl-firstboot.XXXXXX")
+	ka_tmp=$(mktemp -- "$f.imagectl-firstboot.XXXXXX")
 	IMAGECTL_ARGS="$*" awk '
 		/^[ \t]*GRUB_CMDLINE_LINUX=/ { last = NR }
 		{ line[NR] = $0 }
@@ -233,16 +334,41 @@ kernel_args() {
 				for (j = 1; j <= n; j++) out = out (out == "" ? "" : " ") want[j]
 				print "GRUB_CMDLINE_LINUX=\"" out "\""
 			}
-		}' "$f" >"$tmp"
-	chmod 0644 "$tmp"
-	mv -f -- "$tmp" "$f"
+		}' "$f" >"$ka_tmp" || {
+		rm -f -- "$ka_tmp"
+		fail "editing $f"
+	}
+	chmod 0644 "$ka_tmp"
+	mv -f -- "$ka_tmp" "$f"
+	# As the build: a failing update-grub is logged, not fatal (the
+	# drop-in and /etc/default/grub hold the args for the next update-grub).
 	if command -v update-grub >/dev/null 2>&1; then
-		logged update-grub || fail "update-grub failed: the kernel args would not take effect"
+		logged update-grub || say "step=$STEP/$STEPS WARN update-grub failed: the args take effect once grub.cfg is regenerated"
 	else
 		say "step=$STEP/$STEPS no update-grub here: the args take effect once grub.cfg is regenerated"
 	fi
-	REBOOT=yes
-	say "step=$STEP/$STEPS kernel args take effect after a reboot: $*"
+	reboot_later "kernel args $*"
+}
+
+# reboot_later WHAT: what the current step changed takes effect at the
+# next boot; the result line says reboot_required=yes in this boot.
+reboot_later() {
+	boot_id >"$STATE_DIR/reboot-required"
+	say "step=$STEP/$STEPS takes effect after a reboot: $1"
+}
+
+# boot_id: this boot's id (empty where /proc is not mounted).
+boot_id() { cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo; }
+
+# reboot_required: yes when a step whose change takes effect at the next
+# boot ran in this boot (STATE_DIR/reboot-required holds its boot's id), in
+# this run or an earlier one.
+reboot_required() {
+	if [ -e "$STATE_DIR/reboot-required" ] && [ "$(cat "$STATE_DIR/reboot-required")" = "$(boot_id)" ]; then
+		echo yes
+	else
+		echo no
+	fi
 }
 
 # result STATUS: the machine-readable result line, also kept in
@@ -252,7 +378,7 @@ result() {
 	line="result status=$1 steps=$STEPS ran=$DONE already_done=$SKIPPED not_at_first_boot=$NOT_HERE"
 	[ "$1" = ok ] || line="$line failed_step=$STEP"
 	line="$line download_bytes=$((ARCHIVE_BYTES + INDEX_BYTES)) archive_bytes=$ARCHIVE_BYTES index_bytes=$INDEX_BYTES"
-	line="$line missing_optional=${missing:--} reboot_required=$REBOOT"
+	line="$line missing_optional=${missing:--} reboot_required=$(reboot_required)"
 	line="$line seconds=$(awk -v a="$START" -v b="$(uptime_s)" 'BEGIN { printf "%.3f", b - a }')"
 	say "$line"
 	printf '%s\n' "$line" >"$STATE_DIR/result" 2>/dev/null || true
