@@ -200,3 +200,9 @@ func AtLeast(v string, major, minor, patch int) bool {
 	}
 	return true
 }
+
+// URL is the MAAS root the client talks to.
+func (c *Client) URL() string { return c.cfg.URL }
+
+// VersionLess orders set versions as MAAS's YYYYmmdd[.N].
+func VersionLess(a, b string) bool { return versionLess(a, b) }

@@ -64,6 +64,10 @@ type Rack struct {
 	// fills and fillsNow count full fills from the region, maxFills the
 	// most at one time; requests every GET or HEAD.
 	fills, fillsNow, maxFills, requests int
+	// inflight counts the requests being answered; idle is signalled
+	// when it drops to zero.
+	inflight int
+	idle     *sync.Cond
 }
 
 // RackPort is the port every rack of the server listens on (5248 on a
@@ -89,6 +93,7 @@ func (s *Server) startRacks(specs []RackSpec) {
 		if rk.state == "" {
 			rk.state = RackHealthy
 		}
+		rk.idle = sync.NewCond(&rk.mu)
 		s.racks = append(s.racks, rk)
 	}
 	for try := 0; ; try++ {
@@ -200,6 +205,16 @@ func (rk *Rack) Imported(name, arch string) bool {
 	return rk.images[name+" "+arch]
 }
 
+// Idle waits until the rack answers no request: a client has read the
+// last byte of a fill a moment before the rack counts it as cached.
+func (rk *Rack) Idle() {
+	rk.mu.Lock()
+	defer rk.mu.Unlock()
+	for rk.inflight > 0 {
+		rk.idle.Wait()
+	}
+}
+
 // Fills returns how many full fills from the region the rack made, the
 // most it made at one time, and how many GETs and HEADs it answered.
 func (rk *Rack) Fills() (fills, maxAtOnce, requests int) {
@@ -275,8 +290,16 @@ func (rk *Rack) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	rk.mu.Lock()
 	rk.requests++
+	rk.inflight++
 	state := rk.state
 	rk.mu.Unlock()
+	defer func() {
+		rk.mu.Lock()
+		if rk.inflight--; rk.inflight == 0 {
+			rk.idle.Broadcast()
+		}
+		rk.mu.Unlock()
+	}()
 	rest, ok := strings.CutPrefix(r.URL.Path, "/images/")
 	if !ok {
 		http.NotFound(w, r)

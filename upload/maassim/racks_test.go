@@ -92,11 +92,13 @@ func TestRacksServeThroughTheirCache(t *testing.T) {
 	if _, _, err := rackGet(t, sim, good, path, nil, 1000); err != nil {
 		t.Fatal(err)
 	}
+	good.Idle()
 	if good.Cached(onDisk) {
 		t.Fatal("a Range or a cut read warmed the cache")
 	}
 	// A full read to the end fills it: then it is a HIT, and Range works.
 	resp, b, _ = rackGet(t, sim, good, path, nil, -1)
+	good.Idle()
 	if resp.StatusCode != 200 || resp.Header.Get("X-Cache") != "MISS" || !bytes.Equal(b, content) || !good.Cached(onDisk) {
 		t.Fatalf("fill: %d %q %d cached=%v", resp.StatusCode, resp.Header.Get("X-Cache"), len(b), good.Cached(onDisk))
 	}
@@ -130,16 +132,18 @@ func TestRacksServeThroughTheirCache(t *testing.T) {
 	if err := away.SetState(maassim.RackHealthy); err != nil {
 		t.Fatal(err)
 	}
-	if resp, b, err := rackGet(t, sim, away, path, nil, -1); err != nil || resp.StatusCode != 200 || !bytes.Equal(b, content) || !away.Cached(onDisk) {
+	resp, b, err = rackGet(t, sim, away, path, nil, -1)
+	away.Idle()
+	if err != nil || resp.StatusCode != 200 || !bytes.Equal(b, content) || !away.Cached(onDisk) {
 		t.Fatalf("rack back in reach: %v", err)
 	}
 
 	// The API: addresses, the DHCP VLAN each serves, services.
 	r := do(t, sim, sim.UserKey, "GET", "rackcontrollers/", nil, nil)
 	var racks []struct {
-		SystemID    string   `json:"system_id"`
-		Hostname    string   `json:"hostname"`
-		IPAddresses []string `json:"ip_addresses"`
+		SystemID    string                          `json:"system_id"`
+		Hostname    string                          `json:"hostname"`
+		IPAddresses []string                        `json:"ip_addresses"`
 		Services    []struct{ Name, Status string } `json:"service_set"`
 		Interfaces  []struct {
 			Links []struct {
