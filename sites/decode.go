@@ -41,6 +41,24 @@ func (at *attrs) str(name string, dst *string, check func(string) string) {
 	*dst = v.AsString()
 }
 
+// boolean sets dst to the attribute's value when it is true or false.
+func (at *attrs) boolean(name string, dst *bool) {
+	a := at.content.Attributes[name]
+	if a == nil {
+		return
+	}
+	v, d := a.Expr.Value(nil)
+	at.diags = append(at.diags, d...)
+	if d.HasErrors() {
+		return
+	}
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.Bool {
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, name+" must be true or false (without quotes)."))
+		return
+	}
+	*dst = v.True()
+}
+
 // dur sets dst to the attribute's value when it is a positive duration.
 func (at *attrs) dur(name string, dst *time.Duration) {
 	var raw string

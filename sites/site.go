@@ -35,6 +35,10 @@ type Site struct {
 	// (MAAS hashes the whole file in it), CompleteTimeout the wait for MAAS
 	// to report an upload complete.
 	Timeout, LastChunkTimeout, CompleteTimeout time.Duration
+	// WarmRacks has every promotion to the site check, before the deploy
+	// profiles are pointed, that each of its rack controllers serves the
+	// version (and so warm their caches), as promote --warm-racks does.
+	WarmRacks bool
 	// Profiles are the GPUaaS deploy profiles promote and rollback point
 	// at the promoted version through the admin API; none when the site's
 	// operators set them by hand.
@@ -66,6 +70,7 @@ var siteBodySchema = &hcl.BodySchema{
 		{Name: "timeout"},
 		{Name: "last_chunk_timeout"},
 		{Name: "complete_timeout"},
+		{Name: "warm_racks"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "deploy_profile"}, {Type: "policy"}},
 }
@@ -108,6 +113,7 @@ func decodeSite(b *hcl.Block, dir string, declared []string) (*Site, hcl.Diagnos
 	dur("timeout", &s.Timeout)
 	dur("last_chunk_timeout", &s.LastChunkTimeout)
 	dur("complete_timeout", &s.CompleteTimeout)
+	at.boolean("warm_racks", &s.WarmRacks)
 	_, hasEnv := content.Attributes["api_key_env"]
 	_, hasFile := content.Attributes["api_key_file"]
 	if hasEnv == hasFile {

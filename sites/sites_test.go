@@ -30,6 +30,9 @@ func TestSitesValid(t *testing.T) {
 		lab.VerifyKey != filepath.Join("testdata", "keys/cosign.pub") || s.VerifyKey != "" {
 		t.Errorf("lab: %+v", lab)
 	}
+	if !lab.WarmRacks || s.WarmRacks {
+		t.Errorf("warm_racks: lab %v, maas280 %v", lab.WarmRacks, s.WarmRacks)
+	}
 	if len(s.Profiles) != 0 || len(lab.Profiles) != 0 {
 		t.Errorf("profiles where none are declared: %+v %+v", s.Profiles, lab.Profiles)
 	}

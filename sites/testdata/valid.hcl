@@ -10,6 +10,7 @@ site "lab" {
   maas_url     = "https://maas.lab.example/MAAS"
   api_key_file = "lab.key"
   verify_key   = "keys/cosign.pub"
+  warm_racks   = true
 }
 
 site "gpuaas" {
