@@ -79,6 +79,9 @@ func (o Options) checkRacks(ctx context.Context, t racks.Target) (*racks.Report,
 	if ro.Now == nil {
 		ro.Now = o.Now
 	}
+	if ro.Port == 0 {
+		ro.Port = o.Site.RackPort
+	}
 	rep, err := racks.Check(ctx, c, t, ro)
 	if err != nil {
 		return nil, fmt.Errorf("site %s: %w", o.Site.Name, err)

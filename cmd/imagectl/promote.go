@@ -37,6 +37,8 @@ type siteCmdFlags struct {
 	parallel int
 	// promote's: promote although the site's policy is not met.
 	override bool
+	// promote's: check the racks first (racks.go), and let unknown ones by.
+	warmRacks, allowUnknownRacks bool
 	// gc's.
 	keep int
 	yes  bool
@@ -74,7 +76,7 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 		return release.Options{}, err
 	}
 	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure,
-		Override: c.override}
+		Override: c.override, WarmRacks: c.warmRacks, AllowUnknownRacks: c.allowUnknownRacks}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
 			return release.Options{}, err
@@ -124,7 +126,14 @@ exits 3 ("not yet", where 1 is "broken"); in a rollout such a site is
 "refused", the others go on, and the rollout exits 3 when every site that
 does not run the version was refused. --override --reason WHY promotes
 anyway and records the override, who and what was missing in the site's
-history. Rollback is never gated.`,
+history. Rollback is never gated.
+
+With --warm-racks (or warm_racks = true in the site's block), once MAAS
+holds the version complete and before any deploy profile is pointed, every
+rack controller of the site must serve it (imagectl warm-racks, which also
+warms their caches): a rack that fails stops the promotion with exit 1; one
+this host cannot reach (unknown) stops it with exit 3 unless
+--allow-unknown-racks.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.1 --site h200-fleet --key cosign.pub --override --reason "CVE fix, approved by ops"`,
@@ -135,6 +144,8 @@ history. Rollback is never gated.`,
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
 	cmd.Flags().IntVar(&c.parallel, "parallel", release.DefaultParallel, "with several sites: how many are promoted at once")
 	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met (needs --reason; the history records it)")
+	cmd.Flags().BoolVar(&c.warmRacks, "warm-racks", false, "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it always)")
+	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: promote although some racks could not be reached from here (unknown); a rack that fails still stops it")
 	return cmd
 }
 
@@ -300,6 +311,19 @@ func (c *siteCmdFlags) promote(ctx context.Context, s streams, env []string, act
 		return err
 	}
 	res, err := act(o)
+	var racksErr *release.RacksError
+	if errors.As(err, &racksErr) {
+		if c.output.json() {
+			if perr := c.output.print(s.out, racksErr.Report, nil); perr != nil {
+				return perr
+			}
+		}
+		code := 1
+		if racksErr.NotYet {
+			code = exitNotYet
+		}
+		return failWith(s.err, code, err)
+	}
 	var refused *release.PolicyError
 	if errors.As(err, &refused) {
 		// Not yet: the verdict as JSON for CI, the lines on stderr.
@@ -345,6 +369,11 @@ func promotionText(w io.Writer, res *release.Result) error {
 		textsafe.Fprintf(w, "promotion policy: NOT met, overridden (recorded): %s\n", res.Promotion.Gate.Override)
 		for _, l := range v.Lines() {
 			textsafe.Fprintf(w, "  missing: %s\n", l)
+		}
+	}
+	if rep := res.Racks; rep != nil {
+		for _, r := range rep.Racks {
+			textsafe.Fprintf(w, "rack %s: %s (%s)\n", r.Hostname, r.Verdict, r.Detail)
 		}
 	}
 	textsafe.Fprintf(w, "distro_series: %s\n", res.DistroSeries)

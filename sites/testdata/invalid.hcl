@@ -19,6 +19,7 @@ site "d" {
   timeout      = "soon" # ERROR: Invalid timeout
   architecture = "amd64" # ERROR: Invalid architecture
   warm_racks   = "yes" # ERROR: Invalid warm_racks
+  rack_port    = 70000 # ERROR: Invalid rack_port
 }
 
 site "a" { # ERROR: Duplicate site

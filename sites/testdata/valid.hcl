@@ -11,6 +11,7 @@ site "lab" {
   api_key_file = "lab.key"
   verify_key   = "keys/cosign.pub"
   warm_racks   = true
+  rack_port    = 8248
 }
 
 site "gpuaas" {
