@@ -8,6 +8,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/racks"
+	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/upload"
 )
 
@@ -108,4 +109,48 @@ func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result) (*
 		return rep, &RacksError{Site: o.Site.Name, Report: rep, NotYet: true}
 	}
 	return rep, nil
+}
+
+// rackProofs are what a promotion records of its racks check.
+func rackProofs(rep *racks.Report) []store.RackProof {
+	if rep == nil {
+		return nil
+	}
+	out := make([]store.RackProof, 0, len(rep.Racks))
+	for _, r := range rep.Racks {
+		out = append(out, store.RackProof{Rack: r.Hostname, SystemID: r.SystemID, Verdict: string(r.Verdict), At: r.At})
+	}
+	return out
+}
+
+// racksCondition is predeploy's racks condition, for a site with
+// warm_racks: the promotion of the version the site runs checked every
+// rack controller, and each served it (or, allowed, could not be
+// reached); a failed rack never passes.
+func racksCondition(p store.Promotion, image, site string) Condition {
+	cond := Condition{Name: CondRacks}
+	warm := fmt.Sprintf("imagectl warm-racks %s %s --site %s", image, p.Version, site)
+	if len(p.Racks) == 0 {
+		cond.Detail = fmt.Sprintf("the promotion of %s %s at site %s did not check its rack controllers (site %s has warm_racks = true)", image, p.Version, site, site)
+		cond.Fix = warm + " (then promote it again to record it: imagectl promote " + image + " " + p.Version + " --site " + site + " --warm-racks)"
+		return cond
+	}
+	var lines []string
+	cond.OK = true
+	for _, r := range p.Racks {
+		lines = append(lines, fmt.Sprintf("%s %s at %s", r.Rack, r.Verdict, r.At.UTC().Format("2006-01-02T15:04:05Z07:00")))
+		switch r.Verdict {
+		case string(racks.Passed):
+		case string(racks.Unknown):
+			cond.Note = "some racks could not be reached when it was promoted (allowed): " + warm + " from the deploy network proves them"
+		default:
+			cond.OK = false
+		}
+	}
+	cond.Detail = "the racks proved they serve it when it was promoted: " + strings.Join(lines, ", ")
+	if !cond.OK {
+		cond.Detail = "a rack failed when it was promoted: " + strings.Join(lines, ", ")
+		cond.Fix = warm
+	}
+	return cond
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/sites"
+	"github.com/gpuaas/imagectl/store/storetest"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
 
@@ -98,4 +99,50 @@ func TestRolloutReportsASiteWhoseRacksFail(t *testing.T) {
 	if res.OK() || res.Sites[0].Result != release.RolloutFailed || !strings.Contains(res.Sites[0].Detail, "rack lost answered 502") {
 		t.Fatalf("%+v", res.Sites)
 	}
+}
+
+func TestStatusAndPredeployReportWhenRacksLastProvedIt(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "r2"})
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.opts.Now = func() time.Time { return at }
+	// Promoted without the check, at a site that wants it: predeploy says so.
+	f.opts.WarmRacks = false
+	f.promote(t, "1.0.0")
+	f.opts.Site.WarmRacks = true
+	pd, err := release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); pd.Ready || c == nil || c.OK || !strings.Contains(c.Fix, "imagectl warm-racks demo 1.0.0 --site sim") {
+		t.Fatalf("unchecked promotion: ready %v, %+v", pd.Ready, c)
+	}
+
+	f.publish(t, "demo", "1.1.0", storetest.Options{Signer: f.signer}, at)
+	f.promote(t, "1.1.0")
+	st, err := release.Status(ctx, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Images) != 1 || len(st.Images[0].Racks) != 2 || st.Images[0].Racks[0].Rack != "r1" ||
+		st.Images[0].Racks[0].Verdict != "passed" || !st.Images[0].Racks[1].At.Equal(at) {
+		t.Fatalf("status: %+v", st.Images)
+	}
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "r2 passed at 2026-03-01T12:00:00Z") {
+		t.Fatalf("checked promotion: ready %v, %+v", pd.Ready, c)
+	}
+}
+
+func condition(pd *release.PredeployResult, name string) *release.Condition {
+	for _, img := range pd.Images {
+		for _, c := range img.Conditions {
+			if c.Name == name {
+				return &c
+			}
+		}
+	}
+	return nil
 }

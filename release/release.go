@@ -239,7 +239,8 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	}
 	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
-		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: verdict.Gate(o.Reason)}
+		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: verdict.Gate(o.Reason),
+		Racks: rackProofs(res.Racks)}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {
 		if errors.Is(err, store.ErrRevoked) && len(ps) > 0 {
 			// Revoked while it was uploaded: not to be recorded, however
