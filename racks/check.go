@@ -56,8 +56,9 @@ type Options struct {
 	// PollInterval (default 2 s).
 	ImportTimeout, PollInterval time.Duration
 	// Transport carries the fetches; default a clone of
-	// http.DefaultTransport. Compression is always off: the bytes are
-	// checked as they come.
+	// http.DefaultTransport without a proxy (machines fetch from the rack
+	// directly). Compression is always off: the bytes are checked as they
+	// come.
 	Transport http.RoundTripper
 	// Now is the clock the results are stamped with; time.Now when nil.
 	Now func() time.Time
@@ -218,7 +219,11 @@ func (o Options) withDefaults() Options {
 		o.PollInterval = 2 * time.Second
 	}
 	if o.Transport == nil {
-		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		// Straight to the rack, as a deploying machine fetches: no proxy
+		// from the environment in between.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		o.Transport = tr
 	}
 	if tr, ok := o.Transport.(*http.Transport); ok && !tr.DisableCompression {
 		tr = tr.Clone()
