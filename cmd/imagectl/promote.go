@@ -144,8 +144,7 @@ this host cannot reach (unknown) stops it with exit 3 unless
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
 	cmd.Flags().IntVar(&c.parallel, "parallel", release.DefaultParallel, "with several sites: how many are promoted at once")
 	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met (needs --reason; the history records it)")
-	cmd.Flags().BoolVar(&c.warmRacks, "warm-racks", false, "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it always)")
-	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: promote although some racks could not be reached from here (unknown); a rack that fails still stops it")
+	c.registerRacks(cmd)
 	return cmd
 }
 
@@ -282,6 +281,12 @@ func (p *sitePrefix) Write(b []byte) (int, error) {
 	}
 }
 
+// registerRacks adds promote's and rollback's racks flags.
+func (c *siteCmdFlags) registerRacks(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&c.warmRacks, "warm-racks", false, "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it always)")
+	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: go on although some racks could not be reached from here (unknown); a rack that fails still stops it")
+}
+
 func newRollbackCmd(env []string) *cobra.Command {
 	cmd, c := command(env, runRollback, &cobra.Command{
 		Use:   "rollback IMAGE --site SITE [--reason WHY]",
@@ -289,11 +294,14 @@ func newRollbackCmd(env []string) *cobra.Command {
 		Long: `Rollback promotes the version a site ran before the current one, with the
 same checks and upload as promote, and points the deploy profiles back at
 it. Promotions stack: rolling back twice goes two versions back, not forth
-and back. A rollback whose PATCH failed is not recorded: run it again.`,
+and back. A rollback whose PATCH failed is not recorded: run it again.
+--warm-racks (or the site's warm_racks) checks the racks as promote does,
+and --allow-unknown-racks lets racks this host cannot reach by.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
 	})
 	c.register(cmd, true)
+	c.registerRacks(cmd)
 	return cmd
 }
 
