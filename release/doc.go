@@ -17,6 +17,12 @@
 //     catalog), rolling back, the site's status and drift (what MAAS
 //     holds and the deploy profiles select against what was promoted) and
 //     garbage collection of old versioned boot resources;
+//   - whether every rack controller of a site serves a version (WarmRacks,
+//     racks.go, over the racks package): alone, or within a promotion
+//     with WarmRacks or the site's warm_racks, after MAAS holds the
+//     version complete and before a deploy profile is pointed at it; a
+//     failed rack stops the promotion, an unknown one too unless
+//     AllowUnknownRacks (a RacksError, NotYet for unknown);
 //   - which sites a promotion names (ResolveTargets: a site, or groups and
 //     lists of them and a canary) and rollouts (Rollout): one version
 //     promoted to many sites, every site's key loaded first, a canary

@@ -25,6 +25,9 @@ const (
 	// CondPolicy: the site's promotion policy was met when the version was
 	// promoted, or overridden (a note says so).
 	CondPolicy = "policy"
+	// CondRacks, for a site with warm_racks: the promotion proved that
+	// every rack controller serves the version (racks.go).
+	CondRacks = "racks"
 )
 
 // PredeployResult says whether a site may deploy now: Ready only when
@@ -169,6 +172,9 @@ func (o Options) predeployImage(ctx context.Context, image string, ps []deployPr
 		add(Condition{Name: CondNotRevoked, OK: true, Detail: fmt.Sprintf("%s %s is not revoked", image, cur)})
 	}
 	add(policyCondition(p, image, site))
+	if o.Site.WarmRacks {
+		add(racksCondition(p, image, site))
+	}
 	return out
 }
 

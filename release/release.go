@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/sites"
 	"github.com/gpuaas/imagectl/store"
@@ -51,6 +52,14 @@ type Options struct {
 	// ConfigureProfile adjusts each admin API client configuration (tests
 	// shorten waits).
 	ConfigureProfile func(*profile.Config)
+	// WarmRacks has a promotion (or rollback) check that every rack
+	// controller of the site serves the version, warming their caches,
+	// after MAAS holds it complete and before the deploy profiles are
+	// pointed (racks.go); the site's warm_racks does the same.
+	// AllowUnknownRacks lets racks this host cannot reach through; a
+	// rack that fails always stops it. Racks adjusts the check.
+	WarmRacks, AllowUnknownRacks bool
+	Racks                        racks.Options
 }
 
 // Result is what a promotion, rollback or upload did.
@@ -89,6 +98,9 @@ type Result struct {
 	// SkippedRevoked are the revoked versions a rollback skipped, from the
 	// newest: it returned to the version before them.
 	SkippedRevoked []string `json:"skipped_revoked,omitempty"`
+	// Racks is what the site's rack controllers said, when the
+	// promotion checked them (WarmRacks).
+	Racks *racks.Report `json:"racks,omitempty"`
 	// Warnings are what went wrong after the promotion was recorded (the
 	// channel could not be pointed at it): the catalog is the source of
 	// truth, so the promotion stands.
@@ -187,6 +199,10 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	value := res.Upload.Name
 	res.ProfileDistroSeries = value
 	res.Policy = verdict
+	if res.Racks, err = o.warmRacksAfterUpload(ctx, res.Upload); err != nil {
+		return res, fmt.Errorf("%s %s %s at site %s: MAAS holds it complete as %s, but %w\nno deploy profile was pointed and nothing is recorded: run the same command again once that is fixed",
+			doing, image, version, o.Site.Name, value, err)
+	}
 	now := o.now
 	// The promotion's place in the history: a new one's, or the one that
 	// made the current version current.
@@ -223,7 +239,8 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	}
 	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
-		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: verdict.Gate(o.Reason)}
+		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: verdict.Gate(o.Reason),
+		Racks: rackProofs(res.Racks)}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {
 		if errors.Is(err, store.ErrRevoked) && len(ps) > 0 {
 			// Revoked while it was uploaded: not to be recorded, however

@@ -41,6 +41,10 @@ type ImageStatus struct {
 	// MAAS are the versioned boot resources of the image MAAS holds.
 	MAAS  []Held  `json:"maas"`
 	Drift []Drift `json:"drift"`
+
+	// Racks is when each rack controller last proved it serves the
+	// promoted version: at its promotion, when that checked them.
+	Racks []store.RackProof `json:"racks,omitempty"`
 }
 
 // Held is a versioned boot resource of one of the store's images in MAAS.
@@ -245,7 +249,7 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 		st.Promoted = cur
 		for _, p := range h {
 			if p.Version == cur {
-				st.PromotedAt, st.PromotedBy = p.At, p.By
+				st.PromotedAt, st.PromotedBy, st.Racks = p.At, p.By, p.Racks
 			}
 		}
 		v, err := o.Store.Version(ctx, image, cur)

@@ -2,6 +2,7 @@ package sites
 
 import (
 	"fmt"
+	"math/big"
 	"path/filepath"
 	"time"
 
@@ -39,6 +40,50 @@ func (at *attrs) str(name string, dst *string, check func(string) string) {
 		return
 	}
 	*dst = v.AsString()
+}
+
+// boolean sets dst to the attribute's value when it is true or false.
+func (at *attrs) boolean(name string, dst *bool) {
+	a := at.content.Attributes[name]
+	if a == nil {
+		return
+	}
+	v, d := a.Expr.Value(nil)
+	at.diags = append(at.diags, d...)
+	if d.HasErrors() {
+		return
+	}
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.Bool {
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, name+" must be true or false (without quotes)."))
+		return
+	}
+	*dst = v.True()
+}
+
+// port sets dst to the attribute's value when it is a TCP port number.
+func (at *attrs) port(name string, dst *int) {
+	a := at.content.Attributes[name]
+	if a == nil {
+		return
+	}
+	v, d := a.Expr.Value(nil)
+	at.diags = append(at.diags, d...)
+	if d.HasErrors() {
+		return
+	}
+	bad := v.IsNull() || !v.IsKnown() || v.Type() != cty.Number
+	var n int
+	if !bad {
+		bf := v.AsBigFloat()
+		i, acc := bf.Int64()
+		bad = acc != big.Exact || i < 1 || i > 65535
+		n = int(i)
+	}
+	if bad {
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, name+" must be a port number from 1 to 65535, such as 5248."))
+		return
+	}
+	*dst = n
 }
 
 // dur sets dst to the attribute's value when it is a positive duration.

@@ -35,6 +35,14 @@ type Site struct {
 	// (MAAS hashes the whole file in it), CompleteTimeout the wait for MAAS
 	// to report an upload complete.
 	Timeout, LastChunkTimeout, CompleteTimeout time.Duration
+	// WarmRacks has every promotion to the site check, before the deploy
+	// profiles are pointed, that each of its rack controllers serves the
+	// version (and so warm their caches), as promote --warm-racks does.
+	WarmRacks bool
+	// RackPort is the port its rack controllers serve images on to
+	// deploying machines (MAAS's 5248; another where a proxy or a
+	// forwarded port stands in front of them).
+	RackPort int
 	// Profiles are the GPUaaS deploy profiles promote and rollback point
 	// at the promoted version through the admin API; none when the site's
 	// operators set them by hand.
@@ -54,6 +62,7 @@ const (
 	DefaultTimeout          = 60 * time.Second
 	DefaultLastChunkTimeout = 15 * time.Minute
 	DefaultCompleteTimeout  = 10 * time.Minute
+	DefaultRackPort         = 5248
 )
 
 var siteBodySchema = &hcl.BodySchema{
@@ -66,6 +75,8 @@ var siteBodySchema = &hcl.BodySchema{
 		{Name: "timeout"},
 		{Name: "last_chunk_timeout"},
 		{Name: "complete_timeout"},
+		{Name: "warm_racks"},
+		{Name: "rack_port"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "deploy_profile"}, {Type: "policy"}},
 }
@@ -78,7 +89,7 @@ var reArch = regexp.MustCompile(`^[a-z0-9_]+/[a-z0-9_.-]+$`)
 // evidence at the sites declared (sorted).
 func decodeSite(b *hcl.Block, dir string, declared []string) (*Site, hcl.Diagnostics) {
 	s := &Site{Name: b.Labels[0], DeclRange: b.DefRange, Architecture: DefaultArchitecture,
-		Timeout: DefaultTimeout, LastChunkTimeout: DefaultLastChunkTimeout, CompleteTimeout: DefaultCompleteTimeout}
+		Timeout: DefaultTimeout, LastChunkTimeout: DefaultLastChunkTimeout, CompleteTimeout: DefaultCompleteTimeout, RackPort: DefaultRackPort}
 	var diags hcl.Diagnostics
 	if !manifest.ValidName(s.Name) {
 		diags = append(diags, hclkit.ErrorAt(b.LabelRanges[0], "Invalid site name",
@@ -108,6 +119,8 @@ func decodeSite(b *hcl.Block, dir string, declared []string) (*Site, hcl.Diagnos
 	dur("timeout", &s.Timeout)
 	dur("last_chunk_timeout", &s.LastChunkTimeout)
 	dur("complete_timeout", &s.CompleteTimeout)
+	at.boolean("warm_racks", &s.WarmRacks)
+	at.port("rack_port", &s.RackPort)
 	_, hasEnv := content.Attributes["api_key_env"]
 	_, hasFile := content.Attributes["api_key_file"]
 	if hasEnv == hasFile {

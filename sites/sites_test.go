@@ -30,6 +30,9 @@ func TestSitesValid(t *testing.T) {
 		lab.VerifyKey != filepath.Join("testdata", "keys/cosign.pub") || s.VerifyKey != "" {
 		t.Errorf("lab: %+v", lab)
 	}
+	if !lab.WarmRacks || s.WarmRacks || lab.RackPort != 8248 || s.RackPort != DefaultRackPort {
+		t.Errorf("warm_racks, rack_port: lab %v %d, maas280 %v %d", lab.WarmRacks, lab.RackPort, s.WarmRacks, s.RackPort)
+	}
 	if len(s.Profiles) != 0 || len(lab.Profiles) != 0 {
 		t.Errorf("profiles where none are declared: %+v %+v", s.Profiles, lab.Profiles)
 	}

@@ -353,6 +353,20 @@ type Promotion struct {
 	// Gate is what the site's promotion policy said at the promotion; nil
 	// when the site has no policy (and for a rollback, always allowed).
 	Gate *Gate `json:"gate,omitempty"`
+	// Racks is what each rack controller of the site said when the
+	// promotion checked that it serves the version (promote --warm-racks,
+	// a site's warm_racks); none when it did not check.
+	Racks []RackProof `json:"racks,omitempty"`
+}
+
+// RackProof is one rack controller's verdict in a promotion's racks
+// check: when it last proved (or failed to prove) that it serves the
+// version.
+type RackProof struct {
+	Rack     string    `json:"rack"`
+	SystemID string    `json:"system_id"`
+	Verdict  string    `json:"verdict"` // passed, failed or unknown
+	At       time.Time `json:"at"`
 }
 
 // Gate is a promotion policy's verdict, kept with the promotion it let

@@ -29,7 +29,9 @@ a version), profile (the profile selects that version's boot resource),
 maas (MAAS holds it complete, with the version's sha256; on MAAS 3.5 and
 later complete means every region has the file), not-revoked, and policy
 (the site's promotion policy was met when the version was promoted, or was
-overridden, which a note says). It exits 0 only when every condition
+overridden, which a note says), and, for a site with warm_racks = true,
+racks (the promotion proved every rack controller serves it; see
+docs/racks.md). It exits 0 only when every condition
 holds, and 1 otherwise, naming each failing condition with a command that
 fixes it. It reads only what that needs: the image's history and
 revocations, one boot resource and one GET per profile.`,

@@ -37,6 +37,8 @@ type siteCmdFlags struct {
 	parallel int
 	// promote's: promote although the site's policy is not met.
 	override bool
+	// promote's: check the racks first (racks.go), and let unknown ones by.
+	warmRacks, allowUnknownRacks bool
 	// gc's.
 	keep int
 	yes  bool
@@ -74,7 +76,7 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 		return release.Options{}, err
 	}
 	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure,
-		Override: c.override}
+		Override: c.override, WarmRacks: c.warmRacks, AllowUnknownRacks: c.allowUnknownRacks}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
 			return release.Options{}, err
@@ -124,7 +126,14 @@ exits 3 ("not yet", where 1 is "broken"); in a rollout such a site is
 "refused", the others go on, and the rollout exits 3 when every site that
 does not run the version was refused. --override --reason WHY promotes
 anyway and records the override, who and what was missing in the site's
-history. Rollback is never gated.`,
+history. Rollback is never gated.
+
+With --warm-racks (or warm_racks = true in the site's block), once MAAS
+holds the version complete and before any deploy profile is pointed, every
+rack controller of the site must serve it (imagectl warm-racks, which also
+warms their caches): a rack that fails stops the promotion with exit 1; one
+this host cannot reach (unknown) stops it with exit 3 unless
+--allow-unknown-racks.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.1 --site h200-fleet --key cosign.pub --override --reason "CVE fix, approved by ops"`,
@@ -135,6 +144,7 @@ history. Rollback is never gated.`,
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
 	cmd.Flags().IntVar(&c.parallel, "parallel", release.DefaultParallel, "with several sites: how many are promoted at once")
 	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met (needs --reason; the history records it)")
+	c.registerRacks(cmd)
 	return cmd
 }
 
@@ -271,6 +281,12 @@ func (p *sitePrefix) Write(b []byte) (int, error) {
 	}
 }
 
+// registerRacks adds promote's and rollback's racks flags.
+func (c *siteCmdFlags) registerRacks(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&c.warmRacks, "warm-racks", false, "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it always)")
+	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: go on although some racks could not be reached from here (unknown); a rack that fails still stops it")
+}
+
 func newRollbackCmd(env []string) *cobra.Command {
 	cmd, c := command(env, runRollback, &cobra.Command{
 		Use:   "rollback IMAGE --site SITE [--reason WHY]",
@@ -278,11 +294,14 @@ func newRollbackCmd(env []string) *cobra.Command {
 		Long: `Rollback promotes the version a site ran before the current one, with the
 same checks and upload as promote, and points the deploy profiles back at
 it. Promotions stack: rolling back twice goes two versions back, not forth
-and back. A rollback whose PATCH failed is not recorded: run it again.`,
+and back. A rollback whose PATCH failed is not recorded: run it again.
+--warm-racks (or the site's warm_racks) checks the racks as promote does,
+and --allow-unknown-racks lets racks this host cannot reach by.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
 	})
 	c.register(cmd, true)
+	c.registerRacks(cmd)
 	return cmd
 }
 
@@ -300,6 +319,19 @@ func (c *siteCmdFlags) promote(ctx context.Context, s streams, env []string, act
 		return err
 	}
 	res, err := act(o)
+	var racksErr *release.RacksError
+	if errors.As(err, &racksErr) {
+		if c.output.json() {
+			if perr := c.output.print(s.out, racksErr.Report, nil); perr != nil {
+				return perr
+			}
+		}
+		code := 1
+		if racksErr.NotYet {
+			code = exitNotYet
+		}
+		return failWith(s.err, code, err)
+	}
 	var refused *release.PolicyError
 	if errors.As(err, &refused) {
 		// Not yet: the verdict as JSON for CI, the lines on stderr.
@@ -347,6 +379,11 @@ func promotionText(w io.Writer, res *release.Result) error {
 			textsafe.Fprintf(w, "  missing: %s\n", l)
 		}
 	}
+	if rep := res.Racks; rep != nil {
+		for _, r := range rep.Racks {
+			textsafe.Fprintf(w, "rack %s: %s (%s)\n", r.Hostname, r.Verdict, r.Detail)
+		}
+	}
 	textsafe.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
 	for _, p := range res.Profiles {
 		switch p.Outcome {
@@ -377,8 +414,10 @@ promoted version missing from MAAS or incomplete, MAAS holding other bytes
 under a version's name, versioned resources the store does not know, a
 deploy profile that selects something else than the promoted version, and
 a revoked version (imagectl revoke) that the site runs or a deploy profile
-selects, with the revocation's who, when and why. It exits 1 when anything
-drifted or is revoked.`,
+selects, with the revocation's who, when and why. When the promotion of
+the version the site runs checked its rack controllers (promote
+--warm-racks), it lists when each proved it serves it. It exits 1 when
+anything drifted or is revoked.`,
 		Args: cobra.NoArgs,
 	})
 	c.register(cmd, false)
@@ -411,6 +450,9 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 				img.PromotedAt.Format(time.RFC3339), img.DistroSeries)
 		} else {
 			textsafe.Fprintf(w, "%s: not promoted at site %s\n", img.Image, st.Site)
+		}
+		for _, r := range img.Racks {
+			textsafe.Fprintf(w, "  rack %s: %s at %s (its promotion's racks check)\n", r.Rack, r.Verdict, r.At.Format(time.RFC3339))
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, h := range img.MAAS {

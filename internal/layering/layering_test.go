@@ -80,6 +80,7 @@ var layers = []layer{
 	}},
 	{name: "operations (build, upload, smoke test, the check of deployed hosts: siblings)", pkgs: []string{
 		"builder", "hostcheck", "hostcheck/sshdtest", "smoke", "upload",
+		"racks",
 	}},
 	{name: "executors and stores by name (the libguestfs executor, opening a store by name, the cache directory as a whole)", pkgs: []string{
 		"builder/guestfs", "cache", "store/storeopen", "store/storetest",

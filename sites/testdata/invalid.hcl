@@ -18,6 +18,8 @@ site "d" {
   api_key_env  = "D KEY" # ERROR: Invalid api_key_env
   timeout      = "soon" # ERROR: Invalid timeout
   architecture = "amd64" # ERROR: Invalid architecture
+  warm_racks   = "yes" # ERROR: Invalid warm_racks
+  rack_port    = 70000 # ERROR: Invalid rack_port
 }
 
 site "a" { # ERROR: Duplicate site

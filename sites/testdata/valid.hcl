@@ -10,6 +10,8 @@ site "lab" {
   maas_url     = "https://maas.lab.example/MAAS"
   api_key_file = "lab.key"
   verify_key   = "keys/cosign.pub"
+  warm_racks   = true
+  rack_port    = 8248
 }
 
 site "gpuaas" {

@@ -38,6 +38,11 @@
 // and a delete can still be lost: the loser then starts again. It reports progress
 // through an Events callback and never prints.
 //
+// For the check that racks serve a version (the racks package) it also
+// reads the MAAS version, the rack controllers with their interfaces and
+// services, the fabrics with their VLANs, and on 3.4 a rack's own image
+// list, and asks a 3.4 rack to import images (racks.go).
+//
 // gomaasclient provides the OAuth signer and the GET/DELETE calls; the
 // create and chunk requests, which it cannot make (its create is a stub and
 // its file upload buffers the whole file), are this package's own.

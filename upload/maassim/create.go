@@ -183,12 +183,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, body io.Reader) 
 		f.filename = ft[1]
 		f.onDisk = sum[:7]
 	}
+	if same == nil {
+		s.spool(f)
+	}
 	switch {
 	case same != nil:
 		f.received, f.verified = size, true
+		f.content = same.content
 	case content != nil:
 		f.h.Write(content)
 		f.received, f.verified = size, true
+		if f.spooled != nil {
+			_, _ = f.spooled.WriteAt(content, 0)
+		}
 		if s.atLeast(3, 5) && s.opts.CompleteAfterGets > 0 {
 			f.lagGets = s.opts.CompleteAfterGets
 		}

@@ -30,8 +30,23 @@
 // with the sha256 of a verified file is complete at once (files are
 // stored by sha256).
 //
-// Uploaded bytes are never kept: each file holds an incremental sha256
-// state and a byte count, so a multi-GiB upload costs no memory.
+// Uploaded bytes are never kept in memory: each file holds an incremental
+// sha256 state and a byte count, so a multi-GiB upload costs no memory
+// (with racks, the bytes go to a temporary file for them to serve).
+//
+// Racks (Options.Racks, racks.go) are rack controllers as the API lists
+// them (rackcontrollers/ with addresses, interfaces on DHCP VLANs and
+// services, fabrics/, version/, and 3.4's list_boot_images and
+// import_boot_images), each with a real HTTP server of its own on a
+// loopback address (127.0.0.N, one port for all: RackPort) that serves
+// /images/<filename_on_disk>/... as the 3.5+ agent does: a cold file is a
+// MISS filled only by a full 200 read to the end, a Range on it is a 206
+// that warms nothing, a cached one is a HIT that serves Range; a rack
+// may be unable to reach its region (502), have its agent stopped (503,
+// and its service_set says so), be unreachable (nothing listens) or serve
+// other bytes. On 3.4 racks serve /images/custom/<arch>/<subarch>/<series>/uploaded/<file>
+// from copies they import when asked. With racks, uploaded bytes are kept
+// on disk for them; Seed adds a large file without uploading it.
 //
 // Inject adds faults per request kind (internal/simfault schedules them): a
 // timeout after the request was applied, a 503, a connection dropped

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -49,6 +50,11 @@ type Options struct {
 	// Latency delays every request before it is handled, as a remote
 	// site's round trip would (benchmarks of many sites). Default none.
 	Latency time.Duration
+	// Racks are the rack controllers, each with a :5248-style server of
+	// its own on a loopback address (racks.go). With racks, uploaded
+	// bytes are kept on disk (a temporary folder Close removes) for them
+	// to serve. Default none.
+	Racks []RackSpec
 }
 
 // Op is a kind of request, for fault injection and counting.
@@ -122,6 +128,12 @@ type Server struct {
 	resources  map[int]*resource
 	nextID     int
 	nextFileID int
+
+	// racks are the rack controllers (racks.go); spoolDir keeps uploaded
+	// bytes for them to serve.
+	racks    []*Rack
+	rackPort int
+	spoolDir string
 }
 
 type token struct {
@@ -157,6 +169,10 @@ type rfile struct {
 	verified bool // all bytes received and the sha256 matched
 	stuck    bool // all bytes on disk but the sha256 did not match
 	lagGets  int  // GETs left before a verified file shows complete
+	// content is the file's bytes, for the racks to serve: kept (spooled,
+	// on disk) only when the server has racks, or given by Seed.
+	content io.ReaderAt
+	spooled *os.File
 	// appending serializes the chunks sent to the file: MAAS reads a
 	// chunk's body, then appends it at the offset its database counts in
 	// a serializable transaction that is retried on conflict, so chunks
@@ -201,14 +217,19 @@ func New(opts Options) *Server {
 	s.seedSynced()
 	s.hs = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.hs.URL + "/MAAS"
+	if len(opts.Racks) > 0 {
+		s.startRacks(opts.Racks)
+	}
 	return s
 }
 
-// Close stops the server, releasing requests held by timeout faults.
+// Close stops the server and its racks, releasing requests held by
+// timeout faults.
 func (s *Server) Close() {
 	close(s.closing)
 	s.hs.CloseClientConnections()
 	s.hs.Close()
+	s.stopRacks()
 }
 
 // Inject adds faults; each hits requests of its kind in order.
@@ -329,6 +350,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if rest == "version/" && r.Method == http.MethodGet {
+		// Anonymous in MAAS.
+		s.version(w)
+		return
+	}
 	// nginx answers before MAAS sees the request.
 	if r.Method == http.MethodPost && rest == "boot-resources/" && s.atLeast(3, 2) && r.ContentLength > s.opts.InlineLimit {
 		w.Header().Set("Content-Type", "text/html")
@@ -387,6 +413,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if s.completesFile(resID, fID, r.ContentLength) {
 			op = OpLastChunk
 		}
+	case strings.HasPrefix(rest, "rackcontrollers/") || rest == "fabrics/":
+		s.serveRacksAPI(w, r, rest, tok)
+		return
 	default:
 		textError(w, http.StatusNotFound, "Unknown API endpoint: "+r.URL.Path)
 		return
@@ -707,7 +736,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, body io.Reader, 
 
 	h := sha256.New()
 	_ = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state)
-	n, err := io.Copy(h, io.LimitReader(body, size))
+	var dst io.Writer = h
+	if f.spooled != nil {
+		// Kept for the racks to serve: written at the offset of the
+		// moment, as MAAS writes its file.
+		dst = io.MultiWriter(h, io.NewOffsetWriter(f.spooled, offset))
+	}
+	n, err := io.Copy(dst, io.LimitReader(body, size))
 	if err != nil || n != size {
 		textError(w, http.StatusBadRequest, "Content-Length doesn't equal size of received data.")
 		return

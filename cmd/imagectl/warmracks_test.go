@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/release"
+	"github.com/gpuaas/imagectl/upload/maassim"
+)
+
+// racksSites is a simulated MAAS with racks, a sites file naming it (its
+// racks' port as rack_port) and a store holding demo 1.0.0.
+func racksSites(t *testing.T, extra string, specs ...maassim.RackSpec) (sim *maassim.Server, env []string, pub string) {
+	t.Helper()
+	sim = maassim.New(maassim.Options{CompleteAfterGets: -1, Racks: specs})
+	t.Cleanup(sim.Close)
+	sites := filepath.Join(t.TempDir(), "sites.hcl")
+	src := fmt.Sprintf("site \"sim\" {\n  maas_url    = %q\n  api_key_env = \"SIM_MAAS_KEY\"\n  rack_port   = %d\n%s}\n", sim.URL, sim.RackPort(), extra)
+	if err := os.WriteFile(sites, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, pub := stored(t, "1.0.0")
+	return sim, []string{"SIM_MAAS_KEY=" + sim.AdminKey, "IMAGECTL_STORE=" + dir, "IMAGECTL_SITES=" + sites, "USER=alice"}, pub
+}
+
+func TestWarmRacksCommand(t *testing.T) {
+	sim, env, pub := racksSites(t, "", maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "r2"})
+	// Not in MAAS yet: an error, not a verdict.
+	_, errs, code := imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim")
+	if code != 1 || !strings.Contains(errs, "MAAS holds no boot resource demo-1-0-0") {
+		t.Fatalf("before upload: exit %d\n%s", code, errs)
+	}
+	out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks")
+	if code != 0 || !strings.Contains(out, "rack r1: passed (rack r1 serves it (its cache was cold and is filled now))") {
+		t.Fatalf("promote --warm-racks: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim")
+	if code != 0 || !strings.Contains(out, "racks: passed") || !strings.Contains(errs, "passed: rack r2 serves it (its cache had it)") {
+		t.Fatalf("warm-racks: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, code = imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim", "-o", "json")
+	var res release.RacksResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Racks) != 2 || res.Racks[0].Cache != "hit" || res.Site != "sim" {
+		t.Fatalf("json: exit %d, %v\n%s", code, err, out)
+	}
+
+	if err := sim.Racks()[1].SetState(maassim.RackUnreachable); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code = imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim")
+	if code != exitNotYet || !strings.Contains(errs, "unknown is not passed") {
+		t.Fatalf("unreachable rack: exit %d\n%s", code, errs)
+	}
+	if err := sim.Racks()[1].SetState(maassim.RackOtherBytes); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim")
+	if code != 1 || !strings.Contains(out, "rack r2 serves other bytes") || !strings.Contains(out, "racks: failed") {
+		t.Fatalf("other bytes: exit %d\n%s", code, out)
+	}
+	if _, errs, code := imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim", "--parallel", "0"); code != 1 || !strings.Contains(errs, "--parallel 0") {
+		t.Fatalf("--parallel 0: exit %d %s", code, errs)
+	}
+}
+
+func TestPromoteStopsAtUnknownRacksUnlessAllowed(t *testing.T) {
+	_, env, pub := racksSites(t, "  warm_racks  = true\n", maassim.RackSpec{Hostname: "near"}, maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	_, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub)
+	if code != exitNotYet || !strings.Contains(errs, "rack far cannot be reached") || !strings.Contains(errs, "--allow-unknown-racks") {
+		t.Fatalf("unknown rack: exit %d\n%s", code, errs)
+	}
+	out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--allow-unknown-racks")
+	if code != 0 || !strings.Contains(out, "rack far: unknown") || !strings.Contains(out, "promoted demo 1.0.0 to site sim") {
+		t.Fatalf("allowed: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -1,0 +1,141 @@
+package racks_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/internal/heappeak"
+	"github.com/gpuaas/imagectl/racks"
+	"github.com/gpuaas/imagectl/upload/maas"
+	"github.com/gpuaas/imagectl/upload/maassim"
+)
+
+// repeated is size bytes of one random MiB over and over: a large
+// version that costs a MiB of memory and serves at copy speed.
+type repeated struct {
+	block []byte
+	size  int64
+}
+
+func newRepeated(size int64) *repeated {
+	b := make([]byte, 1<<20)
+	rand.Read(b)
+	return &repeated{block: b, size: size}
+}
+
+func (r *repeated) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) && off < r.size {
+		c := copy(p[n:min(len(p), n+int(r.size-off))], r.block[off%int64(len(r.block)):])
+		n += c
+		off += int64(c)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// bigSite is a 3.7 MAAS with n racks holding a version of size bytes.
+func bigSite(tb testing.TB, n int, size int64, content io.ReaderAt) (*maassim.Server, *maas.Client, racks.Target) {
+	tb.Helper()
+	sim := maassim.New(maassim.Options{Racks: make([]maassim.RackSpec, n)})
+	tb.Cleanup(sim.Close)
+	sha, _, err := sim.Seed("x-1-4-0", "amd64/generic", content, size)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := maas.New(maas.Config{URL: sim.URL, APIKey: sim.AdminKey})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sim, c, racks.Target{Name: "x-1-4-0", Architecture: "amd64/generic", SHA256: sha, Size: size}
+}
+
+// plainGETs reads path from every rack at once, discarding the bytes: a
+// deploy's downloads without any check, the speed to compare with.
+func plainGETs(tb testing.TB, sim *maassim.Server, path string) {
+	var wg sync.WaitGroup
+	for _, rk := range sim.Racks() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(fmt.Sprintf("http://%s:%d%s", rk.Address, sim.RackPort(), path))
+			if err != nil {
+				tb.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != 200 {
+				tb.Errorf("plain GET from %s: %d %v", rk.Hostname, resp.StatusCode, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkWarmRacks checks (and warms) 4 racks of a 1 GiB version, all
+// at once, and reads the same bytes from 4 other cold racks with plain
+// GETs: the check's speed as a share of theirs ("ratio", at least 0.8
+// wanted), and the live heap's growth during the check.
+func BenchmarkWarmRacks(b *testing.B) {
+	const n, size = 4, 1 << 30
+	content := newRepeated(size)
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		simPlain, _, _ := bigSite(b, n, size, content)
+		simCheck, c, tg := bigSite(b, n, size, content)
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+
+		stop := heappeak.Start()
+		start := time.Now()
+		rep, err := racks.Check(context.Background(), c, tg, racks.Options{Parallel: n, Port: simCheck.RackPort()})
+		check := time.Since(start)
+		peak := stop()
+		if err != nil || rep.Verdict != racks.Passed {
+			b.Fatalf("check: %v %+v", err, rep)
+		}
+		start = time.Now()
+		plainGETs(b, simPlain, rep.Path)
+		plain := time.Since(start)
+
+		total := float64(n) * size
+		b.ReportMetric(total/check.Seconds()/1e6, "check-MB/s")
+		b.ReportMetric(total/plain.Seconds()/1e6, "plain-MB/s")
+		b.ReportMetric(plain.Seconds()/check.Seconds(), "ratio")
+		b.ReportMetric(float64(int64(peak)-int64(before.HeapAlloc))/(1<<20), "heap-growth-MiB")
+	}
+}
+
+// TestCheckMemoryIsFlat checks 2 racks of 256 MiB and requires the live
+// heap never to grow by more than a few buffers: the bytes stream
+// through sha256 and are never held.
+func TestCheckMemoryIsFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads 512 MiB")
+	}
+	const size = 256 << 20
+	sim, c, tg := bigSite(t, 2, size, newRepeated(size))
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	stop := heappeak.Start()
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	peak := stop()
+	if err != nil || rep.Verdict != racks.Passed {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	if grew := int64(peak) - int64(before.HeapAlloc); grew > 32<<20 {
+		t.Errorf("live heap grew by %d MiB while 2 racks served 256 MiB each", grew>>20)
+	}
+}

@@ -1,0 +1,499 @@
+package racks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/upload/maas"
+)
+
+// Verdict is what the check says of a rack, or of all of them.
+type Verdict string
+
+// Verdicts. Unknown is never counted as passed.
+const (
+	Passed  Verdict = "passed"
+	Failed  Verdict = "failed"
+	Unknown Verdict = "unknown"
+)
+
+// Target is the version the racks must serve: its boot resource's name
+// (with or without "custom/") and architecture at the site's MAAS, and
+// the sha256 and size its bytes must have.
+type Target struct {
+	Name         string
+	Architecture string
+	SHA256       string
+	Size         int64
+}
+
+// Options adjust a check.
+type Options struct {
+	// Parallel is how many racks are checked at once (default 4); each
+	// rack gets one fetch at a time.
+	Parallel int
+	// Timeout bounds the whole check (default 30 min); a rack still
+	// fetching when it passes is unknown.
+	Timeout time.Duration
+	// Port is the racks' image port (default 5248).
+	Port int
+	// ImportTimeout bounds the wait, on MAAS 3.4, for a rack to list the
+	// image after it was asked to import it (default 10 min), polled every
+	// PollInterval (default 2 s).
+	ImportTimeout, PollInterval time.Duration
+	// Transport carries the fetches; default a clone of
+	// http.DefaultTransport without a proxy (machines fetch from the rack
+	// directly). Compression is always off: the bytes are checked as they
+	// come.
+	Transport http.RoundTripper
+	// Now is the clock the results are stamped with; time.Now when nil.
+	Now func() time.Time
+	// Progress, when set, receives each rack's result as it ends, one
+	// call at a time.
+	Progress func(Rack)
+}
+
+// DefaultPort is where a rack serves images to deploying machines.
+const DefaultPort = 5248
+
+// Report is what the check found at one MAAS.
+type Report struct {
+	MAASVersion  string `json:"maas_version"`
+	Name         string `json:"name"`
+	Architecture string `json:"architecture"`
+	SHA256       string `json:"sha256"`
+	Size         int64  `json:"size"`
+	// Path is what each rack was asked for, after its address and port.
+	Path    string  `json:"path"`
+	Racks   []Rack  `json:"racks"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// Rack is one rack controller's result.
+type Rack struct {
+	SystemID string `json:"system_id"`
+	Hostname string `json:"hostname"`
+	// Addresses are those machines use to reach it (on the VLANs where
+	// it serves DHCP, else all it has), in the order tried.
+	Addresses []string `json:"addresses"`
+	// Services are its services' statuses, by name.
+	Services map[string]string `json:"services,omitempty"`
+	// URL is what was fetched (at the address that answered).
+	URL     string  `json:"url,omitempty"`
+	Verdict Verdict `json:"verdict"`
+	// Detail says why it failed or is unknown, or what passed.
+	Detail string `json:"detail"`
+	Status int    `json:"status,omitempty"`
+	// Bytes and SHA256 are what it served.
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Cache is its X-Cache answer: "hit" (it had it), "miss" (it filled
+	// its cache now), or "" (served from a local disk, or MAAS 3.4).
+	Cache          string        `json:"cache,omitempty"`
+	Duration       time.Duration `json:"duration_ns"`
+	BytesPerSecond float64       `json:"bytes_per_second"`
+	At             time.Time     `json:"at"`
+}
+
+// Check proves that every rack controller of the MAAS c talks to serves
+// t, warming their caches as it goes. It returns an error when it cannot
+// say anything of the racks (MAAS cannot be read, holds no complete copy
+// of t, holds other bytes, or lists no rack), and ctx's error when ctx
+// ends; otherwise the report, whose Verdict is Failed when a rack failed,
+// else Unknown when one could not be reached, else Passed.
+func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, error) {
+	o = o.withDefaults()
+	doing := fmt.Sprintf("checking that the racks of %s serve %s", c.URL(), t.Name)
+	version, err := c.Version(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	res, err := c.Find(ctx, t.Name, t.Architecture)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	if res == nil {
+		return nil, fmt.Errorf("%s: MAAS holds no boot resource %s for %s", doing, t.Name, t.Architecture)
+	}
+	f, err := completeFile(res)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	if f.SHA256 != t.SHA256 || f.Size != t.Size {
+		return nil, fmt.Errorf("%s: MAAS holds other bytes under that name: sha256 %s, %d bytes; want %s, %d bytes",
+			doing, f.SHA256, f.Size, t.SHA256, t.Size)
+	}
+	rep := &Report{MAASVersion: version, Name: res.Name, Architecture: res.Architecture, SHA256: t.SHA256, Size: t.Size,
+		Path: imagePath(version, res, f)}
+	controllers, err := c.RackControllers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	if len(controllers) == 0 {
+		return nil, fmt.Errorf("%s: MAAS lists no rack controller", doing)
+	}
+	// The fabrics say where a rack serves DHCP; without them, the VLANs
+	// its links carry say it.
+	fabrics, err := c.Fabrics(ctx)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	vlans := map[int]maas.VLAN{}
+	for _, fb := range fabrics {
+		for _, v := range fb.VLANs {
+			vlans[v.ID] = v
+		}
+	}
+
+	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	rep.Racks = make([]Rack, len(controllers))
+	sem := make(chan struct{}, o.Parallel)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, rc := range controllers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-tctx.Done():
+				rep.Racks[i] = o.timedOut(rackOf(rc, vlans), nil)
+				return
+			}
+			defer func() { <-sem }()
+			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t)
+			rep.Racks[i] = r
+			if o.Progress != nil {
+				mu.Lock()
+				o.Progress(r)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(rep.Racks, func(a, b Rack) int { return strings.Compare(a.Hostname, b.Hostname) })
+	rep.Verdict = Passed
+	for _, r := range rep.Racks {
+		switch {
+		case r.Verdict == Failed:
+			rep.Verdict = Failed
+		case r.Verdict == Unknown && rep.Verdict == Passed:
+			rep.Verdict = Unknown
+		}
+	}
+	return rep, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Parallel < 1 {
+		o.Parallel = 4
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Minute
+	}
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.ImportTimeout <= 0 {
+		o.ImportTimeout = 10 * time.Minute
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 2 * time.Second
+	}
+	if o.Transport == nil {
+		// Straight to the rack, as a deploying machine fetches: no proxy
+		// from the environment in between.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		o.Transport = tr
+	}
+	if tr, ok := o.Transport.(*http.Transport); ok && !tr.DisableCompression {
+		tr = tr.Clone()
+		tr.DisableCompression = true
+		o.Transport = tr
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// completeFile is the file of the resource's newest complete set with
+// files (uploads without keep_old leave older sets empty).
+func completeFile(res *maas.Resource) (maas.File, error) {
+	var best *maas.Set
+	for _, s := range res.Sets {
+		if !s.Complete || len(s.Files) == 0 {
+			continue
+		}
+		if best == nil || maas.VersionLess(best.Version, s.Version) {
+			best = &s
+		}
+	}
+	if best == nil {
+		return maas.File{}, fmt.Errorf("MAAS does not hold boot resource %s complete yet (from 3.5, complete means in every region)", res.Name)
+	}
+	names := make([]string, 0, len(best.Files))
+	for n := range best.Files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return best.Files[names[0]], nil
+}
+
+// imagePath is the path curtin fetches the image with, after the rack's
+// address and port: from 3.5.2 the first segment is the file's name on
+// disk (3.5.0 and 3.5.1 give none: its sha256), on 3.4 there is none.
+func imagePath(version string, res *maas.Resource, f maas.File) string {
+	arch, sub, _ := strings.Cut(res.Architecture, "/")
+	series := strings.TrimPrefix(res.Name, "custom/")
+	rest := fmt.Sprintf("custom/%s/%s/%s/uploaded/%s", url.PathEscape(arch), url.PathEscape(sub), url.PathEscape(series), url.PathEscape(f.Filename))
+	if !maas.AtLeast(version, 3, 5, 0) {
+		return "/images/" + rest
+	}
+	key := f.FilenameOnDisk
+	if key == "" {
+		key = f.SHA256
+	}
+	return "/images/" + url.PathEscape(key) + "/" + rest
+}
+
+// rackOf is a rack's result before its fetch: its name, machine-facing
+// addresses and services.
+func rackOf(rc maas.RackController, vlans map[int]maas.VLAN) Rack {
+	r := Rack{SystemID: rc.SystemID, Hostname: rc.Hostname, Services: map[string]string{}}
+	if r.Hostname == "" {
+		r.Hostname = rc.SystemID
+	}
+	for _, ifc := range rc.Interfaces {
+		for _, l := range ifc.Links {
+			if l.IPAddress == "" || l.Subnet == nil {
+				continue
+			}
+			v, ok := vlans[l.Subnet.VLAN.ID]
+			if !ok {
+				v = l.Subnet.VLAN
+			}
+			if v.DHCPOn && (v.PrimaryRack == rc.SystemID || v.SecondaryRack == rc.SystemID) && !slices.Contains(r.Addresses, l.IPAddress) {
+				r.Addresses = append(r.Addresses, l.IPAddress)
+			}
+		}
+	}
+	if len(r.Addresses) == 0 {
+		r.Addresses = append(r.Addresses, rc.IPAddresses...)
+	}
+	for _, s := range rc.Services {
+		r.Services[s.Name] = s.Status
+	}
+	return r
+}
+
+// requiredServices are the services a rack needs running to serve
+// images: from 3.5 the agent's proxy fills the cache.
+func requiredServices(version string) []string {
+	if maas.AtLeast(version, 3, 5, 0) {
+		return []string{"rackd", "http", "agent"}
+	}
+	return []string{"rackd", "http"}
+}
+
+func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, res *maas.Resource, path string,
+	rc maas.RackController, vlans map[int]maas.VLAN, t Target) Rack {
+	r := rackOf(rc, vlans)
+	r.At = o.Now().UTC()
+	for _, name := range requiredServices(version) {
+		if st := r.Services[name]; st != "running" {
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: its %s service is %s, not running: it cannot serve images", r.Hostname, name, orNone(st))
+			return r
+		}
+	}
+	if len(r.Addresses) == 0 {
+		r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: MAAS lists no address for it", r.Hostname)
+		return r
+	}
+	if !maas.AtLeast(version, 3, 5, 0) {
+		if done, ok := o.imported(ctx, c, res, &r); !ok {
+			return done
+		}
+	}
+	return o.fetch(ctx, r, path, t)
+}
+
+// imported makes sure a 3.4 rack holds the image (its own list), asking
+// it to import when it does not and waiting until it lists it; ok false
+// with the rack's result when it cannot.
+func (o Options) imported(ctx context.Context, c *maas.Client, res *maas.Resource, r *Rack) (Rack, bool) {
+	wctx, cancel := context.WithTimeout(ctx, o.ImportTimeout)
+	defer cancel()
+	asked := false
+	for {
+		imgs, err := c.RackBootImages(wctx, r.SystemID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return o.timedOut(*r, ctx.Err()), false
+			}
+			if wctx.Err() != nil {
+				r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s does not hold %s %v after it was asked to import it", r.Hostname, res.Name, o.ImportTimeout)
+				return *r, false
+			}
+			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: reading its image list: %v", r.Hostname, err)
+			return *r, false
+		}
+		if holds(imgs, res) {
+			return *r, true
+		}
+		if !asked {
+			if err := c.ImportRackBootImages(wctx, r.SystemID); err != nil {
+				r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s does not hold %s (its images are %s): %v", r.Hostname, res.Name, imgs.Status, err)
+				return *r, false
+			}
+			asked = true
+		}
+		if err := backoff.Sleep(wctx, o.PollInterval); err != nil {
+			if ctx.Err() != nil {
+				return o.timedOut(*r, ctx.Err()), false
+			}
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s does not hold %s %v after it was asked to import it (its images are %s)",
+				r.Hostname, res.Name, o.ImportTimeout, imgs.Status)
+			return *r, false
+		}
+	}
+}
+
+// holds reports whether a 3.4 rack's list names the resource (with or
+// without custom/) for its architecture.
+func holds(imgs *maas.RackImages, res *maas.Resource) bool {
+	arch, sub, _ := strings.Cut(res.Architecture, "/")
+	for _, im := range imgs.Images {
+		if !manifest.SameName(im.Name, res.Name) {
+			continue
+		}
+		if im.Architecture == res.Architecture || im.Architecture == arch && (len(im.Subarches) == 0 || slices.Contains(im.Subarches, sub)) {
+			return true
+		}
+	}
+	return false
+}
+
+// timedOut is a rack's result when the check's time ran out (or ctx
+// ended) before its fetch did.
+func (o Options) timedOut(r Rack, err error) Rack {
+	r.Verdict = Unknown
+	r.Detail = fmt.Sprintf("rack %s: not checked to the end within the check's timeout of %v", r.Hostname, o.Timeout)
+	if r.At.IsZero() {
+		r.At = o.Now().UTC()
+	}
+	return r
+}
+
+// fetch GETs the image from the rack's first address that answers, as
+// curtin does: no Range, every byte read through sha256 and counted.
+func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack {
+	client := &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var unreachable []string
+	for _, addr := range r.Addresses {
+		u := "http://" + net.JoinHostPort(addr, strconv.Itoa(o.Port)) + path
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: %v", r.Hostname, err)
+			return r
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return o.timedOut(r, err)
+			}
+			unreachable = append(unreachable, fmt.Sprintf("%s: %v", addr, unwrapURLError(err)))
+			continue
+		}
+		r.URL, r.Status = u, resp.StatusCode
+		r.Cache = strings.ToLower(resp.Header.Get("X-Cache"))
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s answered %d %s for %s%s", r.Hostname, resp.StatusCode,
+				http.StatusText(resp.StatusCode), path, statusHint(resp.StatusCode))
+			return r
+		}
+		h := sha256.New()
+		// Large reads: fewer system calls per byte hashed.
+		n, err := io.CopyBuffer(h, resp.Body, make([]byte, 256<<10))
+		resp.Body.Close()
+		r.Duration = time.Since(start)
+		r.Bytes, r.SHA256 = n, hex.EncodeToString(h.Sum(nil))
+		if s := r.Duration.Seconds(); s > 0 {
+			r.BytesPerSecond = float64(n) / s
+		}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return o.timedOut(r, err)
+		case err != nil:
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: the transfer broke after %d of %d bytes: %v", r.Hostname, n, t.Size, err)
+		case n != t.Size || r.SHA256 != t.SHA256:
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: sha256 %s (%d bytes), want %s (%d bytes)",
+				r.Hostname, r.SHA256, n, t.SHA256, t.Size)
+		default:
+			r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
+		}
+		return r
+	}
+	r.Verdict = Unknown
+	r.Detail = fmt.Sprintf("rack %s cannot be reached from this host (%s): run the check where deploying machines are, or fix the route",
+		r.Hostname, strings.Join(unreachable, "; "))
+	return r
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func statusHint(status int) string {
+	switch status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return " (it cannot reach a region controller)"
+	case http.StatusServiceUnavailable:
+		return " (its agent is not serving)"
+	case http.StatusNotFound:
+		return " (neither it nor its region holds the file)"
+	}
+	return ""
+}
+
+func cacheWord(c string) string {
+	switch c {
+	case "hit":
+		return "its cache had it"
+	case "miss":
+		return "its cache was cold and is filled now"
+	}
+	return "from its own disk"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "missing"
+	}
+	return s
+}

@@ -1,0 +1,225 @@
+package racks_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/racks"
+	"github.com/gpuaas/imagectl/upload/maas"
+	"github.com/gpuaas/imagectl/upload/maassim"
+)
+
+// pattern is size bytes made up from their offsets: large versions cost
+// no memory. onRead, when set, is called with each read's offset.
+type pattern struct {
+	size   int64
+	onRead func(off int64)
+}
+
+func (p *pattern) ReadAt(b []byte, off int64) (int, error) {
+	if p.onRead != nil {
+		p.onRead(off)
+	}
+	n := 0
+	for ; n < len(b) && off+int64(n) < p.size; n++ {
+		o := off + int64(n)
+		b[n] = byte(o ^ o>>8 ^ o>>17)
+	}
+	if n < len(b) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// site is a simulated MAAS with racks and one seeded version.
+func site(t testing.TB, version string, size int64, specs ...maassim.RackSpec) (*maassim.Server, *maas.Client, racks.Target, *pattern) {
+	t.Helper()
+	sim := maassim.New(maassim.Options{Version: version, Racks: specs})
+	t.Cleanup(sim.Close)
+	p := &pattern{size: size}
+	sha, _, err := sim.Seed("x-1-4-0", "amd64/generic", p, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := maas.New(maas.Config{URL: sim.URL, APIKey: sim.AdminKey, Backoff: func(int) time.Duration { return time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, c, racks.Target{Name: "custom/x-1-4-0", Architecture: "amd64/generic", SHA256: sha, Size: size}, p
+}
+
+func verdicts(rep *racks.Report) map[string]racks.Verdict {
+	out := map[string]racks.Verdict{}
+	for _, r := range rep.Racks {
+		out[r.Hostname] = r.Verdict
+	}
+	return out
+}
+
+func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
+	for _, v := range []string{"3.5", "3.7", "3.8"} {
+		t.Run(v, func(t *testing.T) {
+			sim, c, tg, _ := site(t, v, 3<<20, maassim.RackSpec{}, maassim.RackSpec{}, maassim.RackSpec{})
+			var seen atomic.Int32
+			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Parallel: 2, Progress: func(racks.Rack) { seen.Add(1) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != racks.Passed || len(rep.Racks) != 3 || seen.Load() != 3 {
+				t.Fatalf("verdict %s, %d racks, %d reported: %+v", rep.Verdict, len(rep.Racks), seen.Load(), rep.Racks)
+			}
+			onDisk := tg.SHA256[:7]
+			if !strings.HasPrefix(rep.Path, "/images/"+onDisk+"/custom/amd64/generic/x-1-4-0/uploaded/root.tgz") {
+				t.Errorf("path %s", rep.Path)
+			}
+			for i, r := range rep.Racks {
+				rk := sim.Racks()[i]
+				rk.Idle()
+				if r.Cache != "miss" || r.Bytes != tg.Size || r.SHA256 != tg.SHA256 || len(r.Addresses) != 1 || r.Addresses[0] != rk.Address {
+					t.Errorf("rack %s: %+v", r.Hostname, r)
+				}
+				if !rk.Cached(onDisk) {
+					t.Errorf("rack %s is not warm after the check", rk.Hostname)
+				}
+				if fills, most, _ := rk.Fills(); fills != 1 || most != 1 {
+					t.Errorf("rack %s: %d fills, %d at once; want 1, 1", rk.Hostname, fills, most)
+				}
+			}
+			// Again: every rack had it.
+			rep, err = racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+			if err != nil || rep.Verdict != racks.Passed {
+				t.Fatalf("second check: %v %+v", err, rep)
+			}
+			for _, r := range rep.Racks {
+				if r.Cache != "hit" {
+					t.Errorf("second check, rack %s: cache %q", r.Hostname, r.Cache)
+				}
+			}
+		})
+	}
+}
+
+func TestRackServingOtherBytesFailsNamingItAndTheDigest(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != racks.Failed || verdicts(rep)["r1"] != racks.Passed {
+		t.Fatalf("verdicts %v, overall %s", verdicts(rep), rep.Verdict)
+	}
+	bad := rep.Racks[1]
+	if bad.Verdict != racks.Failed || !strings.Contains(bad.Detail, "rack stale serves other bytes") ||
+		!strings.Contains(bad.Detail, "want "+tg.SHA256) || !strings.Contains(bad.Detail, bad.SHA256) || bad.SHA256 == tg.SHA256 {
+		t.Fatalf("stale rack: %+v", bad)
+	}
+}
+
+func TestUnreachableRackIsUnknownNeverPassed(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "away", State: maassim.RackUnreachable})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != racks.Unknown || verdicts(rep)["away"] != racks.Unknown || verdicts(rep)["r1"] != racks.Passed {
+		t.Fatalf("verdicts %v, overall %s", verdicts(rep), rep.Verdict)
+	}
+	if d := rep.Racks[0].Detail; !strings.Contains(d, "rack away cannot be reached") {
+		t.Errorf("detail %q", d)
+	}
+}
+
+func TestStoppedAgentAndLostRegionFail(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "stopped", State: maassim.RackAgentStopped},
+		maassim.RackSpec{Hostname: "lost", State: maassim.RackNoRegion})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != racks.Failed {
+		t.Fatalf("overall %s", rep.Verdict)
+	}
+	lost, stopped := rep.Racks[0], rep.Racks[1]
+	if stopped.Verdict != racks.Failed || !strings.Contains(stopped.Detail, "its agent service is dead") || stopped.Status != 0 {
+		t.Errorf("stopped: %+v", stopped)
+	}
+	if lost.Verdict != racks.Failed || lost.Status != 502 || !strings.Contains(lost.Detail, "cannot reach a region") {
+		t.Errorf("lost: %+v", lost)
+	}
+}
+
+func TestMAAS34RacksImportThenServe(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.4", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "r2"},
+		maassim.RackSpec{Hostname: "lost", State: maassim.RackNoRegion})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), PollInterval: time.Millisecond, ImportTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Path != "/images/custom/amd64/generic/x-1-4-0/uploaded/root-tgz" {
+		t.Errorf("path %s", rep.Path)
+	}
+	v := verdicts(rep)
+	if v["r1"] != racks.Passed || v["r2"] != racks.Passed || v["lost"] != racks.Failed || rep.Verdict != racks.Failed {
+		t.Fatalf("verdicts %v: %+v", v, rep.Racks)
+	}
+	for _, rk := range sim.Racks()[:2] {
+		if !rk.Imported("x-1-4-0", "amd64/generic") {
+			t.Errorf("rack %s did not import", rk.Hostname)
+		}
+	}
+	if d := rep.Racks[0].Detail; !strings.Contains(d, "rack lost does not hold x-1-4-0") {
+		t.Errorf("lost: %q", d)
+	}
+}
+
+func TestMAASWithoutTheVersionOrWithOtherBytesIsAnError(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<10, maassim.RackSpec{})
+	other := tg
+	other.SHA256 = strings.Repeat("0", 64)
+	if _, err := racks.Check(context.Background(), c, other, racks.Options{Port: sim.RackPort()}); err == nil || !strings.Contains(err.Error(), "MAAS holds other bytes") {
+		t.Errorf("other bytes: %v", err)
+	}
+	missing := tg
+	missing.Name = "x-9-9-9"
+	if _, err := racks.Check(context.Background(), c, missing, racks.Options{Port: sim.RackPort()}); err == nil || !strings.Contains(err.Error(), "no boot resource x-9-9-9") {
+		t.Errorf("missing: %v", err)
+	}
+}
+
+func TestCancelStopsTheCheck(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{}, maassim.RackSpec{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.onRead = func(off int64) {
+		if off > 8<<20 {
+			cancel()
+		}
+	}
+	_, err := racks.Check(ctx, c, tg, racks.Options{Port: sim.RackPort()})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want the context's error, got %v", err)
+	}
+}
+
+func TestTimeoutLeavesRacksUnknown(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{Hostname: "slow"})
+	release := make(chan struct{})
+	defer close(release)
+	p.onRead = func(off int64) {
+		if off > 8<<20 {
+			<-release
+		}
+	}
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != racks.Unknown || !strings.Contains(rep.Racks[0].Detail, "within the check's timeout") {
+		t.Fatalf("%s: %+v", rep.Verdict, rep.Racks)
+	}
+}

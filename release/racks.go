@@ -1,0 +1,156 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/racks"
+	"github.com/gpuaas/imagectl/store"
+	"github.com/gpuaas/imagectl/upload"
+)
+
+// RacksResult is what the racks of a site said of a stored version.
+type RacksResult struct {
+	Image   string `json:"image"`
+	Version string `json:"version"`
+	Site    string `json:"site"`
+	*racks.Report
+}
+
+// RacksError is a racks check that did not pass: a promotion with
+// WarmRacks stops before the deploy profiles are pointed. NotYet is set
+// when no rack failed but some could not be reached (unknown): not
+// proven, rather than broken.
+type RacksError struct {
+	Site   string
+	Report *racks.Report
+	NotYet bool
+}
+
+func (e *RacksError) Error() string {
+	var lines []string
+	for _, r := range e.Report.Racks {
+		if r.Verdict != racks.Passed {
+			lines = append(lines, fmt.Sprintf("%s: %s", r.Verdict, r.Detail))
+		}
+	}
+	what := "not every rack controller of site " + e.Site + " serves " + e.Report.Name
+	if e.NotYet {
+		what += " (some could not be reached: unknown, never passed; --allow-unknown-racks promotes anyway)"
+	}
+	return what + ":\n  " + strings.Join(lines, "\n  ")
+}
+
+// WarmRacks checks that every rack controller of the site serves the
+// stored version as MAAS holds it (racks.Check, under o.Racks), and so
+// warms their caches. The version must be in the store; its bytes at
+// MAAS must be those of its manifest. A report that did not pass is a
+// result, not an error: the caller says what its verdict means.
+func WarmRacks(ctx context.Context, image, version string, o Options) (*RacksResult, error) {
+	v, err := o.Store.Version(ctx, image, version)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifest.Read(v.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	if m.Artifact == nil {
+		return nil, fmt.Errorf("the store's %s %s has a manifest without its artifact's sha256 and size", image, version)
+	}
+	t := racks.Target{Name: manifest.VersionedName(m.MAASName(), m.Image.Version), Architecture: o.Site.Architecture,
+		SHA256: strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, digest.Prefix)), Size: m.Artifact.Size}
+	rep, err := o.checkRacks(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return &RacksResult{Image: image, Version: version, Site: o.Site.Name, Report: rep}, nil
+}
+
+// checkRacks runs the racks check at the site.
+func (o Options) checkRacks(ctx context.Context, t racks.Target) (*racks.Report, error) {
+	c, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	ro := o.Racks
+	if ro.Now == nil {
+		ro.Now = o.Now
+	}
+	if ro.Port == 0 {
+		ro.Port = o.Site.RackPort
+	}
+	rep, err := racks.Check(ctx, c, t, ro)
+	if err != nil {
+		return nil, fmt.Errorf("site %s: %w", o.Site.Name, err)
+	}
+	return rep, nil
+}
+
+// warmRacksAfterUpload is promote's racks step: with WarmRacks (or the
+// site's warm_racks), every rack must serve what was uploaded before a
+// deploy profile is pointed at it; an unknown rack blocks unless
+// AllowUnknownRacks.
+func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result) (*racks.Report, error) {
+	if !o.WarmRacks && !o.Site.WarmRacks {
+		return nil, nil
+	}
+	rep, err := o.checkRacks(ctx, racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rep.Verdict == racks.Failed:
+		return rep, &RacksError{Site: o.Site.Name, Report: rep}
+	case rep.Verdict == racks.Unknown && !o.AllowUnknownRacks:
+		return rep, &RacksError{Site: o.Site.Name, Report: rep, NotYet: true}
+	}
+	return rep, nil
+}
+
+// rackProofs are what a promotion records of its racks check.
+func rackProofs(rep *racks.Report) []store.RackProof {
+	if rep == nil {
+		return nil
+	}
+	out := make([]store.RackProof, 0, len(rep.Racks))
+	for _, r := range rep.Racks {
+		out = append(out, store.RackProof{Rack: r.Hostname, SystemID: r.SystemID, Verdict: string(r.Verdict), At: r.At})
+	}
+	return out
+}
+
+// racksCondition is predeploy's racks condition, for a site with
+// warm_racks: the promotion of the version the site runs checked every
+// rack controller, and each served it (or, allowed, could not be
+// reached); a failed rack never passes.
+func racksCondition(p store.Promotion, image, site string) Condition {
+	cond := Condition{Name: CondRacks}
+	warm := fmt.Sprintf("imagectl warm-racks %s %s --site %s", image, p.Version, site)
+	if len(p.Racks) == 0 {
+		cond.Detail = fmt.Sprintf("the promotion of %s %s at site %s did not check its rack controllers (site %s has warm_racks = true)", image, p.Version, site, site)
+		cond.Fix = warm + " (then promote it again to record it: imagectl promote " + image + " " + p.Version + " --site " + site + " --warm-racks)"
+		return cond
+	}
+	var lines []string
+	cond.OK = true
+	for _, r := range p.Racks {
+		lines = append(lines, fmt.Sprintf("%s %s at %s", r.Rack, r.Verdict, r.At.UTC().Format("2006-01-02T15:04:05Z07:00")))
+		switch r.Verdict {
+		case string(racks.Passed):
+		case string(racks.Unknown):
+			cond.Note = "some racks could not be reached when it was promoted (allowed): " + warm + " from the deploy network proves them"
+		default:
+			cond.OK = false
+		}
+	}
+	cond.Detail = "the racks proved they serve it when it was promoted: " + strings.Join(lines, ", ")
+	if !cond.OK {
+		cond.Detail = "a rack failed when it was promoted: " + strings.Join(lines, ", ")
+		cond.Fix = warm
+	}
+	return cond
+}

@@ -1,0 +1,148 @@
+package release_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuaas/imagectl/racks"
+	"github.com/gpuaas/imagectl/release"
+	"github.com/gpuaas/imagectl/sites"
+	"github.com/gpuaas/imagectl/store/storetest"
+	"github.com/gpuaas/imagectl/upload/maassim"
+)
+
+// racksFixture is a fixture whose MAAS (version v) has racks, with a
+// deploy profile, and whose promotions check the racks.
+func racksFixture(t *testing.T, v string, specs ...maassim.RackSpec) (*fixture, func() string) {
+	t.Helper()
+	f := newFixtureSim(t, maassim.Options{Version: v, CompleteAfterGets: -1, Racks: specs}, "1.0.0")
+	ps := f.withProfile(t, "demo")
+	f.opts.WarmRacks = true
+	f.opts.Racks = racks.Options{Port: f.sim.RackPort(), PollInterval: time.Millisecond, ImportTimeout: time.Second}
+	return f, func() string { return selects(t, ps) }
+}
+
+func TestPromoteWarmsRacksBeforeTheProfileIsPointed(t *testing.T) {
+	for _, v := range []string{"3.4", "3.7"} {
+		t.Run(v, func(t *testing.T) {
+			f, selected := racksFixture(t, v, maassim.RackSpec{}, maassim.RackSpec{})
+			res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Racks == nil || res.Racks.Verdict != racks.Passed || len(res.Racks.Racks) != 2 || selected() != "demo-1-0-0" {
+				t.Fatalf("racks %+v, profile selects %s", res.Racks, selected())
+			}
+			for _, rk := range f.sim.Racks() {
+				rk.Idle()
+				served := rk.Imported("demo-1-0-0", "amd64/generic")
+				if v != "3.4" {
+					served = rk.Cached(res.Upload.SHA256[:7])
+				}
+				if !served {
+					t.Errorf("rack %s does not hold it after the promotion", rk.Hostname)
+				}
+			}
+			// The same check alone says the same.
+			w, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts)
+			if err != nil || w.Verdict != racks.Passed || w.Site != "sim" {
+				t.Fatalf("WarmRacks: %v %+v", err, w)
+			}
+		})
+	}
+}
+
+func TestUnknownRackBlocksPromotionUnlessAllowed(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "near"}, maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	_, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	var re *release.RacksError
+	if !errors.As(err, &re) || !re.NotYet || !strings.Contains(err.Error(), "rack far cannot be reached") {
+		t.Fatalf("want a not-yet RacksError naming rack far, got %v", err)
+	}
+	if selected() != "ubuntu/noble" {
+		t.Fatalf("the profile was pointed at %s", selected())
+	}
+	if h, _ := f.store.History(ctx, "sim", "demo"); len(h) != 0 {
+		t.Fatalf("recorded: %+v", h)
+	}
+	f.opts.AllowUnknownRacks = true
+	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	if err != nil || res.Racks.Verdict != racks.Unknown || selected() != "demo-1-0-0" || res.Promotion == nil {
+		t.Fatalf("allowed: %v, %+v, profile %s", err, res, selected())
+	}
+}
+
+func TestRackServingOtherBytesStopsPromotion(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+	// The site's setting asks for the check as --warm-racks does; an
+	// allowance for unknown racks lets no failed one through.
+	f.opts.WarmRacks, f.opts.Site.WarmRacks, f.opts.AllowUnknownRacks = false, true, true
+	_, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	var re *release.RacksError
+	if !errors.As(err, &re) || re.NotYet || !strings.Contains(err.Error(), "rack stale serves other bytes") ||
+		!strings.Contains(err.Error(), "no deploy profile was pointed and nothing is recorded") {
+		t.Fatalf("want a RacksError naming rack stale, got %v", err)
+	}
+	if selected() != "ubuntu/noble" {
+		t.Fatalf("the profile was pointed at %s", selected())
+	}
+}
+
+func TestRolloutReportsASiteWhoseRacksFail(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "lost", State: maassim.RackNoRegion})
+	res, err := release.Rollout(ctx, "demo", "1.0.0", release.RolloutOptions{Options: f.opts, Sites: []*sites.Site{f.opts.Site}, Parallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() || res.Sites[0].Result != release.RolloutFailed || !strings.Contains(res.Sites[0].Detail, "rack lost answered 502") {
+		t.Fatalf("%+v", res.Sites)
+	}
+}
+
+func TestStatusAndPredeployReportWhenRacksLastProvedIt(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "r2"})
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.opts.Now = func() time.Time { return at }
+	// Promoted without the check, at a site that wants it: predeploy says so.
+	f.opts.WarmRacks = false
+	f.promote(t, "1.0.0")
+	f.opts.Site.WarmRacks = true
+	pd, err := release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); pd.Ready || c == nil || c.OK || !strings.Contains(c.Fix, "imagectl warm-racks demo 1.0.0 --site sim") {
+		t.Fatalf("unchecked promotion: ready %v, %+v", pd.Ready, c)
+	}
+
+	f.publish(t, "demo", "1.1.0", storetest.Options{Signer: f.signer}, at)
+	f.promote(t, "1.1.0")
+	st, err := release.Status(ctx, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Images) != 1 || len(st.Images[0].Racks) != 2 || st.Images[0].Racks[0].Rack != "r1" ||
+		st.Images[0].Racks[0].Verdict != "passed" || !st.Images[0].Racks[1].At.Equal(at) {
+		t.Fatalf("status: %+v", st.Images)
+	}
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "r2 passed at 2026-03-01T12:00:00Z") {
+		t.Fatalf("checked promotion: ready %v, %+v", pd.Ready, c)
+	}
+}
+
+func condition(pd *release.PredeployResult, name string) *release.Condition {
+	for _, img := range pd.Images {
+		for _, c := range img.Conditions {
+			if c.Name == name {
+				return &c
+			}
+		}
+	}
+	return nil
+}

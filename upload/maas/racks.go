@@ -1,0 +1,208 @@
+package maas
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/canonical/gomaasclient/client"
+)
+
+// RackController is a rack controller (or region+rack host) as
+// GET rackcontrollers/ returns it: the parts a check of what it serves
+// needs.
+type RackController struct {
+	SystemID    string      `json:"system_id"`
+	Hostname    string      `json:"hostname"`
+	FQDN        string      `json:"fqdn"`
+	IPAddresses []string    `json:"ip_addresses"`
+	Interfaces  []Interface `json:"interface_set"`
+	Services    []Service   `json:"service_set"`
+	Version     string      `json:"version"`
+}
+
+// Interface is one of a controller's interfaces, with its addresses.
+type Interface struct {
+	Name  string `json:"name"`
+	Links []Link `json:"links"`
+}
+
+// Link is an address of an interface on a subnet.
+type Link struct {
+	IPAddress string  `json:"ip_address"`
+	Subnet    *Subnet `json:"subnet"`
+}
+
+// Subnet is the subnet of a link, with its VLAN.
+type Subnet struct {
+	CIDR string `json:"cidr"`
+	VLAN VLAN   `json:"vlan"`
+}
+
+// VLAN is a VLAN as MAAS describes it: whether MAAS serves DHCP on it, and
+// from which racks.
+type VLAN struct {
+	ID            int    `json:"id"`
+	VID           int    `json:"vid"`
+	FabricID      int    `json:"fabric_id"`
+	DHCPOn        bool   `json:"dhcp_on"`
+	PrimaryRack   string `json:"primary_rack"`
+	SecondaryRack string `json:"secondary_rack"`
+}
+
+// Fabric is a fabric and its VLANs (GET fabrics/).
+type Fabric struct {
+	ID    int    `json:"id"`
+	Name  string `json:"name"`
+	VLANs []VLAN `json:"vlans"`
+}
+
+// Service is one of a controller's services and its status ("running",
+// "dead", "degraded", "off", "unknown").
+type Service struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+// RackImages is a 3.4 rack controller's own image list
+// (op=list_boot_images): the status is for all its images together
+// ("synced", "syncing", "out-of-sync", "region-importing", "unknown"),
+// and "synced" compares names, not bytes. From 3.5 the call always says
+// synced: do not use it there.
+type RackImages struct {
+	Connected bool        `json:"connected"`
+	Status    string      `json:"status"`
+	Images    []RackImage `json:"images"`
+}
+
+// RackImage is one image a 3.4 rack holds.
+type RackImage struct {
+	Name         string   `json:"name"`
+	Architecture string   `json:"architecture"`
+	Subarches    []string `json:"subarches,omitempty"`
+}
+
+// apiAt returns gomaasclient's API object for path under api/2.0/, bound to
+// ctx with the request timeout.
+func (c *Client) apiAt(ctx context.Context, path string) (client.APIClient, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	mc, err := client.GetClientWithTransport(c.cfg.URL, c.cfg.APIKey, "2.0", ctxTransport{ctx, c.cfg.Transport})
+	if err != nil {
+		cancel()
+		return client.APIClient{}, nil, fmt.Errorf("MAAS client for %s: invalid URL or API key", c.cfg.URL)
+	}
+	br, ok := mc.BootResources.(*client.BootResources)
+	if !ok {
+		cancel()
+		return client.APIClient{}, nil, fmt.Errorf("MAAS client for %s: unexpected gomaasclient", c.cfg.URL)
+	}
+	root := br.APIClient
+	// BootResources' client is rooted at api/2.0/; step to path.
+	for _, p := range strings.Split(strings.Trim(path, "/"), "/") {
+		root = root.GetSubObject(p)
+	}
+	return root, cancel, nil
+}
+
+// getJSON reads path (under api/2.0/) with the op and decodes it into out,
+// with retries.
+func (c *Client) getJSON(ctx context.Context, doing, path, op string, out any) error {
+	return c.withRetries(ctx, nil, func() error {
+		a, cancel, err := c.apiAt(ctx, path)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return apiErr(doing, a.Get(op, url.Values{}, func(b []byte) error {
+			if err := json.Unmarshal(b, out); err != nil {
+				return fmt.Errorf("%s: MAAS's answer is not what it should be: %w", doing, err)
+			}
+			return nil
+		}))
+	})
+}
+
+// Version returns the MAAS version (GET version/), such as "3.5.4".
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err := c.getJSON(ctx, "reading the MAAS version of "+c.cfg.URL, "version", "", &v); err != nil {
+		return "", err
+	}
+	if v.Version == "" {
+		return "", fmt.Errorf("reading the MAAS version of %s: the answer names none", c.cfg.URL)
+	}
+	return v.Version, nil
+}
+
+// RackControllers lists the rack controllers, region+rack hosts included.
+func (c *Client) RackControllers(ctx context.Context) ([]RackController, error) {
+	var out []RackController
+	err := c.getJSON(ctx, "listing the rack controllers of "+c.cfg.URL, "rackcontrollers", "", &out)
+	return out, err
+}
+
+// Fabrics lists the fabrics with their VLANs.
+func (c *Client) Fabrics(ctx context.Context) ([]Fabric, error) {
+	var out []Fabric
+	err := c.getJSON(ctx, "listing the fabrics of "+c.cfg.URL, "fabrics", "", &out)
+	return out, err
+}
+
+// RackBootImages returns a rack controller's own image list (MAAS 3.4).
+func (c *Client) RackBootImages(ctx context.Context, systemID string) (*RackImages, error) {
+	out := new(RackImages)
+	err := c.getJSON(ctx, fmt.Sprintf("reading the boot images of rack controller %s on %s", systemID, c.cfg.URL),
+		"rackcontrollers/"+url.PathEscape(systemID), "list_boot_images", out)
+	return out, err
+}
+
+// ImportRackBootImages asks a rack controller to import the region's boot
+// images now (MAAS 3.4: racks hold their own copies); it returns once
+// MAAS accepted the request, not when the import ends.
+func (c *Client) ImportRackBootImages(ctx context.Context, systemID string) error {
+	doing := fmt.Sprintf("asking rack controller %s on %s to import boot images", systemID, c.cfg.URL)
+	return c.withRetries(ctx, nil, func() error {
+		a, cancel, err := c.apiAt(ctx, "rackcontrollers/"+url.PathEscape(systemID))
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return apiErr(doing, a.Post("import_boot_images", url.Values{}, func([]byte) error { return nil }))
+	})
+}
+
+// AtLeast reports whether the MAAS version v (such as "3.5.4" or
+// "3.6.0~beta1") is major.minor.patch or later; a version it cannot read
+// is not.
+func AtLeast(v string, major, minor, patch int) bool {
+	v, _, _ = strings.Cut(v, "~")
+	v, _, _ = strings.Cut(v, "-")
+	parts := strings.SplitN(v, ".", 3)
+	want := []int{major, minor, patch}
+	for i, w := range want {
+		n := 0
+		if i < len(parts) {
+			var err error
+			if n, err = strconv.Atoi(parts[i]); err != nil {
+				return false
+			}
+		} else if i == 0 {
+			return false
+		}
+		if n != w {
+			return n > w
+		}
+	}
+	return true
+}
+
+// URL is the MAAS root the client talks to.
+func (c *Client) URL() string { return c.cfg.URL }
+
+// VersionLess orders set versions as MAAS's YYYYmmdd[.N].
+func VersionLess(a, b string) bool { return versionLess(a, b) }
