@@ -184,6 +184,7 @@ type build struct {
 	tgz            *atomicfile.File
 	packed         pack.Result
 	packer         string
+	sourceDate     time.Time
 	docs           *attest.Documents
 	res            *Result
 	// timings are where the build's time has gone so far.
@@ -274,7 +275,35 @@ func (b *build) prepare(ctx context.Context) error {
 	}
 	b.onEnd(func() { os.RemoveAll(work) })
 	b.disk = filepath.Join(work, "disk.raw")
-	return b.prepareDisk(ctx)
+	if err := b.prepareDisk(ctx); err != nil {
+		return err
+	}
+	return b.chooseSourceDate(ctx)
+}
+
+// chooseSourceDate sets the build's source date E (pack.SourceDate) from
+// $SOURCE_DATE_EPOCH or else from the base image, before any layer
+// changes the disk: the tgz's times are clamped to it, the guest's
+// commands run with it, the manifest and the marker record it.
+func (b *build) chooseSourceDate(ctx context.Context) error {
+	sd, ok, err := pack.FromEnv(b.opts.Env)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		sd, err = pack.BaseSourceDate(ctx, b.disk, b.m.Build.Started)
+		if errors.Is(err, pack.ErrNoSourceDate) {
+			b.rep.Log("no source date: " + err.Error() + "; the tgz keeps the build's times (set " + pack.SourceDateEnv + " for the same bytes from the same inputs)")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("choosing the source date from the base image: %w", err)
+		}
+	}
+	b.sourceDate = sd.Time
+	b.m.Build.SourceDate = &manifest.SourceDate{Epoch: sd.Epoch(), From: sd.From}
+	b.ap.SourceDate = sd.Time
+	return nil
 }
 
 func (b *build) prepareDisk(ctx context.Context) error {
@@ -334,6 +363,10 @@ func (b *build) launch(ctx context.Context) error {
 	b.onEnd(func() { stop() })
 	b.m.Builder.Accelerator = sess.Accelerator()
 	b.mounts = sess.Mounts()
+	if !b.sourceDate.IsZero() {
+		b.ap.Session = sess
+		return b.ap.KeepClockPast(ctx, b.sourceDate)
+	}
 	return nil
 }
 
@@ -342,7 +375,7 @@ func (b *build) applyLayers(ctx context.Context) error {
 }
 
 func (b *build) pack(ctx context.Context) error {
-	pk := pack.Root{Mode: b.opts.Packer, Disk: b.disk, Level: b.plan.Output.CompressionLevel, Log: b.rep.Log,
+	pk := pack.Root{Mode: b.opts.Packer, Disk: b.disk, Level: b.plan.Output.CompressionLevel, Log: b.rep.Log, Epoch: b.sourceDate,
 		Reopen: func() (guest.Session, error) { return b.opts.Executor.Open(ctx, b.disk, b.sessOpts) }}
 	var err error
 	if b.tgz, b.packed, b.packer, err = pk.Pack(ctx, b.sess, b.mounts, b.tgzPath); err != nil {

@@ -17,7 +17,7 @@ func TestCacheKeys(t *testing.T) {
 		t.Helper()
 		base := []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
 		p := loadPlan(t, "examples/demo.hcl", recipes.Inputs{Flags: append(base, flags...)}, plan.Options{}, false)
-		_, keys, volatile, err := cacheKeys(p)
+		_, keys, volatile, err := cacheKeys(p, "")
 		if err != nil {
 			t.Fatal(err)
 		}
