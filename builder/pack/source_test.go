@@ -32,8 +32,8 @@ func TestRepackClampsToEpoch(t *testing.T) {
 			mt   time.Time
 		}{
 			{"./usr/bin/jq", time.Unix(1690000000, 250)}, // from a package: older
-			{"./etc/base", epoch},                         // the base's newest
-			{"./etc/imagectl/build.json", written},        // what the build wrote
+			{"./etc/base", epoch},                        // the base's newest
+			{"./etc/imagectl/build.json", written},       // what the build wrote
 			{"./etc/later", epoch.Add(time.Nanosecond)},
 		} {
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Mode: 0o644, Size: 1, ModTime: e.mt, Format: tar.FormatPAX}); err != nil {
@@ -100,7 +100,7 @@ func TestBaseSourceDate(t *testing.T) {
 		"etc/hostname":      time.Date(2021, 11, 14, 22, 13, 20, 0, time.UTC),
 		"usr/bin/tool":      newest,
 		"var/lib/future":    start.Add(30 * time.Minute), // after the start: ignored
-		"var/lib/at-start":  start,                     // not older than the start: ignored
+		"var/lib/at-start":  start,                       // not older than the start: ignored
 		"usr/share/doc/old": time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC),
 	}
 	for name := range files {
