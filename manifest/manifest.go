@@ -2,8 +2,8 @@
 // image contains and where it came from (packages with versions, layers and
 // their digests, files, bundles, kernel args, Netdata, the artifact's hash,
 // timings, lineage). The builder writes it beside the tgz and, without the
-// artifact section, into the image as its build marker; diff, sign and
-// upload read it.
+// artifact section and the build's times, into the image as its build
+// marker; diff, sign and upload read it.
 //
 // The package also names the files of a build beside its tgz (files.go),
 // an image's MAAS names (maasname.go) and holds the one rule for what an

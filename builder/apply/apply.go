@@ -5,6 +5,8 @@
 // the host through the package cache (builder/debcache) when given one,
 // falling back to the guest's own download, and record the archives
 // fetched and the time and bytes of downloading apart from installing.
+// The guest's commands run with the build's source date as
+// SOURCE_DATE_EPOCH, and the guest's clock is kept past it.
 package apply
 
 import (
