@@ -92,6 +92,15 @@ type Applier struct {
 	// adds, mkinitramfs, Python's byte-compilation).
 	SourceDate time.Time
 
+	// KeepDpkgSyncs leaves dpkg syncing every file it writes, as on a
+	// running system. By default packages steps run dpkg without those
+	// syncs (force-unsafe-io): the appliance's disk is thrown away unless
+	// the build finishes, and it is flushed as a whole before each layer
+	// snapshot and when the appliance shuts down before packing. The
+	// setting changes how dpkg writes, not what: the same inputs give the
+	// same tgz bytes either way (TestPackageCache builds both).
+	KeepDpkgSyncs bool
+
 	aptSync bool // apt lists are current for the configured repositories
 }
 
@@ -170,9 +179,9 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 
 func (a *Applier) packages(ctx context.Context, s steps.Packages) error {
 	if s.Optional {
-		return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
+		return a.optionalPackages(ctx, s.Packages, a.aptInstallCmd(s))
 	}
-	return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
+	return a.requiredPackages(ctx, s.Packages, a.aptInstallCmd(s))
 }
 
 func (a *Applier) aptUpdate(ctx context.Context) error {
@@ -187,12 +196,19 @@ func (a *Applier) aptUpdate(ctx context.Context) error {
 	return nil
 }
 
-// aptInstallCmd is the apt-get install command line of a packages step.
-func aptInstallCmd(s steps.Packages) string {
-	if s.NoRecommends {
-		return aptEnv + aptInstall + "--no-install-recommends "
+// aptInstallCmd is the apt-get install command line of a packages step:
+// dpkg without a sync per file it writes (force-unsafe-io) unless
+// KeepDpkgSyncs, an option of this command line only, so nothing of it
+// reaches the guest's configuration, a snapshot or the image.
+func (a *Applier) aptInstallCmd(s steps.Packages) string {
+	cmd := aptEnv + aptInstall
+	if !a.KeepDpkgSyncs {
+		cmd += "-o Dpkg::Options::=--force-unsafe-io "
 	}
-	return aptEnv + aptInstall
+	if s.NoRecommends {
+		cmd += "--no-install-recommends "
+	}
+	return cmd
 }
 
 func (a *Applier) requiredPackages(ctx context.Context, pkgs []string, install string) error {

@@ -58,7 +58,8 @@ func (p *forwardProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // warm and one entry corrupted (found out, fetched again, the rest served
 // by the cache), and with the host unable to reach the repository (a
 // proxy on a refused port: every archive falls back to the guest's own
-// download, saying so). The same inputs give the same tgz bytes: the three
+// download, saying so; this one with dpkg syncing every file it writes,
+// the others without). The same inputs give the same tgz bytes: the three
 // artifacts' sha256s are equal (no file excused: the marker holds the
 // source date, not the build's times; the times the build wrote are
 // clamped to the source date); when they are not, the first differing
@@ -101,12 +102,12 @@ func TestPackageCache(t *testing.T) {
 		logs []string
 		tgz  map[string]string
 	}
-	build := func(name string, cache string, env []string) result {
+	build := func(name string, cache string, env []string, keepDpkgSyncs bool) result {
 		t.Helper()
 		var r result
 		var events []event.Event
 		opts := buildOptions(t, t.TempDir(), &events)
-		opts.CacheDir, opts.PackageCache, opts.Env = baseCache, cache, env
+		opts.CacheDir, opts.PackageCache, opts.Env, opts.KeepDpkgSyncs = baseCache, cache, env, keepDpkgSyncs
 		res, err := builder.Build(context.Background(), p, opts)
 		if err != nil {
 			t.Fatalf("%s build: %v", name, err)
@@ -143,7 +144,7 @@ func TestPackageCache(t *testing.T) {
 	}
 	proxyEnv := []string{"http_proxy=" + srv.URL, "https_proxy=" + srv.URL}
 
-	cold := build("cold", pkgs.Dir, proxyEnv)
+	cold := build("cold", pkgs.Dir, proxyEnv, false)
 	entries, err := pkgs.List()
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestPackageCache(t *testing.T) {
 	if err := os.WriteFile(bad, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	warm := build("warm", pkgs.Dir, proxyEnv)
+	warm := build("warm", pkgs.Dir, proxyEnv, false)
 	if got := proxy.debs.Load() - coldFetches; got != 1 {
 		t.Errorf("warm build fetched %d archives, want only the corrupted one", got)
 	}
@@ -191,7 +192,8 @@ func TestPackageCache(t *testing.T) {
 	}
 
 	// The host cannot reach the repository: every archive is the guest's.
-	unreachable := build("unreachable", filepath.Join(t.TempDir(), "packages"), []string{"http_proxy=http://" + testenv.RefusedAddr(t)})
+	// This build also keeps dpkg's per-file syncs: the other setting.
+	unreachable := build("unreachable", filepath.Join(t.TempDir(), "packages"), []string{"http_proxy=http://" + testenv.RefusedAddr(t)}, true)
 	if l := logged(unreachable, "fetched by the guest, not the host"); len(l) != len(entries) {
 		t.Errorf("with the repository out of the host's reach, %d archives said to fall back, want %d: %q", len(l), len(entries), l)
 	}
