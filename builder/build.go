@@ -71,6 +71,10 @@ type BuildOptions struct {
 	// which are published with the rest, all or none. Without it,
 	// signature files of an earlier artifact of the same name are removed.
 	Sign func(SignRequest) (map[string][]byte, error)
+	// KeepDpkgSyncs leaves dpkg in the appliance syncing every file it
+	// writes (apply.Applier.KeepDpkgSyncs); by default it does not: the
+	// outputs are the same, the netdata layer installs faster.
+	KeepDpkgSyncs bool
 	// Packer chooses how the root filesystem is read for the tgz: "host"
 	// (from the disk image after the appliance has shut down), "appliance"
 	// (tar-out through the appliance), or "auto" (default: host when the
@@ -135,7 +139,7 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 	b.tgzPath = filepath.Join(b.outDir, plan.Output.Files.Tarball)
 	b.m = plan.Manifest.Clone()
 	b.m.Build.Started = started
-	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy()}
+	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy(), KeepDpkgSyncs: opts.KeepDpkgSyncs}
 	if opts.PackageCache != "" {
 		b.ap.Debs = &debcache.Fetcher{Cache: debcache.Cache{Dir: opts.PackageCache}, Client: debcache.ProxyClient(opts.Env)}
 	}
@@ -184,6 +188,7 @@ type build struct {
 	tgz            *atomicfile.File
 	packed         pack.Result
 	packer         string
+	sourceDate     time.Time
 	docs           *attest.Documents
 	res            *Result
 	// timings are where the build's time has gone so far.
@@ -274,7 +279,35 @@ func (b *build) prepare(ctx context.Context) error {
 	}
 	b.onEnd(func() { os.RemoveAll(work) })
 	b.disk = filepath.Join(work, "disk.raw")
-	return b.prepareDisk(ctx)
+	if err := b.prepareDisk(ctx); err != nil {
+		return err
+	}
+	return b.chooseSourceDate(ctx)
+}
+
+// chooseSourceDate sets the build's source date E (pack.SourceDate) from
+// $SOURCE_DATE_EPOCH or else from the base image, before any layer
+// changes the disk: the tgz's times are clamped to it, the guest's
+// commands run with it, the manifest and the marker record it.
+func (b *build) chooseSourceDate(ctx context.Context) error {
+	sd, ok, err := pack.FromEnv(b.opts.Env)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		sd, err = pack.BaseSourceDate(ctx, b.disk, b.m.Build.Started)
+		if errors.Is(err, pack.ErrNoSourceDate) {
+			b.rep.Log("no source date: " + err.Error() + "; the tgz keeps the build's times (set " + pack.SourceDateEnv + " for the same bytes from the same inputs)")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("choosing the source date from the base image: %w", err)
+		}
+	}
+	b.sourceDate = sd.Time
+	b.m.Build.SourceDate = &manifest.SourceDate{Epoch: sd.Epoch(), From: sd.From}
+	b.ap.SourceDate = sd.Time
+	return nil
 }
 
 func (b *build) prepareDisk(ctx context.Context) error {
@@ -334,6 +367,10 @@ func (b *build) launch(ctx context.Context) error {
 	b.onEnd(func() { stop() })
 	b.m.Builder.Accelerator = sess.Accelerator()
 	b.mounts = sess.Mounts()
+	if !b.sourceDate.IsZero() {
+		b.ap.Session = sess
+		return b.ap.KeepClockPast(ctx, b.sourceDate)
+	}
 	return nil
 }
 
@@ -342,7 +379,7 @@ func (b *build) applyLayers(ctx context.Context) error {
 }
 
 func (b *build) pack(ctx context.Context) error {
-	pk := pack.Root{Mode: b.opts.Packer, Disk: b.disk, Level: b.plan.Output.CompressionLevel, Log: b.rep.Log,
+	pk := pack.Root{Mode: b.opts.Packer, Disk: b.disk, Level: b.plan.Output.CompressionLevel, Log: b.rep.Log, Epoch: b.sourceDate,
 		Reopen: func() (guest.Session, error) { return b.opts.Executor.Open(ctx, b.disk, b.sessOpts) }}
 	var err error
 	if b.tgz, b.packed, b.packer, err = pk.Pack(ctx, b.sess, b.mounts, b.tgzPath); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/layercache"
+	"github.com/gpuaas/imagectl/builder/pack"
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/buildinfo"
@@ -51,8 +52,11 @@ type layerCache struct {
 // and the base image with its format and size. The final layer writes the
 // build marker and the validation script, made from the manifest, so its
 // key also covers the manifest's static part and the per-build facts the
-// marker records (extra: the source revision, the parent version).
-func cacheKeys(plan *plan.Plan, extra ...string) (root string, keys []string, volatile []bool, err error) {
+// marker records (extra: the source revision, the parent version). A
+// source date from $SOURCE_DATE_EPOCH (sourceDate, "" for none) is in
+// every key: the guest's commands run with it; the default one is the base
+// image's, which the root already covers.
+func cacheKeys(plan *plan.Plan, sourceDate string, extra ...string) (root string, keys []string, volatile []bool, err error) {
 	h := func(parts ...string) string {
 		w := digest.NewWriter(nil)
 		for _, p := range parts {
@@ -61,6 +65,9 @@ func cacheKeys(plan *plan.Plan, extra ...string) (root string, keys []string, vo
 		return w.Digest().String()
 	}
 	root = h("imagectl layer cache v1", buildinfo.Version, plan.BaseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
+	if sourceDate != "" {
+		root = h(root, "SOURCE_DATE_EPOCH="+sourceDate)
+	}
 	static, err := json.Marshal(plan.Manifest)
 	if err != nil {
 		return "", nil, nil, err
@@ -93,7 +100,13 @@ func cacheKeys(plan *plan.Plan, extra ...string) (root string, keys []string, vo
 func openLayerCache(ctx context.Context, plan *plan.Plan, opts BuildOptions, disk string, rep event.Reporter, prepare func() error) (*layerCache, []*layercache.Entry, error) {
 	lc := &layerCache{c: layercache.Cache{Dir: opts.LayerCache}}
 	var err error
-	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceRevision(plan.Inputs.Dir), opts.ParentVersion); err != nil {
+	var sourceDate string
+	if sd, ok, err := pack.FromEnv(opts.Env); err != nil {
+		return nil, nil, err
+	} else if ok {
+		sourceDate = fmt.Sprint(sd.Epoch())
+	}
+	if lc.root, lc.keys, lc.volatile, err = cacheKeys(plan, sourceDate, sourceRevision(plan.Inputs.Dir), opts.ParentVersion); err != nil {
 		return nil, nil, err
 	}
 	if lc.unlock, err = lc.c.Lock().Wait(false); err != nil {

@@ -13,11 +13,12 @@ import (
 // nothing else.
 func TestCacheKeys(t *testing.T) {
 	chdirRoot(t)
+	sourceDate := ""
 	demo := func(flags ...string) []string {
 		t.Helper()
 		base := []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
 		p := loadPlan(t, "examples/demo.hcl", recipes.Inputs{Flags: append(base, flags...)}, plan.Options{}, false)
-		_, keys, volatile, err := cacheKeys(p)
+		_, keys, volatile, err := cacheKeys(p, sourceDate)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,6 +66,14 @@ func TestCacheKeys(t *testing.T) {
 		}
 		if n == compile.FinalizeLayer && !changed {
 			t.Error("@finalize writes the marker with the version but kept its key")
+		}
+	}
+	// A source date from SOURCE_DATE_EPOCH reaches every layer's commands:
+	// every key changes.
+	sourceDate = "1700000000"
+	for i, k := range demo() {
+		if same[i] != "" && k == same[i] {
+			t.Errorf("SOURCE_DATE_EPOCH: layer %s kept its key", names[i])
 		}
 	}
 }

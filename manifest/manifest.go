@@ -2,8 +2,8 @@
 // image contains and where it came from (packages with versions, layers and
 // their digests, files, bundles, kernel args, Netdata, the artifact's hash,
 // timings, lineage). The builder writes it beside the tgz and, without the
-// artifact section, into the image as its build marker; diff, sign and
-// upload read it.
+// artifact section and the build's times, into the image as its build
+// marker; diff, sign and upload read it.
 //
 // The package also names the files of a build beside its tgz (files.go),
 // an image's MAAS names (maasname.go) and holds the one rule for what an
@@ -163,7 +163,7 @@ type Layer struct {
 type Step struct {
 	Kind    string  `json:"kind"`
 	Summary string  `json:"summary"`
-	Seconds float64 `json:"seconds"`
+	Seconds float64 `json:"seconds,omitzero"`
 }
 
 // Package is an installed Debian package, from the image's dpkg database.
@@ -345,13 +345,28 @@ type Check struct {
 	Command string `json:"command"`
 }
 
-// Build records when the build ran.
+// Build records when the build ran, and its source date. The build
+// marker keeps only the source date: the image holds no wall-clock time.
 type Build struct {
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
-	Seconds  float64   `json:"seconds"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	Seconds  float64   `json:"seconds,omitzero"`
 	// Timings is where the build's time went, all layers together.
 	Timings *Timings `json:"timings,omitempty"`
+	// SourceDate is the time the tgz's newer modification times are
+	// clamped to; absent when none was chosen.
+	SourceDate *SourceDate `json:"source_date,omitempty"`
+}
+
+// SourceDate is a build's source date E (SOURCE_DATE_EPOCH): every
+// modification time in the tgz newer than E is E, and the appliance's
+// package steps and commands ran with SOURCE_DATE_EPOCH=E.
+type SourceDate struct {
+	Epoch int64 `json:"epoch"`
+	// From is "base image" (the newest time in the base image's root
+	// filesystem before the build started) or "SOURCE_DATE_EPOCH" (the
+	// builder's environment).
+	From string `json:"from"`
 }
 
 // Timings says where a build's, or one layer's, time went, in seconds,
@@ -459,10 +474,29 @@ func (m *Manifest) Marshal() ([]byte, error) {
 }
 
 // Marker is the manifest as the image carries it: without the artifact
-// and the documents made from it.
+// and the documents made from it, and without anything that says when or
+// how fast the build ran (its times, the steps' and layers' timings, when
+// a cached layer was made, the accelerator), so that the same inputs give
+// the same image: of the build section it keeps the source date.
 func (m *Manifest) Marker() ([]byte, error) {
 	c := *m
 	c.Artifact, c.SBOM, c.Provenance, c.CycloneDX = nil, nil, nil, nil
+	c.Build = Build{SourceDate: m.Build.SourceDate}
+	c.Builder.Accelerator = ""
+	c.Layers = make([]Layer, len(m.Layers))
+	for i, l := range m.Layers {
+		l.CachedAt, l.Timings = nil, nil
+		steps := make([]Step, len(l.Steps))
+		for j, st := range l.Steps {
+			st.Seconds = 0
+			steps[j] = st
+		}
+		if l.Steps == nil {
+			steps = nil
+		}
+		l.Steps = steps
+		c.Layers[i] = l
+	}
 	return c.Marshal()
 }
 

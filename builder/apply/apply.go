@@ -5,6 +5,8 @@
 // the host through the package cache (builder/debcache) when given one,
 // falling back to the guest's own download, and record the archives
 // fetched and the time and bytes of downloading apart from installing.
+// The guest's commands run with the build's source date as
+// SOURCE_DATE_EPOCH, and the guest's clock is kept past it.
 package apply
 
 import (
@@ -83,7 +85,48 @@ type Applier struct {
 	// gave no sha256 for have none.
 	Fetched []debcache.Deb
 
+	// SourceDate, when set, is the build's source date: the guest's
+	// commands (packages steps, run steps, the finalize clean-up) run with
+	// SOURCE_DATE_EPOCH set to it, which the tools that write times into
+	// files honour (shadow's last password change of the users a postinst
+	// adds, mkinitramfs, Python's byte-compilation).
+	SourceDate time.Time
+
+	// KeepDpkgSyncs leaves dpkg syncing every file it writes, as on a
+	// running system. By default packages steps run dpkg without those
+	// syncs (force-unsafe-io): the appliance's disk is thrown away unless
+	// the build finishes, and it is flushed as a whole before each layer
+	// snapshot and when the appliance shuts down before packing. The
+	// setting changes how dpkg writes, not what: the same inputs give the
+	// same tgz bytes either way (TestPackageCache builds both).
+	KeepDpkgSyncs bool
+
 	aptSync bool // apt lists are current for the configured repositories
+}
+
+// KeepClockPast makes sure that the guest's clock is past the source date,
+// so that every file the build writes is newer than it and has its time
+// clamped: the appliance's clock starts from an emulated RTC and can lag
+// the host's under TCG. A guest clock not past it is set to the host's,
+// which is (the source date is older than the build's start).
+func (a *Applier) KeepClockPast(ctx context.Context, sourceDate time.Time) error {
+	cmd := fmt.Sprintf("if [ \"$(date +%%s)\" -le %d ]; then date -u -s @%d >/dev/null && echo set; fi", sourceDate.Unix()+1, time.Now().Unix())
+	out, err := a.Session.Run(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("checking the guest's clock: %w", err)
+	}
+	if strings.TrimSpace(out) == "set" {
+		a.Events.Log(fmt.Sprintf("the guest's clock was not past the source date %s: set to the host's", sourceDate.UTC().Format(time.RFC3339)))
+	}
+	return nil
+}
+
+// run runs a shell command in the guest with the source date exported.
+func (a *Applier) run(ctx context.Context, cmd string) (string, error) {
+	if !a.SourceDate.IsZero() {
+		cmd = fmt.Sprintf("export SOURCE_DATE_EPOCH=%d; ", a.SourceDate.Unix()) + cmd
+	}
+	return a.Session.Run(ctx, cmd)
 }
 
 // Apply executes one step.
@@ -107,7 +150,7 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 	case steps.WriteFile:
 		return a.Session.WriteFile(ctx, s.Path, s.Content, s.Mode, s.Owner)
 	case steps.Run:
-		_, err := a.Session.Run(ctx, s.Command)
+		_, err := a.run(ctx, s.Command)
 		return err
 	case steps.Services:
 		return a.services(ctx, s)
@@ -128,7 +171,7 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 		}
 		return a.Session.WriteFile(ctx, s.Path, b, 0o644, "root:root")
 	case steps.Cleanup:
-		_, err := a.Session.Run(ctx, cleanupScript(s.Actions))
+		_, err := a.run(ctx, cleanupScript(s.Actions))
 		return err
 	}
 	return fmt.Errorf("no executor for %s steps", st.Kind())
@@ -136,9 +179,9 @@ func (a *Applier) Apply(ctx context.Context, st steps.Step) error {
 
 func (a *Applier) packages(ctx context.Context, s steps.Packages) error {
 	if s.Optional {
-		return a.optionalPackages(ctx, s.Packages, aptInstallCmd(s))
+		return a.optionalPackages(ctx, s.Packages, a.aptInstallCmd(s))
 	}
-	return a.requiredPackages(ctx, s.Packages, aptInstallCmd(s))
+	return a.requiredPackages(ctx, s.Packages, a.aptInstallCmd(s))
 }
 
 func (a *Applier) aptUpdate(ctx context.Context) error {
@@ -146,19 +189,26 @@ func (a *Applier) aptUpdate(ctx context.Context) error {
 		return nil
 	}
 	defer a.timed(&a.Timings.Download)()
-	if _, err := a.Session.Run(ctx, aptEnv+"apt-get update -q"); err != nil {
+	if _, err := a.run(ctx, aptEnv+"apt-get update -q"); err != nil {
 		return fmt.Errorf("apt-get update: %w", err)
 	}
 	a.aptSync = true
 	return nil
 }
 
-// aptInstallCmd is the apt-get install command line of a packages step.
-func aptInstallCmd(s steps.Packages) string {
-	if s.NoRecommends {
-		return aptEnv + aptInstall + "--no-install-recommends "
+// aptInstallCmd is the apt-get install command line of a packages step:
+// dpkg without a sync per file it writes (force-unsafe-io) unless
+// KeepDpkgSyncs, an option of this command line only, so nothing of it
+// reaches the guest's configuration, a snapshot or the image.
+func (a *Applier) aptInstallCmd(s steps.Packages) string {
+	cmd := aptEnv + aptInstall
+	if !a.KeepDpkgSyncs {
+		cmd += "-o Dpkg::Options::=--force-unsafe-io "
 	}
-	return aptEnv + aptInstall
+	if s.NoRecommends {
+		cmd += "--no-install-recommends "
+	}
+	return cmd
 }
 
 func (a *Applier) requiredPackages(ctx context.Context, pkgs []string, install string) error {
@@ -298,7 +348,7 @@ func (a *Applier) kernelArgs(ctx context.Context, s steps.KernelArgs) error {
 	// curtin regenerates grub.cfg at deploy; doing it here too makes the
 	// image boot with the args outside MAAS. Best effort: a failure is said,
 	// not fatal.
-	if _, err := a.Session.Run(ctx, "if command -v update-grub >/dev/null 2>&1; then update-grub; fi"); err != nil {
+	if _, err := a.run(ctx, "if command -v update-grub >/dev/null 2>&1; then update-grub; fi"); err != nil {
 		if !isCommandError(err) {
 			return err
 		}
@@ -477,6 +527,12 @@ func cleanupScript(actions []string) string {
 		steps.CleanPolicyRCD:     "rm -f /usr/sbin/policy-rc.d",
 		steps.CleanCloudInitNet:  "rm -f /etc/netplan/50-cloud-init.yaml",
 		steps.CleanInstallerCfgs: "rm -f /etc/cloud/cloud.cfg.d/99-installer.cfg /etc/cloud/cloud.cfg.d/subiquity-disable-cloudinit-networking.cfg",
+		// What differs between two builds of the same inputs and nothing
+		// needs (mkosi and Debian's reproducible images remove the same):
+		// ldconfig's aux-cache holds the inode numbers and ctimes of the
+		// libraries it read (ldconfig rebuilds it), the *-old files are the
+		// databases before the last write, the random seed is made at boot.
+		steps.CleanPerBuild: "rm -f /var/cache/ldconfig/aux-cache /var/lib/dpkg/*-old /var/cache/debconf/*-old /var/lib/systemd/random-seed",
 	}
 	var b strings.Builder
 	b.WriteString("set -e\n")

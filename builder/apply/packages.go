@@ -67,7 +67,7 @@ func (a *Applier) install(ctx context.Context, install string, pkgs []string) er
 		return err
 	}
 	defer a.timed(&a.Timings.Install)()
-	_, err = a.Session.Run(ctx, install+shell.Join(pkgs))
+	_, err = a.run(ctx, install+shell.Join(pkgs))
 	return err
 }
 
@@ -79,7 +79,7 @@ func (a *Applier) install(ctx context.Context, install string, pkgs []string) er
 // guest's apt downloads itself (--download-only), said in a log line
 // naming the package and why.
 func (a *Applier) download(ctx context.Context, install string, pkgs []string) error {
-	out, err := a.Session.Run(ctx, install+"--print-uris -qq "+shell.Join(pkgs))
+	out, err := a.run(ctx, install+"--print-uris -qq "+shell.Join(pkgs))
 	if err != nil {
 		if isCommandError(err) {
 			return nil // the install fails the same way, and says so
@@ -115,7 +115,7 @@ func (a *Applier) download(ctx context.Context, install string, pkgs []string) e
 	if guestBytes == 0 {
 		return nil
 	}
-	if _, err := a.Session.Run(ctx, install+"--download-only "+shell.Join(pkgs)); err != nil {
+	if _, err := a.run(ctx, install+"--download-only "+shell.Join(pkgs)); err != nil {
 		return err
 	}
 	a.Timings.DownloadBytes += guestBytes

@@ -1,6 +1,7 @@
 // Package ext4tar reads an ext4 root filesystem straight from a raw disk
 // image on the host, after the appliance has shut down, and streams its
-// entries as tar headers and file contents in a fixed order.
+// entries as tar headers and file contents (or the headers alone) in a
+// fixed order.
 //
 // It owns the decision whether that is safe. go-diskfs (v1.9.4) lists
 // directories, decodes inodes and returns xattr values correctly, so it is

@@ -383,6 +383,31 @@ func TestOpenPartition(t *testing.T) {
 	if got["./etc/hostname"].SHA256 == "" || len(order) < 3 {
 		t.Fatalf("partition 2 read as %q", order)
 	}
+	if parts, err := Partitions(disk); err != nil || fmt.Sprint(parts) != "[1 2]" {
+		t.Fatalf("Partitions: %v, %v; want [1 2]", parts, err)
+	}
+	if parts, err := Partitions(fsImg); err != nil || len(parts) != 0 {
+		t.Fatalf("Partitions of a bare filesystem: %v, %v; want none", parts, err)
+	}
+	// WalkHeaders gives Walk's headers, in Walk's order, without contents.
+	f, err := Open(disk, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var headers []string
+	if err := f.WalkHeaders(context.Background(), func(h *tar.Header) error {
+		if e := got[h.Name]; e.Size != h.Size || !e.MTime.Equal(h.ModTime) || e.Mode != h.Mode {
+			t.Errorf("WalkHeaders: %s %+v, Walk: %+v", h.Name, h, e)
+		}
+		headers = append(headers, h.Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(headers) != fmt.Sprint(order) {
+		t.Errorf("WalkHeaders' order %q, Walk's %q", headers, order)
+	}
 	if _, err := Open(disk, 3); err == nil || !strings.Contains(err.Error(), "no partition 3") {
 		t.Fatalf("Open of a missing partition: %v", err)
 	}

@@ -112,11 +112,57 @@ func (f *FS) Walk(ctx context.Context, fn func(hdr *tar.Header, body io.Reader) 
 	return w.walk(".", "./")
 }
 
+// WalkHeaders is Walk without the files' contents: fn gets the same
+// headers, in the same order, and no data block of a regular file is read.
+func (f *FS) WalkHeaders(ctx context.Context, fn func(hdr *tar.Header) error) error {
+	w := &walker{f: f, ctx: ctx, fn: func(h *tar.Header, _ io.Reader) error { return fn(h) }, links: map[uint32]string{}, headersOnly: true}
+	var rootInfo iofs.FileInfo
+	err := w.diskfs(".", func() (err error) {
+		rootInfo, err = f.fs.Stat(".")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.entry(".", "./", rootInfo); err != nil {
+		return err
+	}
+	return w.walk(".", "./")
+}
+
+// Partitions are the numbers of the partitions of the raw disk image at
+// path (as in /dev/sda1), in the table's order; none when the image has no
+// partition table (it may be a filesystem itself: partition 0 to Open).
+func Partitions(path string) (parts []int, err error) {
+	defer recoverInto(&err, "")
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	d, err := diskfs.OpenBackend(file.New(fh, true), diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	table, err := d.GetPartitionTable()
+	if err != nil {
+		return nil, nil // no table go-diskfs knows
+	}
+	for _, p := range table.GetPartitions() {
+		if p != nil && p.GetSize() > 0 {
+			parts = append(parts, p.GetIndex())
+		}
+	}
+	return parts, nil
+}
+
 type walker struct {
 	f     *FS
 	ctx   context.Context
 	fn    func(*tar.Header, io.Reader) error
 	links map[uint32]string
+	// headersOnly: regular files' contents are neither read nor passed.
+	headersOnly bool
 }
 
 // diskfs runs a go-diskfs call, turning its errors and panics (it panics
@@ -235,6 +281,9 @@ func (w *walker) entry(p, tname string, info iofs.FileInfo) error {
 		return nil // GNU tar skips sockets
 	case sIFREG:
 		hdr.Typeflag, hdr.Size = tar.TypeReg, int64(ri.size)
+		if w.headersOnly {
+			return w.fn(hdr, nil)
+		}
 		body, err := w.f.raw.open(ri)
 		if err != nil {
 			return &UnsupportedError{Path: p, Reasons: []string{"extent tree: " + err.Error()}}

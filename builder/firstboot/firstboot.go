@@ -108,6 +108,7 @@ var cleanupAtFirstBoot = map[string]string{
 	steps.CleanPolicyRCD:     "",
 	steps.CleanCloudInitNet:  "cloud-init wrote it at this boot and the host's network runs on it",
 	steps.CleanInstallerCfgs: "",
+	steps.CleanPerBuild:      "it keeps a build's bytes the same from build to build; on a live host they are the host's own (its random seed, dpkg's and debconf's backups)",
 }
 
 // cleanupShell is what each clean-up action that runs at first boot runs.

@@ -518,3 +518,19 @@ func TestBootFilesApplied(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCleanupActionAtFirstBoot: every clean-up action a build knows
+// says whether it runs at first boot, and what runs when it does, so a new
+// action cannot reach a plan as "an action imagectl does not know".
+func TestEveryCleanupActionAtFirstBoot(t *testing.T) {
+	for _, action := range steps.DefaultCleanup {
+		why, ok := cleanupAtFirstBoot[action]
+		if !ok {
+			t.Errorf("clean-up action %q: no first-boot verdict in cleanupAtFirstBoot", action)
+			continue
+		}
+		if _, runs := cleanupShell[action]; runs != (why == "") {
+			t.Errorf("clean-up action %q: runs at first boot %v, but its shell is given %v", action, why == "", runs)
+		}
+	}
+}

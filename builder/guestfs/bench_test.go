@@ -57,7 +57,7 @@ func BenchmarkPack(b *testing.B) {
 
 	b.Run("imagectl-host", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := pack.Disk(ctx, raw, rootPartition, io.Discard, 6); err != nil {
+			if _, err := pack.Disk(ctx, raw, rootPartition, io.Discard, 6, time.Time{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -66,7 +66,7 @@ func BenchmarkPack(b *testing.B) {
 		for b.Loop() {
 			r := filepath.Join(b.TempDir(), "r.raw")
 			shell(b, "qemu-img convert -q -O raw "+base+" "+r)
-			if _, err := pack.Disk(ctx, r, rootPartition, io.Discard, 6); err != nil {
+			if _, err := pack.Disk(ctx, r, rootPartition, io.Discard, 6, time.Time{}); err != nil {
 				b.Fatal(err)
 			}
 			os.Remove(r)
@@ -80,7 +80,7 @@ func BenchmarkPack(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := pack.Appliance(ctx, sess, io.Discard, 6); err != nil {
+			if _, err := pack.Appliance(ctx, sess, io.Discard, 6, time.Time{}); err != nil {
 				b.Fatal(err)
 			}
 			sess.Close()

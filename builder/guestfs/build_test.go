@@ -436,7 +436,7 @@ for i in $(seq 1 3000); do : > $d/big/f$i; done`); err != nil {
 	packDone := make(chan error, 1)
 	go func() {
 		tee := io.TeeReader(pr, opw)
-		_, err := pack.Repack(ctx, tee, fa, 6)
+		_, err := pack.Repack(ctx, tee, fa, 6, time.Time{})
 		io.Copy(io.Discard, tee)
 		opw.Close()
 		packDone <- err
@@ -464,7 +464,7 @@ for i in $(seq 1 3000); do : > $d/big/f$i; done`); err != nil {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pack.Disk(ctx, disk, mounts[0].Partition, f, 6); err != nil {
+		if _, err := pack.Disk(ctx, disk, mounts[0].Partition, f, 6, time.Time{}); err != nil {
 			t.Fatalf("PackDisk: %v", err)
 		}
 		f.Close()

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,23 +52,18 @@ func (p *forwardProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r)
 }
 
-var mtimeField = regexp.MustCompile(` mtime=-?\d+`)
-
-// perBuild are the files that differ between any two builds of the same
-// recipe, with or without the package cache: the build marker (the
-// build's times) and ldconfig's aux-cache (inode numbers and ctimes of the
-// libraries it read).
-var perBuild = map[string]bool{"./etc/imagectl/build.json": true, "./var/cache/ldconfig/aux-cache": true}
-
 // TestPackageCache builds one recipe three times without the layer cache
 // (every layer applied): with an empty package cache (every archive
 // fetched on the host, through the environment's proxy), with the cache
 // warm and one entry corrupted (found out, fetched again, the rest served
 // by the cache), and with the host unable to reach the repository (a
 // proxy on a refused port: every archive falls back to the guest's own
-// download, saying so). The three tgzs hold the same files with the same
-// contents, owners and modes, but for the two files any two builds
-// differ in (perBuild); modification times differ between builds.
+// download, saying so; this one with dpkg syncing every file it writes,
+// the others without). The same inputs give the same tgz bytes: the three
+// artifacts' sha256s are equal (no file excused: the marker holds the
+// source date, not the build's times; the times the build wrote are
+// clamped to the source date); when they are not, the first differing
+// entries are shown with their header fields.
 func TestPackageCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds in an appliance")
@@ -106,12 +102,12 @@ func TestPackageCache(t *testing.T) {
 		logs []string
 		tgz  map[string]string
 	}
-	build := func(name string, cache string, env []string) result {
+	build := func(name string, cache string, env []string, keepDpkgSyncs bool) result {
 		t.Helper()
 		var r result
 		var events []event.Event
 		opts := buildOptions(t, t.TempDir(), &events)
-		opts.CacheDir, opts.PackageCache, opts.Env = baseCache, cache, env
+		opts.CacheDir, opts.PackageCache, opts.Env, opts.KeepDpkgSyncs = baseCache, cache, env, keepDpkgSyncs
 		res, err := builder.Build(context.Background(), p, opts)
 		if err != nil {
 			t.Fatalf("%s build: %v", name, err)
@@ -148,7 +144,7 @@ func TestPackageCache(t *testing.T) {
 	}
 	proxyEnv := []string{"http_proxy=" + srv.URL, "https_proxy=" + srv.URL}
 
-	cold := build("cold", pkgs.Dir, proxyEnv)
+	cold := build("cold", pkgs.Dir, proxyEnv, false)
 	entries, err := pkgs.List()
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +180,7 @@ func TestPackageCache(t *testing.T) {
 	if err := os.WriteFile(bad, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	warm := build("warm", pkgs.Dir, proxyEnv)
+	warm := build("warm", pkgs.Dir, proxyEnv, false)
 	if got := proxy.debs.Load() - coldFetches; got != 1 {
 		t.Errorf("warm build fetched %d archives, want only the corrupted one", got)
 	}
@@ -196,26 +192,41 @@ func TestPackageCache(t *testing.T) {
 	}
 
 	// The host cannot reach the repository: every archive is the guest's.
-	unreachable := build("unreachable", filepath.Join(t.TempDir(), "packages"), []string{"http_proxy=http://" + testenv.RefusedAddr(t)})
+	// This build also keeps dpkg's per-file syncs: the other setting.
+	unreachable := build("unreachable", filepath.Join(t.TempDir(), "packages"), []string{"http_proxy=http://" + testenv.RefusedAddr(t)}, true)
 	if l := logged(unreachable, "fetched by the guest, not the host"); len(l) != len(entries) {
 		t.Errorf("with the repository out of the host's reach, %d archives said to fall back, want %d: %q", len(l), len(entries), l)
 	}
 
+	sd := cold.res.Manifest.Build.SourceDate
+	if sd == nil || sd.From != "base image" || sd.Epoch <= 0 || sd.Epoch >= cold.res.Manifest.Build.Started.Unix() {
+		t.Fatalf("cold build's source date %+v: want one from the base image, before the build's start", sd)
+	}
+	for name, h := range cold.tgz {
+		if mt := mtimeOf(h); mt > sd.Epoch*1e9 {
+			t.Errorf("%s: mtime %d is after the source date %d", name, mt, sd.Epoch)
+		}
+	}
 	for _, other := range []struct {
 		name string
 		r    result
 	}{{"warm", warm}, {"guest-fetched", unreachable}} {
+		if got := other.r.res.Manifest.Build.SourceDate; got == nil || *got != *sd {
+			t.Errorf("the %s build's source date %+v, the cold build's %+v", other.name, got, sd)
+		}
+		t.Logf("tgz sha256: cold %s, %s %s", cold.res.Manifest.Artifact.SHA256, other.name, other.r.res.Manifest.Artifact.SHA256)
+		if other.r.res.Manifest.Artifact.SHA256 == cold.res.Manifest.Artifact.SHA256 {
+			continue
+		}
+		t.Errorf("the %s build's tgz (sha256 %s) is not the cold build's (%s)", other.name, other.r.res.Manifest.Artifact.SHA256, cold.res.Manifest.Artifact.SHA256)
 		var diffs []string
 		for name, want := range cold.tgz {
-			if perBuild[name] {
-				continue
-			}
 			got, ok := other.r.tgz[name]
 			if !ok {
 				diffs = append(diffs, name+": missing")
 				continue
 			}
-			if mtimeField.ReplaceAllString(got, "") != mtimeField.ReplaceAllString(want, "") {
+			if got != want {
 				diffs = append(diffs, fmt.Sprintf("%s:\n    cold %s\n    %s %s", name, want, other.name, got))
 			}
 		}
@@ -232,8 +243,19 @@ func TestPackageCache(t *testing.T) {
 			}
 			t.Errorf("the %s build's tgz differs from the cold build's: %s", other.name, d)
 		}
-		t.Logf("tgz sha256: cold %s, %s %s", cold.res.Manifest.Artifact.SHA256, other.name, other.r.res.Manifest.Artifact.SHA256)
 	}
+}
+
+var mtimeField = regexp.MustCompile(` mtime=(-?\d+)`)
+
+// mtimeOf is the mtime (ns) of a tarDigests description.
+func mtimeOf(desc string) int64 {
+	m := mtimeField.FindStringSubmatch(desc)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
 }
 
 // provenanceDebs are the names and sha256s of the package archives the

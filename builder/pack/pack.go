@@ -1,7 +1,9 @@
 // Package pack owns the tgz: the customized root filesystem read from the
 // disk on the host (package ext4tar) or streamed out of the appliance,
 // normalized, compressed and hashed in one pass, with Root choosing
-// between the two.
+// between the two. It also owns the build's source date (source.go): the
+// time every newer modification time in the tgz is clamped to, so the
+// same inputs give the same bytes.
 package pack
 
 import (
@@ -42,11 +44,13 @@ func excluded(name string) bool {
 // Repack turns a tar stream of a root filesystem (the appliance's tar-out
 // with xattrs and numeric owners) into the artifact's tgz: PAX headers with
 // numeric owners only, no user or group names, no atime or ctime, extended
-// attributes as SCHILY.xattr records, nothing under ./boot/efi, gzip at the
-// given level compressed in parallel, and the sha256 of the output computed
-// in the same pass. The same input stream gives the same bytes.
-func Repack(ctx context.Context, in io.Reader, out io.Writer, level int) (Result, error) {
-	tw, err := newTGZWriter(out, level)
+// attributes as SCHILY.xattr records, nothing under ./boot/efi, every
+// modification time newer than epoch set to epoch (none when epoch is
+// zero), gzip at the given level compressed in parallel, and the sha256 of
+// the output computed in the same pass. The same input stream gives the
+// same bytes.
+func Repack(ctx context.Context, in io.Reader, out io.Writer, level int, epoch time.Time) (Result, error) {
+	tw, err := newTGZWriter(out, level, epoch)
 	if err != nil {
 		return Result{}, err
 	}
@@ -76,13 +80,13 @@ func Repack(ctx context.Context, in io.Reader, out io.Writer, level int) (Result
 // order of their names. An error for which ext4tar.IsUnsupported is true
 // means the filesystem must be packed through the appliance instead; what
 // was written to out by then is to be thrown away.
-func Disk(ctx context.Context, path string, part int, out io.Writer, level int) (Result, error) {
+func Disk(ctx context.Context, path string, part int, out io.Writer, level int, epoch time.Time) (Result, error) {
 	fsys, err := ext4tar.Open(path, part)
 	if err != nil {
 		return Result{}, err
 	}
 	defer fsys.Close()
-	tw, err := newTGZWriter(out, level)
+	tw, err := newTGZWriter(out, level, epoch)
 	if err != nil {
 		return Result{}, err
 	}
@@ -102,9 +106,11 @@ type tgzWriter struct {
 	zw     *pgzip.Writer
 	tw     *tar.Writer
 	res    Result
+	// epoch clamps modification times; zero keeps them.
+	epoch time.Time
 }
 
-func newTGZWriter(out io.Writer, level int) (*tgzWriter, error) {
+func newTGZWriter(out io.Writer, level int, epoch time.Time) (*tgzWriter, error) {
 	hw := digest.NewWriter(out)
 	zw, err := pgzip.NewWriterLevel(hw, level)
 	if err != nil {
@@ -117,7 +123,7 @@ func newTGZWriter(out io.Writer, level int) (*tgzWriter, error) {
 	}
 	zw.Header.ModTime = time.Unix(0, 0)
 	zw.Header.OS = 255
-	return &tgzWriter{hw: hw, zw: zw, tw: tar.NewWriter(zw)}, nil
+	return &tgzWriter{hw: hw, zw: zw, tw: tar.NewWriter(zw), epoch: epoch}, nil
 }
 
 // abort stops the compressor's goroutines after a failure; the output is
@@ -135,7 +141,7 @@ func (t *tgzWriter) add(hdr *tar.Header, body io.Reader) error {
 	if excluded(hdr.Name) {
 		return nil
 	}
-	nh, err := normalizeHeader(hdr)
+	nh, err := normalizeHeader(hdr, t.epoch)
 	if err != nil {
 		return err
 	}
@@ -168,8 +174,11 @@ func (t *tgzWriter) close() (Result, error) {
 }
 
 // normalizeHeader keeps what deploy needs and drops what varies between
-// packings of the same filesystem.
-func normalizeHeader(h *tar.Header) (*tar.Header, error) {
+// packings of the same filesystem, and clamps the modification time to
+// epoch (the SOURCE_DATE_EPOCH clamp): what the build wrote gets epoch, what
+// is older (the base's files, the packages' files with their archives'
+// times) keeps its time.
+func normalizeHeader(h *tar.Header, epoch time.Time) (*tar.Header, error) {
 	name := h.Name
 	if !strings.HasPrefix(name, "./") {
 		name = "./" + strings.TrimPrefix(name, "/")
@@ -183,6 +192,9 @@ func normalizeHeader(h *tar.Header) (*tar.Header, error) {
 		Gid:      h.Gid,
 		ModTime:  h.ModTime,
 		Format:   tar.FormatPAX,
+	}
+	if !epoch.IsZero() && nh.ModTime.After(epoch) {
+		nh.ModTime = epoch
 	}
 	switch h.Typeflag {
 	case tar.TypeReg:
@@ -213,6 +225,9 @@ type Root struct {
 	Mode  string // auto, host or appliance
 	Disk  string // the raw disk the session customized
 	Level int
+	// Epoch is the build's source date: newer modification times are
+	// clamped to it (zero: none are).
+	Epoch time.Time
 	Log   func(string)
 	// Reopen starts a new appliance session on Disk.
 	Reopen func() (guest.Session, error)
@@ -243,7 +258,7 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 		if sess == nil {
 			return p.appliance(ctx, tgzPath)
 		}
-		f, res, err := packSession(ctx, sess, tgzPath, p.Level)
+		f, res, err := packSession(ctx, sess, tgzPath, p.Level, p.Epoch)
 		return f, res, "appliance", err
 	}
 	if sess != nil {
@@ -255,7 +270,7 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 	if err != nil {
 		return nil, Result{}, "", err
 	}
-	res, err := Disk(ctx, p.Disk, mounts[0].Partition, f, p.Level)
+	res, err := Disk(ctx, p.Disk, mounts[0].Partition, f, p.Level, p.Epoch)
 	if err == nil {
 		return f, res, "host", nil
 	}
@@ -276,7 +291,7 @@ func (p Root) appliance(ctx context.Context, tgzPath string) (*atomicfile.File, 
 	defer sess.Close()
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
-	f, res, err := packSession(ctx, sess, tgzPath, p.Level)
+	f, res, err := packSession(ctx, sess, tgzPath, p.Level, p.Epoch)
 	return f, res, "appliance", err
 }
 
@@ -305,12 +320,12 @@ func hostUnpackable(mounts []guest.Mount) string {
 
 // packSession packs the guest's root filesystem into a temporary file that
 // becomes the tgz when published.
-func packSession(ctx context.Context, sess guest.Session, tgzPath string, level int) (*atomicfile.File, Result, error) {
+func packSession(ctx context.Context, sess guest.Session, tgzPath string, level int, epoch time.Time) (*atomicfile.File, Result, error) {
 	f, err := atomicfile.Create(tgzPath, 0o644)
 	if err != nil {
 		return nil, Result{}, err
 	}
-	res, err := Appliance(ctx, sess, f, level)
+	res, err := Appliance(ctx, sess, f, level, epoch)
 	if err != nil {
 		f.Abort()
 		return nil, Result{}, fmt.Errorf("packing the root filesystem: %w", err)
@@ -320,8 +335,8 @@ func packSession(ctx context.Context, sess guest.Session, tgzPath string, level 
 
 // Appliance streams the session's root filesystem (tar-out with xattrs and
 // numeric owners) through Repack into w: compression and sha256 in one pass,
-// no uncompressed tar on disk.
-func Appliance(ctx context.Context, sess guest.Session, w io.Writer, level int) (Result, error) {
+// no uncompressed tar on disk; modification times clamped to epoch.
+func Appliance(ctx context.Context, sess guest.Session, w io.Writer, level int, epoch time.Time) (Result, error) {
 	pr, pw := io.Pipe()
 	type packed struct {
 		res Result
@@ -329,7 +344,7 @@ func Appliance(ctx context.Context, sess guest.Session, w io.Writer, level int) 
 	}
 	done := make(chan packed, 1)
 	go func() {
-		res, err := Repack(ctx, pr, w, level)
+		res, err := Repack(ctx, pr, w, level, epoch)
 		if err == nil {
 			// tar pads its output past the end-of-archive marker: take it
 			// all, or the writer would see a broken pipe.

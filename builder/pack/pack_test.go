@@ -53,11 +53,11 @@ func rootTar(t testing.TB) []byte {
 func TestRepack(t *testing.T) {
 	in := rootTar(t)
 	var a, b bytes.Buffer
-	ra, err := Repack(context.Background(), bytes.NewReader(in), &a, 6)
+	ra, err := Repack(context.Background(), bytes.NewReader(in), &a, 6, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Repack(context.Background(), bytes.NewReader(in), &b, 6); err != nil {
+	if _, err := Repack(context.Background(), bytes.NewReader(in), &b, 6, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
@@ -114,7 +114,7 @@ func TestRepack(t *testing.T) {
 func TestRepackCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Repack(ctx, bytes.NewReader(rootTar(t)), io.Discard, 6); err == nil {
+	if _, err := Repack(ctx, bytes.NewReader(rootTar(t)), io.Discard, 6, time.Time{}); err == nil {
 		t.Error("a cancelled pack succeeded")
 	}
 }
@@ -122,7 +122,7 @@ func TestRepackCancelled(t *testing.T) {
 func BenchmarkRepack(b *testing.B) {
 	in := rootTar(b)
 	for b.Loop() {
-		if _, err := Repack(context.Background(), bytes.NewReader(in), io.Discard, 6); err != nil {
+		if _, err := Repack(context.Background(), bytes.NewReader(in), io.Discard, 6, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -145,10 +145,11 @@ const (
 	CleanPolicyRCD     = "policy-rc.d"        // curtin leaves it and services never start
 	CleanCloudInitNet  = "stale-netplan"      // /etc/netplan/50-cloud-init.yaml
 	CleanInstallerCfgs = "installer-cloudcfg" // 99-installer.cfg, subiquity-disable-cloudinit-networking.cfg
+	CleanPerBuild      = "per-build-state"    // ldconfig's aux-cache, dpkg's and debconf's *-old, systemd's random seed
 )
 
 // DefaultCleanup is the clean-up every image gets.
-var DefaultCleanup = []string{CleanAptCache, CleanMachineID, CleanCloudInit, CleanSSHHostKeys, CleanLogs, CleanPolicyRCD, CleanCloudInitNet, CleanInstallerCfgs}
+var DefaultCleanup = []string{CleanAptCache, CleanMachineID, CleanCloudInit, CleanSSHHostKeys, CleanLogs, CleanPolicyRCD, CleanCloudInitNet, CleanInstallerCfgs, CleanPerBuild}
 
 func (AptRepository) Kind() string           { return "apt-repository" }
 func (Packages) Kind() string                { return "packages" }
