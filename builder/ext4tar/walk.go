@@ -97,25 +97,17 @@ func (f *FS) Close() error { return f.file.Close() }
 // An *UnsupportedError names an entry the host-side reader cannot read
 // faithfully; nothing about it has been passed to fn.
 func (f *FS) Walk(ctx context.Context, fn func(hdr *tar.Header, body io.Reader) error) error {
-	w := &walker{f: f, ctx: ctx, fn: fn, links: map[uint32]string{}}
-	var rootInfo iofs.FileInfo
-	err := w.diskfs(".", func() (err error) {
-		rootInfo, err = f.fs.Stat(".")
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if err := w.entry(".", "./", rootInfo); err != nil {
-		return err
-	}
-	return w.walk(".", "./")
+	return f.run(&walker{f: f, ctx: ctx, fn: fn, links: map[uint32]string{}})
 }
 
 // WalkHeaders is Walk without the files' contents: fn gets the same
 // headers, in the same order, and no data block of a regular file is read.
 func (f *FS) WalkHeaders(ctx context.Context, fn func(hdr *tar.Header) error) error {
-	w := &walker{f: f, ctx: ctx, fn: func(h *tar.Header, _ io.Reader) error { return fn(h) }, links: map[uint32]string{}, headersOnly: true}
+	return f.run(&walker{f: f, ctx: ctx, fn: func(h *tar.Header, _ io.Reader) error { return fn(h) }, links: map[uint32]string{}, headersOnly: true})
+}
+
+// run walks the whole filesystem with w, the root first.
+func (f *FS) run(w *walker) error {
 	var rootInfo iofs.FileInfo
 	err := w.diskfs(".", func() (err error) {
 		rootInfo, err = f.fs.Stat(".")
