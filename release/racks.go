@@ -38,10 +38,12 @@ func (e *RacksError) Error() string {
 		}
 	}
 	what := "not every rack controller of site " + e.Site + " serves " + e.Report.Name
+	how := "--override --reason WHY promotes anyway, and the catalog records it"
 	if e.NotYet {
-		what += " (some could not be reached: unknown, never passed; --allow-unknown-racks promotes anyway)"
+		what += " (some could not be reached: unknown, never passed)"
+		how = "--allow-unknown-racks, or " + how
 	}
-	return what + ":\n  " + strings.Join(lines, "\n  ")
+	return what + ":\n  " + strings.Join(lines, "\n  ") + "\n" + how
 }
 
 // WarmRacks checks that every rack controller of the site serves the
@@ -90,25 +92,41 @@ func (o Options) checkRacks(ctx context.Context, t racks.Target) (*racks.Report,
 	return rep, nil
 }
 
-// warmRacksAfterUpload is promote's racks step: with WarmRacks (or the
-// site's warm_racks), every rack must serve what was uploaded before a
-// deploy profile is pointed at it; an unknown rack blocks unless
-// AllowUnknownRacks.
-func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result) (*racks.Report, error) {
-	if !o.WarmRacks && !o.Site.WarmRacks {
-		return nil, nil
+// wantRacks says whether a promotion checks the racks: WarmRacks, or
+// the site's warm_racks unless NoWarmRacks turned it off explicitly.
+func (o Options) wantRacks() bool {
+	return o.WarmRacks || (o.Site.WarmRacks && !o.NoWarmRacks)
+}
+
+// warmRacksAfterUpload is promote's racks step (wantRacks): every rack
+// must serve what was uploaded before a deploy profile is pointed at it.
+// A failed rack, or an unknown one without AllowUnknownRacks, stops a
+// promotion with a RacksError unless Override; then missing says what
+// did not pass, for the record. A rollback is never stopped: what did not
+// pass (or the check's own error) is in missing, for its warnings.
+func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result, rollback bool) (rep *racks.Report, missing []string, err error) {
+	if !o.wantRacks() {
+		return nil, nil, nil
 	}
-	rep, err := o.checkRacks(ctx, racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size})
+	rep, err = o.checkRacks(ctx, racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size})
 	if err != nil {
-		return nil, err
+		if rollback {
+			return nil, []string{"checking the racks failed: " + err.Error()}, nil
+		}
+		return nil, nil, err
 	}
-	switch {
-	case rep.Verdict == racks.Failed:
-		return rep, &RacksError{Site: o.Site.Name, Report: rep}
-	case rep.Verdict == racks.Unknown && !o.AllowUnknownRacks:
-		return rep, &RacksError{Site: o.Site.Name, Report: rep, NotYet: true}
+	for _, r := range rep.Racks {
+		if r.Verdict == racks.Failed || (r.Verdict != racks.Passed && (rollback || !o.AllowUnknownRacks)) {
+			missing = append(missing, fmt.Sprintf("racks: %s: %s", r.Verdict, r.Detail))
+		}
 	}
-	return rep, nil
+	if rollback || len(missing) == 0 {
+		return rep, missing, nil
+	}
+	if o.Override {
+		return rep, missing, nil
+	}
+	return rep, nil, &RacksError{Site: o.Site.Name, Report: rep, NotYet: rep.Verdict != racks.Failed}
 }
 
 // rackProofs are what a promotion records of its racks check.

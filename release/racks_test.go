@@ -146,3 +146,52 @@ func condition(pd *release.PredeployResult, name string) *release.Condition {
 	}
 	return nil
 }
+
+func TestRollbackIsNeverStoppedByItsRacks(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "near"}, maassim.RackSpec{Hostname: "stale"})
+	f.publish(t, "demo", "1.1.0", storetest.Options{Signer: f.signer}, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	f.promote(t, "1.0.0", "1.1.0")
+	if err := f.sim.Racks()[1].SetState(maassim.RackOtherBytes); err != nil {
+		t.Fatal(err)
+	}
+	// The site asks for the check; the rollback goes on and warns.
+	f.opts.WarmRacks, f.opts.Site.WarmRacks = false, true
+	res, err := release.Rollback(ctx, "demo", f.opts)
+	if err != nil {
+		t.Fatalf("a failed rack stopped the rollback: %v", err)
+	}
+	if res.Promotion == nil || !res.Promotion.Rollback || selected() != "demo-1-0-0" || res.Racks == nil || res.Racks.Verdict != racks.Failed ||
+		len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "rack stale serves other bytes") {
+		t.Fatalf("rollback: %+v, warnings %q, profile %s", res.Promotion, res.Warnings, selected())
+	}
+}
+
+func TestExplicitNoWarmRacksTurnsTheSiteSettingOff(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	f.opts.WarmRacks, f.opts.Site.WarmRacks, f.opts.NoWarmRacks = false, true, true
+	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	if err != nil || res.Racks != nil || selected() != "demo-1-0-0" {
+		t.Fatalf("--warm-racks=false: %v, racks %+v, profile %s", err, res, selected())
+	}
+}
+
+func TestOverridePromotesPastAFailedRackAndRecordsIt(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+	f.opts.Override = true
+	if _, err := release.Promote(ctx, "demo", "1.0.0", f.opts); !errors.Is(err, release.ErrOverrideReason) {
+		t.Fatalf("an override without a reason: %v", err)
+	}
+	f.opts.Reason = "rack stale is being replaced"
+	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	if err != nil || selected() != "demo-1-0-0" || res.RacksOverride != f.opts.Reason {
+		t.Fatalf("override: %v, %+v, profile %s", err, res, selected())
+	}
+	h, err := f.store.History(ctx, "sim", "demo")
+	if err != nil || len(h) != 1 {
+		t.Fatalf("history: %v %+v", err, h)
+	}
+	g := h[0].Gate
+	if g == nil || g.Met || g.Override != f.opts.Reason || len(g.Missing) != 1 || !strings.Contains(g.Missing[0], "rack stale serves other bytes") {
+		t.Fatalf("recorded gate: %+v", g)
+	}
+}

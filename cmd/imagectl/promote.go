@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -37,8 +38,10 @@ type siteCmdFlags struct {
 	parallel int
 	// promote's: promote although the site's policy is not met.
 	override bool
-	// promote's: check the racks first (racks.go), and let unknown ones by.
-	warmRacks, allowUnknownRacks bool
+	// promote's: check the racks first (racks.go), and let unknown ones by;
+	// an explicit --warm-racks=false turns a site's warm_racks off.
+	warmRacks         givenBool
+	allowUnknownRacks bool
 	// gc's.
 	keep int
 	yes  bool
@@ -76,7 +79,8 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 		return release.Options{}, err
 	}
 	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure,
-		Override: c.override, WarmRacks: c.warmRacks, AllowUnknownRacks: c.allowUnknownRacks}
+		Override: c.override, WarmRacks: c.warmRacks.v,
+		NoWarmRacks: c.warmRacks.given && !c.warmRacks.v, AllowUnknownRacks: c.allowUnknownRacks}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
 			return release.Options{}, err
@@ -131,9 +135,10 @@ history. Rollback is never gated.
 With --warm-racks (or warm_racks = true in the site's block), once MAAS
 holds the version complete and before any deploy profile is pointed, every
 rack controller of the site must serve it (imagectl warm-racks, which also
-warms their caches): a rack that fails stops the promotion with exit 1; one
-this host cannot reach (unknown) stops it with exit 3 unless
---allow-unknown-racks.`,
+warms their caches): a rack that fails stops the promotion with exit 1
+unless --override --reason WHY (recorded with the promotion); one this host
+cannot reach (unknown) stops it with exit 3 unless --allow-unknown-racks.
+--warm-racks=false skips the check at a site with warm_racks = true.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.1 --site h200-fleet --key cosign.pub --override --reason "CVE fix, approved by ops"`,
@@ -143,7 +148,7 @@ this host cannot reach (unknown) stops it with exit 3 unless
 	c.register(cmd, true)
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
 	cmd.Flags().IntVar(&c.parallel, "parallel", release.DefaultParallel, "with several sites: how many are promoted at once")
-	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met (needs --reason; the history records it)")
+	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met or a rack failed the racks check (needs --reason; the history records it)")
 	c.registerRacks(cmd)
 	return cmd
 }
@@ -283,8 +288,24 @@ func (p *sitePrefix) Write(b []byte) (int, error) {
 
 // registerRacks adds promote's and rollback's racks flags.
 func (c *siteCmdFlags) registerRacks(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&c.warmRacks, "warm-racks", false, "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it always)")
-	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: go on although some racks could not be reached from here (unknown); a rack that fails still stops it")
+	f := cmd.Flags().VarPF(&c.warmRacks, "warm-racks", "", "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it unless --warm-racks=false)")
+	f.NoOptDefVal = "true"
+	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: go on although some racks could not be reached from here (unknown); a rack that fails still stops a promotion")
+}
+
+// givenBool is a bool flag that knows whether it was given, so that an
+// explicit false can turn off what a site's setting turns on.
+type givenBool struct{ v, given bool }
+
+func (b *givenBool) String() string { return strconv.FormatBool(b.v) }
+func (b *givenBool) Type() string   { return "bool" }
+func (b *givenBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.v, b.given = v, true
+	return nil
 }
 
 func newRollbackCmd(env []string) *cobra.Command {
@@ -295,8 +316,9 @@ func newRollbackCmd(env []string) *cobra.Command {
 same checks and upload as promote, and points the deploy profiles back at
 it. Promotions stack: rolling back twice goes two versions back, not forth
 and back. A rollback whose PATCH failed is not recorded: run it again.
---warm-racks (or the site's warm_racks) checks the racks as promote does,
-and --allow-unknown-racks lets racks this host cannot reach by.`,
+--warm-racks (or the site's warm_racks, unless --warm-racks=false) checks
+the racks as promote does, but a rollback is the safety valve: racks that
+failed or could not be reached are warnings, and it goes on.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
 	})
@@ -383,6 +405,9 @@ func promotionText(w io.Writer, res *release.Result) error {
 		for _, r := range rep.Racks {
 			textsafe.Fprintf(w, "rack %s: %s (%s)\n", r.Hostname, r.Verdict, r.Detail)
 		}
+	}
+	if res.RacksOverride != "" {
+		textsafe.Fprintf(w, "racks: NOT every rack passed, overridden (recorded): %s\n", res.RacksOverride)
 	}
 	textsafe.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
 	for _, p := range res.Profiles {

@@ -78,3 +78,11 @@ func TestPromoteStopsAtUnknownRacksUnlessAllowed(t *testing.T) {
 		t.Fatalf("allowed: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+func TestPromoteWarmRacksFalseTurnsTheSiteSettingOff(t *testing.T) {
+	_, env, pub := racksSites(t, "  warm_racks  = true\n", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks=false")
+	if code != 0 || strings.Contains(out, "rack far") || !strings.Contains(out, "promoted demo 1.0.0 to site sim") {
+		t.Fatalf("--warm-racks=false: exit %d\n%s%s", code, out, errs)
+	}
+}
