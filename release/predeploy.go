@@ -26,7 +26,8 @@ const (
 	// promoted, or overridden (a note says so).
 	CondPolicy = "policy"
 	// CondRacks, for a site with warm_racks: the promotion proved that
-	// every rack controller serves the version (racks.go).
+	// every rack controller serves the version (racks.go); a rack that
+	// could not be reached fails it unless Options.AllowUnknownRacks.
 	CondRacks = "racks"
 )
 
@@ -173,7 +174,7 @@ func (o Options) predeployImage(ctx context.Context, image string, ps []deployPr
 	}
 	add(policyCondition(p, image, site))
 	if o.Site.WarmRacks {
-		add(racksCondition(p, image, site))
+		add(racksCondition(p, image, site, o.AllowUnknownRacks))
 	}
 	return out
 }

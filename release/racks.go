@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/manifest"
@@ -143,9 +144,10 @@ func rackProofs(rep *racks.Report) []store.RackProof {
 
 // racksCondition is predeploy's racks condition, for a site with
 // warm_racks: the promotion of the version the site runs checked every
-// rack controller, and each served it (or, allowed, could not be
-// reached); a failed rack never passes.
-func racksCondition(p store.Promotion, image, site string) Condition {
+// rack controller, and each served it. Only a pass is proof: a rack that
+// failed never passes, one that was unknown fails it unless
+// allowUnknown, and is never called proved.
+func racksCondition(p store.Promotion, image, site string, allowUnknown bool) Condition {
 	cond := Condition{Name: CondRacks}
 	warm := fmt.Sprintf("imagectl warm-racks %s %s --site %s", image, p.Version, site)
 	if len(p.Racks) == 0 {
@@ -153,22 +155,35 @@ func racksCondition(p store.Promotion, image, site string) Condition {
 		cond.Fix = warm + " (then promote it again to record it: imagectl promote " + image + " " + p.Version + " --site " + site + " --warm-racks)"
 		return cond
 	}
-	var lines []string
-	cond.OK = true
+	by := map[string][]string{}
 	for _, r := range p.Racks {
-		lines = append(lines, fmt.Sprintf("%s %s at %s", r.Rack, r.Verdict, r.At.UTC().Format("2006-01-02T15:04:05Z07:00")))
-		switch r.Verdict {
-		case string(racks.Passed):
-		case string(racks.Unknown):
-			cond.Note = "some racks could not be reached when it was promoted (allowed): " + warm + " from the deploy network proves them"
-		default:
-			cond.OK = false
+		v := r.Verdict
+		if v != string(racks.Passed) && v != string(racks.Unknown) {
+			v = string(racks.Failed)
 		}
+		by[v] = append(by[v], fmt.Sprintf("%s at %s", r.Rack, r.At.UTC().Format(time.RFC3339)))
 	}
-	cond.Detail = "the racks proved they serve it when it was promoted: " + strings.Join(lines, ", ")
-	if !cond.OK {
-		cond.Detail = "a rack failed when it was promoted: " + strings.Join(lines, ", ")
+	var parts []string
+	if l := by[string(racks.Passed)]; len(l) > 0 {
+		parts = append(parts, "proved they serve it: "+strings.Join(l, ", "))
+	}
+	if l := by[string(racks.Unknown)]; len(l) > 0 {
+		parts = append(parts, "could not be reached (unknown, no proof): "+strings.Join(l, ", "))
+	}
+	if l := by[string(racks.Failed)]; len(l) > 0 {
+		parts = append(parts, "failed: "+strings.Join(l, ", "))
+	}
+	cond.Detail = "racks " + strings.Join(parts, "; ")
+	switch {
+	case len(by[string(racks.Failed)]) > 0:
 		cond.Fix = warm
+	case len(by[string(racks.Unknown)]) > 0 && !allowUnknown:
+		cond.Fix = warm + " from a host on the deploy network, or predeploy --allow-unknown-racks to accept them"
+	default:
+		cond.OK = true
+		if len(by[string(racks.Unknown)]) > 0 {
+			cond.Note = "some racks are unknown, no proof (allowed by --allow-unknown-racks): " + warm + " from the deploy network proves them"
+		}
 	}
 	return cond
 }

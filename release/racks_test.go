@@ -131,7 +131,7 @@ func TestStatusAndPredeployReportWhenRacksLastProvedIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "r2 passed at 2026-03-01T12:00:00Z") {
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "proved they serve it: r1 at 2026-03-01T12:00:00Z, r2 at 2026-03-01T12:00:00Z") {
 		t.Fatalf("checked promotion: ready %v, %+v", pd.Ready, c)
 	}
 }
@@ -193,5 +193,29 @@ func TestOverridePromotesPastAFailedRackAndRecordsIt(t *testing.T) {
 	g := h[0].Gate
 	if g == nil || g.Met || g.Override != f.opts.Reason || len(g.Missing) != 1 || !strings.Contains(g.Missing[0], "rack stale serves other bytes") {
 		t.Fatalf("recorded gate: %+v", g)
+	}
+}
+
+func TestPredeployDoesNotCountUnknownRacksAsProof(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	f.opts.Site.WarmRacks, f.opts.AllowUnknownRacks = true, true
+	f.promote(t, "1.0.0")
+	f.opts.AllowUnknownRacks = false
+	pd, err := release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := condition(pd, release.CondRacks)
+	if pd.Ready || c == nil || c.OK || strings.Contains(c.Detail, "proved") || !strings.Contains(c.Detail, "unknown, no proof): far at") ||
+		!strings.Contains(c.Fix, "--allow-unknown-racks") {
+		t.Fatalf("every rack unknown: ready %v, %+v", pd.Ready, c)
+	}
+	f.opts.AllowUnknownRacks = true
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Note, "allowed") {
+		t.Fatalf("allowed: ready %v, %+v", pd.Ready, c)
 	}
 }
