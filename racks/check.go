@@ -316,14 +316,28 @@ func requiredServices(version string) []string {
 }
 
 func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, res *maas.Resource, path string,
-	rc maas.RackController, vlans map[int]maas.VLAN, t Target) Rack {
-	r := rackOf(rc, vlans)
+	rc maas.RackController, vlans map[int]maas.VLAN, t Target) (r Rack) {
+	r = rackOf(rc, vlans)
 	r.At = o.Now().UTC()
+	// Only a service MAAS says is dead or off fails the rack unfetched;
+	// degraded, unknown or unlisted ones may still serve: the bytes say.
+	var notes []string
 	for _, name := range requiredServices(version) {
-		if st := r.Services[name]; st != "running" {
-			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: its %s service is %s, not running: it cannot serve images", r.Hostname, name, orNone(st))
+		switch st := r.Services[name]; st {
+		case "running":
+		case "dead", "off":
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: its %s service is %s, not running: it cannot serve images", r.Hostname, name, st)
 			return r
+		default:
+			notes = append(notes, fmt.Sprintf("its %s service is %s", name, orNone(st)))
 		}
+	}
+	if len(notes) > 0 {
+		defer func() {
+			if r.Verdict != "" {
+				r.Detail += "; note: MAAS says " + strings.Join(notes, ", ")
+			}
+		}()
 	}
 	if len(r.Addresses) == 0 {
 		r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: MAAS lists no address for it", r.Hostname)

@@ -223,3 +223,19 @@ func TestTimeoutLeavesRacksUnknown(t *testing.T) {
 		t.Fatalf("%s: %+v", rep.Verdict, rep.Racks)
 	}
 }
+
+func TestDegradedServiceIsFetchedAnyway(t *testing.T) {
+	for _, v := range []string{"3.4", "3.7"} {
+		t.Run(v, func(t *testing.T) {
+			sim, c, tg, _ := site(t, v, 1<<20, maassim.RackSpec{Hostname: "half", State: maassim.RackDegraded})
+			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), PollInterval: time.Millisecond, ImportTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rep.Racks[0]
+			if rep.Verdict != racks.Passed || r.Bytes != tg.Size || !strings.Contains(r.Detail, "note: MAAS says its rackd service is degraded") {
+				t.Fatalf("%s: %+v", rep.Verdict, r)
+			}
+		})
+	}
+}

@@ -30,6 +30,10 @@ const (
 	// RackUnreachable cannot be reached from the checking host: nothing
 	// listens at its address, as the API shows it running.
 	RackUnreachable RackState = "unreachable"
+	// RackDegraded serves as a healthy rack does while the API's
+	// service_set says its rackd is degraded (as MAAS says when one of
+	// its services, say dhcpd, is down).
+	RackDegraded RackState = "degraded"
 	// RackOtherBytes serves bytes other than the region's (a stale or
 	// corrupt cache), with a 200 and the right length.
 	RackOtherBytes RackState = "other-bytes"
@@ -491,7 +495,11 @@ func (rk *Rack) dict() map[string]any {
 	rk.mu.Lock()
 	state := rk.state
 	rk.mu.Unlock()
-	services := []map[string]any{{"name": "rackd", "status": "running"}, {"name": "http", "status": "running"},
+	rackd := "running"
+	if state == RackDegraded {
+		rackd = "degraded"
+	}
+	services := []map[string]any{{"name": "rackd", "status": rackd}, {"name": "http", "status": "running"},
 		{"name": "dhcpd", "status": "running"}}
 	if rk.s.atLeast(3, 5) {
 		agent := "running"
