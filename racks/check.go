@@ -9,11 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
@@ -46,9 +48,15 @@ type Options struct {
 	// Parallel is how many racks are checked at once (default 4); each
 	// rack gets one fetch at a time.
 	Parallel int
-	// Timeout bounds the whole check (default 30 min); a rack still
-	// fetching when it passes is unknown.
+	// Timeout bounds the whole check (default 30 min): a rack that was
+	// connected to but had not served it all by then fails; one not
+	// reached, or not started, is unknown.
 	Timeout time.Duration
+	// StallTimeout is how long a rack may send nothing, neither its
+	// response's headers nor a byte of its body, before it fails as
+	// reachable but not serving (default 60 s): a stalled rack gives its
+	// slot back rather than holding it for the whole check.
+	StallTimeout time.Duration
 	// Port is the racks' image port (default 5248).
 	Port int
 	// ImportTimeout bounds the wait, on MAAS 3.4, for a rack to list the
@@ -169,13 +177,24 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			notStarted := func() {
+				r := rackOf(rc, vlans)
+				r.Verdict, r.At = Unknown, o.Now().UTC()
+				r.Detail = fmt.Sprintf("rack %s: not started: the check's timeout of %v ran out while other racks were checked (%d at a time): raise --timeout or --parallel",
+					r.Hostname, o.Timeout, o.Parallel)
+				rep.Racks[i] = r
+			}
 			select {
 			case sem <- struct{}{}:
 			case <-tctx.Done():
-				rep.Racks[i] = o.timedOut(rackOf(rc, vlans), nil)
+				notStarted()
 				return
 			}
 			defer func() { <-sem }()
+			if tctx.Err() != nil {
+				notStarted()
+				return
+			}
 			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t)
 			rep.Racks[i] = r
 			if o.Progress != nil {
@@ -212,6 +231,9 @@ func (o Options) withDefaults() Options {
 	if o.Port == 0 {
 		o.Port = DefaultPort
 	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 60 * time.Second
+	}
 	if o.ImportTimeout <= 0 {
 		o.ImportTimeout = 10 * time.Minute
 	}
@@ -225,9 +247,12 @@ func (o Options) withDefaults() Options {
 		tr.Proxy = nil
 		o.Transport = tr
 	}
-	if tr, ok := o.Transport.(*http.Transport); ok && !tr.DisableCompression {
+	if tr, ok := o.Transport.(*http.Transport); ok && (!tr.DisableCompression || tr.ResponseHeaderTimeout == 0) {
 		tr = tr.Clone()
 		tr.DisableCompression = true
+		if tr.ResponseHeaderTimeout == 0 {
+			tr.ResponseHeaderTimeout = o.StallTimeout
+		}
 		o.Transport = tr
 	}
 	if o.Now == nil {
@@ -419,22 +444,32 @@ func (o Options) timedOut(r Rack, err error) Rack {
 }
 
 // fetch GETs the image from the rack's first address that answers, as
-// curtin does: no Range, every byte read through sha256 and counted.
+// curtin does: no Range, every byte read through sha256 and counted,
+// never more than the version's size. A rack that sends nothing for
+// StallTimeout, or is connected to when the check's time runs out,
+// fails: it is reachable but not serving.
 func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack {
 	client := &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	var unreachable []string
 	for _, addr := range r.Addresses {
 		u := "http://" + net.JoinHostPort(addr, strconv.Itoa(o.Port)) + path
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		var connected, stalled atomic.Bool
+		fctx, cancel := context.WithCancel(ctx)
+		stall := time.AfterFunc(o.StallTimeout, func() { stalled.Store(true); cancel() })
+		fctx = httptrace.WithClientTrace(fctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
+		done := func() { stall.Stop(); cancel() }
+		req, err := http.NewRequestWithContext(fctx, http.MethodGet, u, nil)
 		if err != nil {
+			done()
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: %v", r.Hostname, err)
 			return r
 		}
 		start := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
-			if ctx.Err() != nil {
-				return o.timedOut(r, err)
+			done()
+			if ctx.Err() != nil || stalled.Load() || (connected.Load() && isTimeout(err)) {
+				return o.notServing(r, addr, connected.Load(), stalled.Load(), 0, t, err)
 			}
 			unreachable = append(unreachable, fmt.Sprintf("%s: %v", addr, unwrapURLError(err)))
 			continue
@@ -443,22 +478,26 @@ func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack 
 		r.Cache = strings.ToLower(resp.Header.Get("X-Cache"))
 		if resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
+			done()
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s answered %d %s for %s%s", r.Hostname, resp.StatusCode,
 				http.StatusText(resp.StatusCode), path, statusHint(resp.StatusCode))
 			return r
 		}
 		h := sha256.New()
-		// Large reads: fewer system calls per byte hashed.
-		n, err := io.CopyBuffer(h, resp.Body, make([]byte, 256<<10))
+		// Large reads: fewer system calls per byte hashed; each read that
+		// brings bytes puts the stall deadline off.
+		body := &progressReader{r: resp.Body, stall: stall, after: o.StallTimeout}
+		n, err := io.CopyBuffer(h, body, make([]byte, 256<<10))
 		resp.Body.Close()
+		done()
 		r.Duration = time.Since(start)
 		r.Bytes, r.SHA256 = n, hex.EncodeToString(h.Sum(nil))
 		if s := r.Duration.Seconds(); s > 0 {
 			r.BytesPerSecond = float64(n) / s
 		}
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return o.timedOut(r, err)
+		case err != nil && (ctx.Err() != nil || stalled.Load()):
+			return o.notServing(r, addr, true, stalled.Load(), n, t, err)
 		case err != nil:
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: the transfer broke after %d of %d bytes: %v", r.Hostname, n, t.Size, err)
 		case n != t.Size || r.SHA256 != t.SHA256:
@@ -473,6 +512,46 @@ func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack 
 	r.Detail = fmt.Sprintf("rack %s cannot be reached from this host (%s): run the check where deploying machines are, or fix the route",
 		r.Hostname, strings.Join(unreachable, "; "))
 	return r
+}
+
+// notServing is a rack's result when its fetch ended by a deadline:
+// failed when it stalled or was connected to (reachable, not serving),
+// unknown when the check's time ran out before it was reached.
+func (o Options) notServing(r Rack, addr string, connected, stalled bool, n int64, t Target, err error) Rack {
+	switch {
+	case stalled:
+		r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s (%s) sent nothing for %v after %d of %d bytes: it is reachable but not serving",
+			r.Hostname, addr, o.StallTimeout, n, t.Size)
+	case connected:
+		r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s (%s) had served %d of %d bytes when the check's timeout of %v ran out: it is reachable but not serving it in time",
+			r.Hostname, addr, n, t.Size, o.Timeout)
+	default:
+		return o.timedOut(r, err)
+	}
+	return r
+}
+
+// progressReader puts the stall deadline off at every read that brings
+// bytes.
+type progressReader struct {
+	r     io.Reader
+	stall *time.Timer
+	after time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.stall.Reset(p.after)
+	}
+	return n, err
+}
+
+// isTimeout reports whether err is a deadline (the transport's
+// ResponseHeaderTimeout among them).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func unwrapURLError(err error) error {

@@ -206,8 +206,8 @@ func TestCancelStopsTheCheck(t *testing.T) {
 	}
 }
 
-func TestTimeoutLeavesRacksUnknown(t *testing.T) {
-	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{Hostname: "slow"})
+func TestTimeoutAfterConnectingFailsAndRacksNotStartedAreUnknown(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{Hostname: "slow"}, maassim.RackSpec{Hostname: "waiting"})
 	release := make(chan struct{})
 	defer close(release)
 	p.onRead = func(off int64) {
@@ -215,12 +215,44 @@ func TestTimeoutLeavesRacksUnknown(t *testing.T) {
 			<-release
 		}
 	}
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Timeout: 300 * time.Millisecond})
+	var seen atomic.Int32
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Parallel: 1, Timeout: 300 * time.Millisecond,
+		Progress: func(racks.Rack) { seen.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Verdict != racks.Unknown || !strings.Contains(rep.Racks[0].Detail, "within the check's timeout") {
-		t.Fatalf("%s: %+v", rep.Verdict, rep.Racks)
+	// Parallel 1: whichever rack went first stalled, the other never started.
+	var slow, waiting racks.Rack
+	for _, r := range rep.Racks {
+		if r.Bytes > 0 {
+			slow = r
+		} else {
+			waiting = r
+		}
+	}
+	if rep.Verdict != racks.Failed || slow.Verdict != racks.Failed || !strings.Contains(slow.Detail, "when the check's timeout of 300ms ran out: it is reachable but not serving") {
+		t.Fatalf("connected rack: %s: %+v", rep.Verdict, rep.Racks)
+	}
+	if waiting.Verdict != racks.Unknown || !strings.Contains(waiting.Detail, "not started: the check's timeout of 300ms ran out") {
+		t.Fatalf("rack not started: %+v", waiting)
+	}
+}
+
+func TestStalledRackFailsAndGivesItsSlotBack(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{Hostname: "stuck"})
+	release := make(chan struct{})
+	defer close(release)
+	p.onRead = func(off int64) {
+		if off > 8<<20 {
+			<-release
+		}
+	}
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), StallTimeout: 200 * time.Millisecond, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Racks[0]; rep.Verdict != racks.Failed || !strings.Contains(r.Detail, "sent nothing for 200ms after") || !strings.Contains(r.Detail, "reachable but not serving") {
+		t.Fatalf("%s: %+v", rep.Verdict, r)
 	}
 }
 

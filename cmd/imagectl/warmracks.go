@@ -50,7 +50,7 @@ deploy profiles are pointed (docs/racks.md).`,
 	})
 	f.site.register(cmd, false)
 	cmd.Flags().IntVar(&f.parallel, "parallel", 4, "how many racks are checked at once (each gets one fetch at a time)")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Minute, "bounds the whole check; a rack not done by then is unknown")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Minute, "bounds the whole check: a rack still serving by then fails, one not reached or not started is unknown")
 	return cmd
 }
 
