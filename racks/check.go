@@ -486,7 +486,7 @@ func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack 
 		h := sha256.New()
 		// Large reads: fewer system calls per byte hashed; each read that
 		// brings bytes puts the stall deadline off.
-		body := &progressReader{r: resp.Body, stall: stall, after: o.StallTimeout}
+		body := &progressReader{r: io.LimitReader(resp.Body, t.Size+1), stall: stall, after: o.StallTimeout}
 		n, err := io.CopyBuffer(h, body, make([]byte, 256<<10))
 		resp.Body.Close()
 		done()
@@ -500,6 +500,9 @@ func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack 
 			return o.notServing(r, addr, true, stalled.Load(), n, t, err)
 		case err != nil:
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: the transfer broke after %d of %d bytes: %v", r.Hostname, n, t.Size, err)
+		case n > t.Size:
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: more than the %d bytes of %s (read no further)", r.Hostname, t.Size, t.SHA256)
+			r.SHA256 = ""
 		case n != t.Size || r.SHA256 != t.SHA256:
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: sha256 %s (%d bytes), want %s (%d bytes)",
 				r.Hostname, r.SHA256, n, t.SHA256, t.Size)

@@ -271,3 +271,14 @@ func TestDegradedServiceIsFetchedAnyway(t *testing.T) {
 		})
 	}
 }
+
+func TestRackServingMoreThanTheVersionIsReadNoFurther(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "endless", State: maassim.RackEndless})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Racks[0]; rep.Verdict != racks.Failed || r.Bytes != tg.Size+1 || !strings.Contains(r.Detail, "more than the 1048576 bytes") {
+		t.Fatalf("%s: %+v", rep.Verdict, r)
+	}
+}

@@ -34,6 +34,9 @@ const (
 	// service_set says its rackd is degraded (as MAAS says when one of
 	// its services, say dhcpd, is down).
 	RackDegraded RackState = "degraded"
+	// RackEndless serves the region's bytes, then more, without end (a
+	// broken proxy): a client that reads without a bound never finishes.
+	RackEndless RackState = "endless"
 	// RackOtherBytes serves bytes other than the region's (a stale or
 	// corrupt cache), with a 200 and the right length.
 	RackOtherBytes RackState = "other-bytes"
@@ -344,6 +347,11 @@ func (rk *Rack) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Cache", "MISS")
+	if state == RackEndless && r.Method == http.MethodGet {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.Copy(w, io.MultiReader(io.NewSectionReader(content, 0, size), endless{}))
+		return
+	}
 	if r.Header.Get("Range") != "" || r.Method == http.MethodHead {
 		// Answered from the region, warming nothing.
 		http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(content, 0, size))
@@ -575,4 +583,12 @@ func (rk *Rack) importImages() {
 			rk.images[res.name+" "+res.arch] = true
 		}
 	}
+}
+
+// endless reads zeros without end.
+type endless struct{}
+
+func (endless) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }
