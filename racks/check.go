@@ -183,6 +183,11 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 				r.Detail = fmt.Sprintf("rack %s: not started: the check's timeout of %v ran out while other racks were checked (%d at a time): raise --timeout or --parallel",
 					r.Hostname, o.Timeout, o.Parallel)
 				rep.Racks[i] = r
+				if o.Progress != nil {
+					mu.Lock()
+					o.Progress(r)
+					mu.Unlock()
+				}
 			}
 			select {
 			case sem <- struct{}{}:
@@ -209,16 +214,28 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		return nil, err
 	}
 	slices.SortFunc(rep.Racks, func(a, b Rack) int { return strings.Compare(a.Hostname, b.Hostname) })
-	rep.Verdict = Passed
-	for _, r := range rep.Racks {
-		switch {
-		case r.Verdict == Failed:
-			rep.Verdict = Failed
-		case r.Verdict == Unknown && rep.Verdict == Passed:
-			rep.Verdict = Unknown
+	rep.Verdict = Overall(rep.Racks)
+	return rep, nil
+}
+
+// Overall is the verdict of racks together: Passed only when every rack
+// passed, Failed when one failed, else Unknown (one unknown, or a verdict
+// that is none of them).
+func Overall(rs []Rack) Verdict {
+	v := Passed
+	for _, r := range rs {
+		switch r.Verdict {
+		case Passed:
+		case Failed:
+			return Failed
+		default:
+			v = Unknown
 		}
 	}
-	return rep, nil
+	if len(rs) == 0 {
+		return Unknown
+	}
+	return v
 }
 
 func (o Options) withDefaults() Options {

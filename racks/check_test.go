@@ -236,6 +236,9 @@ func TestTimeoutAfterConnectingFailsAndRacksNotStartedAreUnknown(t *testing.T) {
 	if waiting.Verdict != racks.Unknown || !strings.Contains(waiting.Detail, "not started: the check's timeout of 300ms ran out") {
 		t.Fatalf("rack not started: %+v", waiting)
 	}
+	if seen.Load() != 2 {
+		t.Errorf("%d racks reported, want both", seen.Load())
+	}
 }
 
 func TestStalledRackFailsAndGivesItsSlotBack(t *testing.T) {
@@ -280,5 +283,23 @@ func TestRackServingMoreThanTheVersionIsReadNoFurther(t *testing.T) {
 	}
 	if r := rep.Racks[0]; rep.Verdict != racks.Failed || r.Bytes != tg.Size+1 || !strings.Contains(r.Detail, "more than the 1048576 bytes") {
 		t.Fatalf("%s: %+v", rep.Verdict, r)
+	}
+}
+
+func TestOverallPassesOnlyWhenEveryRackPassed(t *testing.T) {
+	p, f, u := racks.Rack{Verdict: racks.Passed}, racks.Rack{Verdict: racks.Failed}, racks.Rack{Verdict: racks.Unknown}
+	for _, tc := range []struct {
+		rs   []racks.Rack
+		want racks.Verdict
+	}{
+		{[]racks.Rack{p, p}, racks.Passed},
+		{[]racks.Rack{p, u}, racks.Unknown},
+		{[]racks.Rack{u, f, p}, racks.Failed},
+		{[]racks.Rack{p, {}}, racks.Unknown},
+		{nil, racks.Unknown},
+	} {
+		if got := racks.Overall(tc.rs); got != tc.want {
+			t.Errorf("Overall(%v) = %s, want %s", tc.rs, got, tc.want)
+		}
 	}
 }
