@@ -390,7 +390,7 @@ func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, 
 			return done
 		}
 	}
-	return o.fetch(ctx, r, path, t)
+	return o.fetch(ctx, r, version, path, t)
 }
 
 // imported makes sure a 3.4 rack holds the image (its own list), asking
@@ -465,7 +465,7 @@ func (o Options) timedOut(r Rack, err error) Rack {
 // never more than the version's size. A rack that sends nothing for
 // StallTimeout, or is connected to when the check's time runs out,
 // fails: it is reachable but not serving.
-func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack {
+func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target) Rack {
 	client := &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	var unreachable []string
 	for _, addr := range r.Addresses {
@@ -497,7 +497,7 @@ func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack 
 			resp.Body.Close()
 			done()
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s answered %d %s for %s%s", r.Hostname, resp.StatusCode,
-				http.StatusText(resp.StatusCode), path, statusHint(resp.StatusCode))
+				http.StatusText(resp.StatusCode), path, statusHint(version, resp.StatusCode))
 			return r
 		}
 		h := sha256.New()
@@ -582,7 +582,13 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-func statusHint(status int) string {
+// statusHint says what an error status of a rack means, at the MAAS
+// version: on 3.4 a rack serves its own copies, so a 404 means its copy
+// is missing (its image list compares names, not bytes).
+func statusHint(version string, status int) string {
+	if status == http.StatusNotFound && !maas.AtLeast(version, 3, 5, 0) {
+		return " (its own copy of the file is missing, though its image list names it: have it import again)"
+	}
 	switch status {
 	case http.StatusBadGateway, http.StatusGatewayTimeout:
 		return " (it cannot reach a region controller)"

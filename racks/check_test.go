@@ -303,3 +303,18 @@ func TestOverallPassesOnlyWhenEveryRackPassed(t *testing.T) {
 		}
 	}
 }
+
+func TestNotFoundSaysWhatIsMissingAtEachVersion(t *testing.T) {
+	for v, want := range map[string]string{"3.4": "its own copy of the file is missing", "3.7": "neither it nor its region holds the file"} {
+		t.Run(v, func(t *testing.T) {
+			sim, c, tg, _ := site(t, v, 1<<10, maassim.RackSpec{Hostname: "gone", State: maassim.RackLostCopy})
+			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), PollInterval: time.Millisecond, ImportTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := rep.Racks[0]; r.Verdict != racks.Failed || r.Status != 404 || !strings.Contains(r.Detail, want) {
+				t.Fatalf("%+v", r)
+			}
+		})
+	}
+}

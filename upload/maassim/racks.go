@@ -37,6 +37,10 @@ const (
 	// RackEndless serves the region's bytes, then more, without end (a
 	// broken proxy): a client that reads without a bound never finishes.
 	RackEndless RackState = "endless"
+	// RackLostCopy answers 404 for every image: on 3.4 its image list
+	// still names what it imported (names, not bytes) while its copy on
+	// disk is gone; from 3.5 as if its region's 404 were passed through.
+	RackLostCopy RackState = "lost-copy"
 	// RackOtherBytes serves bytes other than the region's (a stale or
 	// corrupt cache), with a 200 and the right length.
 	RackOtherBytes RackState = "other-bytes"
@@ -323,7 +327,7 @@ func (rk *Rack) serve(w http.ResponseWriter, r *http.Request) {
 	key, _, _ := strings.Cut(rest, "/")
 	f := rk.s.servedFile(key)
 	rk.mu.Lock()
-	hit := f != nil && rk.cache[f.onDisk]
+	hit := f != nil && rk.cache[f.onDisk] && state != RackLostCopy
 	rk.mu.Unlock()
 	var content io.ReaderAt
 	var size int64
@@ -341,7 +345,7 @@ func (rk *Rack) serve(w http.ResponseWriter, r *http.Request) {
 	case state == RackNoRegion:
 		textError(w, http.StatusBadGateway, "502 Bad Gateway")
 		return
-	case f == nil:
+	case f == nil || state == RackLostCopy:
 		// The region's 404, passed through.
 		textError(w, http.StatusNotFound, "404 Not Found")
 		return
@@ -402,7 +406,7 @@ func (rk *Rack) serve34(w http.ResponseWriter, r *http.Request, rest string, sta
 		}
 		rk.s.mu.Unlock()
 	}
-	if f == nil {
+	if f == nil || state == RackLostCopy {
 		textError(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
