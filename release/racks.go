@@ -1,12 +1,14 @@
 package release
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/store"
@@ -70,7 +72,29 @@ func WarmRacks(ctx context.Context, image, version string, o Options) (*RacksRes
 	if err != nil {
 		return nil, err
 	}
-	return &RacksResult{Image: image, Version: version, Site: o.Site.Name, Report: rep}, nil
+	res := &RacksResult{Image: image, Version: version, Site: o.Site.Name, Report: rep}
+	if err := o.recordRacks(ctx, image, version, "warm-racks", rep); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// recordRacks records a racks check's verdicts as the site's rack proofs
+// of image version (store.RackProof), what status and predeploy read.
+func (o Options) recordRacks(ctx context.Context, image, version, via string, rep *racks.Report) error {
+	if rep == nil || len(rep.Racks) == 0 {
+		return nil
+	}
+	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
+	ps := make([]store.RackProof, 0, len(rep.Racks))
+	for _, r := range rep.Racks {
+		ps = append(ps, store.RackProof{Site: o.Site.Name, Image: image, Version: version, Rack: r.Hostname, SystemID: r.SystemID,
+			Verdict: string(r.Verdict), Detail: r.Detail, At: r.At, By: by, Via: via})
+	}
+	if err := o.Store.AddRackProofs(ctx, ps); err != nil {
+		return fmt.Errorf("the racks of site %s were checked (%s), but recording it failed: %w", o.Site.Name, rep.Verdict, err)
+	}
+	return nil
 }
 
 // checkRacks runs the racks check at the site.
@@ -130,33 +154,22 @@ func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result, ro
 	return rep, nil, &RacksError{Site: o.Site.Name, Report: rep, NotYet: rep.Verdict != racks.Failed}
 }
 
-// rackProofs are what a promotion records of its racks check.
-func rackProofs(rep *racks.Report) []store.RackProof {
-	if rep == nil {
-		return nil
-	}
-	out := make([]store.RackProof, 0, len(rep.Racks))
-	for _, r := range rep.Racks {
-		out = append(out, store.RackProof{Rack: r.Hostname, SystemID: r.SystemID, Verdict: string(r.Verdict), At: r.At})
-	}
-	return out
-}
-
 // racksCondition is predeploy's racks condition, for a site with
-// warm_racks: the promotion of the version the site runs checked every
-// rack controller, and each served it. Only a pass is proof: a rack that
+// warm_racks: each rack's latest recorded check (proofs: warm-racks, or a
+// promotion or rollback that checked the racks) of the version the site
+// runs says it served it. Only a pass is proof: a rack that
 // failed never passes, one that was unknown fails it unless
 // allowUnknown, and is never called proved.
-func racksCondition(p store.Promotion, image, site string, allowUnknown bool) Condition {
+func racksCondition(proofs []store.RackProof, image, version, site string, allowUnknown bool) Condition {
 	cond := Condition{Name: CondRacks}
-	warm := fmt.Sprintf("imagectl warm-racks %s %s --site %s", image, p.Version, site)
-	if len(p.Racks) == 0 {
-		cond.Detail = fmt.Sprintf("the promotion of %s %s at site %s did not check its rack controllers (site %s has warm_racks = true)", image, p.Version, site, site)
-		cond.Fix = warm + " (then promote it again to record it: imagectl promote " + image + " " + p.Version + " --site " + site + " --warm-racks)"
+	warm := fmt.Sprintf("imagectl warm-racks %s %s --site %s", image, version, site)
+	if len(proofs) == 0 {
+		cond.Detail = fmt.Sprintf("no check of site %s's rack controllers serving %s %s is recorded (site %s has warm_racks = true)", site, image, version, site)
+		cond.Fix = warm + " (it records each rack's verdict)"
 		return cond
 	}
 	by := map[string][]string{}
-	for _, r := range p.Racks {
+	for _, r := range store.LatestRackProofs(proofs) {
 		v := r.Verdict
 		if v != string(racks.Passed) && v != string(racks.Unknown) {
 			v = string(racks.Failed)

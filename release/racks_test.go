@@ -116,6 +116,41 @@ func TestStatusAndPredeployReportWhenRacksLastProvedIt(t *testing.T) {
 	if c := condition(pd, release.CondRacks); pd.Ready || c == nil || c.OK || !strings.Contains(c.Fix, "imagectl warm-racks demo 1.0.0 --site sim") {
 		t.Fatalf("unchecked promotion: ready %v, %+v", pd.Ready, c)
 	}
+	// The fix it names is what makes it ready: warm-racks records its
+	// verdicts for the version the site runs.
+	at = at.Add(time.Hour)
+	if w, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts); err != nil || w.Verdict != racks.Passed {
+		t.Fatalf("warm-racks: %v %+v", err, w)
+	}
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "r2 at 2026-03-01T13:00:00Z") {
+		t.Fatalf("after warm-racks: ready %v, %+v", pd.Ready, c)
+	}
+	// A rack that fails later, in a promotion of the version the site
+	// already runs, is recorded too: its latest verdict counts.
+	if err := f.sim.Racks()[1].SetState(maassim.RackOtherBytes); err != nil {
+		t.Fatal(err)
+	}
+	at = at.Add(time.Hour)
+	f.opts.WarmRacks, f.opts.Override, f.opts.Reason = true, true, "r2 is being replaced"
+	if res, err := release.Promote(ctx, "demo", "1.0.0", f.opts); err != nil || !res.AlreadyCurrent {
+		t.Fatalf("already-current promote --warm-racks: %v %+v", err, res)
+	}
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); pd.Ready || c == nil || c.OK || !strings.Contains(c.Detail, "failed: r2 at 2026-03-01T14:00:00Z") {
+		t.Fatalf("after the failed check: ready %v, %+v", pd.Ready, c)
+	}
+	if err := f.sim.Racks()[1].SetState(maassim.RackHealthy); err != nil {
+		t.Fatal(err)
+	}
+	f.opts.WarmRacks, f.opts.Override, f.opts.Reason = false, false, ""
+	at = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	f.publish(t, "demo", "1.1.0", storetest.Options{Signer: f.signer}, at)
 	f.promote(t, "1.1.0")

@@ -208,7 +208,15 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	res.ProfileDistroSeries = value
 	res.Policy = verdict
 	var racksMissing []string
-	if res.Racks, racksMissing, err = o.warmRacksAfterUpload(ctx, res.Upload, rollback); err != nil {
+	res.Racks, racksMissing, err = o.warmRacksAfterUpload(ctx, res.Upload, rollback)
+	via := "promote"
+	if rollback {
+		via = "rollback"
+	}
+	if rerr := o.recordRacks(ctx, image, version, via, res.Racks); rerr != nil {
+		res.Warnings = append(res.Warnings, rerr.Error())
+	}
+	if err != nil {
 		return res, fmt.Errorf("%s %s %s at site %s: MAAS holds it complete as %s, but %w\nno deploy profile was pointed and nothing is recorded: run the same command again once that is fixed",
 			doing, image, version, o.Site.Name, value, err)
 	}
@@ -262,8 +270,7 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	}
 	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
-		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: gate,
-		Racks: rackProofs(res.Racks)}
+		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: gate}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {
 		if errors.Is(err, store.ErrRevoked) && len(ps) > 0 {
 			// Revoked while it was uploaded: not to be recorded, however

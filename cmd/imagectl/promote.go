@@ -440,8 +440,9 @@ under a version's name, versioned resources the store does not know, a
 deploy profile that selects something else than the promoted version, and
 a revoked version (imagectl revoke) that the site runs or a deploy profile
 selects, with the revocation's who, when and why. When the promotion of
-the version the site runs checked its rack controllers (promote
---warm-racks), it lists when each proved it serves it. It exits 1 when
+rack controllers were checked serving the version the site runs (imagectl
+warm-racks, or promote or rollback with --warm-racks), it lists each rack's
+latest verdict and when. It exits 1 when
 anything drifted or is revoked.`,
 		Args: cobra.NoArgs,
 	})
@@ -477,7 +478,7 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 			textsafe.Fprintf(w, "%s: not promoted at site %s\n", img.Image, st.Site)
 		}
 		for _, r := range img.Racks {
-			textsafe.Fprintf(w, "  rack %s: %s at %s (its promotion's racks check)\n", r.Rack, r.Verdict, r.At.Format(time.RFC3339))
+			textsafe.Fprintf(w, "  rack %s: %s at %s (%s's racks check)\n", r.Rack, r.Verdict, r.At.Format(time.RFC3339), dash(r.Via))
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, h := range img.MAAS {
