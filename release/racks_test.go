@@ -254,3 +254,15 @@ func TestPredeployDoesNotCountUnknownRacksAsProof(t *testing.T) {
 		t.Fatalf("allowed: ready %v, %+v", pd.Ready, c)
 	}
 }
+
+func TestRolloutSaysNotYetForUnknownRacks(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	res, err := release.Rollout(ctx, "demo", "1.0.0", release.RolloutOptions{Options: f.opts, Sites: []*sites.Site{f.opts.Site}, Canary: "sim", Parallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Sites[0]; res.OK() || !res.NotYet() || s.Result != release.RolloutRefused || !strings.Contains(s.Detail, "not yet: ") ||
+		!strings.Contains(s.Detail, "rack far cannot be reached") {
+		t.Fatalf("%+v", res.Sites)
+	}
+}

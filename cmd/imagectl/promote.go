@@ -229,7 +229,7 @@ func (c *siteCmdFlags) rollout(ctx context.Context, s streams, env []string, ima
 	if !res.OK() {
 		if res.NotYet() {
 			if !c.output.json() {
-				textsafe.Fprintf(s.err, "imagectl: %d of %d sites do not run %s %s yet: their promotion policy refuses it (see DETAIL); run the same command again once it is met, or --override --reason WHY\n",
+				textsafe.Fprintf(s.err, "imagectl: %d of %d sites do not run %s %s yet: their promotion policy refuses it, or racks could not be reached (see DETAIL); run the same command again once it is met, or --override --reason WHY (--allow-unknown-racks for racks)\n",
 					res.Failed(), len(res.Sites), image, version)
 			}
 			return exitError{exitNotYet}
