@@ -17,6 +17,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/sites"
@@ -42,6 +43,8 @@ type siteCmdFlags struct {
 	// an explicit --warm-racks=false turns a site's warm_racks off.
 	warmRacks         givenBool
 	allowUnknownRacks bool
+	racksParallel     int
+	racksTimeout      time.Duration
 	// gc's.
 	keep int
 	yes  bool
@@ -86,6 +89,10 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 			return release.Options{}, err
 		}
 		o.Events = uploadEvents(s.err, false, isTerminal(s.err, env))
+		// The racks check reports each rack as it lands, as warm-racks does.
+		o.Racks = racks.Options{Parallel: c.racksParallel, Timeout: c.racksTimeout, Progress: func(r racks.Rack) {
+			textsafe.Fprintf(s.err, "%s: %s\n", r.Verdict, r.Detail)
+		}}
 	}
 	return o, nil
 }
@@ -158,6 +165,9 @@ cannot reach (unknown) stops it with exit 3 unless --allow-unknown-racks.
 const exitNotYet = 3
 
 func runPromote(ctx context.Context, c *siteCmdFlags, args []string, s streams, env []string) error {
+	if err := c.checkRacksFlags(); err != nil {
+		return err
+	}
 	if c.override && strings.TrimSpace(c.reason) == "" {
 		return errors.New("--override needs --reason WHY: the site's history records why its policy was overridden")
 	}
@@ -290,7 +300,20 @@ func (p *sitePrefix) Write(b []byte) (int, error) {
 func (c *siteCmdFlags) registerRacks(cmd *cobra.Command) {
 	f := cmd.Flags().VarPF(&c.warmRacks, "warm-racks", "", "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it unless --warm-racks=false)")
 	f.NoOptDefVal = "true"
+	cmd.Flags().IntVar(&c.racksParallel, "racks-parallel", 4, "with the racks check: how many racks are checked at once (warm-racks' --parallel)")
+	cmd.Flags().DurationVar(&c.racksTimeout, "racks-timeout", 30*time.Minute, "with the racks check: bounds it (warm-racks' --timeout)")
 	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: go on although some racks could not be reached from here (unknown); a rack that fails still stops a promotion")
+}
+
+// checkRacksFlags checks the racks check's bounds.
+func (c *siteCmdFlags) checkRacksFlags() error {
+	if c.racksParallel < 1 {
+		return fmt.Errorf("--racks-parallel %d: want 1 or more", c.racksParallel)
+	}
+	if c.racksTimeout <= 0 {
+		return fmt.Errorf("--racks-timeout %v: want a positive duration", c.racksTimeout)
+	}
+	return nil
 }
 
 // givenBool is a bool flag that knows whether it was given, so that an
@@ -328,6 +351,9 @@ failed or could not be reached are warnings, and it goes on.`,
 }
 
 func runRollback(ctx context.Context, c *siteCmdFlags, args []string, s streams, env []string) error {
+	if err := c.checkRacksFlags(); err != nil {
+		return err
+	}
 	return c.promote(ctx, s, env, func(o release.Options) (*release.Result, error) {
 		return release.Rollback(ctx, args[0], o)
 	})

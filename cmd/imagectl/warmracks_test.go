@@ -86,3 +86,14 @@ func TestPromoteWarmRacksFalseTurnsTheSiteSettingOff(t *testing.T) {
 		t.Fatalf("--warm-racks=false: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+func TestPromoteRacksFlagsAndProgress(t *testing.T) {
+	_, env, pub := racksSites(t, "", maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "r2"})
+	if _, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks", "--racks-parallel", "0"); code != 1 || !strings.Contains(errs, "--racks-parallel 0") {
+		t.Fatalf("--racks-parallel 0: exit %d %s", code, errs)
+	}
+	_, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks", "--racks-parallel", "1", "--racks-timeout", "1m")
+	if code != 0 || !strings.Contains(errs, "passed: rack r1 serves it") || !strings.Contains(errs, "passed: rack r2 serves it") {
+		t.Fatalf("progress: exit %d\n%s", code, errs)
+	}
+}
