@@ -265,7 +265,7 @@ func (s *Server) Seed(name, arch string, content io.ReaderAt, size int64) (sha, 
 	f := &rfile{id: s.nextFileID, filetype: "tgz", filename: "root-tgz", sha256: sum, size: size, received: size,
 		verified: true, content: content, h: h}
 	if s.atLeast(3, 5) {
-		f.filename, f.onDisk = "root.tgz", sum[:7]
+		f.filename, f.onDisk = "root.tgz", s.onDiskName(sum)
 	}
 	res := &resource{id: s.nextID, rtype: typeUploaded, name: strings.TrimPrefix(name, "custom/"), arch: arch,
 		title: name, baseImage: "ubuntu/noble"}
@@ -274,15 +274,16 @@ func (s *Server) Seed(name, arch string, content io.ReaderAt, size int64) (sha, 
 	return sum, f.onDisk, nil
 }
 
-// servedFile finds a verified file by its first path segment: the
-// filename on disk or the sha256 (3.5+).
+// servedFile finds a verified file by its first path segment: its name
+// on disk (3.5+), which is its sha256 on 3.5.0 and 3.5.1 and a short
+// filename_on_disk from 3.5.2 (onDiskName).
 func (s *Server) servedFile(key string) *rfile {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.resources {
 		for _, st := range r.sets {
 			for _, f := range st.files {
-				if f.verified && f.content != nil && (f.onDisk == key || f.sha256 == key) {
+				if f.verified && f.content != nil && f.onDisk == key {
 					return f
 				}
 			}
@@ -430,7 +431,7 @@ func (f flipAt) ReadAt(p []byte, off int64) (int, error) {
 
 // version answers GET version/.
 func (s *Server) version(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, map[string]any{"version": s.opts.Version + ".0", "subversion": "sim",
+	writeJSON(w, http.StatusOK, map[string]any{"version": s.fullVersion(), "subversion": "sim",
 		"capabilities": []string{"networks-management", "static-ipaddresses"}})
 }
 
@@ -522,7 +523,7 @@ func (rk *Rack) dict() map[string]any {
 	}
 	return map[string]any{
 		"system_id": rk.SystemID, "hostname": rk.Hostname, "fqdn": rk.Hostname + ".maas", "node_type_name": "Rack controller",
-		"version":      rk.s.opts.Version + ".0",
+		"version":      rk.s.fullVersion(),
 		"ip_addresses": []string{rk.mgmtAddress(), rk.Address},
 		"interface_set": []map[string]any{
 			{"name": "eth0", "links": []map[string]any{{"ip_address": rk.mgmtAddress(), "subnet": map[string]any{"cidr": "127.1.0.0/16",
