@@ -481,6 +481,17 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: %v", r.Hostname, err)
 			return r
 		}
+		// One fill per rack and file at a time, across the checks this
+		// process runs: a second waits for the first, then hits its cache.
+		unlock, err := lockFill(ctx, u)
+		if err != nil {
+			done()
+			r.Verdict, r.At = Unknown, o.Now().UTC()
+			r.Detail = fmt.Sprintf("rack %s: the check's timeout of %v ran out while another check filled it", r.Hostname, o.Timeout)
+			return r
+		}
+		stop := done
+		done = func() { stop(); unlock() }
 		start := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
@@ -615,4 +626,20 @@ func orNone(s string) string {
 		return "missing"
 	}
 	return s
+}
+
+// fills holds a lock per URL a fill is under way for (lockFill).
+var fills sync.Map // URL -> chan struct{}
+
+// lockFill waits, within ctx, until no other check of this process
+// fetches url, and holds it until unlock is called.
+func lockFill(ctx context.Context, url string) (unlock func(), err error) {
+	v, _ := fills.LoadOrStore(url, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

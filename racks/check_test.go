@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -322,5 +323,43 @@ func TestNotFoundSaysWhatIsMissingAtEachVersion(t *testing.T) {
 				t.Fatalf("%+v", r)
 			}
 		})
+	}
+}
+
+func TestTwoChecksAtOnceFillEachRackOnce(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 8<<20, maassim.RackSpec{}, maassim.RackSpec{})
+	var wg sync.WaitGroup
+	reps := make([]*racks.Report, 2)
+	errs := make([]error, 2)
+	for i := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i], errs[i] = racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+		}()
+	}
+	wg.Wait()
+	for i := range reps {
+		if errs[i] != nil || reps[i].Verdict != racks.Passed {
+			t.Fatalf("check %d: %v %+v", i, errs[i], reps[i])
+		}
+	}
+	for _, rk := range sim.Racks() {
+		rk.Idle()
+		if fills, most, requests := rk.Fills(); fills != 1 || most != 1 || requests != 2 {
+			t.Errorf("rack %s: %d fills, %d at once, %d requests; want 1, 1, 2", rk.Hostname, fills, most, requests)
+		}
+	}
+}
+
+func TestRackWithoutDHCPIsTriedAtAllItsAddresses(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<10, maassim.RackSpec{Hostname: "nodhcp", NoDHCP: true})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Racks[0]
+	if rep.Verdict != racks.Passed || len(r.Addresses) != 2 || r.Addresses[1] != sim.Racks()[0].Address || !strings.Contains(r.URL, sim.Racks()[0].Address) {
+		t.Fatalf("%s: %+v", rep.Verdict, r)
 	}
 }

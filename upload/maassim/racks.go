@@ -52,6 +52,10 @@ type RackSpec struct {
 	Hostname string
 	// State; default RackHealthy.
 	State RackState
+	// NoDHCP: the rack serves DHCP on no VLAN (its machine-facing VLAN
+	// has dhcp_on false), so a client falls back to all its addresses,
+	// the management one (where nothing listens) first.
+	NoDHCP bool
 }
 
 // Rack is a running simulated rack controller: a :5248-style HTTP server
@@ -63,8 +67,9 @@ type Rack struct {
 	// machine-facing address (on the VLAN it serves DHCP on).
 	SystemID, Hostname, Address string
 
-	s     *Server
-	vlan  int
+	s      *Server
+	vlan   int
+	noDHCP bool
 	mu    sync.Mutex
 	state RackState
 	srv   *http.Server
@@ -97,7 +102,7 @@ func (s *Server) startRacks(specs []RackSpec) {
 	s.spoolDir = dir
 	for i, sp := range specs {
 		rk := &Rack{s: s, SystemID: fmt.Sprintf("rk%04d", i+1), Hostname: sp.Hostname, state: sp.State,
-			Address: fmt.Sprintf("127.0.0.%d", 2+i), vlan: 5001 + i, cache: map[string]bool{}, images: map[string]bool{}}
+			Address: fmt.Sprintf("127.0.0.%d", 2+i), vlan: 5001 + i, noDHCP: sp.NoDHCP, cache: map[string]bool{}, images: map[string]bool{}}
 		if rk.Hostname == "" {
 			rk.Hostname = fmt.Sprintf("rack%d", i+1)
 		}
@@ -496,6 +501,9 @@ func (s *Server) fabrics() []map[string]any {
 }
 
 func (rk *Rack) vlanDict() map[string]any {
+	if rk.noDHCP {
+		return map[string]any{"id": rk.vlan, "vid": 0, "fabric_id": rk.vlan - 5000, "dhcp_on": false, "primary_rack": nil, "secondary_rack": nil}
+	}
 	return map[string]any{"id": rk.vlan, "vid": 0, "fabric_id": rk.vlan - 5000, "dhcp_on": true, "primary_rack": rk.SystemID, "secondary_rack": nil}
 }
 
