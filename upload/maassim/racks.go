@@ -70,9 +70,9 @@ type Rack struct {
 	s      *Server
 	vlan   int
 	noDHCP bool
-	mu    sync.Mutex
-	state RackState
-	srv   *http.Server
+	mu     sync.Mutex
+	state  RackState
+	srv    *http.Server
 	// cache holds the filenames on disk whose full fill ended (3.5+).
 	cache map[string]bool
 	// images are the names (name arch) the rack imported (3.4).
