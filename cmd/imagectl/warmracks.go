@@ -42,7 +42,9 @@ its agent is down), or a service it needs is not running; it is unknown
 when this host cannot reach it, which is never a pass. It prints a line per
 rack (verdict, cache hit or miss, bytes, time, throughput) and exits 0 when
 every rack passed, 1 when one failed, and 3 ("not yet") when none failed
-but some are unknown. promote --warm-racks runs the same check before the
+but some are unknown. Each rack's verdict is recorded in the store's
+catalog as the site's rack proofs of the version, which status and
+predeploy read. promote --warm-racks runs the same check before the
 deploy profiles are pointed (docs/racks.md).`,
 		Example: `  imagectl warm-racks gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280
   imagectl warm-racks gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --parallel 8 --timeout 1h -o json`,

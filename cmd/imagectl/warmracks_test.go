@@ -97,3 +97,21 @@ func TestPromoteRacksFlagsAndProgress(t *testing.T) {
 		t.Fatalf("progress: exit %d\n%s", code, errs)
 	}
 }
+
+func TestWarmRacksIsWhatStatusAndPredeployRead(t *testing.T) {
+	_, env, pub := racksSites(t, "", maassim.RackSpec{Hostname: "r1"})
+	if out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub); code != 0 {
+		t.Fatalf("promote: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, _ := imagectl(t, env, "status", "--site", "sim")
+	if strings.Contains(out, "rack r1") {
+		t.Fatalf("status before any racks check:\n%s", out)
+	}
+	if out, errs, code := imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim"); code != 0 {
+		t.Fatalf("warm-racks: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, _ = imagectl(t, env, "status", "--site", "sim")
+	if !strings.Contains(out, "rack r1: passed at") || !strings.Contains(out, "(warm-racks's racks check)") {
+		t.Fatalf("status after warm-racks:\n%s", out)
+	}
+}
