@@ -9,11 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
@@ -46,9 +48,15 @@ type Options struct {
 	// Parallel is how many racks are checked at once (default 4); each
 	// rack gets one fetch at a time.
 	Parallel int
-	// Timeout bounds the whole check (default 30 min); a rack still
-	// fetching when it passes is unknown.
+	// Timeout bounds the whole check (default 30 min): a rack that was
+	// connected to but had not served it all by then fails; one not
+	// reached, or not started, is unknown.
 	Timeout time.Duration
+	// StallTimeout is how long a rack may send nothing, neither its
+	// response's headers nor a byte of its body, before it fails as
+	// reachable but not serving (default 60 s): a stalled rack gives its
+	// slot back rather than holding it for the whole check.
+	StallTimeout time.Duration
 	// Port is the racks' image port (default 5248).
 	Port int
 	// ImportTimeout bounds the wait, on MAAS 3.4, for a rack to list the
@@ -169,13 +177,29 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			notStarted := func() {
+				r := rackOf(rc, vlans)
+				r.Verdict, r.At = Unknown, o.Now().UTC()
+				r.Detail = fmt.Sprintf("rack %s: not started: the check's timeout of %v ran out while other racks were checked (%d at a time): raise --timeout or --parallel",
+					r.Hostname, o.Timeout, o.Parallel)
+				rep.Racks[i] = r
+				if o.Progress != nil {
+					mu.Lock()
+					o.Progress(r)
+					mu.Unlock()
+				}
+			}
 			select {
 			case sem <- struct{}{}:
 			case <-tctx.Done():
-				rep.Racks[i] = o.timedOut(rackOf(rc, vlans), nil)
+				notStarted()
 				return
 			}
 			defer func() { <-sem }()
+			if tctx.Err() != nil {
+				notStarted()
+				return
+			}
 			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t)
 			rep.Racks[i] = r
 			if o.Progress != nil {
@@ -190,16 +214,28 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		return nil, err
 	}
 	slices.SortFunc(rep.Racks, func(a, b Rack) int { return strings.Compare(a.Hostname, b.Hostname) })
-	rep.Verdict = Passed
-	for _, r := range rep.Racks {
-		switch {
-		case r.Verdict == Failed:
-			rep.Verdict = Failed
-		case r.Verdict == Unknown && rep.Verdict == Passed:
-			rep.Verdict = Unknown
+	rep.Verdict = Overall(rep.Racks)
+	return rep, nil
+}
+
+// Overall is the verdict of racks together: Passed only when every rack
+// passed, Failed when one failed, else Unknown (one unknown, or a verdict
+// that is none of them).
+func Overall(rs []Rack) Verdict {
+	v := Passed
+	for _, r := range rs {
+		switch r.Verdict {
+		case Passed:
+		case Failed:
+			return Failed
+		default:
+			v = Unknown
 		}
 	}
-	return rep, nil
+	if len(rs) == 0 {
+		return Unknown
+	}
+	return v
 }
 
 func (o Options) withDefaults() Options {
@@ -211,6 +247,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Port == 0 {
 		o.Port = DefaultPort
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 60 * time.Second
 	}
 	if o.ImportTimeout <= 0 {
 		o.ImportTimeout = 10 * time.Minute
@@ -225,9 +264,12 @@ func (o Options) withDefaults() Options {
 		tr.Proxy = nil
 		o.Transport = tr
 	}
-	if tr, ok := o.Transport.(*http.Transport); ok && !tr.DisableCompression {
+	if tr, ok := o.Transport.(*http.Transport); ok && (!tr.DisableCompression || tr.ResponseHeaderTimeout == 0) {
 		tr = tr.Clone()
 		tr.DisableCompression = true
+		if tr.ResponseHeaderTimeout == 0 {
+			tr.ResponseHeaderTimeout = o.StallTimeout
+		}
 		o.Transport = tr
 	}
 	if o.Now == nil {
@@ -316,14 +358,28 @@ func requiredServices(version string) []string {
 }
 
 func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, res *maas.Resource, path string,
-	rc maas.RackController, vlans map[int]maas.VLAN, t Target) Rack {
-	r := rackOf(rc, vlans)
+	rc maas.RackController, vlans map[int]maas.VLAN, t Target) (r Rack) {
+	r = rackOf(rc, vlans)
 	r.At = o.Now().UTC()
+	// Only a service MAAS says is dead or off fails the rack unfetched;
+	// degraded, unknown or unlisted ones may still serve: the bytes say.
+	var notes []string
 	for _, name := range requiredServices(version) {
-		if st := r.Services[name]; st != "running" {
-			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: its %s service is %s, not running: it cannot serve images", r.Hostname, name, orNone(st))
+		switch st := r.Services[name]; st {
+		case "running":
+		case "dead", "off":
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: its %s service is %s, not running: it cannot serve images", r.Hostname, name, st)
 			return r
+		default:
+			notes = append(notes, fmt.Sprintf("its %s service is %s", name, orNone(st)))
 		}
+	}
+	if len(notes) > 0 {
+		defer func() {
+			if r.Verdict != "" {
+				r.Detail += "; note: MAAS says " + strings.Join(notes, ", ")
+			}
+		}()
 	}
 	if len(r.Addresses) == 0 {
 		r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: MAAS lists no address for it", r.Hostname)
@@ -334,7 +390,7 @@ func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, 
 			return done
 		}
 	}
-	return o.fetch(ctx, r, path, t)
+	return o.fetch(ctx, r, version, path, t)
 }
 
 // imported makes sure a 3.4 rack holds the image (its own list), asking
@@ -405,22 +461,43 @@ func (o Options) timedOut(r Rack, err error) Rack {
 }
 
 // fetch GETs the image from the rack's first address that answers, as
-// curtin does: no Range, every byte read through sha256 and counted.
-func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack {
+// curtin does: no Range, every byte read through sha256 and counted,
+// never more than the version's size. A rack that sends nothing for
+// StallTimeout, or is connected to when the check's time runs out,
+// fails: it is reachable but not serving.
+func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target) Rack {
 	client := &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	var unreachable []string
 	for _, addr := range r.Addresses {
 		u := "http://" + net.JoinHostPort(addr, strconv.Itoa(o.Port)) + path
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		var connected, stalled atomic.Bool
+		fctx, cancel := context.WithCancel(ctx)
+		stall := time.AfterFunc(o.StallTimeout, func() { stalled.Store(true); cancel() })
+		fctx = httptrace.WithClientTrace(fctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
+		done := func() { stall.Stop(); cancel() }
+		req, err := http.NewRequestWithContext(fctx, http.MethodGet, u, nil)
 		if err != nil {
+			done()
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: %v", r.Hostname, err)
 			return r
 		}
+		// One fill per rack and file at a time, across the checks this
+		// process runs: a second waits for the first, then hits its cache.
+		unlock, err := lockFill(ctx, u)
+		if err != nil {
+			done()
+			r.Verdict, r.At = Unknown, o.Now().UTC()
+			r.Detail = fmt.Sprintf("rack %s: the check's timeout of %v ran out while another check filled it", r.Hostname, o.Timeout)
+			return r
+		}
+		stop := done
+		done = func() { stop(); unlock() }
 		start := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
-			if ctx.Err() != nil {
-				return o.timedOut(r, err)
+			done()
+			if ctx.Err() != nil || stalled.Load() || (connected.Load() && isTimeout(err)) {
+				return o.notServing(r, addr, connected.Load(), stalled.Load(), 0, t, err)
 			}
 			unreachable = append(unreachable, fmt.Sprintf("%s: %v", addr, unwrapURLError(err)))
 			continue
@@ -429,24 +506,31 @@ func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack 
 		r.Cache = strings.ToLower(resp.Header.Get("X-Cache"))
 		if resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
+			done()
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s answered %d %s for %s%s", r.Hostname, resp.StatusCode,
-				http.StatusText(resp.StatusCode), path, statusHint(resp.StatusCode))
+				http.StatusText(resp.StatusCode), path, statusHint(version, resp.StatusCode))
 			return r
 		}
 		h := sha256.New()
-		// Large reads: fewer system calls per byte hashed.
-		n, err := io.CopyBuffer(h, resp.Body, make([]byte, 256<<10))
+		// Large reads: fewer system calls per byte hashed; each read that
+		// brings bytes puts the stall deadline off.
+		body := &progressReader{r: io.LimitReader(resp.Body, t.Size+1), stall: stall, after: o.StallTimeout}
+		n, err := io.CopyBuffer(h, body, make([]byte, 256<<10))
 		resp.Body.Close()
+		done()
 		r.Duration = time.Since(start)
 		r.Bytes, r.SHA256 = n, hex.EncodeToString(h.Sum(nil))
 		if s := r.Duration.Seconds(); s > 0 {
 			r.BytesPerSecond = float64(n) / s
 		}
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return o.timedOut(r, err)
+		case err != nil && (ctx.Err() != nil || stalled.Load()):
+			return o.notServing(r, addr, true, stalled.Load(), n, t, err)
 		case err != nil:
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: the transfer broke after %d of %d bytes: %v", r.Hostname, n, t.Size, err)
+		case n > t.Size:
+			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: more than the %d bytes of %s (read no further)", r.Hostname, t.Size, t.SHA256)
+			r.SHA256 = ""
 		case n != t.Size || r.SHA256 != t.SHA256:
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: sha256 %s (%d bytes), want %s (%d bytes)",
 				r.Hostname, r.SHA256, n, t.SHA256, t.Size)
@@ -461,6 +545,46 @@ func (o Options) fetch(ctx context.Context, r Rack, path string, t Target) Rack 
 	return r
 }
 
+// notServing is a rack's result when its fetch ended by a deadline:
+// failed when it stalled or was connected to (reachable, not serving),
+// unknown when the check's time ran out before it was reached.
+func (o Options) notServing(r Rack, addr string, connected, stalled bool, n int64, t Target, err error) Rack {
+	switch {
+	case stalled:
+		r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s (%s) sent nothing for %v after %d of %d bytes: it is reachable but not serving",
+			r.Hostname, addr, o.StallTimeout, n, t.Size)
+	case connected:
+		r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s (%s) had served %d of %d bytes when the check's timeout of %v ran out: it is reachable but not serving it in time",
+			r.Hostname, addr, n, t.Size, o.Timeout)
+	default:
+		return o.timedOut(r, err)
+	}
+	return r
+}
+
+// progressReader puts the stall deadline off at every read that brings
+// bytes.
+type progressReader struct {
+	r     io.Reader
+	stall *time.Timer
+	after time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.stall.Reset(p.after)
+	}
+	return n, err
+}
+
+// isTimeout reports whether err is a deadline (the transport's
+// ResponseHeaderTimeout among them).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 func unwrapURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -469,7 +593,13 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-func statusHint(status int) string {
+// statusHint says what an error status of a rack means, at the MAAS
+// version: on 3.4 a rack serves its own copies, so a 404 means its copy
+// is missing (its image list compares names, not bytes).
+func statusHint(version string, status int) string {
+	if status == http.StatusNotFound && !maas.AtLeast(version, 3, 5, 0) {
+		return " (its own copy of the file is missing, though its image list names it: have it import again)"
+	}
 	switch status {
 	case http.StatusBadGateway, http.StatusGatewayTimeout:
 		return " (it cannot reach a region controller)"
@@ -496,4 +626,20 @@ func orNone(s string) string {
 		return "missing"
 	}
 	return s
+}
+
+// fills holds a lock per URL a fill is under way for (lockFill).
+var fills sync.Map // URL -> chan struct{}
+
+// lockFill waits, within ctx, until no other check of this process
+// fetches url, and holds it until unlock is called.
+func lockFill(ctx context.Context, url string) (unlock func(), err error) {
+	v, _ := fills.LoadOrStore(url, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,7 +63,10 @@ func verdicts(rep *racks.Report) map[string]racks.Verdict {
 }
 
 func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
-	for _, v := range []string{"3.5", "3.7", "3.8"} {
+	// 3.5.0 and 3.5.1 give no filename_on_disk and name files by their
+	// sha256; from 3.5.2 the name on disk is the API's, and the racks
+	// know files by it alone.
+	for _, v := range []string{"3.5", "3.5.1", "3.5.2", "3.7", "3.8"} {
 		t.Run(v, func(t *testing.T) {
 			sim, c, tg, _ := site(t, v, 3<<20, maassim.RackSpec{}, maassim.RackSpec{}, maassim.RackSpec{})
 			var seen atomic.Int32
@@ -74,6 +78,9 @@ func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
 				t.Fatalf("verdict %s, %d racks, %d reported: %+v", rep.Verdict, len(rep.Racks), seen.Load(), rep.Racks)
 			}
 			onDisk := tg.SHA256[:7]
+			if v == "3.5" || v == "3.5.1" {
+				onDisk = tg.SHA256
+			}
 			if !strings.HasPrefix(rep.Path, "/images/"+onDisk+"/custom/amd64/generic/x-1-4-0/uploaded/root.tgz") {
 				t.Errorf("path %s", rep.Path)
 			}
@@ -206,8 +213,8 @@ func TestCancelStopsTheCheck(t *testing.T) {
 	}
 }
 
-func TestTimeoutLeavesRacksUnknown(t *testing.T) {
-	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{Hostname: "slow"})
+func TestTimeoutAfterConnectingFailsAndRacksNotStartedAreUnknown(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{Hostname: "slow"}, maassim.RackSpec{Hostname: "waiting"})
 	release := make(chan struct{})
 	defer close(release)
 	p.onRead = func(off int64) {
@@ -215,11 +222,144 @@ func TestTimeoutLeavesRacksUnknown(t *testing.T) {
 			<-release
 		}
 	}
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Timeout: 300 * time.Millisecond})
+	var seen atomic.Int32
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Parallel: 1, Timeout: 300 * time.Millisecond,
+		Progress: func(racks.Rack) { seen.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Verdict != racks.Unknown || !strings.Contains(rep.Racks[0].Detail, "within the check's timeout") {
-		t.Fatalf("%s: %+v", rep.Verdict, rep.Racks)
+	// Parallel 1: whichever rack went first stalled, the other never started.
+	var slow, waiting racks.Rack
+	for _, r := range rep.Racks {
+		if r.Bytes > 0 {
+			slow = r
+		} else {
+			waiting = r
+		}
+	}
+	if rep.Verdict != racks.Failed || slow.Verdict != racks.Failed || !strings.Contains(slow.Detail, "when the check's timeout of 300ms ran out: it is reachable but not serving") {
+		t.Fatalf("connected rack: %s: %+v", rep.Verdict, rep.Racks)
+	}
+	if waiting.Verdict != racks.Unknown || !strings.Contains(waiting.Detail, "not started: the check's timeout of 300ms ran out") {
+		t.Fatalf("rack not started: %+v", waiting)
+	}
+	if seen.Load() != 2 {
+		t.Errorf("%d racks reported, want both", seen.Load())
+	}
+}
+
+func TestStalledRackFailsAndGivesItsSlotBack(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{Hostname: "stuck"})
+	release := make(chan struct{})
+	defer close(release)
+	p.onRead = func(off int64) {
+		if off > 8<<20 {
+			<-release
+		}
+	}
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), StallTimeout: 200 * time.Millisecond, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Racks[0]; rep.Verdict != racks.Failed || !strings.Contains(r.Detail, "sent nothing for 200ms after") || !strings.Contains(r.Detail, "reachable but not serving") {
+		t.Fatalf("%s: %+v", rep.Verdict, r)
+	}
+}
+
+func TestDegradedServiceIsFetchedAnyway(t *testing.T) {
+	for _, v := range []string{"3.4", "3.7"} {
+		t.Run(v, func(t *testing.T) {
+			sim, c, tg, _ := site(t, v, 1<<20, maassim.RackSpec{Hostname: "half", State: maassim.RackDegraded})
+			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), PollInterval: time.Millisecond, ImportTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rep.Racks[0]
+			if rep.Verdict != racks.Passed || r.Bytes != tg.Size || !strings.Contains(r.Detail, "note: MAAS says its rackd service is degraded") {
+				t.Fatalf("%s: %+v", rep.Verdict, r)
+			}
+		})
+	}
+}
+
+func TestRackServingMoreThanTheVersionIsReadNoFurther(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "endless", State: maassim.RackEndless})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Racks[0]; rep.Verdict != racks.Failed || r.Bytes != tg.Size+1 || !strings.Contains(r.Detail, "more than the 1048576 bytes") {
+		t.Fatalf("%s: %+v", rep.Verdict, r)
+	}
+}
+
+func TestOverallPassesOnlyWhenEveryRackPassed(t *testing.T) {
+	p, f, u := racks.Rack{Verdict: racks.Passed}, racks.Rack{Verdict: racks.Failed}, racks.Rack{Verdict: racks.Unknown}
+	for _, tc := range []struct {
+		rs   []racks.Rack
+		want racks.Verdict
+	}{
+		{[]racks.Rack{p, p}, racks.Passed},
+		{[]racks.Rack{p, u}, racks.Unknown},
+		{[]racks.Rack{u, f, p}, racks.Failed},
+		{[]racks.Rack{p, {}}, racks.Unknown},
+		{nil, racks.Unknown},
+	} {
+		if got := racks.Overall(tc.rs); got != tc.want {
+			t.Errorf("Overall(%v) = %s, want %s", tc.rs, got, tc.want)
+		}
+	}
+}
+
+func TestNotFoundSaysWhatIsMissingAtEachVersion(t *testing.T) {
+	for v, want := range map[string]string{"3.4": "its own copy of the file is missing", "3.7": "neither it nor its region holds the file"} {
+		t.Run(v, func(t *testing.T) {
+			sim, c, tg, _ := site(t, v, 1<<10, maassim.RackSpec{Hostname: "gone", State: maassim.RackLostCopy})
+			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), PollInterval: time.Millisecond, ImportTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := rep.Racks[0]; r.Verdict != racks.Failed || r.Status != 404 || !strings.Contains(r.Detail, want) {
+				t.Fatalf("%+v", r)
+			}
+		})
+	}
+}
+
+func TestTwoChecksAtOnceFillEachRackOnce(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 8<<20, maassim.RackSpec{}, maassim.RackSpec{})
+	var wg sync.WaitGroup
+	reps := make([]*racks.Report, 2)
+	errs := make([]error, 2)
+	for i := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i], errs[i] = racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+		}()
+	}
+	wg.Wait()
+	for i := range reps {
+		if errs[i] != nil || reps[i].Verdict != racks.Passed {
+			t.Fatalf("check %d: %v %+v", i, errs[i], reps[i])
+		}
+	}
+	for _, rk := range sim.Racks() {
+		rk.Idle()
+		if fills, most, requests := rk.Fills(); fills != 1 || most != 1 || requests != 2 {
+			t.Errorf("rack %s: %d fills, %d at once, %d requests; want 1, 1, 2", rk.Hostname, fills, most, requests)
+		}
+	}
+}
+
+func TestRackWithoutDHCPIsTriedAtAllItsAddresses(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<10, maassim.RackSpec{Hostname: "nodhcp", NoDHCP: true})
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Racks[0]
+	if rep.Verdict != racks.Passed || len(r.Addresses) != 2 || r.Addresses[1] != sim.Racks()[0].Address || !strings.Contains(r.URL, sim.Racks()[0].Address) {
+		t.Fatalf("%s: %+v", rep.Verdict, r)
 	}
 }

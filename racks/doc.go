@@ -16,10 +16,13 @@
 // an import on demand.
 //
 // A rack passes only on a 200 whose size and sha256 match; it fails,
-// naming the rack and the digest got and wanted, on other bytes, an error
-// status or a service that is not running; it is unknown, never passed,
-// when the checking host cannot reach it. Racks are checked in parallel
-// (bounded), one fill per rack at a time, within a timeout, and stop with
-// the context. It reads MAAS through upload/maas and knows no store:
+// naming the rack and the digest got and wanted, on other bytes (more
+// than the size is never read), an error status, a service MAAS says is
+// dead or off (degraded ones are fetched anyway, with a note), or a rack
+// that stalls or is still serving when the time runs out; it is unknown,
+// never passed, when the checking host cannot reach it, or the time ran
+// out before it was reached or started. Racks are checked in parallel
+// (bounded), one fill per rack and file at a time (across the checks of
+// one process), within a timeout, and stop with the context. It reads MAAS through upload/maas and knows no store:
 // release supplies the digest a version must have.
 package racks

@@ -21,8 +21,11 @@
 //     racks.go, over the racks package): alone, or within a promotion
 //     with WarmRacks or the site's warm_racks, after MAAS holds the
 //     version complete and before a deploy profile is pointed at it; a
-//     failed rack stops the promotion, an unknown one too unless
-//     AllowUnknownRacks (a RacksError, NotYet for unknown);
+//     failed rack stops the promotion unless Override (recorded in its
+//     Gate), an unknown one too unless AllowUnknownRacks (a RacksError,
+//     NotYet for unknown); a rollback only warns; every check's verdicts
+//     are recorded as the site's rack proofs (store.RackProof), which
+//     status and predeploy's racks condition read;
 //   - which sites a promotion names (ResolveTargets: a site, or groups and
 //     lists of them and a canary) and rollouts (Rollout): one version
 //     promoted to many sites, every site's key loaded first, a canary

@@ -25,8 +25,10 @@ const (
 	// CondPolicy: the site's promotion policy was met when the version was
 	// promoted, or overridden (a note says so).
 	CondPolicy = "policy"
-	// CondRacks, for a site with warm_racks: the promotion proved that
-	// every rack controller serves the version (racks.go).
+	// CondRacks, for a site with warm_racks: each rack controller's
+	// latest recorded check (store.RackProof) proved it serves the
+	// version (racks.go); a rack that
+	// could not be reached fails it unless Options.AllowUnknownRacks.
 	CondRacks = "racks"
 )
 
@@ -173,7 +175,12 @@ func (o Options) predeployImage(ctx context.Context, image string, ps []deployPr
 	}
 	add(policyCondition(p, image, site))
 	if o.Site.WarmRacks {
-		add(racksCondition(p, image, site))
+		proofs, err := o.Store.RackProofs(ctx, site, image, cur)
+		if err != nil {
+			add(Condition{Name: CondRacks, Detail: fmt.Sprintf("reading the rack proofs of %s %s at site %s: %v", image, cur, site, err), Fix: again})
+		} else {
+			add(racksCondition(proofs, image, cur, site, o.AllowUnknownRacks))
+		}
 	}
 	return out
 }

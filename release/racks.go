@@ -1,11 +1,14 @@
 package release
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/store"
@@ -38,10 +41,12 @@ func (e *RacksError) Error() string {
 		}
 	}
 	what := "not every rack controller of site " + e.Site + " serves " + e.Report.Name
+	how := "--override --reason WHY promotes anyway, and the catalog records it"
 	if e.NotYet {
-		what += " (some could not be reached: unknown, never passed; --allow-unknown-racks promotes anyway)"
+		what += " (some could not be reached: unknown, never passed)"
+		how = "--allow-unknown-racks, or " + how
 	}
-	return what + ":\n  " + strings.Join(lines, "\n  ")
+	return what + ":\n  " + strings.Join(lines, "\n  ") + "\n" + how
 }
 
 // WarmRacks checks that every rack controller of the site serves the
@@ -67,7 +72,29 @@ func WarmRacks(ctx context.Context, image, version string, o Options) (*RacksRes
 	if err != nil {
 		return nil, err
 	}
-	return &RacksResult{Image: image, Version: version, Site: o.Site.Name, Report: rep}, nil
+	res := &RacksResult{Image: image, Version: version, Site: o.Site.Name, Report: rep}
+	if err := o.recordRacks(ctx, image, version, "warm-racks", rep); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// recordRacks records a racks check's verdicts as the site's rack proofs
+// of image version (store.RackProof), what status and predeploy read.
+func (o Options) recordRacks(ctx context.Context, image, version, via string, rep *racks.Report) error {
+	if rep == nil || len(rep.Racks) == 0 {
+		return nil
+	}
+	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
+	ps := make([]store.RackProof, 0, len(rep.Racks))
+	for _, r := range rep.Racks {
+		ps = append(ps, store.RackProof{Site: o.Site.Name, Image: image, Version: version, Rack: r.Hostname, SystemID: r.SystemID,
+			Verdict: string(r.Verdict), Detail: r.Detail, At: r.At, By: by, Via: via})
+	}
+	if err := o.Store.AddRackProofs(ctx, ps); err != nil {
+		return fmt.Errorf("the racks of site %s were checked (%s), but recording it failed: %w", o.Site.Name, rep.Verdict, err)
+	}
+	return nil
 }
 
 // checkRacks runs the racks check at the site.
@@ -90,67 +117,86 @@ func (o Options) checkRacks(ctx context.Context, t racks.Target) (*racks.Report,
 	return rep, nil
 }
 
-// warmRacksAfterUpload is promote's racks step: with WarmRacks (or the
-// site's warm_racks), every rack must serve what was uploaded before a
-// deploy profile is pointed at it; an unknown rack blocks unless
-// AllowUnknownRacks.
-func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result) (*racks.Report, error) {
-	if !o.WarmRacks && !o.Site.WarmRacks {
-		return nil, nil
-	}
-	rep, err := o.checkRacks(ctx, racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size})
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case rep.Verdict == racks.Failed:
-		return rep, &RacksError{Site: o.Site.Name, Report: rep}
-	case rep.Verdict == racks.Unknown && !o.AllowUnknownRacks:
-		return rep, &RacksError{Site: o.Site.Name, Report: rep, NotYet: true}
-	}
-	return rep, nil
+// wantRacks says whether a promotion checks the racks: WarmRacks, or
+// the site's warm_racks unless NoWarmRacks turned it off explicitly.
+func (o Options) wantRacks() bool {
+	return o.WarmRacks || (o.Site.WarmRacks && !o.NoWarmRacks)
 }
 
-// rackProofs are what a promotion records of its racks check.
-func rackProofs(rep *racks.Report) []store.RackProof {
-	if rep == nil {
-		return nil
+// warmRacksAfterUpload is promote's racks step (wantRacks): every rack
+// must serve what was uploaded before a deploy profile is pointed at it.
+// A failed rack, or an unknown one without AllowUnknownRacks, stops a
+// promotion with a RacksError unless Override; then missing says what
+// did not pass, for the record. A rollback is never stopped: what did not
+// pass (or the check's own error) is in missing, for its warnings.
+func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result, rollback bool) (rep *racks.Report, missing []string, err error) {
+	if !o.wantRacks() {
+		return nil, nil, nil
 	}
-	out := make([]store.RackProof, 0, len(rep.Racks))
+	rep, err = o.checkRacks(ctx, racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size})
+	if err != nil {
+		if rollback {
+			return nil, []string{"checking the racks failed: " + err.Error()}, nil
+		}
+		return nil, nil, err
+	}
 	for _, r := range rep.Racks {
-		out = append(out, store.RackProof{Rack: r.Hostname, SystemID: r.SystemID, Verdict: string(r.Verdict), At: r.At})
+		if r.Verdict == racks.Failed || (r.Verdict != racks.Passed && (rollback || !o.AllowUnknownRacks)) {
+			missing = append(missing, fmt.Sprintf("racks: %s: %s", r.Verdict, r.Detail))
+		}
 	}
-	return out
+	if rollback || len(missing) == 0 {
+		return rep, missing, nil
+	}
+	if o.Override {
+		return rep, missing, nil
+	}
+	return rep, nil, &RacksError{Site: o.Site.Name, Report: rep, NotYet: rep.Verdict != racks.Failed}
 }
 
 // racksCondition is predeploy's racks condition, for a site with
-// warm_racks: the promotion of the version the site runs checked every
-// rack controller, and each served it (or, allowed, could not be
-// reached); a failed rack never passes.
-func racksCondition(p store.Promotion, image, site string) Condition {
+// warm_racks: each rack's latest recorded check (proofs: warm-racks, or a
+// promotion or rollback that checked the racks) of the version the site
+// runs says it served it. Only a pass is proof: a rack that
+// failed never passes, one that was unknown fails it unless
+// allowUnknown, and is never called proved.
+func racksCondition(proofs []store.RackProof, image, version, site string, allowUnknown bool) Condition {
 	cond := Condition{Name: CondRacks}
-	warm := fmt.Sprintf("imagectl warm-racks %s %s --site %s", image, p.Version, site)
-	if len(p.Racks) == 0 {
-		cond.Detail = fmt.Sprintf("the promotion of %s %s at site %s did not check its rack controllers (site %s has warm_racks = true)", image, p.Version, site, site)
-		cond.Fix = warm + " (then promote it again to record it: imagectl promote " + image + " " + p.Version + " --site " + site + " --warm-racks)"
+	warm := fmt.Sprintf("imagectl warm-racks %s %s --site %s", image, version, site)
+	if len(proofs) == 0 {
+		cond.Detail = fmt.Sprintf("no check of site %s's rack controllers serving %s %s is recorded (site %s has warm_racks = true)", site, image, version, site)
+		cond.Fix = warm + " (it records each rack's verdict)"
 		return cond
 	}
-	var lines []string
-	cond.OK = true
-	for _, r := range p.Racks {
-		lines = append(lines, fmt.Sprintf("%s %s at %s", r.Rack, r.Verdict, r.At.UTC().Format("2006-01-02T15:04:05Z07:00")))
-		switch r.Verdict {
-		case string(racks.Passed):
-		case string(racks.Unknown):
-			cond.Note = "some racks could not be reached when it was promoted (allowed): " + warm + " from the deploy network proves them"
-		default:
-			cond.OK = false
+	by := map[string][]string{}
+	for _, r := range store.LatestRackProofs(proofs) {
+		v := r.Verdict
+		if v != string(racks.Passed) && v != string(racks.Unknown) {
+			v = string(racks.Failed)
 		}
+		by[v] = append(by[v], fmt.Sprintf("%s at %s", r.Rack, r.At.UTC().Format(time.RFC3339)))
 	}
-	cond.Detail = "the racks proved they serve it when it was promoted: " + strings.Join(lines, ", ")
-	if !cond.OK {
-		cond.Detail = "a rack failed when it was promoted: " + strings.Join(lines, ", ")
+	var parts []string
+	if l := by[string(racks.Passed)]; len(l) > 0 {
+		parts = append(parts, "proved they serve it: "+strings.Join(l, ", "))
+	}
+	if l := by[string(racks.Unknown)]; len(l) > 0 {
+		parts = append(parts, "could not be reached (unknown, no proof): "+strings.Join(l, ", "))
+	}
+	if l := by[string(racks.Failed)]; len(l) > 0 {
+		parts = append(parts, "failed: "+strings.Join(l, ", "))
+	}
+	cond.Detail = "racks " + strings.Join(parts, "; ")
+	switch {
+	case len(by[string(racks.Failed)]) > 0:
 		cond.Fix = warm
+	case len(by[string(racks.Unknown)]) > 0 && !allowUnknown:
+		cond.Fix = warm + " from a host on the deploy network, or predeploy --allow-unknown-racks to accept them"
+	default:
+		cond.OK = true
+		if len(by[string(racks.Unknown)]) > 0 {
+			cond.Note = "some racks are unknown, no proof (allowed by --allow-unknown-racks): " + warm + " from the deploy network proves them"
+		}
 	}
 	return cond
 }

@@ -116,6 +116,41 @@ func TestStatusAndPredeployReportWhenRacksLastProvedIt(t *testing.T) {
 	if c := condition(pd, release.CondRacks); pd.Ready || c == nil || c.OK || !strings.Contains(c.Fix, "imagectl warm-racks demo 1.0.0 --site sim") {
 		t.Fatalf("unchecked promotion: ready %v, %+v", pd.Ready, c)
 	}
+	// The fix it names is what makes it ready: warm-racks records its
+	// verdicts for the version the site runs.
+	at = at.Add(time.Hour)
+	if w, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts); err != nil || w.Verdict != racks.Passed {
+		t.Fatalf("warm-racks: %v %+v", err, w)
+	}
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "r2 at 2026-03-01T13:00:00Z") {
+		t.Fatalf("after warm-racks: ready %v, %+v", pd.Ready, c)
+	}
+	// A rack that fails later, in a promotion of the version the site
+	// already runs, is recorded too: its latest verdict counts.
+	if err := f.sim.Racks()[1].SetState(maassim.RackOtherBytes); err != nil {
+		t.Fatal(err)
+	}
+	at = at.Add(time.Hour)
+	f.opts.WarmRacks, f.opts.Override, f.opts.Reason = true, true, "r2 is being replaced"
+	if res, err := release.Promote(ctx, "demo", "1.0.0", f.opts); err != nil || !res.AlreadyCurrent {
+		t.Fatalf("already-current promote --warm-racks: %v %+v", err, res)
+	}
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); pd.Ready || c == nil || c.OK || !strings.Contains(c.Detail, "failed: r2 at 2026-03-01T14:00:00Z") {
+		t.Fatalf("after the failed check: ready %v, %+v", pd.Ready, c)
+	}
+	if err := f.sim.Racks()[1].SetState(maassim.RackHealthy); err != nil {
+		t.Fatal(err)
+	}
+	f.opts.WarmRacks, f.opts.Override, f.opts.Reason = false, false, ""
+	at = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	f.publish(t, "demo", "1.1.0", storetest.Options{Signer: f.signer}, at)
 	f.promote(t, "1.1.0")
@@ -131,7 +166,7 @@ func TestStatusAndPredeployReportWhenRacksLastProvedIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "r2 passed at 2026-03-01T12:00:00Z") {
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Detail, "proved they serve it: r1 at 2026-03-01T12:00:00Z, r2 at 2026-03-01T12:00:00Z") {
 		t.Fatalf("checked promotion: ready %v, %+v", pd.Ready, c)
 	}
 }
@@ -145,4 +180,89 @@ func condition(pd *release.PredeployResult, name string) *release.Condition {
 		}
 	}
 	return nil
+}
+
+func TestRollbackIsNeverStoppedByItsRacks(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "near"}, maassim.RackSpec{Hostname: "stale"})
+	f.publish(t, "demo", "1.1.0", storetest.Options{Signer: f.signer}, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	f.promote(t, "1.0.0", "1.1.0")
+	if err := f.sim.Racks()[1].SetState(maassim.RackOtherBytes); err != nil {
+		t.Fatal(err)
+	}
+	// The site asks for the check; the rollback goes on and warns.
+	f.opts.WarmRacks, f.opts.Site.WarmRacks = false, true
+	res, err := release.Rollback(ctx, "demo", f.opts)
+	if err != nil {
+		t.Fatalf("a failed rack stopped the rollback: %v", err)
+	}
+	if res.Promotion == nil || !res.Promotion.Rollback || selected() != "demo-1-0-0" || res.Racks == nil || res.Racks.Verdict != racks.Failed ||
+		len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "rack stale serves other bytes") {
+		t.Fatalf("rollback: %+v, warnings %q, profile %s", res.Promotion, res.Warnings, selected())
+	}
+}
+
+func TestExplicitNoWarmRacksTurnsTheSiteSettingOff(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	f.opts.WarmRacks, f.opts.Site.WarmRacks, f.opts.NoWarmRacks = false, true, true
+	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	if err != nil || res.Racks != nil || selected() != "demo-1-0-0" {
+		t.Fatalf("--warm-racks=false: %v, racks %+v, profile %s", err, res, selected())
+	}
+}
+
+func TestOverridePromotesPastAFailedRackAndRecordsIt(t *testing.T) {
+	f, selected := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+	f.opts.Override = true
+	if _, err := release.Promote(ctx, "demo", "1.0.0", f.opts); !errors.Is(err, release.ErrOverrideReason) {
+		t.Fatalf("an override without a reason: %v", err)
+	}
+	f.opts.Reason = "rack stale is being replaced"
+	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	if err != nil || selected() != "demo-1-0-0" || res.RacksOverride != f.opts.Reason {
+		t.Fatalf("override: %v, %+v, profile %s", err, res, selected())
+	}
+	h, err := f.store.History(ctx, "sim", "demo")
+	if err != nil || len(h) != 1 {
+		t.Fatalf("history: %v %+v", err, h)
+	}
+	g := h[0].Gate
+	if g == nil || g.Met || g.Override != f.opts.Reason || len(g.Missing) != 1 || !strings.Contains(g.Missing[0], "rack stale serves other bytes") {
+		t.Fatalf("recorded gate: %+v", g)
+	}
+}
+
+func TestPredeployDoesNotCountUnknownRacksAsProof(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	f.opts.Site.WarmRacks, f.opts.AllowUnknownRacks = true, true
+	f.promote(t, "1.0.0")
+	f.opts.AllowUnknownRacks = false
+	pd, err := release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := condition(pd, release.CondRacks)
+	if pd.Ready || c == nil || c.OK || strings.Contains(c.Detail, "proved") || !strings.Contains(c.Detail, "unknown, no proof): far at") ||
+		!strings.Contains(c.Fix, "--allow-unknown-racks") {
+		t.Fatalf("every rack unknown: ready %v, %+v", pd.Ready, c)
+	}
+	f.opts.AllowUnknownRacks = true
+	pd, err = release.Predeploy(ctx, "", f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(pd, release.CondRacks); !pd.Ready || c == nil || !c.OK || !strings.Contains(c.Note, "allowed") {
+		t.Fatalf("allowed: ready %v, %+v", pd.Ready, c)
+	}
+}
+
+func TestRolloutSaysNotYetForUnknownRacks(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	res, err := release.Rollout(ctx, "demo", "1.0.0", release.RolloutOptions{Options: f.opts, Sites: []*sites.Site{f.opts.Site}, Canary: "sim", Parallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Sites[0]; res.OK() || !res.NotYet() || s.Result != release.RolloutRefused || !strings.Contains(s.Detail, "not yet: ") ||
+		!strings.Contains(s.Detail, "rack far cannot be reached") {
+		t.Fatalf("%+v", res.Sites)
+	}
 }

@@ -55,11 +55,14 @@ type Options struct {
 	// WarmRacks has a promotion (or rollback) check that every rack
 	// controller of the site serves the version, warming their caches,
 	// after MAAS holds it complete and before the deploy profiles are
-	// pointed (racks.go); the site's warm_racks does the same.
-	// AllowUnknownRacks lets racks this host cannot reach through; a
-	// rack that fails always stops it. Racks adjusts the check.
-	WarmRacks, AllowUnknownRacks bool
-	Racks                        racks.Options
+	// pointed (racks.go); the site's warm_racks does the same, unless
+	// NoWarmRacks (an explicit --warm-racks=false). AllowUnknownRacks
+	// lets racks this host cannot reach through; a rack that fails stops
+	// a promotion unless Override (with Reason, recorded in its Gate). A
+	// rollback is never stopped by its racks: it reports them in its
+	// Warnings. Racks adjusts the check.
+	WarmRacks, NoWarmRacks, AllowUnknownRacks bool
+	Racks                                     racks.Options
 }
 
 // Result is what a promotion, rollback or upload did.
@@ -101,9 +104,14 @@ type Result struct {
 	// Racks is what the site's rack controllers said, when the
 	// promotion checked them (WarmRacks).
 	Racks *racks.Report `json:"racks,omitempty"`
-	// Warnings are what went wrong after the promotion was recorded (the
-	// channel could not be pointed at it): the catalog is the source of
-	// truth, so the promotion stands.
+	// RacksOverride is the reason a promotion went on although not every
+	// rack passed (Override); the promotion's Gate records it with the
+	// racks that did not pass.
+	RacksOverride string `json:"racks_override,omitempty"`
+	// Warnings are what went wrong that did not stop it: the channel
+	// could not be pointed at the recorded version (the catalog is the
+	// source of truth, so the promotion stands), or a rollback's racks did
+	// not all pass (a rollback is never gated).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -199,7 +207,16 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	value := res.Upload.Name
 	res.ProfileDistroSeries = value
 	res.Policy = verdict
-	if res.Racks, err = o.warmRacksAfterUpload(ctx, res.Upload); err != nil {
+	var racksMissing []string
+	res.Racks, racksMissing, err = o.warmRacksAfterUpload(ctx, res.Upload, rollback)
+	via := "promote"
+	if rollback {
+		via = "rollback"
+	}
+	if rerr := o.recordRacks(ctx, image, version, via, res.Racks); rerr != nil {
+		res.Warnings = append(res.Warnings, rerr.Error())
+	}
+	if err != nil {
 		return res, fmt.Errorf("%s %s %s at site %s: MAAS holds it complete as %s, but %w\nno deploy profile was pointed and nothing is recorded: run the same command again once that is fixed",
 			doing, image, version, o.Site.Name, value, err)
 	}
@@ -233,14 +250,27 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 		return res, fmt.Errorf("%s %s %s at site %s: MAAS holds it complete as %s, but %w\nnothing is recorded: run the same command again once that is fixed",
 			doing, image, version, o.Site.Name, value, err)
 	}
+	if rollback && len(racksMissing) > 0 {
+		res.Warnings = append(res.Warnings, "not every rack controller of site "+o.Site.Name+" serves "+value+
+			" (a rollback goes on regardless): "+strings.Join(racksMissing, "; "))
+	}
 	if res.AlreadyCurrent {
 		o.followChannel(ctx, image, version, res)
 		return res, nil
 	}
+	gate := verdict.Gate(o.Reason)
+	if !rollback && len(racksMissing) > 0 {
+		// Overridden: recorded as a gate that was not met.
+		if gate == nil {
+			gate = &store.Gate{}
+		}
+		gate.Met, gate.Override = false, o.Reason
+		gate.Missing = append(gate.Missing, racksMissing...)
+		res.RacksOverride = o.Reason
+	}
 	by := cmp.Or(o.By, environ.Get(o.Env, "USER"), "unknown")
 	p := store.Promotion{Image: image, Version: version, Previous: cur, By: by, At: now().UTC(), Reason: o.Reason,
-		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: verdict.Gate(o.Reason),
-		Racks: rackProofs(res.Racks)}
+		Rollback: rollback, SHA256: res.Upload.SHA256, DistroSeries: res.DistroSeries, Gate: gate}
 	if err := o.Store.Record(ctx, o.Site.Name, p); err != nil {
 		if errors.Is(err, store.ErrRevoked) && len(ps) > 0 {
 			// Revoked while it was uploaded: not to be recorded, however

@@ -24,9 +24,11 @@ const (
 	RolloutAlready = "already"
 	// RolloutFailed: the promotion failed; the detail says why.
 	RolloutFailed = "failed"
-	// RolloutRefused: the site's promotion policy is not met (not yet);
-	// nothing was sent to the site. The detail and Policy say what is
-	// missing.
+	// RolloutRefused: not yet: the site's promotion policy is not met
+	// (nothing was sent to the site; the detail and Policy say what is
+	// missing), or some of its racks could not be reached and none failed
+	// (a not-yet RacksError: the version is uploaded, no profile pointed,
+	// nothing recorded; the detail says which).
 	RolloutRefused = "refused"
 	// RolloutSkipped: not attempted (the canary failed or was refused,
 	// or the context ended first).
@@ -215,8 +217,11 @@ func Rollout(ctx context.Context, image, version string, o RolloutOptions) (*Rol
 		rest = order[1:]
 		if r := out.Sites[0]; r.Result != RolloutOK && r.Result != RolloutAlready {
 			why := "canary failed"
-			if r.Result == RolloutRefused {
+			switch {
+			case r.Result == RolloutRefused && r.Policy != nil:
 				why = "the canary's policy refused it"
+			case r.Result == RolloutRefused:
+				why = "not yet: some of the canary's racks could not be reached"
 			}
 			for i, s := range rest {
 				out.Sites[i+1] = o.skipped(readCtx(), image, s, why)
@@ -282,6 +287,12 @@ func (o RolloutOptions) promoteSite(ctx context.Context, image, version string, 
 	if errors.As(err, &refused) {
 		r.Result, r.Err, r.Policy = RolloutRefused, err, refused.Verdict
 		r.Detail = oneLine("not yet: " + strings.Join(refused.Verdict.Lines(), "\n"))
+		return r
+	}
+	var unknownRacks *RacksError
+	if errors.As(err, &unknownRacks) && unknownRacks.NotYet {
+		r.Result, r.Err = RolloutRefused, err
+		r.Detail = oneLine("not yet: " + err.Error())
 		return r
 	}
 	if err != nil {

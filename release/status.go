@@ -42,8 +42,10 @@ type ImageStatus struct {
 	MAAS  []Held  `json:"maas"`
 	Drift []Drift `json:"drift"`
 
-	// Racks is when each rack controller last proved it serves the
-	// promoted version: at its promotion, when that checked them.
+	// Racks is each rack controller's latest recorded check of the
+	// promoted version (warm-racks, or a promotion or rollback that
+	// checked the racks): when it last proved, or failed to prove, that
+	// it serves it.
 	Racks []store.RackProof `json:"racks,omitempty"`
 }
 
@@ -249,9 +251,14 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 		st.Promoted = cur
 		for _, p := range h {
 			if p.Version == cur {
-				st.PromotedAt, st.PromotedBy, st.Racks = p.At, p.By, p.Racks
+				st.PromotedAt, st.PromotedBy = p.At, p.By
 			}
 		}
+		proofs, err := o.Store.RackProofs(ctx, o.Site.Name, image, cur)
+		if err != nil {
+			return nil, fmt.Errorf("site %s: %w", o.Site.Name, err)
+		}
+		st.Racks = store.LatestRackProofs(proofs)
 		v, err := o.Store.Version(ctx, image, cur)
 		if err != nil {
 			st.Drift = append(st.Drift, Drift{Kind: "not-in-store", Message: fmt.Sprintf("%s %s is promoted but not in the store", image, cur)})

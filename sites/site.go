@@ -35,9 +35,11 @@ type Site struct {
 	// (MAAS hashes the whole file in it), CompleteTimeout the wait for MAAS
 	// to report an upload complete.
 	Timeout, LastChunkTimeout, CompleteTimeout time.Duration
-	// WarmRacks has every promotion to the site check, before the deploy
-	// profiles are pointed, that each of its rack controllers serves the
-	// version (and so warm their caches), as promote --warm-racks does.
+	// WarmRacks has every promotion (and rollback) to the site check,
+	// before the deploy profiles are pointed, that each of its rack
+	// controllers serves the version (and so warm their caches), as
+	// promote --warm-racks does, unless --warm-racks=false; predeploy then
+	// wants each rack's latest recorded check to have passed.
 	WarmRacks bool
 	// RackPort is the port its rack controllers serve images on to
 	// deploying machines (MAAS's 5248; another where a proxy or a

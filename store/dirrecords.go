@@ -30,6 +30,17 @@ type revocationFile struct {
 	Revocations   []Revocation `json:"revocations"`
 }
 
+// rackProofFile is one site, image and version's rack proofs, oldest
+// first.
+type rackProofFile struct {
+	SchemaVersion int         `json:"schema_version"`
+	RackProofs    []RackProof `json:"rack_proofs"`
+}
+
+func (d *Dir) rackProofPath(site, image, version string) string {
+	return filepath.Join(d.Root, ".rackproofs", site, image, version+".json")
+}
+
 func (d *Dir) evidencePath(site, image, version string) string {
 	return filepath.Join(d.Root, ".evidence", site, image, version+".json")
 }
@@ -277,6 +288,68 @@ func (d *Dir) Revoke(ctx context.Context, r Revocation) error {
 	}
 	f.Revocations = append(f.Revocations, r)
 	if err := writeRecords(d.revocationPath(r.Image), f); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// readRackProofs reads a site, image and version's rack proofs into f,
+// refusing one of another site, image or version than its path's.
+func (d *Dir) readRackProofs(site, image, version string, f *rackProofFile) error {
+	p := d.rackProofPath(site, image, version)
+	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
+		return err
+	}
+	for i, r := range f.RackProofs {
+		if r.Site != site || r.Image != image || r.Version != version {
+			return fmt.Errorf("reading %s: rack proof %d is of %s %s at site %q", p, i+1, r.Image, r.Version, r.Site)
+		}
+	}
+	return nil
+}
+
+// RackProofs implements Promotions.
+func (d *Dir) RackProofs(ctx context.Context, site, image, version string) ([]RackProof, error) {
+	what := fmt.Sprintf("reading the rack proofs of %s %s at site %s in %s", image, version, site, d.Root)
+	if err := errors.Join(checkKey("site", site), checkKey("image", image), checkKey("version", version)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var f rackProofFile
+	if err := d.readRackProofs(site, image, version, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := append([]RackProof{}, f.RackProofs...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
+}
+
+// AddRackProofs implements Promotions, under the store's lock.
+func (d *Dir) AddRackProofs(ctx context.Context, ps []RackProof) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("recording %d rack proofs in %s", len(ps), d.Root)
+	if err := CheckRackProofs(ps); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ps = append([]RackProof{}, ps...)
+	for i := range ps {
+		if ps[i].At.IsZero() {
+			ps[i].At = time.Now()
+		}
+		ps[i].At = ps[i].At.UTC()
+	}
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer unlock()
+	var f rackProofFile
+	if err := d.readRackProofs(ps[0].Site, ps[0].Image, ps[0].Version, &f); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	f.RackProofs = AppendRackProofs(f.RackProofs, ps)
+	if err := writeRecords(d.rackProofPath(ps[0].Site, ps[0].Image, ps[0].Version), f); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil

@@ -2,8 +2,10 @@
 // immutable image versions (<image>/<version>/ holding the tgz, its
 // manifest, their signatures and the validation script) and, per site, the
 // promotion history of each image, the host results recorded as evidence
-// of its versions, and the revocations of versions no site may run (Dir
-// keeps them in .sites/, .evidence/ and .revocations/, each read strictly,
+// of its versions, each rack controller's verdicts of whether it serves a
+// version (RackProof), and the revocations of versions no site may run
+// (Dir keeps them in .sites/, .evidence/, .rackproofs/ and .revocations/,
+// each read strictly,
 // its keys checked against its path, within a bound, and written within
 // it). A promotion of a revoked version is refused where it is recorded
 // (ErrRevoked); an evidence file keeps a host's latest KeepPerHost

@@ -156,3 +156,114 @@ func Revoked(history []Revocation, image string) map[string]Revocation {
 	}
 	return out
 }
+
+// RackProof is one rack controller's verdict in a check that it serves
+// an image version at a site (imagectl warm-racks, or a promotion or
+// rollback that checked the racks): when it proved, or failed to prove,
+// that it serves the version. It is a record of its own, not part of a
+// promotion: a check of the version a site already runs is recorded too.
+type RackProof struct {
+	Site     string `json:"site"`
+	Image    string `json:"image"`
+	Version  string `json:"version"`
+	Rack     string `json:"rack"`
+	SystemID string `json:"system_id"`
+	// Verdict is passed, failed or unknown; only passed is proof.
+	Verdict string    `json:"verdict"`
+	Detail  string    `json:"detail,omitempty"`
+	At      time.Time `json:"at"`
+	By      string    `json:"by,omitempty"`
+	// Via is what checked: "warm-racks", "promote" or "rollback".
+	Via string `json:"via,omitempty"`
+}
+
+// KeepPerRack is how many verdicts of one rack an image version's rack
+// proofs at a site keep: its latest (AppendRackProofs).
+const KeepPerRack = 20
+
+// Check says what keeps p from being recorded.
+func (p *RackProof) Check() error {
+	errs := []error{CheckKey("site", p.Site), CheckKey("image", p.Image), CheckKey("version", p.Version)}
+	if p.Rack == "" && p.SystemID == "" {
+		errs = append(errs, errors.New("a rack proof names no rack"))
+	}
+	switch p.Verdict {
+	case "passed", "failed", "unknown":
+	default:
+		errs = append(errs, fmt.Errorf("rack %s: verdict %q is not passed, failed or unknown", p.Rack, p.Verdict))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckRackProofs says what keeps ps from being recorded together: each
+// must be whole, and all of one site, image and version.
+func CheckRackProofs(ps []RackProof) error {
+	for i := range ps {
+		if err := ps[i].Check(); err != nil {
+			return fmt.Errorf("rack proof %d: %w", i+1, err)
+		}
+		if i > 0 && (ps[i].Site != ps[0].Site || ps[i].Image != ps[0].Image || ps[i].Version != ps[0].Version) {
+			return fmt.Errorf("rack proof %d is of %s %s at site %s, the first of %s %s at site %s: one check at a time",
+				i+1, ps[i].Image, ps[i].Version, ps[i].Site, ps[0].Image, ps[0].Version, ps[0].Site)
+		}
+	}
+	return nil
+}
+
+// rackKey is a rack's identity in its proofs: its system id, else its name.
+func rackKey(p RackProof) string {
+	if p.SystemID != "" {
+		return "system-id " + p.SystemID
+	}
+	return "rack " + p.Rack
+}
+
+// AppendRackProofs is an image version's rack proofs at a site, had
+// (oldest first), with add appended and, of each rack, only the
+// KeepPerRack latest by At (the later in the file when equal).
+func AppendRackProofs(had, add []RackProof) []RackProof {
+	all := append(append([]RackProof{}, had...), add...)
+	byRack := map[string][]int{}
+	for i, p := range all {
+		byRack[rackKey(p)] = append(byRack[rackKey(p)], i)
+	}
+	drop := map[int]bool{}
+	for _, idx := range byRack {
+		if len(idx) <= KeepPerRack {
+			continue
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].At.Before(all[idx[b]].At) })
+		for _, i := range idx[:len(idx)-KeepPerRack] {
+			drop[i] = true
+		}
+	}
+	kept := make([]RackProof, 0, len(all)-len(drop))
+	for i, p := range all {
+		if !drop[i] {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// LatestRackProofs is each rack's latest verdict of ps (by At, the later
+// in ps when equal), in rack name order.
+func LatestRackProofs(ps []RackProof) []RackProof {
+	latest := map[string]RackProof{}
+	for _, p := range ps {
+		if q, ok := latest[rackKey(p)]; !ok || !p.At.Before(q.At) {
+			latest[rackKey(p)] = p
+		}
+	}
+	out := make([]RackProof, 0, len(latest))
+	for _, p := range latest {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Rack != out[j].Rack {
+			return out[i].Rack < out[j].Rack
+		}
+		return out[i].SystemID < out[j].SystemID
+	})
+	return out
+}

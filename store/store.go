@@ -65,6 +65,13 @@ type Promotions interface {
 	Revocations(ctx context.Context, image string) ([]Revocation, error)
 	// Revoke records a revocation, or its undo (r.Undo).
 	Revoke(ctx context.Context, r Revocation) error
+	// RackProofs is the racks checks recorded for an image version at a
+	// site, oldest first (LatestRackProofs: each rack's latest).
+	RackProofs(ctx context.Context, site, image, version string) ([]RackProof, error)
+	// AddRackProofs records the verdicts of one racks check, all of one
+	// site, image and version, in one update: the file keeps each rack's
+	// KeepPerRack latest (AppendRackProofs).
+	AddRackProofs(ctx context.Context, ps []RackProof) error
 }
 
 // Store keeps image versions and the sites' promotion catalogs.
@@ -353,20 +360,6 @@ type Promotion struct {
 	// Gate is what the site's promotion policy said at the promotion; nil
 	// when the site has no policy (and for a rollback, always allowed).
 	Gate *Gate `json:"gate,omitempty"`
-	// Racks is what each rack controller of the site said when the
-	// promotion checked that it serves the version (promote --warm-racks,
-	// a site's warm_racks); none when it did not check.
-	Racks []RackProof `json:"racks,omitempty"`
-}
-
-// RackProof is one rack controller's verdict in a promotion's racks
-// check: when it last proved (or failed to prove) that it serves the
-// version.
-type RackProof struct {
-	Rack     string    `json:"rack"`
-	SystemID string    `json:"system_id"`
-	Verdict  string    `json:"verdict"` // passed, failed or unknown
-	At       time.Time `json:"at"`
 }
 
 // Gate is a promotion policy's verdict, kept with the promotion it let

@@ -30,7 +30,8 @@ maas (MAAS holds it complete, with the version's sha256; on MAAS 3.5 and
 later complete means every region has the file), not-revoked, and policy
 (the site's promotion policy was met when the version was promoted, or was
 overridden, which a note says), and, for a site with warm_racks = true,
-racks (the promotion proved every rack controller serves it; see
+racks (the promotion proved every rack controller serves it; one that could
+not be reached, unknown, fails it unless --allow-unknown-racks; see
 docs/racks.md). It exits 0 only when every condition
 holds, and 1 otherwise, naming each failing condition with a command that
 fixes it. It reads only what that needs: the image's history and
@@ -40,6 +41,7 @@ revocations, one boot resource and one GET per profile.`,
 		Args: cobra.NoArgs,
 	})
 	f.site.register(cmd, false)
+	cmd.Flags().BoolVar(&f.site.allowUnknownRacks, "allow-unknown-racks", false, "the racks condition holds although some racks were unknown (could not be reached) when they were checked; a failed rack still fails it")
 	cmd.Flags().StringVar(&f.profile, "profile", "", "the deploy profile the deploy uses: its profile_id, or SITE_ID/PROFILE_ID (default: every deploy_profile of the site)")
 	return cmd
 }

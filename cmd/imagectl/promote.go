@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/profile"
+	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/signing"
 	"github.com/gpuaas/imagectl/sites"
@@ -37,8 +39,12 @@ type siteCmdFlags struct {
 	parallel int
 	// promote's: promote although the site's policy is not met.
 	override bool
-	// promote's: check the racks first (racks.go), and let unknown ones by.
-	warmRacks, allowUnknownRacks bool
+	// promote's: check the racks first (racks.go), and let unknown ones by;
+	// an explicit --warm-racks=false turns a site's warm_racks off.
+	warmRacks         givenBool
+	allowUnknownRacks bool
+	racksParallel     int
+	racksTimeout      time.Duration
 	// gc's.
 	keep int
 	yes  bool
@@ -76,12 +82,17 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 		return release.Options{}, err
 	}
 	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure,
-		Override: c.override, WarmRacks: c.warmRacks, AllowUnknownRacks: c.allowUnknownRacks}
+		Override: c.override, WarmRacks: c.warmRacks.v,
+		NoWarmRacks: c.warmRacks.given && !c.warmRacks.v, AllowUnknownRacks: c.allowUnknownRacks}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
 			return release.Options{}, err
 		}
 		o.Events = uploadEvents(s.err, false, isTerminal(s.err, env))
+		// The racks check reports each rack as it lands, as warm-racks does.
+		o.Racks = racks.Options{Parallel: c.racksParallel, Timeout: c.racksTimeout, Progress: func(r racks.Rack) {
+			textsafe.Fprintf(s.err, "%s: %s\n", r.Verdict, r.Detail)
+		}}
 	}
 	return o, nil
 }
@@ -131,9 +142,10 @@ history. Rollback is never gated.
 With --warm-racks (or warm_racks = true in the site's block), once MAAS
 holds the version complete and before any deploy profile is pointed, every
 rack controller of the site must serve it (imagectl warm-racks, which also
-warms their caches): a rack that fails stops the promotion with exit 1; one
-this host cannot reach (unknown) stops it with exit 3 unless
---allow-unknown-racks.`,
+warms their caches): a rack that fails stops the promotion with exit 1
+unless --override --reason WHY (recorded with the promotion); one this host
+cannot reach (unknown) stops it with exit 3 unless --allow-unknown-racks.
+--warm-racks=false skips the check at a site with warm_racks = true.`,
 		Example: `  imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --key cosign.pub --reason "CUDA 12.8"
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.0 --site h200-fleet --canary maas280 --parallel 8 --key cosign.pub
   imagectl promote gpuaas-h200-host-ubuntu2404 1.4.1 --site h200-fleet --key cosign.pub --override --reason "CVE fix, approved by ops"`,
@@ -143,7 +155,7 @@ this host cannot reach (unknown) stops it with exit 3 unless
 	c.register(cmd, true)
 	cmd.Flags().StringVar(&c.canary, "canary", "", "with several sites: the site promoted and checked first; if it fails, no other is attempted")
 	cmd.Flags().IntVar(&c.parallel, "parallel", release.DefaultParallel, "with several sites: how many are promoted at once")
-	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met (needs --reason; the history records it)")
+	cmd.Flags().BoolVar(&c.override, "override", false, "promote although the site's promotion policy is not met or a rack failed the racks check (needs --reason; the history records it)")
 	c.registerRacks(cmd)
 	return cmd
 }
@@ -153,6 +165,9 @@ this host cannot reach (unknown) stops it with exit 3 unless
 const exitNotYet = 3
 
 func runPromote(ctx context.Context, c *siteCmdFlags, args []string, s streams, env []string) error {
+	if err := c.checkRacksFlags(); err != nil {
+		return err
+	}
 	if c.override && strings.TrimSpace(c.reason) == "" {
 		return errors.New("--override needs --reason WHY: the site's history records why its policy was overridden")
 	}
@@ -224,7 +239,7 @@ func (c *siteCmdFlags) rollout(ctx context.Context, s streams, env []string, ima
 	if !res.OK() {
 		if res.NotYet() {
 			if !c.output.json() {
-				textsafe.Fprintf(s.err, "imagectl: %d of %d sites do not run %s %s yet: their promotion policy refuses it (see DETAIL); run the same command again once it is met, or --override --reason WHY\n",
+				textsafe.Fprintf(s.err, "imagectl: %d of %d sites do not run %s %s yet: their promotion policy refuses it, or racks could not be reached (see DETAIL); run the same command again once it is met, or --override --reason WHY (--allow-unknown-racks for racks)\n",
 					res.Failed(), len(res.Sites), image, version)
 			}
 			return exitError{exitNotYet}
@@ -283,8 +298,37 @@ func (p *sitePrefix) Write(b []byte) (int, error) {
 
 // registerRacks adds promote's and rollback's racks flags.
 func (c *siteCmdFlags) registerRacks(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&c.warmRacks, "warm-racks", false, "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it always)")
-	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: go on although some racks could not be reached from here (unknown); a rack that fails still stops it")
+	f := cmd.Flags().VarPF(&c.warmRacks, "warm-racks", "", "before pointing the deploy profiles, check that every rack controller serves the version, warming their caches (as imagectl warm-racks; a site's warm_racks = true does it unless --warm-racks=false)")
+	f.NoOptDefVal = "true"
+	cmd.Flags().IntVar(&c.racksParallel, "racks-parallel", 4, "with the racks check: how many racks are checked at once (warm-racks' --parallel)")
+	cmd.Flags().DurationVar(&c.racksTimeout, "racks-timeout", 30*time.Minute, "with the racks check: bounds it (warm-racks' --timeout)")
+	cmd.Flags().BoolVar(&c.allowUnknownRacks, "allow-unknown-racks", false, "with the racks check: go on although some racks could not be reached from here (unknown); a rack that fails still stops a promotion")
+}
+
+// checkRacksFlags checks the racks check's bounds.
+func (c *siteCmdFlags) checkRacksFlags() error {
+	if c.racksParallel < 1 {
+		return fmt.Errorf("--racks-parallel %d: want 1 or more", c.racksParallel)
+	}
+	if c.racksTimeout <= 0 {
+		return fmt.Errorf("--racks-timeout %v: want a positive duration", c.racksTimeout)
+	}
+	return nil
+}
+
+// givenBool is a bool flag that knows whether it was given, so that an
+// explicit false can turn off what a site's setting turns on.
+type givenBool struct{ v, given bool }
+
+func (b *givenBool) String() string { return strconv.FormatBool(b.v) }
+func (b *givenBool) Type() string   { return "bool" }
+func (b *givenBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.v, b.given = v, true
+	return nil
 }
 
 func newRollbackCmd(env []string) *cobra.Command {
@@ -295,8 +339,9 @@ func newRollbackCmd(env []string) *cobra.Command {
 same checks and upload as promote, and points the deploy profiles back at
 it. Promotions stack: rolling back twice goes two versions back, not forth
 and back. A rollback whose PATCH failed is not recorded: run it again.
---warm-racks (or the site's warm_racks) checks the racks as promote does,
-and --allow-unknown-racks lets racks this host cannot reach by.`,
+--warm-racks (or the site's warm_racks, unless --warm-racks=false) checks
+the racks as promote does, but a rollback is the safety valve: racks that
+failed or could not be reached are warnings, and it goes on.`,
 		Example: `  imagectl rollback gpuaas-h200-host-ubuntu2404 --site maas280 --reason "NCCL hangs on 1.4.0"`,
 		Args:    cobra.ExactArgs(1),
 	})
@@ -306,6 +351,9 @@ and --allow-unknown-racks lets racks this host cannot reach by.`,
 }
 
 func runRollback(ctx context.Context, c *siteCmdFlags, args []string, s streams, env []string) error {
+	if err := c.checkRacksFlags(); err != nil {
+		return err
+	}
 	return c.promote(ctx, s, env, func(o release.Options) (*release.Result, error) {
 		return release.Rollback(ctx, args[0], o)
 	})
@@ -384,6 +432,9 @@ func promotionText(w io.Writer, res *release.Result) error {
 			textsafe.Fprintf(w, "rack %s: %s (%s)\n", r.Hostname, r.Verdict, r.Detail)
 		}
 	}
+	if res.RacksOverride != "" {
+		textsafe.Fprintf(w, "racks: NOT every rack passed, overridden (recorded): %s\n", res.RacksOverride)
+	}
 	textsafe.Fprintf(w, "distro_series: %s\n", res.DistroSeries)
 	for _, p := range res.Profiles {
 		switch p.Outcome {
@@ -415,8 +466,9 @@ under a version's name, versioned resources the store does not know, a
 deploy profile that selects something else than the promoted version, and
 a revoked version (imagectl revoke) that the site runs or a deploy profile
 selects, with the revocation's who, when and why. When the promotion of
-the version the site runs checked its rack controllers (promote
---warm-racks), it lists when each proved it serves it. It exits 1 when
+rack controllers were checked serving the version the site runs (imagectl
+warm-racks, or promote or rollback with --warm-racks), it lists each rack's
+latest verdict and when. It exits 1 when
 anything drifted or is revoked.`,
 		Args: cobra.NoArgs,
 	})
@@ -452,7 +504,7 @@ func statusText(w io.Writer, st *release.SiteStatus) error {
 			textsafe.Fprintf(w, "%s: not promoted at site %s\n", img.Image, st.Site)
 		}
 		for _, r := range img.Racks {
-			textsafe.Fprintf(w, "  rack %s: %s at %s (its promotion's racks check)\n", r.Rack, r.Verdict, r.At.Format(time.RFC3339))
+			textsafe.Fprintf(w, "  rack %s: %s at %s (%s's racks check)\n", r.Rack, r.Verdict, r.At.Format(time.RFC3339), dash(r.Via))
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, h := range img.MAAS {

@@ -42,7 +42,9 @@ its agent is down), or a service it needs is not running; it is unknown
 when this host cannot reach it, which is never a pass. It prints a line per
 rack (verdict, cache hit or miss, bytes, time, throughput) and exits 0 when
 every rack passed, 1 when one failed, and 3 ("not yet") when none failed
-but some are unknown. promote --warm-racks runs the same check before the
+but some are unknown. Each rack's verdict is recorded in the store's
+catalog as the site's rack proofs of the version, which status and
+predeploy read. promote --warm-racks runs the same check before the
 deploy profiles are pointed (docs/racks.md).`,
 		Example: `  imagectl warm-racks gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280
   imagectl warm-racks gpuaas-h200-host-ubuntu2404 1.4.0 --site maas280 --parallel 8 --timeout 1h -o json`,
@@ -50,7 +52,7 @@ deploy profiles are pointed (docs/racks.md).`,
 	})
 	f.site.register(cmd, false)
 	cmd.Flags().IntVar(&f.parallel, "parallel", 4, "how many racks are checked at once (each gets one fetch at a time)")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Minute, "bounds the whole check; a rack not done by then is unknown")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Minute, "bounds the whole check: a rack still serving by then fails, one not reached or not started is unknown")
 	return cmd
 }
 

@@ -78,3 +78,40 @@ func TestPromoteStopsAtUnknownRacksUnlessAllowed(t *testing.T) {
 		t.Fatalf("allowed: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+func TestPromoteWarmRacksFalseTurnsTheSiteSettingOff(t *testing.T) {
+	_, env, pub := racksSites(t, "  warm_racks  = true\n", maassim.RackSpec{Hostname: "far", State: maassim.RackUnreachable})
+	out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks=false")
+	if code != 0 || strings.Contains(out, "rack far") || !strings.Contains(out, "promoted demo 1.0.0 to site sim") {
+		t.Fatalf("--warm-racks=false: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+func TestPromoteRacksFlagsAndProgress(t *testing.T) {
+	_, env, pub := racksSites(t, "", maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "r2"})
+	if _, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks", "--racks-parallel", "0"); code != 1 || !strings.Contains(errs, "--racks-parallel 0") {
+		t.Fatalf("--racks-parallel 0: exit %d %s", code, errs)
+	}
+	_, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks", "--racks-parallel", "1", "--racks-timeout", "1m")
+	if code != 0 || !strings.Contains(errs, "passed: rack r1 serves it") || !strings.Contains(errs, "passed: rack r2 serves it") {
+		t.Fatalf("progress: exit %d\n%s", code, errs)
+	}
+}
+
+func TestWarmRacksIsWhatStatusAndPredeployRead(t *testing.T) {
+	_, env, pub := racksSites(t, "", maassim.RackSpec{Hostname: "r1"})
+	if out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub); code != 0 {
+		t.Fatalf("promote: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, _ := imagectl(t, env, "status", "--site", "sim")
+	if strings.Contains(out, "rack r1") {
+		t.Fatalf("status before any racks check:\n%s", out)
+	}
+	if out, errs, code := imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim"); code != 0 {
+		t.Fatalf("warm-racks: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, _ = imagectl(t, env, "status", "--site", "sim")
+	if !strings.Contains(out, "rack r1: passed at") || !strings.Contains(out, "(warm-racks's racks check)") {
+		t.Fatalf("status after warm-racks:\n%s", out)
+	}
+}

@@ -42,6 +42,9 @@ which versions must not run anywhere. imagectl writes it
 - sites/<site>/evidence/<image>/<version>.json are the validation results
   of the hosts at the site that run the version, oldest first: each host's
   checks, pass or fail, and who recorded it, when and how.
+- sites/<site>/racks/<image>/<version>.json are the site's rack
+  controllers' verdicts of whether they serve the version (imagectl
+  warm-racks, promote or rollback --warm-racks), oldest first.
 - revocations/<image>.json is an image's revocations, oldest first: the
   versions that must not run at any site, why, and their undoing.
 - Every promotion and revocation is a commit, authored by whoever made it,

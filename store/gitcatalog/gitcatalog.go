@@ -10,7 +10,9 @@
 //
 // the host results recorded for a version at a site,
 // sites/<site>/evidence/<image>/<version>.json ({"schema_version", "site",
-// "image", "version", "evidence": [...]}), an image's revocations,
+// "image", "version", "evidence": [...]}), the rack proofs of a version at
+// a site, sites/<site>/racks/<image>/<version>.json ({"schema_version",
+// "site", "image", "version", "rack_proofs": [...]}), an image's revocations,
 // revocations/<image>.json ({"schema_version", "image", "revocations":
 // [...]}), each indented, with a trailing newline, oldest first, and a
 // README.md written with the first commit saying what the repository is.
@@ -25,7 +27,8 @@
 // or Policy: overridden with Policy-Override and a Policy-Missing a line
 // it lacked, when it carries its site's gate); an AddEvidence
 // call, of any number of hosts and sites, is one commit naming each host's
-// outcome; a revocation is one commit with its reason.
+// outcome; a racks check's proofs are one commit; a revocation is one
+// commit with its reason.
 //
 // Git. The package runs the git CLI, so it uses the user's git
 // credentials as they are configured (credential helpers, ssh-agent and

@@ -29,6 +29,20 @@ type revocationFile struct {
 	Revocations   []store.Revocation `json:"revocations"`
 }
 
+// rackProofFile is one site, image and version's rack proofs,
+// sites/SITE/racks/IMAGE/VERSION.json, oldest first.
+type rackProofFile struct {
+	SchemaVersion int               `json:"schema_version"`
+	Site          string            `json:"site"`
+	Image         string            `json:"image"`
+	Version       string            `json:"version"`
+	RackProofs    []store.RackProof `json:"rack_proofs"`
+}
+
+func rackProofPath(site, image, version string) string {
+	return path.Join("sites", site, "racks", image, version+".json")
+}
+
 func evidenceDir(site, image string) string { return path.Join("sites", site, "evidence", image) }
 
 func evidencePath(site, image, version string) string {
@@ -344,6 +358,100 @@ func (c *Catalog) Revoke(ctx context.Context, r store.Revocation) error {
 				return err
 			}
 			f := revocationFile{SchemaVersion: schemaVersion, Image: r.Image, Revocations: append(append([]store.Revocation{}, had...), r)}
+			out, err := store.EncodeRecords(p, f)
+			if err != nil {
+				return err
+			}
+			t.write(p, out)
+			return nil
+		},
+	})
+}
+
+// decodeRackProofs decodes a version's rack proof file strictly: the
+// schema version this package writes, and the site, image and version of
+// its path, in the file and in every proof.
+func (c *Catalog) decodeRackProofs(site, image, version string, b []byte) ([]store.RackProof, error) {
+	p := rackProofPath(site, image, version)
+	var f rackProofFile
+	if err := c.decodeStrictly(p, b, &f); err != nil {
+		return nil, err
+	}
+	if err := c.checkSchema(p, f.SchemaVersion); err != nil {
+		return nil, err
+	}
+	if f.Site != site || f.Image != image || f.Version != version {
+		return nil, fmt.Errorf("reading %s in %s: it holds site %q, image %q and version %q", p, c.Location(), f.Site, f.Image, f.Version)
+	}
+	for i, r := range f.RackProofs {
+		if r.Site != site || r.Image != image || r.Version != version {
+			return nil, fmt.Errorf("reading %s in %s: rack proof %d is of %s %s at site %q", p, c.Location(), i+1, r.Image, r.Version, r.Site)
+		}
+	}
+	return f.RackProofs, nil
+}
+
+// RackProofs implements store.Promotions: it fetches and reads the
+// version's file from the remote branch, oldest proof first.
+func (c *Catalog) RackProofs(ctx context.Context, site, image, version string) ([]store.RackProof, error) {
+	what := fmt.Sprintf("reading the rack proofs of %s %s at site %s in %s", image, version, site, c.Location())
+	if err := errors.Join(store.CheckKey("site", site), store.CheckKey("image", image), store.CheckKey("version", version)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	tip, err := c.lockedFetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := readRecords(ctx, c, tip, "", "version", version,
+		func(v string) string { return rackProofPath(site, image, v) },
+		func(v string, b []byte) ([]store.RackProof, error) { return c.decodeRackProofs(site, image, v, b) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
+}
+
+// AddRackProofs implements store.Promotions: one commit appending one
+// check's verdicts to its site, image and version's file
+// (store.AppendRackProofs).
+func (c *Catalog) AddRackProofs(ctx context.Context, ps []store.RackProof) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("recording %d rack proofs in %s", len(ps), c.Location())
+	if err := store.CheckRackProofs(ps); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ps = append([]store.RackProof{}, ps...)
+	var lines []string
+	for i := range ps {
+		if ps[i].At.IsZero() {
+			ps[i].At = c.now()
+		}
+		ps[i].At = ps[i].At.UTC()
+		lines = append(lines, fmt.Sprintf("%s: %s", oneLine(ps[i].Rack), oneLine(ps[i].Verdict)))
+	}
+	name, email, err := author(orImagectl(ps[0].By))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	site, image, version := ps[0].Site, ps[0].Image, ps[0].Version
+	p := rackProofPath(site, image, version)
+	msg := fmt.Sprintf("record the racks of site %s serving %s %s\n\n%s\n", site, image, version, strings.Join(lines, "\n"))
+	return c.update(ctx, &change{
+		what: what, msg: msg, name: name, email: email, at: ps[0].At,
+		apply: func(ctx context.Context, t *tree) error {
+			var had []store.RackProof
+			b, ok, err := t.read(ctx, p, store.MaxRecords)
+			if err == nil && ok {
+				had, err = c.decodeRackProofs(site, image, version, b)
+			}
+			if err != nil {
+				return err
+			}
+			f := rackProofFile{SchemaVersion: schemaVersion, Site: site, Image: image, Version: version,
+				RackProofs: store.AppendRackProofs(had, ps)}
 			out, err := store.EncodeRecords(p, f)
 			if err != nil {
 				return err

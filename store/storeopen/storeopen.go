@@ -246,6 +246,22 @@ func (l *lazyCatalog) Revoke(ctx context.Context, r store.Revocation) error {
 	return c.Revoke(ctx, r)
 }
 
+func (l *lazyCatalog) RackProofs(ctx context.Context, site, image, version string) ([]store.RackProof, error) {
+	c, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.RackProofs(ctx, site, image, version)
+}
+
+func (l *lazyCatalog) AddRackProofs(ctx context.Context, ps []store.RackProof) error {
+	c, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	return c.AddRackProofs(ctx, ps)
+}
+
 func (n noCatalog) Evidence(context.Context, string, string, string) ([]store.Evidence, error) {
 	return nil, n.err()
 }
@@ -257,3 +273,9 @@ func (n noCatalog) Revocations(context.Context, string) ([]store.Revocation, err
 }
 
 func (n noCatalog) Revoke(context.Context, store.Revocation) error { return n.err() }
+
+func (n noCatalog) RackProofs(context.Context, string, string, string) ([]store.RackProof, error) {
+	return nil, n.err()
+}
+
+func (n noCatalog) AddRackProofs(context.Context, []store.RackProof) error { return n.err() }

@@ -48,7 +48,7 @@ func Result(image, version, host string, pass bool, t0 time.Time) validate.Resul
 }
 
 // TestRecords runs the behaviour every store.Promotions keeps for
-// evidence and revocations: round trips and ordering, keys checked, a
+// evidence, rack proofs and revocations: round trips and ordering, keys checked, a
 // bad result refused whole, a host's latest results kept, results and
 // files within their bounds, revocation and its undo, a revoked version's
 // promotion refused, and files that are not what the catalog writes
@@ -121,6 +121,69 @@ func TestRecords(t *testing.T, r Records) {
 		}
 		if cat, err := p.Catalog(ctx, "lab"); err != nil || len(cat) != 1 || len(cat["img"]) != 1 {
 			t.Errorf("the site's catalog: %v %v", cat, err)
+		}
+	})
+
+	t.Run("rack proofs", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		rp := func(version, rack, verdict string, at time.Time) store.RackProof {
+			return store.RackProof{Site: "lab", Image: "img", Version: version, Rack: rack, SystemID: "id-" + rack, Verdict: verdict,
+				Detail: "rack " + rack + " " + verdict, At: at, By: "alice", Via: "warm-racks"}
+		}
+		if ps, err := p.RackProofs(ctx, "lab", "img", "1"); err != nil || len(ps) != 0 {
+			t.Fatalf("empty catalog: %v %v", ps, err)
+		}
+		if err := p.AddRackProofs(ctx, nil); err != nil {
+			t.Fatalf("no proofs: %v", err)
+		}
+		if err := p.AddRackProofs(ctx, []store.RackProof{rp("1", "r2", "unknown", t0.Add(time.Minute)), rp("1", "r1", "passed", t0)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.AddRackProofs(ctx, []store.RackProof{rp("1", "r2", "passed", t0.Add(2*time.Minute))}); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := p.RackProofs(ctx, "lab", "img", "1")
+		if err != nil || len(ps) != 3 || !reflect.DeepEqual(ps[0], rp("1", "r1", "passed", t0)) || ps[2].Verdict != "passed" {
+			t.Fatalf("round trip, oldest first: %+v %v", ps, err)
+		}
+		latest := store.LatestRackProofs(ps)
+		if len(latest) != 2 || latest[0].Rack != "r1" || latest[1].Rack != "r2" || latest[1].Verdict != "passed" {
+			t.Errorf("latest: %+v", latest)
+		}
+		if ps, err := p.RackProofs(ctx, "lab", "img", "2"); err != nil || len(ps) != 0 {
+			t.Errorf("another version: %+v %v", ps, err)
+		}
+		// Rack proofs are not promotions.
+		if cat, err := p.Catalog(ctx, "lab"); err != nil || len(cat) != 0 {
+			t.Errorf("the site's catalog after rack proofs only: %v %v", cat, err)
+		}
+		for _, tc := range []struct {
+			name string
+			ps   []store.RackProof
+			want string
+		}{
+			{"two versions at once", []store.RackProof{rp("1", "r1", "passed", t0), rp("2", "r1", "passed", t0)}, "one check at a time"},
+			{"a verdict that is none", []store.RackProof{rp("1", "r1", "fine", t0)}, "is not passed, failed or unknown"},
+			{"a bad version", []store.RackProof{rp("1/../2", "r1", "passed", t0)}, "version"},
+		} {
+			if err := p.AddRackProofs(ctx, tc.ps); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+			}
+		}
+		if _, err := p.RackProofs(ctx, "../lab", "img", "1"); err == nil {
+			t.Errorf("a bad site read")
+		}
+		// A rack keeps its latest KeepPerRack verdicts.
+		var many []store.RackProof
+		for i := range store.KeepPerRack + 3 {
+			many = append(many, rp("3", "r9", "passed", t0.Add(time.Duration(i)*time.Second)))
+		}
+		if err := p.AddRackProofs(ctx, many); err != nil {
+			t.Fatal(err)
+		}
+		if ps, err := p.RackProofs(ctx, "lab", "img", "3"); err != nil || len(ps) != store.KeepPerRack || !ps[0].At.Equal(t0.Add(3*time.Second)) {
+			t.Errorf("kept per rack: %d, %v", len(ps), err)
 		}
 	})
 

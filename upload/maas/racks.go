@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/canonical/gomaasclient/client"
+
+	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // RackController is a rack controller (or region+rack host) as
@@ -89,7 +93,7 @@ type RackImage struct {
 // ctx with the request timeout.
 func (c *Client) apiAt(ctx context.Context, path string) (client.APIClient, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	mc, err := client.GetClientWithTransport(c.cfg.URL, c.cfg.APIKey, "2.0", ctxTransport{ctx, c.cfg.Transport})
+	mc, err := client.GetClientWithTransport(c.cfg.URL, c.cfg.APIKey, "2.0", limitTransport{ctxTransport{ctx, c.cfg.Transport}, maxAnswer})
 	if err != nil {
 		cancel()
 		return client.APIClient{}, nil, fmt.Errorf("MAAS client for %s: invalid URL or API key", c.cfg.URL)
@@ -206,3 +210,44 @@ func (c *Client) URL() string { return c.cfg.URL }
 
 // VersionLess orders set versions as MAAS's YYYYmmdd[.N].
 func VersionLess(a, b string) bool { return versionLess(a, b) }
+
+// maxAnswer bounds each answer of the calls here (rack controllers,
+// fabrics, a rack's images, the version): gomaasclient reads an answer
+// whole before it is decoded.
+const maxAnswer = 8 << 20
+
+// limitTransport fails a response body's read past limit bytes.
+type limitTransport struct {
+	base  http.RoundTripper
+	limit int64
+}
+
+func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: t.limit, limit: t.limit, url: r.URL.Redacted()}
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.ReadCloser
+	left, limit int64
+	url         string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, fmt.Errorf("the answer of %s is larger than %s: refusing it", b.url, readlimit.Size(b.limit))
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, fmt.Errorf("the answer of %s is larger than %s: refusing it", b.url, readlimit.Size(b.limit))
+	}
+	return n, err
+}

@@ -181,7 +181,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, body io.Reader) 
 	f := &rfile{id: s.nextFileID, filetype: ft[0], filename: ft[0], sha256: sum, size: size, h: sha256.New()}
 	if s.atLeast(3, 5) {
 		f.filename = ft[1]
-		f.onDisk = sum[:7]
+		f.onDisk = s.onDiskName(sum)
 	}
 	if same == nil {
 		s.spool(f)

@@ -43,7 +43,8 @@
 // MISS filled only by a full 200 read to the end, a Range on it is a 206
 // that warms nothing, a cached one is a HIT that serves Range; a rack
 // may be unable to reach its region (502), have its agent stopped (503,
-// and its service_set says so), be unreachable (nothing listens) or serve
+// and its service_set says so), say its rackd is degraded while it
+// serves, be unreachable (nothing listens) or serve
 // other bytes. On 3.4 racks serve /images/custom/<arch>/<subarch>/<series>/uploaded/<file>
 // from copies they import when asked. With racks, uploaded bytes are kept
 // on disk for them; Seed adds a large file without uploading it.

@@ -30,6 +30,17 @@ const (
 	// RackUnreachable cannot be reached from the checking host: nothing
 	// listens at its address, as the API shows it running.
 	RackUnreachable RackState = "unreachable"
+	// RackDegraded serves as a healthy rack does while the API's
+	// service_set says its rackd is degraded (as MAAS says when one of
+	// its services, say dhcpd, is down).
+	RackDegraded RackState = "degraded"
+	// RackEndless serves the region's bytes, then more, without end (a
+	// broken proxy): a client that reads without a bound never finishes.
+	RackEndless RackState = "endless"
+	// RackLostCopy answers 404 for every image: on 3.4 its image list
+	// still names what it imported (names, not bytes) while its copy on
+	// disk is gone; from 3.5 as if its region's 404 were passed through.
+	RackLostCopy RackState = "lost-copy"
 	// RackOtherBytes serves bytes other than the region's (a stale or
 	// corrupt cache), with a 200 and the right length.
 	RackOtherBytes RackState = "other-bytes"
@@ -41,6 +52,10 @@ type RackSpec struct {
 	Hostname string
 	// State; default RackHealthy.
 	State RackState
+	// NoDHCP: the rack serves DHCP on no VLAN (its machine-facing VLAN
+	// has dhcp_on false), so a client falls back to all its addresses,
+	// the management one (where nothing listens) first.
+	NoDHCP bool
 }
 
 // Rack is a running simulated rack controller: a :5248-style HTTP server
@@ -52,11 +67,12 @@ type Rack struct {
 	// machine-facing address (on the VLAN it serves DHCP on).
 	SystemID, Hostname, Address string
 
-	s     *Server
-	vlan  int
-	mu    sync.Mutex
-	state RackState
-	srv   *http.Server
+	s      *Server
+	vlan   int
+	noDHCP bool
+	mu     sync.Mutex
+	state  RackState
+	srv    *http.Server
 	// cache holds the filenames on disk whose full fill ended (3.5+).
 	cache map[string]bool
 	// images are the names (name arch) the rack imported (3.4).
@@ -86,7 +102,7 @@ func (s *Server) startRacks(specs []RackSpec) {
 	s.spoolDir = dir
 	for i, sp := range specs {
 		rk := &Rack{s: s, SystemID: fmt.Sprintf("rk%04d", i+1), Hostname: sp.Hostname, state: sp.State,
-			Address: fmt.Sprintf("127.0.0.%d", 2+i), vlan: 5001 + i, cache: map[string]bool{}, images: map[string]bool{}}
+			Address: fmt.Sprintf("127.0.0.%d", 2+i), vlan: 5001 + i, noDHCP: sp.NoDHCP, cache: map[string]bool{}, images: map[string]bool{}}
 		if rk.Hostname == "" {
 			rk.Hostname = fmt.Sprintf("rack%d", i+1)
 		}
@@ -254,7 +270,7 @@ func (s *Server) Seed(name, arch string, content io.ReaderAt, size int64) (sha, 
 	f := &rfile{id: s.nextFileID, filetype: "tgz", filename: "root-tgz", sha256: sum, size: size, received: size,
 		verified: true, content: content, h: h}
 	if s.atLeast(3, 5) {
-		f.filename, f.onDisk = "root.tgz", sum[:7]
+		f.filename, f.onDisk = "root.tgz", s.onDiskName(sum)
 	}
 	res := &resource{id: s.nextID, rtype: typeUploaded, name: strings.TrimPrefix(name, "custom/"), arch: arch,
 		title: name, baseImage: "ubuntu/noble"}
@@ -263,15 +279,16 @@ func (s *Server) Seed(name, arch string, content io.ReaderAt, size int64) (sha, 
 	return sum, f.onDisk, nil
 }
 
-// servedFile finds a verified file by its first path segment: the
-// filename on disk or the sha256 (3.5+).
+// servedFile finds a verified file by its first path segment: its name
+// on disk (3.5+), which is its sha256 on 3.5.0 and 3.5.1 and a short
+// filename_on_disk from 3.5.2 (onDiskName).
 func (s *Server) servedFile(key string) *rfile {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.resources {
 		for _, st := range r.sets {
 			for _, f := range st.files {
-				if f.verified && f.content != nil && (f.onDisk == key || f.sha256 == key) {
+				if f.verified && f.content != nil && f.onDisk == key {
 					return f
 				}
 			}
@@ -316,7 +333,7 @@ func (rk *Rack) serve(w http.ResponseWriter, r *http.Request) {
 	key, _, _ := strings.Cut(rest, "/")
 	f := rk.s.servedFile(key)
 	rk.mu.Lock()
-	hit := f != nil && rk.cache[f.onDisk]
+	hit := f != nil && rk.cache[f.onDisk] && state != RackLostCopy
 	rk.mu.Unlock()
 	var content io.ReaderAt
 	var size int64
@@ -334,12 +351,17 @@ func (rk *Rack) serve(w http.ResponseWriter, r *http.Request) {
 	case state == RackNoRegion:
 		textError(w, http.StatusBadGateway, "502 Bad Gateway")
 		return
-	case f == nil:
+	case f == nil || state == RackLostCopy:
 		// The region's 404, passed through.
 		textError(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
 	w.Header().Set("X-Cache", "MISS")
+	if state == RackEndless && r.Method == http.MethodGet {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.Copy(w, io.MultiReader(io.NewSectionReader(content, 0, size), endless{}))
+		return
+	}
 	if r.Header.Get("Range") != "" || r.Method == http.MethodHead {
 		// Answered from the region, warming nothing.
 		http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(content, 0, size))
@@ -390,7 +412,7 @@ func (rk *Rack) serve34(w http.ResponseWriter, r *http.Request, rest string, sta
 		}
 		rk.s.mu.Unlock()
 	}
-	if f == nil {
+	if f == nil || state == RackLostCopy {
 		textError(w, http.StatusNotFound, "404 Not Found")
 		return
 	}
@@ -414,7 +436,7 @@ func (f flipAt) ReadAt(p []byte, off int64) (int, error) {
 
 // version answers GET version/.
 func (s *Server) version(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, map[string]any{"version": s.opts.Version + ".0", "subversion": "sim",
+	writeJSON(w, http.StatusOK, map[string]any{"version": s.fullVersion(), "subversion": "sim",
 		"capabilities": []string{"networks-management", "static-ipaddresses"}})
 }
 
@@ -479,6 +501,9 @@ func (s *Server) fabrics() []map[string]any {
 }
 
 func (rk *Rack) vlanDict() map[string]any {
+	if rk.noDHCP {
+		return map[string]any{"id": rk.vlan, "vid": 0, "fabric_id": rk.vlan - 5000, "dhcp_on": false, "primary_rack": nil, "secondary_rack": nil}
+	}
 	return map[string]any{"id": rk.vlan, "vid": 0, "fabric_id": rk.vlan - 5000, "dhcp_on": true, "primary_rack": rk.SystemID, "secondary_rack": nil}
 }
 
@@ -491,7 +516,11 @@ func (rk *Rack) dict() map[string]any {
 	rk.mu.Lock()
 	state := rk.state
 	rk.mu.Unlock()
-	services := []map[string]any{{"name": "rackd", "status": "running"}, {"name": "http", "status": "running"},
+	rackd := "running"
+	if state == RackDegraded {
+		rackd = "degraded"
+	}
+	services := []map[string]any{{"name": "rackd", "status": rackd}, {"name": "http", "status": "running"},
 		{"name": "dhcpd", "status": "running"}}
 	if rk.s.atLeast(3, 5) {
 		agent := "running"
@@ -502,7 +531,7 @@ func (rk *Rack) dict() map[string]any {
 	}
 	return map[string]any{
 		"system_id": rk.SystemID, "hostname": rk.Hostname, "fqdn": rk.Hostname + ".maas", "node_type_name": "Rack controller",
-		"version":      rk.s.opts.Version + ".0",
+		"version":      rk.s.fullVersion(),
 		"ip_addresses": []string{rk.mgmtAddress(), rk.Address},
 		"interface_set": []map[string]any{
 			{"name": "eth0", "links": []map[string]any{{"ip_address": rk.mgmtAddress(), "subnet": map[string]any{"cidr": "127.1.0.0/16",
@@ -567,4 +596,12 @@ func (rk *Rack) importImages() {
 			rk.images[res.name+" "+res.arch] = true
 		}
 	}
+}
+
+// endless reads zeros without end.
+type endless struct{}
+
+func (endless) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }

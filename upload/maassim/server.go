@@ -30,7 +30,10 @@ const APIPrefix = "/MAAS/api/2.0/"
 // Options configure a simulated MAAS.
 type Options struct {
 	// Version is the MAAS version whose behaviour is simulated: "2.9",
-	// "3.4", "3.5", "3.7" or "3.8". Default "3.7".
+	// "3.4", "3.5", "3.7" or "3.8", or with a patch level where it
+	// matters ("3.5" is 3.5.0, "3.5.2"). Default "3.7". Files on disk
+	// are named by sha256 on 3.5.0 and 3.5.1 (the API gives no
+	// filename_on_disk), by its first 7 digits from 3.5.2.
 	Version string
 	// Architectures are the usable architectures; default amd64/generic,
 	// amd64/hwe-24.04, arm64/generic.
@@ -117,6 +120,7 @@ type Server struct {
 	opts    Options
 	major   int
 	minor   int
+	patch   int
 	hs      *httptest.Server
 	closing chan struct{}
 
@@ -209,9 +213,11 @@ func New(opts Options) *Server {
 		resources: map[int]*resource{},
 		faults:    simfault.New(func(f Fault) simfault.Match[Op] { return simfault.Match[Op]{On: f.On, After: f.After, Times: f.Times} }),
 	}
-	maj, min, _ := strings.Cut(opts.Version, ".")
+	maj, rest, _ := strings.Cut(opts.Version, ".")
+	min, patch, _ := strings.Cut(rest, ".")
 	s.major, _ = strconv.Atoi(maj)
 	s.minor, _ = strconv.Atoi(min)
+	s.patch, _ = strconv.Atoi(patch)
 	s.AdminKey = s.newKey(true)
 	s.UserKey = s.newKey(false)
 	s.seedSynced()
@@ -307,6 +313,30 @@ func (s *Server) newKey(admin bool) string {
 	ck, tk, sec := part(18), part(18), part(32)
 	s.tokens[ck+":"+tk] = token{secret: sec, admin: admin}
 	return ck + ":" + tk + ":" + sec
+}
+
+// onDiskNames reports whether the simulated version names files on disk
+// by a short filename_on_disk that the API gives (3.5.2 and later);
+// 3.5.0 and 3.5.1 name them by their sha256 and the API gives none.
+func (s *Server) onDiskNames() bool {
+	return s.atLeast(3, 6) || s.major == 3 && s.minor == 5 && s.patch >= 2
+}
+
+// fullVersion is the version version/ and the racks answer: "3.5.0"
+// for "3.5".
+func (s *Server) fullVersion() string {
+	if strings.Count(s.opts.Version, ".") >= 2 {
+		return s.opts.Version
+	}
+	return s.opts.Version + ".0"
+}
+
+// onDiskName is a file's name on disk from 3.5 (onDiskNames).
+func (s *Server) onDiskName(sum string) string {
+	if s.onDiskNames() {
+		return sum[:7]
+	}
+	return sum
 }
 
 // atLeast reports whether the simulated version is major.minor or later.
@@ -667,7 +697,7 @@ func (s *Server) resourceDict(r *resource, withSets bool) map[string]any {
 		files := map[string]any{}
 		for _, f := range st.files {
 			fd := map[string]any{"filename": f.filename, "filetype": f.filetype, "sha256": f.sha256, "size": f.size}
-			if s.atLeast(3, 5) {
+			if s.onDiskNames() {
 				fd["filename_on_disk"] = f.onDisk
 			}
 			fc := f.verified && f.lagGets == 0
