@@ -14,11 +14,36 @@ import (
 // evidenceFile is one site, image and version's host results,
 // sites/SITE/evidence/IMAGE/VERSION.json, oldest first.
 type evidenceFile struct {
-	SchemaVersion int              `json:"schema_version"`
-	Site          string           `json:"site"`
-	Image         string           `json:"image"`
-	Version       string           `json:"version"`
-	Evidence      []store.Evidence `json:"evidence"`
+	versionFile
+	Evidence []store.Evidence `json:"evidence"`
+}
+
+// versionFile is the head of a file of one site, image and version's
+// records (evidence, rack proofs): what it holds, in which schema.
+type versionFile struct {
+	SchemaVersion int    `json:"schema_version"`
+	Site          string `json:"site"`
+	Image         string `json:"image"`
+	Version       string `json:"version"`
+}
+
+func (v versionFile) head() versionFile { return v }
+
+// decodeVersionFile decodes the file at p strictly into f, and checks its
+// head: the schema version this package writes, and the site, image and
+// version of its path.
+func (c *Catalog) decodeVersionFile(p, site, image, version string, b []byte, f interface{ head() versionFile }) error {
+	if err := c.decodeStrictly(p, b, f); err != nil {
+		return err
+	}
+	h := f.head()
+	if err := c.checkSchema(p, h.SchemaVersion); err != nil {
+		return err
+	}
+	if h.Site != site || h.Image != image || h.Version != version {
+		return fmt.Errorf("reading %s in %s: it holds site %q, image %q and version %q", p, c.Location(), h.Site, h.Image, h.Version)
+	}
+	return nil
 }
 
 // revocationFile is one image's revocation history,
@@ -32,11 +57,8 @@ type revocationFile struct {
 // rackProofFile is one site, image and version's rack proofs,
 // sites/SITE/racks/IMAGE/VERSION.json, oldest first.
 type rackProofFile struct {
-	SchemaVersion int               `json:"schema_version"`
-	Site          string            `json:"site"`
-	Image         string            `json:"image"`
-	Version       string            `json:"version"`
-	RackProofs    []store.RackProof `json:"rack_proofs"`
+	versionFile
+	RackProofs []store.RackProof `json:"rack_proofs"`
 }
 
 func rackProofPath(site, image, version string) string {
@@ -57,14 +79,8 @@ func revocationPath(image string) string { return path.Join("revocations", image
 func (c *Catalog) decodeEvidence(site, image, version string, b []byte) ([]store.Evidence, error) {
 	p := evidencePath(site, image, version)
 	var f evidenceFile
-	if err := c.decodeStrictly(p, b, &f); err != nil {
+	if err := c.decodeVersionFile(p, site, image, version, b, &f); err != nil {
 		return nil, err
-	}
-	if err := c.checkSchema(p, f.SchemaVersion); err != nil {
-		return nil, err
-	}
-	if f.Site != site || f.Image != image || f.Version != version {
-		return nil, fmt.Errorf("reading %s in %s: it holds site %q, image %q and version %q", p, c.Location(), f.Site, f.Image, f.Version)
 	}
 	for i, e := range f.Evidence {
 		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
@@ -224,7 +240,7 @@ func (c *Catalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 				if err != nil {
 					return err
 				}
-				f := evidenceFile{SchemaVersion: schemaVersion, Site: k.site, Image: k.image, Version: k.version,
+				f := evidenceFile{versionFile: versionFile{SchemaVersion: schemaVersion, Site: k.site, Image: k.image, Version: k.version},
 					Evidence: store.AppendEvidence(had, byFile[k])}
 				out, err := store.EncodeRecords(p, f)
 				if err != nil {
@@ -374,14 +390,8 @@ func (c *Catalog) Revoke(ctx context.Context, r store.Revocation) error {
 func (c *Catalog) decodeRackProofs(site, image, version string, b []byte) ([]store.RackProof, error) {
 	p := rackProofPath(site, image, version)
 	var f rackProofFile
-	if err := c.decodeStrictly(p, b, &f); err != nil {
+	if err := c.decodeVersionFile(p, site, image, version, b, &f); err != nil {
 		return nil, err
-	}
-	if err := c.checkSchema(p, f.SchemaVersion); err != nil {
-		return nil, err
-	}
-	if f.Site != site || f.Image != image || f.Version != version {
-		return nil, fmt.Errorf("reading %s in %s: it holds site %q, image %q and version %q", p, c.Location(), f.Site, f.Image, f.Version)
 	}
 	for i, r := range f.RackProofs {
 		if r.Site != site || r.Image != image || r.Version != version {
@@ -450,7 +460,7 @@ func (c *Catalog) AddRackProofs(ctx context.Context, ps []store.RackProof) error
 			if err != nil {
 				return err
 			}
-			f := rackProofFile{SchemaVersion: schemaVersion, Site: site, Image: image, Version: version,
+			f := rackProofFile{versionFile: versionFile{SchemaVersion: schemaVersion, Site: site, Image: image, Version: version},
 				RackProofs: store.AppendRackProofs(had, ps)}
 			out, err := store.EncodeRecords(p, f)
 			if err != nil {
