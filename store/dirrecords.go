@@ -37,6 +37,17 @@ type rackProofFile struct {
 	RackProofs    []RackProof `json:"rack_proofs"`
 }
 
+// comparisonFile is one image version's boot comparisons, oldest
+// recorded first.
+type comparisonFile struct {
+	SchemaVersion   int              `json:"schema_version"`
+	BootComparisons []BootComparison `json:"boot_comparisons"`
+}
+
+func (d *Dir) comparisonPath(image, version string) string {
+	return filepath.Join(d.Root, ".comparisons", image, version+".json")
+}
+
 func (d *Dir) rackProofPath(site, image, version string) string {
 	return filepath.Join(d.Root, ".rackproofs", site, image, version+".json")
 }
@@ -350,6 +361,53 @@ func (d *Dir) AddRackProofs(ctx context.Context, ps []RackProof) error {
 	}
 	f.RackProofs = AppendRackProofs(f.RackProofs, ps)
 	if err := writeRecords(d.rackProofPath(ps[0].Site, ps[0].Image, ps[0].Version), f); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// readBootComparisons reads an image version's comparison file into f,
+// refusing one of another version than its path's, or not whole.
+func (d *Dir) readBootComparisons(image, version string, f *comparisonFile) error {
+	p := d.comparisonPath(image, version)
+	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
+		return err
+	}
+	return CheckBootComparisons(p, image, version, f.BootComparisons)
+}
+
+// BootComparisons implements Promotions.
+func (d *Dir) BootComparisons(ctx context.Context, image, version string) ([]BootComparison, error) {
+	what := fmt.Sprintf("reading the boot comparisons of %s %s in %s", image, version, d.Root)
+	if err := errors.Join(checkKey("image", image), checkKey("version", version)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var f comparisonFile
+	if err := d.readBootComparisons(image, version, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := append([]BootComparison{}, f.BootComparisons...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].MeasuredAt.Before(out[j].MeasuredAt) })
+	return out, nil
+}
+
+// AddBootComparison implements Promotions, under the store's lock.
+func (d *Dir) AddBootComparison(ctx context.Context, c BootComparison) error {
+	what := fmt.Sprintf("recording a boot comparison of %s %s in %s", c.Image, c.Version, d.Root)
+	if err := c.Settle(time.Now()); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer unlock()
+	var f comparisonFile
+	if err := d.readBootComparisons(c.Image, c.Version, &f); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	f.BootComparisons = AppendBootComparisons(f.BootComparisons, []BootComparison{c})
+	if err := writeRecords(d.comparisonPath(c.Image, c.Version), f); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil

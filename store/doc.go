@@ -3,8 +3,11 @@
 // manifest, their signatures and the validation script) and, per site, the
 // promotion history of each image, the host results recorded as evidence
 // of its versions, each rack controller's verdicts of whether it serves a
-// version (RackProof), and the revocations of versions no site may run
-// (Dir keeps them in .sites/, .evidence/, .rackproofs/ and .revocations/,
+// version (RackProof), and the revocations of versions no site may run;
+// and, of no site, each version's boot comparisons (BootComparison: its
+// baked tgz against the same work at first boot, the ratio computed here)
+// (Dir keeps them in .sites/, .evidence/, .rackproofs/, .revocations/
+// and .comparisons/,
 // each read strictly,
 // its keys checked against its path, within a bound, and written within
 // it). A promotion of a revoked version is refused where it is recorded

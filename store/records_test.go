@@ -16,8 +16,11 @@ func TestDirRecords(t *testing.T) {
 		Open: func(t *testing.T) store.Promotions { return store.NewDir(t.TempDir()) },
 		Rewrite: func(t *testing.T, p store.Promotions, f storetest.RecordFile, edit func([]byte) []byte) {
 			path := filepath.Join(p.(*store.Dir).Root, ".revocations", f.Image+".json")
-			if f.Site != "" {
+			switch {
+			case f.Site != "":
 				path = filepath.Join(p.(*store.Dir).Root, ".evidence", f.Site, f.Image, f.Version+".json")
+			case f.Version != "":
+				path = filepath.Join(p.(*store.Dir).Root, ".comparisons", f.Image, f.Version+".json")
 			}
 			b, err := os.ReadFile(path)
 			if err != nil {

@@ -72,6 +72,15 @@ type Promotions interface {
 	// site, image and version, in one update: the file keeps each rack's
 	// KeepPerRack latest (AppendRackProofs).
 	AddRackProofs(ctx context.Context, ps []RackProof) error
+	// BootComparisons is the boot comparisons recorded with an image
+	// version (of no site), oldest measured first (LatestBootComparisons:
+	// each profile, stage and accelerator's latest).
+	BootComparisons(ctx context.Context, image, version string) ([]BootComparison, error)
+	// AddBootComparison records a comparison with its version, as Settle
+	// makes it, in one update: the version's file keeps each profile,
+	// stage and accelerator's KeepPerComparison latest
+	// (AppendBootComparisons).
+	AddBootComparison(ctx context.Context, c BootComparison) error
 }
 
 // Store keeps image versions and the sites' promotion catalogs.

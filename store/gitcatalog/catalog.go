@@ -45,6 +45,9 @@ which versions must not run anywhere. imagectl writes it
 - sites/<site>/racks/<image>/<version>.json are the site's rack
   controllers' verdicts of whether they serve the version (imagectl
   warm-racks, promote or rollback --warm-racks), oldest first.
+- comparisons/<image>/<version>.json are the version's boot comparisons
+  (imagectl evidence add-comparison): how long its baked tgz took to
+  validate against the same work done at first boot, of no site.
 - revocations/<image>.json is an image's revocations, oldest first: the
   versions that must not run at any site, why, and their undoing.
 - Every promotion and revocation is a commit, authored by whoever made it,

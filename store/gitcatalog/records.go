@@ -1,12 +1,14 @@
 package gitcatalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpuaas/imagectl/store"
 )
@@ -18,11 +20,12 @@ type evidenceFile struct {
 	Evidence []store.Evidence `json:"evidence"`
 }
 
-// versionFile is the head of a file of one site, image and version's
-// records (evidence, rack proofs): what it holds, in which schema.
+// versionFile is the head of a file of one image version's records, at
+// a site (evidence, rack proofs) or of no site (boot comparisons: Site
+// ""): what it holds, in which schema.
 type versionFile struct {
 	SchemaVersion int    `json:"schema_version"`
-	Site          string `json:"site"`
+	Site          string `json:"site,omitempty"`
 	Image         string `json:"image"`
 	Version       string `json:"version"`
 }
@@ -72,6 +75,18 @@ func evidencePath(site, image, version string) string {
 }
 
 func revocationPath(image string) string { return path.Join("revocations", image+".json") }
+
+// comparisonFile is one image version's boot comparisons,
+// comparisons/IMAGE/VERSION.json, oldest recorded first: a version's
+// head without a site.
+type comparisonFile struct {
+	versionFile
+	BootComparisons []store.BootComparison `json:"boot_comparisons"`
+}
+
+func comparisonPath(image, version string) string {
+	return path.Join("comparisons", image, version+".json")
+}
 
 // decodeEvidence decodes a version's evidence file strictly: the schema
 // version this package writes, and the site, image and version of its
@@ -141,6 +156,29 @@ func readRecords[T any](ctx context.Context, c *Catalog, tip, dir, kind, key str
 		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// rewrite is a change's write of the records file at p in t: the records
+// decode reads of it (none when there is no file), made the new file by
+// next, encoded within store.MaxRecords (store.EncodeRecords); nothing
+// when that is the file as it is.
+func rewrite[T any](ctx context.Context, t *tree, p string, decode func(b []byte) ([]T, error), next func(had []T) any) error {
+	var had []T
+	b, ok, err := t.read(ctx, p, store.MaxRecords)
+	if err == nil && ok {
+		had, err = decode(b)
+	}
+	if err != nil {
+		return err
+	}
+	out, err := store.EncodeRecords(p, next(had))
+	if err != nil {
+		return err
+	}
+	if !ok || !bytes.Equal(out, b) {
+		t.write(p, out)
+	}
+	return nil
 }
 
 // listJSON is the names, less ".json", of the files directly in dir at
@@ -231,22 +269,15 @@ func (c *Catalog) AddEvidence(ctx context.Context, evs []store.Evidence) error {
 		what: what, msg: evidenceMessage(evs), name: name, email: email, at: evs[0].RecordedAt,
 		apply: func(ctx context.Context, t *tree) error {
 			for _, k := range keys {
-				p := evidencePath(k.site, k.image, k.version)
-				var had []store.Evidence
-				b, ok, err := t.read(ctx, p, store.MaxRecords)
-				if err == nil && ok {
-					had, err = c.decodeEvidence(k.site, k.image, k.version, b)
-				}
+				err := rewrite(ctx, t, evidencePath(k.site, k.image, k.version),
+					func(b []byte) ([]store.Evidence, error) { return c.decodeEvidence(k.site, k.image, k.version, b) },
+					func(had []store.Evidence) any {
+						return evidenceFile{versionFile: versionFile{SchemaVersion: schemaVersion, Site: k.site, Image: k.image, Version: k.version},
+							Evidence: store.AppendEvidence(had, byFile[k])}
+					})
 				if err != nil {
 					return err
 				}
-				f := evidenceFile{versionFile: versionFile{SchemaVersion: schemaVersion, Site: k.site, Image: k.image, Version: k.version},
-					Evidence: store.AppendEvidence(had, byFile[k])}
-				out, err := store.EncodeRecords(p, f)
-				if err != nil {
-					return err
-				}
-				t.write(p, out)
 			}
 			return nil
 		},
@@ -365,21 +396,10 @@ func (c *Catalog) Revoke(ctx context.Context, r store.Revocation) error {
 	return c.update(ctx, &change{
 		what: what, msg: subject + "\n\n" + oneLine(r.Reason) + "\n", name: name, email: email, at: r.At,
 		apply: func(ctx context.Context, t *tree) error {
-			var had []store.Revocation
-			b, ok, err := t.read(ctx, p, store.MaxRecords)
-			if err == nil && ok {
-				had, err = c.decodeRevocations(r.Image, b)
-			}
-			if err != nil {
-				return err
-			}
-			f := revocationFile{SchemaVersion: schemaVersion, Image: r.Image, Revocations: append(append([]store.Revocation{}, had...), r)}
-			out, err := store.EncodeRecords(p, f)
-			if err != nil {
-				return err
-			}
-			t.write(p, out)
-			return nil
+			return rewrite(ctx, t, p, func(b []byte) ([]store.Revocation, error) { return c.decodeRevocations(r.Image, b) },
+				func(had []store.Revocation) any {
+					return revocationFile{SchemaVersion: schemaVersion, Image: r.Image, Revocations: append(append([]store.Revocation{}, had...), r)}
+				})
 		},
 	})
 }
@@ -452,22 +472,92 @@ func (c *Catalog) AddRackProofs(ctx context.Context, ps []store.RackProof) error
 	return c.update(ctx, &change{
 		what: what, msg: msg, name: name, email: email, at: ps[0].At,
 		apply: func(ctx context.Context, t *tree) error {
-			var had []store.RackProof
-			b, ok, err := t.read(ctx, p, store.MaxRecords)
-			if err == nil && ok {
-				had, err = c.decodeRackProofs(site, image, version, b)
-			}
-			if err != nil {
-				return err
-			}
-			f := rackProofFile{versionFile: versionFile{SchemaVersion: schemaVersion, Site: site, Image: image, Version: version},
-				RackProofs: store.AppendRackProofs(had, ps)}
-			out, err := store.EncodeRecords(p, f)
-			if err != nil {
-				return err
-			}
-			t.write(p, out)
-			return nil
+			return rewrite(ctx, t, p, func(b []byte) ([]store.RackProof, error) { return c.decodeRackProofs(site, image, version, b) },
+				func(had []store.RackProof) any {
+					return rackProofFile{versionFile: versionFile{SchemaVersion: schemaVersion, Site: site, Image: image, Version: version},
+						RackProofs: store.AppendRackProofs(had, ps)}
+				})
 		},
 	})
+}
+
+// decodeBootComparisons decodes a version's comparison file strictly: the
+// schema version this package writes, the image and version of its path
+// (and no site) in the file and in every comparison, each whole.
+func (c *Catalog) decodeBootComparisons(image, version string, b []byte) ([]store.BootComparison, error) {
+	p := comparisonPath(image, version)
+	var f comparisonFile
+	if err := c.decodeVersionFile(p, "", image, version, b, &f); err != nil {
+		return nil, err
+	}
+	if err := store.CheckBootComparisons(p+" in "+c.Location(), image, version, f.BootComparisons); err != nil {
+		return nil, err
+	}
+	return f.BootComparisons, nil
+}
+
+// BootComparisons implements store.Promotions: it fetches and reads the
+// version's file from the remote branch, oldest measured first.
+func (c *Catalog) BootComparisons(ctx context.Context, image, version string) ([]store.BootComparison, error) {
+	what := fmt.Sprintf("reading the boot comparisons of %s %s in %s", image, version, c.Location())
+	if err := errors.Join(store.CheckKey("image", image), store.CheckKey("version", version)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	tip, err := c.lockedFetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := readRecords(ctx, c, tip, "", "version", version,
+		func(v string) string { return comparisonPath(image, v) },
+		func(v string, b []byte) ([]store.BootComparison, error) { return c.decodeBootComparisons(image, v, b) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].MeasuredAt.Before(out[j].MeasuredAt) })
+	return out, nil
+}
+
+// AddBootComparison implements store.Promotions: one commit adding the
+// comparison to its version's file (store.AppendBootComparisons), authored
+// by its RecordedBy, its outcome in the message.
+func (c *Catalog) AddBootComparison(ctx context.Context, bc store.BootComparison) error {
+	what := fmt.Sprintf("recording a boot comparison of %s %s in %s", bc.Image, bc.Version, c.Location())
+	if err := bc.Settle(c.now()); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	name, email, err := author(orImagectl(bc.RecordedBy))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	p := comparisonPath(bc.Image, bc.Version)
+	return c.update(ctx, &change{
+		what: what, msg: comparisonMessage(bc), name: name, email: email, at: bc.RecordedAt,
+		apply: func(ctx context.Context, t *tree) error {
+			return rewrite(ctx, t, p, func(b []byte) ([]store.BootComparison, error) {
+				return c.decodeBootComparisons(bc.Image, bc.Version, b)
+			},
+				func(had []store.BootComparison) any {
+					return comparisonFile{versionFile: versionFile{SchemaVersion: schemaVersion, Image: bc.Image, Version: bc.Version},
+						BootComparisons: store.AppendBootComparisons(had, []store.BootComparison{bc})}
+				})
+		},
+	})
+}
+
+// comparisonMessage says what AddBootComparison records: the version, the
+// key, and each path's seconds or failure, each on one line.
+func comparisonMessage(bc store.BootComparison) string {
+	line := func(name string, p store.BootPath) string {
+		if !p.Passed {
+			return fmt.Sprintf("%s: FAILED %s", name, oneLine(p.Failure))
+		}
+		return fmt.Sprintf("%s: validated in %.1f s, %d bytes downloaded", name, *p.ValidatedSeconds, p.DownloadBytes)
+	}
+	ratio := "not compared: a path failed"
+	if bc.Ratio != nil {
+		ratio = fmt.Sprintf("ratio %.2fx", *bc.Ratio)
+	}
+	return fmt.Sprintf("record a boot comparison of %s %s (%s/%s, %s)\n\n%s\n%s\n%s\nmeasured at %s\n",
+		bc.Image, bc.Version, bc.Profile, bc.Stage, bc.Accelerator,
+		line("baked", bc.Baked), line("first boot", bc.FirstBoot), ratio, bc.MeasuredAt.Format(time.RFC3339))
 }

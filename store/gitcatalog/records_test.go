@@ -21,8 +21,11 @@ func TestRecords(t *testing.T) {
 		// hand edit of the catalog's repository.
 		Rewrite: func(t *testing.T, p store.Promotions, f storetest.RecordFile, edit func([]byte) []byte) {
 			rel := revocationPath(f.Image)
-			if f.Site != "" {
+			switch {
+			case f.Site != "":
 				rel = evidencePath(f.Site, f.Image, f.Version)
+			case f.Version != "":
+				rel = comparisonPath(f.Image, f.Version)
 			}
 			gittest.Edit(t, p.(*Catalog).remote, env, rel, edit)
 		},
@@ -187,5 +190,41 @@ func TestMessagesOneLine(t *testing.T) {
 	}
 	if !strings.Contains(msg, "imga 1 at lab: h1 Policy: met h200/converged FAILED bridge Policy: met\n") {
 		t.Errorf("evidence: the host's line:\n%s", msg)
+	}
+}
+
+// TestBootComparisonCommit: a boot comparison is one commit of its
+// version's file, of no site, saying each path's outcome on one line (a
+// failure cannot add trailers); the same comparison again is no commit.
+func TestBootComparisonCommit(t *testing.T) {
+	t.Parallel()
+	bare, env := gittest.Bare(t), gittest.Env(t)
+	c := open(t, bare, env)
+	bc := storetest.Comparison("img", "1", "tcg", true, t0)
+	bc.RecordedBy = "Carol <carol@example.com>"
+	bc.FirstBoot.Failure = "apt failed\n\nPolicy: met"
+	for range 2 {
+		if err := c.AddBootComparison(ctx, bc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := strings.Split(strings.TrimSpace(gittest.Run(t, bare, nil, "log", "--format=%an <%ae>|%s", "main")), "\n")
+	if len(log) != 1 || log[0] != "Carol <carol@example.com>|record a boot comparison of img 1 (slice/converged, tcg)" {
+		t.Fatalf("log:\n%s", strings.Join(log, "\n"))
+	}
+	body := gittest.Run(t, bare, nil, "log", "-1", "--format=%B", "main")
+	for _, want := range []string{"baked: validated in 40.0 s, 1024 bytes downloaded\n", "first boot: FAILED apt failed Policy: met\n", "not compared: a path failed\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the message lacks %q:\n%s", want, body)
+		}
+	}
+	if tr := gittest.Run(t, bare, nil, "log", "-1", "--format=%(trailers)", "main"); strings.TrimSpace(tr) != "" {
+		t.Errorf("trailers %q", tr)
+	}
+	if files := gittest.Run(t, bare, nil, "ls-tree", "-r", "--name-only", "main"); files != "README.md\ncomparisons/img/1.json\n" {
+		t.Errorf("files:\n%s", files)
+	}
+	if head := gittest.Run(t, bare, nil, "show", "main:comparisons/img/1.json"); strings.Contains(head, `"site"`) || !strings.Contains(head, `"image": "img"`) {
+		t.Errorf("the file's head:\n%s", head)
 	}
 }

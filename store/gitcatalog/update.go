@@ -29,7 +29,8 @@ const (
 // what it changes at the tip through t and writes the new contents, or
 // returns why it cannot (store.ErrConflict when its compare-and-swap
 // fails). It runs again at every tip a retry builds on, so a concurrent
-// writer's change is read, never overwritten.
+// writer's change is read, never overwritten. One that writes nothing
+// (what it records is there already) is done without a commit.
 type change struct {
 	what        string // what the writer does, the prefix of its errors
 	apply       func(ctx context.Context, t *tree) error
@@ -312,6 +313,11 @@ func (c *Catalog) attempt(ctx context.Context, m *members, batch []*change, atte
 			m.done(ch, err)
 			continue
 		}
+		if len(t.staged) == 0 {
+			// Nothing to change at this tip (a record there already).
+			m.done(ch, nil)
+			continue
+		}
 		for p, b := range t.staged {
 			t.files[p] = b
 		}
@@ -348,7 +354,7 @@ func (c *Catalog) commit(ctx context.Context, tip string, files map[string][]byt
 		if _, err := c.git(ctx, nil, "read-tree", "--empty"); err != nil {
 			return err
 		}
-		for _, p := range []string{"sites", "revocations", "README.md"} {
+		for _, p := range []string{"sites", "revocations", "comparisons", "README.md"} {
 			if err := os.RemoveAll(filepath.Join(c.dir, p)); err != nil {
 				return err
 			}

@@ -36,8 +36,11 @@ func TestRecordsThroughCatalog(t *testing.T) {
 			bare := bares[p]
 			mu.Unlock()
 			rel := path.Join("revocations", f.Image+".json")
-			if f.Site != "" {
+			switch {
+			case f.Site != "":
 				rel = path.Join("sites", f.Site, "evidence", f.Image, f.Version+".json")
+			case f.Version != "":
+				rel = path.Join("comparisons", f.Image, f.Version+".json")
 			}
 			gittest.Edit(t, bare, env, rel, edit)
 		},

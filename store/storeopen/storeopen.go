@@ -279,3 +279,25 @@ func (n noCatalog) RackProofs(context.Context, string, string, string) ([]store.
 }
 
 func (n noCatalog) AddRackProofs(context.Context, []store.RackProof) error { return n.err() }
+
+func (l *lazyCatalog) BootComparisons(ctx context.Context, image, version string) ([]store.BootComparison, error) {
+	c, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.BootComparisons(ctx, image, version)
+}
+
+func (l *lazyCatalog) AddBootComparison(ctx context.Context, bc store.BootComparison) error {
+	c, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	return c.AddBootComparison(ctx, bc)
+}
+
+func (n noCatalog) BootComparisons(context.Context, string, string) ([]store.BootComparison, error) {
+	return nil, n.err()
+}
+
+func (n noCatalog) AddBootComparison(context.Context, store.BootComparison) error { return n.err() }

@@ -15,7 +15,8 @@ import (
 )
 
 // RecordFile names a records file of a catalog: a site, image and
-// version's evidence, or (Site and Version empty) an image's revocations.
+// version's evidence, (Site and Version empty) an image's revocations, or
+// (Site empty) an image version's boot comparisons.
 type RecordFile struct {
 	Site, Image, Version string
 }
@@ -47,8 +48,23 @@ func Result(image, version, host string, pass bool, t0 time.Time) validate.Resul
 	return r
 }
 
+// Comparison is a boot comparison of image version measured at t0 under
+// accel: both paths passed (baked in 40 s, first boot in 160 s), or, with
+// failed, the first-boot path failed.
+func Comparison(image, version, accel string, failed bool, t0 time.Time) store.BootComparison {
+	secs := func(s float64) *float64 { return &s }
+	c := store.BootComparison{Image: image, Version: version, Profile: "slice", Stage: "converged", Accelerator: accel, MemoryMB: 4096,
+		MeasuredAt: t0, RecordedAt: t0.Add(time.Minute), RecordedBy: "alice",
+		Baked:     store.BootPath{Passed: true, ValidatedSeconds: secs(40), DownloadBytes: 1 << 10},
+		FirstBoot: store.BootPath{Passed: true, ValidatedSeconds: secs(160), DownloadBytes: 300 << 20}}
+	if failed {
+		c.FirstBoot = store.BootPath{Failure: "apt-get install: could not reach deb.example.com", DownloadBytes: 12 << 10}
+	}
+	return c
+}
+
 // TestRecords runs the behaviour every store.Promotions keeps for
-// evidence, rack proofs and revocations: round trips and ordering, keys checked, a
+// evidence, rack proofs, boot comparisons and revocations: round trips and ordering, keys checked, a
 // bad result refused whole, a host's latest results kept, results and
 // files within their bounds, revocation and its undo, a revoked version's
 // promotion refused, and files that are not what the catalog writes
@@ -184,6 +200,110 @@ func TestRecords(t *testing.T, r Records) {
 		}
 		if ps, err := p.RackProofs(ctx, "lab", "img", "3"); err != nil || len(ps) != store.KeepPerRack || !ps[0].At.Equal(t0.Add(3*time.Second)) {
 			t.Errorf("kept per rack: %d, %v", len(ps), err)
+		}
+	})
+
+	t.Run("boot comparisons", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		if cs, err := p.BootComparisons(ctx, "img", "1"); err != nil || cs == nil || len(cs) != 0 {
+			t.Fatalf("empty catalog: %v %v", cs, err)
+		}
+		// A ratio given is never kept: the store computes it.
+		given := Comparison("img", "1", "tcg", false, t0.Add(time.Hour))
+		wrong := 0.9
+		given.Ratio = &wrong
+		for _, c := range []store.BootComparison{given, Comparison("img", "1", "kvm", true, t0), Comparison("img", "2", "tcg", false, t0)} {
+			if err := p.AddBootComparison(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs, err := p.BootComparisons(ctx, "img", "1")
+		if err != nil || len(cs) != 2 {
+			t.Fatalf("img 1: %+v %v", cs, err)
+		}
+		want := Comparison("img", "1", "kvm", true, t0)
+		if !reflect.DeepEqual(cs[0], want) {
+			t.Errorf("round trip, oldest measured first:\n got %+v\nwant %+v", cs[0], want)
+		}
+		if cs[0].Ratio != nil || cs[1].Ratio == nil || *cs[1].Ratio != 0.25 {
+			t.Errorf("ratios: a failed path's %v, both passed %v (want 0.25)", cs[0].Ratio, cs[1].Ratio)
+		}
+		if cs, err := p.BootComparisons(ctx, "img", "3"); err != nil || len(cs) != 0 {
+			t.Errorf("another version: %+v %v", cs, err)
+		}
+		// Comparisons are of no site: no site's catalog holds them.
+		if cat, err := p.Catalog(ctx, "lab"); err != nil || len(cat) != 0 {
+			t.Errorf("a site's catalog after comparisons only: %v %v", cat, err)
+		}
+		// The same measurement recorded again is one comparison; a key
+		// keeps its KeepPerComparison latest measured.
+		if err := p.AddBootComparison(ctx, Comparison("img", "1", "kvm", true, t0)); err != nil {
+			t.Fatal(err)
+		}
+		if cs, err := p.BootComparisons(ctx, "img", "1"); err != nil || len(cs) != 2 {
+			t.Errorf("recorded twice: %d %v", len(cs), err)
+		}
+		for i := range store.KeepPerComparison + 2 {
+			if err := p.AddBootComparison(ctx, Comparison("img", "1", "kvm", false, t0.Add(time.Duration(store.KeepPerComparison+1-i)*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs, err = p.BootComparisons(ctx, "img", "1")
+		if err != nil || len(cs) != store.KeepPerComparison+1 || !cs[0].MeasuredAt.Equal(t0.Add(2*time.Second)) {
+			t.Errorf("kept per key: %d, from %v, %v", len(cs), cs[0].MeasuredAt, err)
+		}
+		latest := store.LatestBootComparisons(cs)
+		if len(latest) != 2 || latest[0].Accelerator != "kvm" || !latest[0].MeasuredAt.Equal(t0.Add(time.Duration(store.KeepPerComparison+1)*time.Second)) ||
+			latest[1].Accelerator != "tcg" || latest[1].Ratio == nil {
+			t.Errorf("latest: %+v", latest)
+		}
+	})
+
+	t.Run("boot comparisons refused", func(t *testing.T) {
+		t.Parallel()
+		p := r.Open(t)
+		edit := func(f func(c *store.BootComparison)) store.BootComparison {
+			c := Comparison("img", "1", "tcg", false, t0)
+			f(&c)
+			return c
+		}
+		one := 1.0
+		for _, tc := range []struct {
+			name string
+			c    store.BootComparison
+			want string
+		}{
+			{"passed without seconds", edit(func(c *store.BootComparison) { c.Baked.ValidatedSeconds = nil }), "the baked path passed, and says not in how many seconds"},
+			{"a ratio with a failed path", func() store.BootComparison { c := Comparison("img", "1", "tcg", true, t0); c.Ratio = &one; return c }(), "a ratio, and a path that failed"},
+			{"passed with a failure", edit(func(c *store.BootComparison) { c.FirstBoot.Failure = "x" }), "passed, and has a failure"},
+			{"no time", edit(func(c *store.BootComparison) { zero := 0.0; c.FirstBoot.ValidatedSeconds = &zero }), "is not a duration"},
+			{"another accelerator", edit(func(c *store.BootComparison) { c.Accelerator = "hvf" }), `accelerator "hvf" is not one of kvm, tcg`},
+			{"another profile", edit(func(c *store.BootComparison) { c.Profile = "gpu" }), `profile "gpu"`},
+			{"another stage", edit(func(c *store.BootComparison) { c.Stage = "" }), `stage ""`},
+			{"no memory", edit(func(c *store.BootComparison) { c.MemoryMB = 0 }), "memory_mb 0"},
+			{"never measured", edit(func(c *store.BootComparison) { c.MeasuredAt = time.Time{} }), "measured_at"},
+			{"negative bytes", edit(func(c *store.BootComparison) { c.Baked.DownloadBytes = -1 }), "negative"},
+			{"a bad image", edit(func(c *store.BootComparison) { c.Image = "../img" }), "image name"},
+			{"a bad version", edit(func(c *store.BootComparison) { c.Version = "1/../2" }), "version name"},
+			{"too big", func() store.BootComparison {
+				c := Comparison("img", "1", "tcg", true, t0)
+				c.FirstBoot.Failure = strings.Repeat("x", store.MaxBootComparison)
+				return c
+			}(),
+				fmt.Sprintf("more than the %d one kept with a version may be", store.MaxBootComparison)},
+		} {
+			if err := p.AddBootComparison(ctx, tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+			}
+		}
+		if cs, err := p.BootComparisons(ctx, "img", "1"); err != nil || len(cs) != 0 {
+			t.Errorf("recorded after refusals: %+v %v", cs, err)
+		}
+		for _, k := range [][2]string{{"../img", "1"}, {"img", ""}, {"img", "../1"}} {
+			if _, err := p.BootComparisons(ctx, k[0], k[1]); err == nil {
+				t.Errorf("BootComparisons%q: no error", k)
+			}
 		}
 	})
 
@@ -402,7 +522,7 @@ func TestRecords(t *testing.T, r Records) {
 			{"another schema", func(doc map[string]any) []byte { doc["schema_version"] = 2; return marshal(doc) }, "schema version 2"},
 			{"two values", func(doc map[string]any) []byte { return append(marshal(doc), marshal(doc)...) }, "more than one JSON value"},
 			{"a record of another key", func(doc map[string]any) []byte {
-				for _, list := range []string{"evidence", "revocations"} {
+				for _, list := range []string{"evidence", "revocations", "boot_comparisons"} {
 					if l, ok := doc[list].([]any); ok {
 						rec := l[0].(map[string]any)
 						if res, ok := rec["result"].(map[string]any); ok {
@@ -431,21 +551,28 @@ func TestRecords(t *testing.T, r Records) {
 					}
 					return tc.edit(doc)
 				}
+				if err := p.AddBootComparison(ctx, Comparison("img", "1", "tcg", false, t0)); err != nil {
+					t.Fatal(err)
+				}
 				r.Rewrite(t, p, RecordFile{Site: "lab", Image: "img", Version: "1"}, edit)
 				r.Rewrite(t, p, RecordFile{Image: "img"}, edit)
+				r.Rewrite(t, p, RecordFile{Image: "img", Version: "1"}, edit)
 				for what, err := range map[string]error{
-					"Evidence":        second(p.Evidence(ctx, "lab", "img", "1")),
-					"every Evidence":  second(p.Evidence(ctx, "lab", "img", "")),
-					"AddEvidence":     p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "1", "h2", true, t0)}),
-					"Revocations":     second(p.Revocations(ctx, "img")),
-					"all Revocations": second(p.Revocations(ctx, "")),
-					"Revoke":          p.Revoke(ctx, store.Revocation{Image: "img", Version: "1", Reason: "r", By: "alice", Undo: true}),
+					"Evidence":          second(p.Evidence(ctx, "lab", "img", "1")),
+					"every Evidence":    second(p.Evidence(ctx, "lab", "img", "")),
+					"AddEvidence":       p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "1", "h2", true, t0)}),
+					"Revocations":       second(p.Revocations(ctx, "img")),
+					"all Revocations":   second(p.Revocations(ctx, "")),
+					"Revoke":            p.Revoke(ctx, store.Revocation{Image: "img", Version: "1", Reason: "r", By: "alice", Undo: true}),
+					"BootComparisons":   second(p.BootComparisons(ctx, "img", "1")),
+					"AddBootComparison": p.AddBootComparison(ctx, Comparison("img", "1", "kvm", false, t0)),
 				} {
 					if err == nil || !strings.Contains(err.Error(), tc.want) {
 						t.Errorf("%s: %v, want an error saying %q", what, err, tc.want)
 					}
 				}
 				if err := errors.Join(p.AddEvidence(ctx, []store.Evidence{ev("lab", "img", "2", "h1", true, t0)}),
+					p.AddBootComparison(ctx, Comparison("img", "2", "kvm", false, t0)),
 					p.Revoke(ctx, store.Revocation{Image: "other", Version: "1", Reason: "r", By: "alice"})); err != nil {
 					t.Errorf("another file is unaffected: %v", err)
 				}

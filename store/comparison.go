@@ -1,0 +1,233 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpuaas/imagectl/manifest"
+)
+
+// BootComparison is one measurement, kept with an image version, of its
+// baked tgz against the same work done at first boot on its recipe's base
+// image (imagectl smoke --compare-first-boot), under one accelerator and
+// memory, at one validation profile and stage: what a reader of the
+// version needs, without timelines or the measuring machine's paths. It
+// is of the version, not of a site.
+type BootComparison struct {
+	Image   string `json:"image"`
+	Version string `json:"version"`
+	Profile string `json:"profile"`
+	Stage   string `json:"stage"`
+	// Accelerator is "kvm" or "tcg": times under one are not comparable
+	// with times under the other.
+	Accelerator string    `json:"accelerator"`
+	MemoryMB    int       `json:"memory_mb"`
+	MeasuredAt  time.Time `json:"measured_at"`
+	RecordedAt  time.Time `json:"recorded_at"`
+	RecordedBy  string    `json:"recorded_by"`
+	Baked       BootPath  `json:"baked"`
+	FirstBoot   BootPath  `json:"first_boot"`
+	// Ratio is Baked's validated seconds over FirstBoot's when both paths
+	// passed, absent otherwise: Settle computes it, never taking a ratio
+	// from the input.
+	Ratio *float64 `json:"ratio,omitempty"`
+}
+
+// BootPath is one path of a BootComparison: the baked tgz, or the base
+// image doing the work at first boot.
+type BootPath struct {
+	Passed bool `json:"passed"`
+	// Failure is why the path failed (its install could not reach a
+	// repository, its validation failed); a failed path is never a time.
+	Failure string `json:"failure,omitempty"`
+	// ValidatedSeconds is how long the path took from boot to "validated";
+	// absent when it did not get there.
+	ValidatedSeconds *float64 `json:"validated_seconds,omitempty"`
+	// DownloadBytes is what the path downloaded while booting.
+	DownloadBytes int64 `json:"download_bytes"`
+}
+
+// Accelerators are the accelerators a comparison runs under.
+var Accelerators = []string{"kvm", "tcg"}
+
+// MaxBootComparison bounds one comparison kept with a version, encoded:
+// its fields are a few hundred bytes, the rest is the paths' failures.
+const MaxBootComparison = 16 << 10
+
+// KeepPerComparison is how many comparisons of one profile, stage and
+// accelerator a version keeps: its latest measured (AppendBootComparisons).
+// With the profiles, stages and accelerators closed sets, a version's file
+// stays far within MaxRecords.
+const KeepPerComparison = 10
+
+// Check says what keeps c, as recorded (Settle), from being kept, nil
+// when nothing does: its
+// keys (image, version, and a profile, stage and accelerator of their
+// sets), its measure (memory, when measured), each path whole (a passed
+// one has its seconds and no failure), a ratio only when both passed and
+// then the one its seconds make, and its size within MaxBootComparison.
+func (c *BootComparison) Check() error {
+	errs := []error{CheckKey("image", c.Image), CheckKey("version", c.Version)}
+	for _, k := range []struct {
+		name, v string
+		set     []string
+	}{{"profile", c.Profile, manifest.Profiles}, {"stage", c.Stage, manifest.Stages}, {"accelerator", c.Accelerator, Accelerators}} {
+		if !slices.Contains(k.set, k.v) {
+			errs = append(errs, fmt.Errorf("%s %q is not one of %s", k.name, k.v, strings.Join(k.set, ", ")))
+		}
+	}
+	if c.MemoryMB <= 0 {
+		errs = append(errs, fmt.Errorf("memory_mb %d is not a size", c.MemoryMB))
+	}
+	if c.MeasuredAt.IsZero() {
+		errs = append(errs, errors.New("it says not when it was measured (measured_at)"))
+	}
+	errs = append(errs, c.Baked.check("the baked path"), c.FirstBoot.check("the first-boot path"))
+	switch want, ok := c.computedRatio(); {
+	case c.Ratio == nil:
+		if ok {
+			errs = append(errs, errors.New("both paths passed, and it has no ratio"))
+		}
+	case !ok:
+		errs = append(errs, errors.New("it has a ratio, and a path that failed: a failed path is never a time"))
+	case *c.Ratio != want:
+		errs = append(errs, fmt.Errorf("its ratio %g is not the baked path's seconds over the first-boot path's (%g)", *c.Ratio, want))
+	}
+	if b, err := json.Marshal(c); err != nil {
+		errs = append(errs, err)
+	} else if len(b) > MaxBootComparison {
+		errs = append(errs, fmt.Errorf("the comparison is %d bytes, more than the %d one kept with a version may be", len(b), MaxBootComparison))
+	}
+	return errors.Join(errs...)
+}
+
+func (p *BootPath) check(name string) error {
+	var errs []error
+	s := p.ValidatedSeconds
+	if s != nil && (math.IsNaN(*s) || math.IsInf(*s, 0) || *s <= 0) {
+		errs = append(errs, fmt.Errorf("%s's validated_seconds %g is not a duration", name, *s))
+	}
+	if p.Passed && s == nil {
+		errs = append(errs, fmt.Errorf("%s passed, and says not in how many seconds (validated_seconds)", name))
+	}
+	if p.Passed && p.Failure != "" {
+		errs = append(errs, fmt.Errorf("%s passed, and has a failure", name))
+	}
+	if p.DownloadBytes < 0 {
+		errs = append(errs, fmt.Errorf("%s's download_bytes %d is negative", name, p.DownloadBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// computedRatio is Baked's seconds over FirstBoot's, ok when both paths
+// passed with their seconds.
+func (c *BootComparison) computedRatio() (float64, bool) {
+	b, f := c.Baked.ValidatedSeconds, c.FirstBoot.ValidatedSeconds
+	if !c.Baked.Passed || !c.FirstBoot.Passed || b == nil || f == nil || *f <= 0 {
+		return 0, false
+	}
+	return *b / *f, true
+}
+
+// Settle makes c a comparison as it is recorded, or says why it cannot be
+// one: its ratio computed from the paths' seconds when both passed (a
+// ratio given with a failed path is refused, one given with both passed
+// replaced), its times in UTC (RecordedAt now when unset), and Check.
+func (c *BootComparison) Settle(now time.Time) error {
+	if c.Ratio != nil && (!c.Baked.Passed || !c.FirstBoot.Passed) {
+		return errors.New("it has a ratio, and a path that failed: a failed path is never a time")
+	}
+	c.Ratio = nil
+	if r, ok := c.computedRatio(); ok {
+		c.Ratio = &r
+	}
+	if c.RecordedAt.IsZero() {
+		c.RecordedAt = now
+	}
+	c.RecordedAt, c.MeasuredAt = c.RecordedAt.UTC(), c.MeasuredAt.UTC()
+	return c.Check()
+}
+
+// ComparisonKey is what a version keeps one latest comparison of.
+type ComparisonKey struct{ Profile, Stage, Accelerator string }
+
+// Key is c's ComparisonKey.
+func (c *BootComparison) Key() ComparisonKey {
+	return ComparisonKey{c.Profile, c.Stage, c.Accelerator}
+}
+
+// AppendBootComparisons is a version's comparisons, had (oldest recorded
+// first, as its file keeps them), with add appended: one measured at the
+// same moment under the same key as one had replaces it (the same file
+// recorded twice is one comparison), and of each key only the
+// KeepPerComparison latest by MeasuredAt are kept (the later in the file
+// when equal). Both stores keep their files with it.
+func AppendBootComparisons(had, add []BootComparison) []BootComparison {
+	var all []BootComparison
+	for _, c := range append(append([]BootComparison{}, had...), add...) {
+		all = slices.DeleteFunc(all, func(o BootComparison) bool { return o.Key() == c.Key() && o.MeasuredAt.Equal(c.MeasuredAt) })
+		all = append(all, c)
+	}
+	byKey := map[ComparisonKey][]int{}
+	for i, c := range all {
+		byKey[c.Key()] = append(byKey[c.Key()], i)
+	}
+	drop := map[int]bool{}
+	for _, idx := range byKey {
+		if len(idx) <= KeepPerComparison {
+			continue
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].MeasuredAt.Before(all[idx[b]].MeasuredAt) })
+		for _, i := range idx[:len(idx)-KeepPerComparison] {
+			drop[i] = true
+		}
+	}
+	kept := make([]BootComparison, 0, len(all)-len(drop))
+	for i, c := range all {
+		if !drop[i] {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// LatestBootComparisons is each key's latest measured comparison of cs
+// (the later in cs when equal), by profile, stage and accelerator.
+func LatestBootComparisons(cs []BootComparison) []BootComparison {
+	latest := map[ComparisonKey]BootComparison{}
+	for _, c := range cs {
+		if o, ok := latest[c.Key()]; !ok || !c.MeasuredAt.Before(o.MeasuredAt) {
+			latest[c.Key()] = c
+		}
+	}
+	out := make([]BootComparison, 0, len(latest))
+	for _, c := range latest {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Key(), out[j].Key()
+		return a.Profile+"\x00"+a.Stage+"\x00"+a.Accelerator < b.Profile+"\x00"+b.Stage+"\x00"+b.Accelerator
+	})
+	return out
+}
+
+// CheckBootComparisons says what keeps cs, read from the file of image
+// version (path, for the error), from being what a store wrote there:
+// each of that version, and whole (Check).
+func CheckBootComparisons(path, image, version string, cs []BootComparison) error {
+	for i := range cs {
+		if cs[i].Image != image || cs[i].Version != version {
+			return fmt.Errorf("reading %s: comparison %d is of %s %s", path, i+1, cs[i].Image, cs[i].Version)
+		}
+		if err := cs[i].Check(); err != nil {
+			return fmt.Errorf("reading %s: comparison %d: %w", path, i+1, err)
+		}
+	}
+	return nil
+}
