@@ -12,7 +12,10 @@
 // sites/<site>/evidence/<image>/<version>.json ({"schema_version", "site",
 // "image", "version", "evidence": [...]}), the rack proofs of a version at
 // a site, sites/<site>/racks/<image>/<version>.json ({"schema_version",
-// "site", "image", "version", "rack_proofs": [...]}), an image's revocations,
+// "site", "image", "version", "rack_proofs": [...]}), a version's boot
+// comparisons, of no site, comparisons/<image>/<version>.json
+// ({"schema_version", "image", "version", "boot_comparisons": [...]}),
+// an image's revocations,
 // revocations/<image>.json ({"schema_version", "image", "revocations":
 // [...]}), each indented, with a trailing newline, oldest first, and a
 // README.md written with the first commit saying what the repository is.
@@ -27,7 +30,8 @@
 // or Policy: overridden with Policy-Override and a Policy-Missing a line
 // it lacked, when it carries its site's gate); an AddEvidence
 // call, of any number of hosts and sites, is one commit naming each host's
-// outcome; a racks check's proofs are one commit; a revocation is one
+// outcome; a racks check's proofs are one commit, and so is a boot
+// comparison (none when the same is there already); a revocation is one
 // commit with its reason.
 //
 // Git. The package runs the git CLI, so it uses the user's git
@@ -45,7 +49,7 @@
 // An flock on the clone serializes the processes of one machine that share
 // it.
 //
-// Writes. Every write (Record, AddEvidence, Revoke) is a change over the
+// Writes. Every write (Record, AddEvidence, Revoke, ...) is a change over the
 // tip's files that the update loop applies: under the clone's lock it
 // fetches, has each change read what it changes at the remote tip and
 // write the new contents (Record checks that p.Previous is the image's
