@@ -44,6 +44,11 @@
 //     names a profile and stage the version's manifest knows; which script
 //     hostcheck runs at a site (HostcheckTarget), and a version's evidence
 //     per site (EvidenceAt).
+//   - a version's boot comparisons (RecordBootComparison,
+//     BootComparisons): the file imagectl smoke --compare-first-boot
+//     writes, recorded with the stored version it measured (of no site),
+//     its ratio computed by the store; each profile, stage and
+//     accelerator's latest read back for show.
 //   - revocation (Revoke): a version that must not run at any site,
 //     recorded in the store; promote and rollouts refuse it, rollback
 //     skips it, status fails where it runs or is selected, gc deletes it

@@ -49,7 +49,8 @@
 // An flock on the clone serializes the processes of one machine that share
 // it.
 //
-// Writes. Every write (Record, AddEvidence, Revoke, ...) is a change over the
+// Writes. Every write (Record, AddEvidence, AddRackProofs,
+// AddBootComparison, Revoke) is a change over the
 // tip's files that the update loop applies: under the clone's lock it
 // fetches, has each change read what it changes at the remote tip and
 // write the new contents (Record checks that p.Previous is the image's
