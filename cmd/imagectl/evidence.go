@@ -40,7 +40,7 @@ Without --site it lists every site of the sites file.`,
 	cmd.Flags().StringVar(&f.sf.sitesFile, "sites", "", "the sites file (default: $IMAGECTL_SITES, else ./sites.hcl)")
 	f.st.register(cmd)
 	f.output.register(cmd)
-	cmd.AddCommand(newEvidenceAddCmd(env))
+	cmd.AddCommand(newEvidenceAddCmd(env), newEvidenceAddComparisonCmd(env))
 	return cmd
 }
 

@@ -58,9 +58,10 @@ func (f *storeFlags) open(ctx context.Context, env []string, signer ...*signing.
 	return storeopen.Open(ctx, o)
 }
 
-// revocations is where st keeps revocations: its catalog, or nil for a
-// registry store without one (images and show list versions without it).
-func (f *storeFlags) revocations(st store.Store, env []string) store.Promotions {
+// catalogOf is where st keeps revocations and boot comparisons: its
+// catalog, or nil for a registry store without one (images and show list
+// versions without it).
+func (f *storeFlags) catalogOf(st store.Store, env []string) store.Promotions {
 	if o := f.options(env); storeopen.IsRegistry(o.Store) && o.Catalog == "" {
 		return nil
 	}
@@ -105,7 +106,7 @@ func runImages(ctx context.Context, f *listFlags, _ []string, s streams, env []s
 	if err != nil {
 		return err
 	}
-	imgs, err := release.Images(ctx, st, f.store.revocations(st, env))
+	imgs, err := release.Images(ctx, st, f.store.catalogOf(st, env))
 	if err != nil {
 		return err
 	}
@@ -136,7 +137,14 @@ func newShowCmd(env []string) *cobra.Command {
 	cmd, f := command(env, runShow, &cobra.Command{
 		Use:   "show IMAGE VERSION",
 		Short: "Show one image version in the store: files, hashes, MAAS target, lineage, revocation",
-		Args:  cobra.ExactArgs(2),
+		Long: `Show prints one image version of the store: its title, files and hashes,
+MAAS target, lineage, deployability findings, its revocation when it is
+revoked, and, when boot comparisons are recorded with it ("imagectl
+evidence add-comparison"), one line per profile, stage and accelerator:
+"validated in X s baked vs Y s at first boot (RATIO, ACCELERATOR,
+PROFILE/STAGE, measured WHEN)", or the path that failed and why.
+--output json gives them as "boot_comparisons".`,
+		Args: cobra.ExactArgs(2),
 	})
 	f.register(cmd)
 	return cmd
@@ -155,20 +163,31 @@ func runShow(ctx context.Context, f *listFlags, args []string, s streams, env []
 	if err != nil {
 		return err
 	}
-	r, err := release.Revocation(ctx, f.store.revocations(st, env), args[0], args[1])
+	r, err := release.Revocation(ctx, f.store.catalogOf(st, env), args[0], args[1])
+	if err != nil {
+		return err
+	}
+	cs, err := release.BootComparisons(ctx, f.store.catalogOf(st, env), args[0], args[1])
 	if err != nil {
 		return err
 	}
 	j := map[string]any{"version": v, "maas": m.MAAS, "lineage": m.Lineage,
 		"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture, "revoked": r}
-	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m, r) })
+	if len(cs) > 0 {
+		// Only when recorded: show's output without one is as it was.
+		j["boot_comparisons"] = cs
+	}
+	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m, r, cs) })
 }
 
-func showText(w io.Writer, v *store.Version, m *manifest.Manifest, r *store.Revocation) error {
+func showText(w io.Writer, v *store.Version, m *manifest.Manifest, r *store.Revocation, cs []store.BootComparison) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	textsafe.Fprintf(w, "%s %s: %s\n", v.Image, v.Version, m.Image.Title)
 	if r != nil {
 		textsafe.Fprintf(w, "  REVOKED by %s at %s: %s (no site may run it: imagectl revoke --undo allows it again)\n", r.By, r.At.Format(time.RFC3339), r.Reason)
+	}
+	for i := range cs {
+		comparisonText(w, "  ", &cs[i])
 	}
 	textsafe.Fprintf(tw, "  published\t%s\n", v.Published.Format(time.RFC3339))
 	textsafe.Fprintf(tw, "  tgz\t%d bytes, sha256 %s\n", v.Size, v.SHA256)

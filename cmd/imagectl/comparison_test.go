@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuaas/imagectl/store"
+)
+
+// smokeCompareFile writes a smoke comparison file of demo version, as
+// imagectl smoke --compare-first-boot writes it (with the fields a
+// version does not keep, and a ratio, 0.9, not kept either, when both
+// paths passed), and returns its path.
+func smokeCompareFile(t *testing.T, version, accel, baked, firstBoot string) string {
+	t.Helper()
+	ratio := `"ratio": 0.9, `
+	if strings.Contains(baked+firstBoot, `"passed": false`) {
+		ratio = ""
+	}
+	doc := `{"schema_version": 1, "image": "demo", "version": "` + version + `", "profile": "slice", "stage": "converged",
+  "accelerator": "` + accel + `", "memory_mb": 4096, "measured_at": "2026-11-26T10:00:00Z", ` + ratio + `
+  "baked": ` + baked + `, "first_boot": ` + firstBoot + `, "milestones": [{"name": "validated"}]}`
+	p := filepath.Join(t.TempDir(), "demo-"+version+".smoke-compare.json")
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestEvidenceAddComparison: a comparison file recorded with its version
+// is what show prints (one line per profile, stage and accelerator, the
+// ratio computed, a failed path and why, escaped) and gives as JSON;
+// show of a version without one is as it was; a file of a version the
+// store lacks is refused.
+func TestEvidenceAddComparison(t *testing.T) {
+	dir, _ := stored(t, "1.0.0", "1.1.0")
+	env := []string{"IMAGECTL_STORE=" + dir, "USER=carol"}
+	before, _, code := imagectl(t, env, "show", "demo", "1.0.0")
+	beforeJSON, _, _ := imagectl(t, env, "show", "demo", "1.0.0", "-o", "json")
+	if code != 0 || strings.Contains(beforeJSON, "boot_comparisons") {
+		t.Fatalf("show before: exit %d\n%s", code, beforeJSON)
+	}
+
+	passed := `{"passed": true, "validated_seconds": 41.2, "download_bytes": 1024, "console_log": "/tmp/b.log", "timeline_file": "/tmp/b.json"}`
+	slow := `{"passed": true, "validated_seconds": 152.6, "download_bytes": 314572800, "archive_bytes": 1, "index_bytes": 2}`
+	hostile := `{"passed": false, "failure": "apt-get: could not reach\n\u001b[2Jdeb.example.com\u202e", "download_bytes": 0}`
+	out, errs, code := imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, "1.1.0", "tcg", passed, slow))
+	if code != 0 || !strings.Contains(out, "validated in 41.2 s baked vs 152.6 s at first boot (0.27x, tcg, slice/converged, measured 2026-11-26T10:00:00Z)") {
+		t.Fatalf("add-comparison: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, "1.1.0", "kvm", passed, hostile), "-o", "json")
+	var rec store.BootComparison
+	if err := json.Unmarshal([]byte(out), &rec); code != 0 || err != nil || rec.Ratio != nil || rec.RecordedBy != "carol" || rec.FirstBoot.Passed {
+		t.Fatalf("add-comparison json: exit %d %v\n%s%s", code, err, out, errs)
+	}
+
+	out, _, code = imagectl(t, env, "show", "demo", "1.1.0")
+	lines := strings.Split(out, "\n")
+	if code != 0 || len(lines) < 3 ||
+		lines[1] != `  not compared: the first-boot path FAILED: apt-get: could not reach\n\x1b[2Jdeb.example.com\u202e (kvm, slice/converged, measured 2026-11-26T10:00:00Z)` ||
+		lines[2] != "  validated in 41.2 s baked vs 152.6 s at first boot (0.27x, tcg, slice/converged, measured 2026-11-26T10:00:00Z)" {
+		t.Errorf("show: exit %d\n%s", code, out)
+	}
+	if strings.ContainsAny(out, "\x1b\u202e") {
+		t.Errorf("show prints a control character: %q", out)
+	}
+	out, _, _ = imagectl(t, env, "show", "demo", "1.1.0", "-o", "json")
+	var shown struct {
+		BootComparisons []store.BootComparison `json:"boot_comparisons"`
+	}
+	baked, first := 41.2, 152.6 // divided as the store does, not as constants
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || len(shown.BootComparisons) != 2 || shown.BootComparisons[1].Ratio == nil ||
+		*shown.BootComparisons[1].Ratio != baked/first || shown.BootComparisons[0].FirstBoot.Failure == "" {
+		t.Errorf("show json: %v\n%s", err, out)
+	}
+	// The other version has none: its output is as it was.
+	if after, _, _ := imagectl(t, env, "show", "demo", "1.0.0"); after != before {
+		t.Errorf("show without a comparison changed:\n%s\nwas\n%s", after, before)
+	}
+	if after, _, _ := imagectl(t, env, "show", "demo", "1.0.0", "-o", "json"); after != beforeJSON {
+		t.Errorf("show json without a comparison changed:\n%s\nwas\n%s", after, beforeJSON)
+	}
+
+	for _, tc := range []struct {
+		name string
+		file string
+		want string
+	}{
+		{"a version the store lacks", smokeCompareFile(t, "2.0.0", "tcg", passed, slow), "demo 2.0.0 is not a version of the store"},
+		{"passed without seconds", smokeCompareFile(t, "1.1.0", "tcg", `{"passed": true}`, slow), "says not in how many seconds"},
+		{"a file that is none", filepath.Join(t.TempDir(), "none.json"), "reading the boot comparison"},
+	} {
+		if _, errs, code := imagectl(t, env, "evidence", "add-comparison", tc.file); code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: exit %d, %s", tc.name, code, errs)
+		}
+	}
+}
