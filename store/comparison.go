@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -164,14 +165,22 @@ func (c *BootComparison) Key() ComparisonKey {
 
 // AppendBootComparisons is a version's comparisons, had (oldest recorded
 // first, as its file keeps them), with add appended: one measured at the
-// same moment under the same key as one had replaces it (the same file
-// recorded twice is one comparison), and of each key only the
-// KeepPerComparison latest by MeasuredAt are kept (the later in the file
-// when equal). Both stores keep their files with it.
+// same moment under the same key as one had is that measurement, kept as
+// first recorded when it says the same (the same file recorded twice is
+// one comparison, and the file unchanged), else replaced by the later;
+// and of each key only the KeepPerComparison latest by MeasuredAt are
+// kept (the later in the file when equal). Both stores keep their files
+// with it.
 func AppendBootComparisons(had, add []BootComparison) []BootComparison {
-	var all []BootComparison
-	for _, c := range append(append([]BootComparison{}, had...), add...) {
-		all = slices.DeleteFunc(all, func(o BootComparison) bool { return o.Key() == c.Key() && o.MeasuredAt.Equal(c.MeasuredAt) })
+	all := append([]BootComparison{}, had...)
+	for _, c := range add {
+		i := slices.IndexFunc(all, func(o BootComparison) bool { return o.Key() == c.Key() && o.MeasuredAt.Equal(c.MeasuredAt) })
+		if i >= 0 && sameMeasure(all[i], c) {
+			continue
+		}
+		if i >= 0 {
+			all = slices.Delete(all, i, i+1)
+		}
 		all = append(all, c)
 	}
 	byKey := map[ComparisonKey][]int{}
@@ -195,6 +204,13 @@ func AppendBootComparisons(had, add []BootComparison) []BootComparison {
 		}
 	}
 	return kept
+}
+
+// sameMeasure says whether a and b say the same but for who recorded
+// them and when.
+func sameMeasure(a, b BootComparison) bool {
+	a.RecordedAt, a.RecordedBy, b.RecordedAt, b.RecordedBy = time.Time{}, "", time.Time{}, ""
+	return reflect.DeepEqual(a, b)
 }
 
 // LatestBootComparisons is each key's latest measured comparison of cs

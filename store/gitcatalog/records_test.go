@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/gitcatalog/gittest"
@@ -195,7 +196,8 @@ func TestMessagesOneLine(t *testing.T) {
 
 // TestBootComparisonCommit: a boot comparison is one commit of its
 // version's file, of no site, saying each path's outcome on one line (a
-// failure cannot add trailers); the same comparison again is no commit.
+// failure cannot add trailers); the same comparison recorded again, later,
+// is no commit.
 func TestBootComparisonCommit(t *testing.T) {
 	t.Parallel()
 	bare, env := gittest.Bare(t), gittest.Env(t)
@@ -203,7 +205,8 @@ func TestBootComparisonCommit(t *testing.T) {
 	bc := storetest.Comparison("img", "1", "tcg", true, t0)
 	bc.RecordedBy = "Carol <carol@example.com>"
 	bc.FirstBoot.Failure = "apt failed\n\nPolicy: met"
-	for range 2 {
+	for i := range 2 {
+		bc.RecordedAt = t0.Add(time.Duration(i) * time.Hour)
 		if err := c.AddBootComparison(ctx, bc); err != nil {
 			t.Fatal(err)
 		}

@@ -236,13 +236,23 @@ func TestRecords(t *testing.T, r Records) {
 		if cat, err := p.Catalog(ctx, "lab"); err != nil || len(cat) != 0 {
 			t.Errorf("a site's catalog after comparisons only: %v %v", cat, err)
 		}
-		// The same measurement recorded again is one comparison; a key
-		// keeps its KeepPerComparison latest measured.
-		if err := p.AddBootComparison(ctx, Comparison("img", "1", "kvm", true, t0)); err != nil {
+		// The same measurement recorded again, later, by another, is one
+		// comparison, as first recorded; one that says otherwise replaces
+		// it. A key keeps its KeepPerComparison latest measured.
+		again := Comparison("img", "1", "kvm", true, t0)
+		again.RecordedAt, again.RecordedBy = t0.Add(time.Hour), "bob"
+		if err := p.AddBootComparison(ctx, again); err != nil {
 			t.Fatal(err)
 		}
-		if cs, err := p.BootComparisons(ctx, "img", "1"); err != nil || len(cs) != 2 {
-			t.Errorf("recorded twice: %d %v", len(cs), err)
+		if cs, err := p.BootComparisons(ctx, "img", "1"); err != nil || len(cs) != 2 || !reflect.DeepEqual(cs[0], want) {
+			t.Errorf("recorded twice: %+v %v", cs, err)
+		}
+		again.FirstBoot.Failure = "a corrected failure"
+		if err := p.AddBootComparison(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		if cs, err := p.BootComparisons(ctx, "img", "1"); err != nil || len(cs) != 2 || cs[0].FirstBoot.Failure != "a corrected failure" || cs[0].RecordedBy != "bob" {
+			t.Errorf("recorded corrected: %+v %v", cs, err)
 		}
 		for i := range store.KeepPerComparison + 2 {
 			if err := p.AddBootComparison(ctx, Comparison("img", "1", "kvm", false, t0.Add(time.Duration(store.KeepPerComparison+1-i)*time.Second))); err != nil {
