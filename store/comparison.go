@@ -68,11 +68,11 @@ const MaxBootComparison = 16 << 10
 const KeepPerComparison = 10
 
 // Check says what keeps c, as recorded (Settle), from being kept, nil
-// when nothing does: its
-// keys (image, version, and a profile, stage and accelerator of their
-// sets), its measure (memory, when measured), each path whole (a passed
-// one has its seconds and no failure), a ratio only when both passed and
-// then the one its seconds make, and its size within MaxBootComparison.
+// when nothing does: its keys (image, version, and a profile, stage and
+// accelerator of their sets), its measure (memory, when measured), each
+// path whole (a passed one has its seconds and no failure), a ratio only
+// when both passed and then the one its seconds make, and its size
+// within MaxBootComparison. Stores check what they read with it too.
 func (c *BootComparison) Check() error {
 	errs := []error{CheckKey("image", c.Image), CheckKey("version", c.Version)}
 	for _, k := range []struct {
