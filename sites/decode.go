@@ -19,16 +19,24 @@ type attrs struct {
 	diags   hcl.Diagnostics
 }
 
-// str sets dst to the attribute's value when it is a string that check
-// (which returns what is wrong, or "") accepts.
-func (at *attrs) str(name string, dst *string, check func(string) string) {
-	a := at.content.Attributes[name]
+// value evaluates the attribute, collecting its diagnostics: a is nil
+// when the block does not set it, and ok is false then and when it did not
+// evaluate.
+func (at *attrs) value(name string) (a *hcl.Attribute, v cty.Value, ok bool) {
+	a = at.content.Attributes[name]
 	if a == nil {
-		return
+		return nil, cty.NilVal, false
 	}
 	v, d := a.Expr.Value(nil)
 	at.diags = append(at.diags, d...)
-	if d.HasErrors() {
+	return a, v, !d.HasErrors()
+}
+
+// str sets dst to the attribute's value when it is a string that check
+// (which returns what is wrong, or "") accepts.
+func (at *attrs) str(name string, dst *string, check func(string) string) {
+	a, v, ok := at.value(name)
+	if !ok {
 		return
 	}
 	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
@@ -44,13 +52,8 @@ func (at *attrs) str(name string, dst *string, check func(string) string) {
 
 // boolean sets dst to the attribute's value when it is true or false.
 func (at *attrs) boolean(name string, dst *bool) {
-	a := at.content.Attributes[name]
-	if a == nil {
-		return
-	}
-	v, d := a.Expr.Value(nil)
-	at.diags = append(at.diags, d...)
-	if d.HasErrors() {
+	a, v, ok := at.value(name)
+	if !ok {
 		return
 	}
 	if v.IsNull() || !v.IsKnown() || v.Type() != cty.Bool {
@@ -62,13 +65,8 @@ func (at *attrs) boolean(name string, dst *bool) {
 
 // port sets dst to the attribute's value when it is a TCP port number.
 func (at *attrs) port(name string, dst *int) {
-	a := at.content.Attributes[name]
-	if a == nil {
-		return
-	}
-	v, d := a.Expr.Value(nil)
-	at.diags = append(at.diags, d...)
-	if d.HasErrors() {
+	a, v, ok := at.value(name)
+	if !ok {
 		return
 	}
 	bad := v.IsNull() || !v.IsKnown() || v.Type() != cty.Number
