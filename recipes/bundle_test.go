@@ -171,16 +171,20 @@ func TestCopyBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order, content, err := copyAll(steps.StageBundle{SourcePath: planned, Archive: true}, entries)
-	if err != nil {
-		t.Fatal(err)
+	copiesAll := func(what string, s steps.StageBundle, entries []BundleEntry, wantOrder string) {
+		t.Helper()
+		order, content, err := copyAll(s, entries)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := strings.Join(order, ","); got != wantOrder {
+			t.Errorf("%s order = %s, want %s", what, got, wantOrder)
+		}
+		if content["d/z"] != "d/z" || content["a"] != "a" || len(content) != 2 {
+			t.Errorf("%s content = %q", what, content)
+		}
 	}
-	if got := strings.Join(order, ","); got != "dir d,file d/z,file a,symlink l" {
-		t.Errorf("tarball order = %s", got)
-	}
-	if content["d/z"] != "d/z" || content["a"] != "a" || len(content) != 2 {
-		t.Errorf("tarball content = %q", content)
-	}
+	copiesAll("tarball", steps.StageBundle{SourcePath: planned, Archive: true}, entries, "dir d,file d/z,file a,symlink l")
 
 	// The same bundle as a directory: by path.
 	root := t.TempDir()
@@ -199,16 +203,7 @@ func TestCopyBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order, content, err = copyAll(steps.StageBundle{SourcePath: root}, dirEntries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(order, ","); got != "file a,dir d,file d/z,symlink l" {
-		t.Errorf("directory order = %s", got)
-	}
-	if content["d/z"] != "d/z" || content["a"] != "a" || len(content) != 2 {
-		t.Errorf("directory content = %q", content)
-	}
+	copiesAll("directory", steps.StageBundle{SourcePath: root}, dirEntries, "file a,dir d,file d/z,symlink l")
 
 	// Changed since the plan: same size, other bytes; gone; a symlink now.
 	if err := os.WriteFile(filepath.Join(root, "a"), []byte("b"), 0o644); err != nil {
