@@ -22,8 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-
 	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/builder/guest"
 	"github.com/gpuaas/imagectl/builder/steps"
@@ -257,7 +255,7 @@ func (a *Applier) aptRepository(ctx context.Context, s steps.AptRepository) erro
 		}
 		source = s.KeyURL
 	}
-	keyring, err := dearmor(key)
+	keyring, err := steps.Keyring(key)
 	if err != nil {
 		return fmt.Errorf("signing key of apt repository %s (%s): %w", s.Name, source, err)
 	}
@@ -270,23 +268,6 @@ func (a *Applier) aptRepository(ctx context.Context, s steps.AptRepository) erro
 	a.Keys = append(a.Keys, manifest.AptKey{Repository: s.Name, Source: source, SHA256: digest.Bytes(keyring).Hex()})
 	a.aptSync = false
 	return nil
-}
-
-// dearmor returns an OpenPGP key in binary form, which apt reads from a
-// .gpg keyring named by Signed-By.
-func dearmor(key []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(key)
-	if !bytes.HasPrefix(trimmed, []byte("-----BEGIN PGP")) {
-		if len(trimmed) == 0 || trimmed[0]&0x80 == 0 {
-			return nil, errors.New("not an OpenPGP key (neither armored nor binary)")
-		}
-		return key, nil
-	}
-	block, err := armor.Decode(bytes.NewReader(trimmed))
-	if err != nil {
-		return nil, fmt.Errorf("reading the armored key: %w", err)
-	}
-	return io.ReadAll(block.Body)
 }
 
 func fetch(ctx context.Context, client *http.Client, url string) ([]byte, error) {
