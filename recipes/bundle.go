@@ -147,6 +147,15 @@ func copyDirBundle(dir string, want map[string]BundleEntry, one func(BundleEntry
 	return nil
 }
 
+// tarStream is the tar stream of the tarball p read from r: gunzipped
+// when p's name ends in .gz or .tgz.
+func tarStream(r io.Reader, p string) (io.Reader, error) {
+	if strings.HasSuffix(p, ".gz") || strings.HasSuffix(p, ".tgz") {
+		return gzip.NewReader(r)
+	}
+	return r, nil
+}
+
 // copyTarBundle calls one for each wanted entry of the tarball p, in its
 // order, with the tar reader at the entry's content.
 func copyTarBundle(p string, want map[string]BundleEntry, one func(BundleEntry, io.Reader) error) error {
@@ -155,13 +164,9 @@ func copyTarBundle(p string, want map[string]BundleEntry, one func(BundleEntry, 
 		return err
 	}
 	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(p, ".gz") || strings.HasSuffix(p, ".tgz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			return err
-		}
-		r = zr
+	r, err := tarStream(f, p)
+	if err != nil {
+		return err
 	}
 	tr := tar.NewReader(r)
 	for {
@@ -258,14 +263,9 @@ func readTarBundle(p string) ([]BundleEntry, string, error) {
 	}
 	defer f.Close()
 	whole := digest.NewWriter(nil)
-	var r io.Reader = io.TeeReader(f, whole)
-	if strings.HasSuffix(p, ".gz") || strings.HasSuffix(p, ".tgz") {
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, "", fmt.Errorf("reading %s: %w", p, err)
-		}
-		defer zr.Close()
-		r = zr
+	r, err := tarStream(io.TeeReader(f, whole), p)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", p, err)
 	}
 	tr := tar.NewReader(r)
 	var entries []BundleEntry
