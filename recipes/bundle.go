@@ -3,12 +3,14 @@ package recipes
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -72,6 +74,117 @@ func CheckBundleEntries(entries []BundleEntry) error {
 		seen[p] = true
 	}
 	return nil
+}
+
+// CopyBundle reads a planned bundle again from its source for an executor
+// to stage it: s.SourcePath, a directory, or a tarball when s.Archive. It
+// calls to once for each of entries (the step's, or some of them), in the
+// source's order (a tarball's, a directory's by path), and copies a file
+// entry's content into the writer to returns (for other entries it is not
+// used), reading at most the size the plan recorded and checking it and
+// the sha256: a bundle changed since the plan was made fails here rather
+// than shipping unplanned bytes. In a tarball the first entry of a name
+// counts, and a file entry is a regular file's.
+func CopyBundle(ctx context.Context, s steps.StageBundle, entries []BundleEntry, to func(e BundleEntry) (io.Writer, error)) error {
+	want := map[string]BundleEntry{}
+	for _, e := range entries {
+		want[e.Path] = e
+	}
+	one := func(e BundleEntry, r io.Reader) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		delete(want, e.Path)
+		w, err := to(e)
+		if err != nil || e.Type != "file" {
+			return err
+		}
+		d, err := digest.Copy(ctx, w, io.LimitReader(r, e.Size+1), nil)
+		if err != nil {
+			return fmt.Errorf("copying %s: %w", e.Path, err)
+		}
+		if d.Size != e.Size || !d.Matches(e.SHA256) {
+			return fmt.Errorf("%s changed since the plan was made", e.Path)
+		}
+		return nil
+	}
+	var err error
+	if s.Archive {
+		err = copyTarBundle(s.SourcePath, want, one)
+	} else {
+		err = copyDirBundle(s.SourcePath, want, one)
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range slices.Sorted(maps.Keys(want)) {
+		return fmt.Errorf("%s disappeared since the plan was made", p)
+	}
+	return nil
+}
+
+// copyDirBundle calls one for each wanted entry of the directory bundle
+// dir, by path, with its file opened when it is a file entry.
+func copyDirBundle(dir string, want map[string]BundleEntry, one func(BundleEntry, io.Reader) error) error {
+	for _, p := range slices.Sorted(maps.Keys(want)) {
+		e := want[p]
+		if e.Type != "file" {
+			if err := one(e, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil {
+			return err
+		}
+		err = one(e, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tarStream is the tar stream of the tarball p read from r: gunzipped
+// when p's name ends in .gz or .tgz.
+func tarStream(r io.Reader, p string) (io.Reader, error) {
+	if strings.HasSuffix(p, ".gz") || strings.HasSuffix(p, ".tgz") {
+		return gzip.NewReader(r)
+	}
+	return r, nil
+}
+
+// copyTarBundle calls one for each wanted entry of the tarball p, in its
+// order, with the tar reader at the entry's content.
+func copyTarBundle(p string, want map[string]BundleEntry, one func(BundleEntry, io.Reader) error) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := tarStream(f, p)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		e, ok := want[strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")]
+		if !ok || (e.Type == "file" && hdr.Typeflag != tar.TypeReg) {
+			continue
+		}
+		if err := one(e, tr); err != nil {
+			return err
+		}
+	}
 }
 
 func readBundleEntries(b *Bundle) ([]BundleEntry, string, error) {
@@ -150,14 +263,9 @@ func readTarBundle(p string) ([]BundleEntry, string, error) {
 	}
 	defer f.Close()
 	whole := digest.NewWriter(nil)
-	var r io.Reader = io.TeeReader(f, whole)
-	if strings.HasSuffix(p, ".gz") || strings.HasSuffix(p, ".tgz") {
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, "", fmt.Errorf("reading %s: %w", p, err)
-		}
-		defer zr.Close()
-		r = zr
+	r, err := tarStream(io.TeeReader(f, whole), p)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", p, err)
 	}
 	tr := tar.NewReader(r)
 	var entries []BundleEntry

@@ -2,12 +2,19 @@ package recipes
 
 import (
 	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/gpuaas/imagectl/builder/steps"
 )
 
 func TestDirectoryBundleDigestIgnoresLocationAndMtime(t *testing.T) {
@@ -132,5 +139,91 @@ func TestBundleThroughItsOwnLink(t *testing.T) {
 		if !diags.HasErrors() || !strings.Contains(diags[0].Detail, tc.want) || diags[0].Subject == nil {
 			t.Errorf("%s: %v, want %q", name, diags, tc.want)
 		}
+	}
+}
+
+// TestCopyBundle: a planned bundle read again from its source gives each
+// planned entry once, in the source's order, with a file's content; a file
+// changed, gone, or no longer a regular file fails.
+func TestCopyBundle(t *testing.T) {
+	reg := func(name string) *tar.Header { return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644} }
+	dir := func(name string) *tar.Header { return &tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755} }
+	link := func(name, target string) *tar.Header {
+		return &tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}
+	}
+	copyAll := func(s steps.StageBundle, entries []BundleEntry) (order []string, content map[string]string, err error) {
+		bufs := map[string]*bytes.Buffer{}
+		err = CopyBundle(context.Background(), s, entries, func(e BundleEntry) (io.Writer, error) {
+			order = append(order, e.Type+" "+e.Path)
+			bufs[e.Path] = new(bytes.Buffer)
+			return bufs[e.Path], nil
+		})
+		content = map[string]string{}
+		for p, b := range bufs {
+			if b.Len() > 0 {
+				content[p] = b.String()
+			}
+		}
+		return order, content, err
+	}
+	planned := writeTar(t, dir("d/"), reg("d/z"), reg("a"), link("l", "a"))
+	entries, _, err := readBundle(&Bundle{Path: planned, Archive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copiesAll := func(what string, s steps.StageBundle, entries []BundleEntry, wantOrder string) {
+		t.Helper()
+		order, content, err := copyAll(s, entries)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := strings.Join(order, ","); got != wantOrder {
+			t.Errorf("%s order = %s, want %s", what, got, wantOrder)
+		}
+		if content["d/z"] != "d/z" || content["a"] != "a" || len(content) != 2 {
+			t.Errorf("%s content = %q", what, content)
+		}
+	}
+	copiesAll("tarball", steps.StageBundle{SourcePath: planned, Archive: true}, entries, "dir d,file d/z,file a,symlink l")
+
+	// The same bundle as a directory: by path.
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"d/z", "a"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("a", filepath.Join(root, "l")); err != nil {
+		t.Fatal(err)
+	}
+	dirEntries, _, err := readBundle(&Bundle{Path: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copiesAll("directory", steps.StageBundle{SourcePath: root}, dirEntries, "file a,dir d,file d/z,symlink l")
+
+	// Changed since the plan: same size, other bytes; gone; a symlink now.
+	if err := os.WriteFile(filepath.Join(root, "a"), []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := copyAll(steps.StageBundle{SourcePath: root}, dirEntries); err == nil || err.Error() != "a changed since the plan was made" {
+		t.Errorf("changed file: %v", err)
+	}
+	if err := os.Remove(filepath.Join(root, "d/z")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := copyAll(steps.StageBundle{SourcePath: root}, dirEntries[1:]); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("file gone from a directory: %v", err)
+	}
+	gone := writeTar(t, dir("d/"), reg("a"), link("l", "a"))
+	if _, _, err := copyAll(steps.StageBundle{SourcePath: gone, Archive: true}, entries); err == nil || err.Error() != "d/z disappeared since the plan was made" {
+		t.Errorf("file gone from a tarball: %v", err)
+	}
+	notReg := writeTar(t, dir("d/"), link("d/z", "a"), reg("a"), link("l", "a"))
+	if _, _, err := copyAll(steps.StageBundle{SourcePath: notReg, Archive: true}, entries); err == nil || err.Error() != "d/z disappeared since the plan was made" {
+		t.Errorf("file now a symlink: %v", err)
 	}
 }

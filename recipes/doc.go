@@ -10,6 +10,10 @@
 // the user typed (-var, var files, IMAGECTL_VAR_*) is relative to the working
 // directory and theirs. For a dry run (Options.DryRun) a bundle whose source
 // needs a variable without a value is left unresolved rather than failing.
+// A bundle's source is read here too: listed and digested when the recipe
+// loads, and read again for the executors that stage it (CopyBundle: the
+// build's tar stream and the first-boot script), checked against that
+// listing.
 //
 // Everything a recipe can get wrong is reported as an hcl.Diagnostic with a
 // source range, and all of them are collected before the caller sees them.

@@ -3,7 +3,6 @@ package sbom
 import (
 	"bytes"
 	"fmt"
-	"sort"
 	"strings"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
@@ -59,12 +58,7 @@ func CycloneDX(img Image, inv *Inventory) (*cdx.BOM, error) {
 	}
 
 	pkgs := append([]Package(nil), inv.Packages...)
-	sort.SliceStable(pkgs, func(i, j int) bool {
-		if pkgs[i].Name != pkgs[j].Name {
-			return pkgs[i].Name < pkgs[j].Name
-		}
-		return pkgs[i].Architecture < pkgs[j].Architecture
-	})
+	sortPackages(pkgs, Package.nameArch)
 	var comps []cdx.Component
 	refs := map[string]int{}
 	ref := func(r string) string { // unique, as CycloneDX requires

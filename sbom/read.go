@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	"github.com/package-url/packageurl-go"
@@ -78,13 +77,7 @@ func parse(b []byte) (s *Summary, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(s.Packages, func(i, j int) bool {
-		a, b := s.Packages[i], s.Packages[j]
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.Architecture < b.Architecture
-	})
+	sortPackages(s.Packages, func(p manifest.Package) (string, string) { return p.Name, p.Architecture })
 	return s, nil
 }
 

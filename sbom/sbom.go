@@ -1,6 +1,9 @@
 package sbom
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/imagectl/manifest"
@@ -50,6 +53,18 @@ type Package struct {
 	// NOASSERTION when the file states none.
 	Licenses []string
 	License  string
+}
+
+func (p Package) nameArch() (string, string) { return p.Name, p.Architecture }
+
+// sortPackages sorts packages by name, then architecture, keeping the
+// order of equal ones; nameArch gives a package's.
+func sortPackages[P any](ps []P, nameArch func(P) (string, string)) {
+	slices.SortStableFunc(ps, func(a, b P) int {
+		an, aa := nameArch(a)
+		bn, ba := nameArch(b)
+		return cmp.Or(strings.Compare(an, bn), strings.Compare(aa, ba))
+	})
 }
 
 // File is a regular file of the image, hashed.

@@ -332,13 +332,7 @@ func (s *scanner) inventory() (*Inventory, error) {
 		p.Licenses = s.copyrights[s.resolve("usr/share/doc/"+p.Name+"/copyright")]
 		p.License = packageLicense(p.Licenses)
 	}
-	sort.SliceStable(inv.Packages, func(i, j int) bool {
-		a, b := inv.Packages[i], inv.Packages[j]
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.Architecture < b.Architecture
-	})
+	sortPackages(inv.Packages, Package.nameArch)
 
 	for name := range s.hardlinks {
 		target := s.linkTarget(name)

@@ -81,12 +81,7 @@ func Document(img Image, inv *Inventory) (*spdx.Document, error) {
 	relate(doc, "DOCUMENT", common.TypeRelationshipDescribe, RootID)
 
 	pkgs := append([]Package(nil), inv.Packages...)
-	sort.SliceStable(pkgs, func(i, j int) bool {
-		if pkgs[i].Name != pkgs[j].Name {
-			return pkgs[i].Name < pkgs[j].Name
-		}
-		return pkgs[i].Architecture < pkgs[j].Architecture
-	})
+	sortPackages(pkgs, Package.nameArch)
 	refs := map[string]*spdx.OtherLicense{}
 	for _, p := range pkgs {
 		sp := debPackage(p, inv.OS, ids.take("DEB-"+sanitize(p.Name)+"-"+sanitize(p.Architecture)))

@@ -19,20 +19,35 @@ type attrs struct {
 	diags   hcl.Diagnostics
 }
 
-// str sets dst to the attribute's value when it is a string that check
-// (which returns what is wrong, or "") accepts.
-func (at *attrs) str(name string, dst *string, check func(string) string) {
-	a := at.content.Attributes[name]
+// value evaluates the attribute, collecting its diagnostics: a is nil
+// when the block does not set it, and ok is false then and when it did not
+// evaluate.
+func (at *attrs) value(name string) (a *hcl.Attribute, v cty.Value, ok bool) {
+	a = at.content.Attributes[name]
 	if a == nil {
-		return
+		return nil, cty.NilVal, false
 	}
 	v, d := a.Expr.Value(nil)
 	at.diags = append(at.diags, d...)
-	if d.HasErrors() {
-		return
+	return a, v, !d.HasErrors()
+}
+
+// typed is value for an attribute that must be a known value of type ty:
+// one that is not is an error saying what it must be (detail), and not ok.
+func (at *attrs) typed(name string, ty cty.Type, detail string) (a *hcl.Attribute, v cty.Value, ok bool) {
+	a, v, ok = at.value(name)
+	if ok && (v.IsNull() || !v.IsKnown() || !v.Type().Equals(ty)) {
+		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, detail))
+		return a, v, false
 	}
-	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
-		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, name+" must be a string."))
+	return a, v, ok
+}
+
+// str sets dst to the attribute's value when it is a string that check
+// (which returns what is wrong, or "") accepts.
+func (at *attrs) str(name string, dst *string, check func(string) string) {
+	a, v, ok := at.typed(name, cty.String, name+" must be a string.")
+	if !ok {
 		return
 	}
 	if msg := check(v.AsString()); msg != "" {
@@ -44,31 +59,15 @@ func (at *attrs) str(name string, dst *string, check func(string) string) {
 
 // boolean sets dst to the attribute's value when it is true or false.
 func (at *attrs) boolean(name string, dst *bool) {
-	a := at.content.Attributes[name]
-	if a == nil {
-		return
+	if _, v, ok := at.typed(name, cty.Bool, name+" must be true or false (without quotes)."); ok {
+		*dst = v.True()
 	}
-	v, d := a.Expr.Value(nil)
-	at.diags = append(at.diags, d...)
-	if d.HasErrors() {
-		return
-	}
-	if v.IsNull() || !v.IsKnown() || v.Type() != cty.Bool {
-		at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid "+name, name+" must be true or false (without quotes)."))
-		return
-	}
-	*dst = v.True()
 }
 
 // port sets dst to the attribute's value when it is a TCP port number.
 func (at *attrs) port(name string, dst *int) {
-	a := at.content.Attributes[name]
-	if a == nil {
-		return
-	}
-	v, d := a.Expr.Value(nil)
-	at.diags = append(at.diags, d...)
-	if d.HasErrors() {
+	a, v, ok := at.value(name)
+	if !ok {
 		return
 	}
 	bad := v.IsNull() || !v.IsKnown() || v.Type() != cty.Number

@@ -42,13 +42,10 @@ func decodeGroup(b *hcl.Block, ss *File, declared []string) (*Group, hcl.Diagnos
 	diags = append(diags, d...)
 	g.Policy, d = decodePolicies(fmt.Sprintf("group %q", g.Name), content.Blocks, declared)
 	diags = append(diags, d...)
-	a := content.Attributes["sites"]
-	if a == nil {
-		return nil, diags
-	}
-	v, d := a.Expr.Value(nil)
-	diags = append(diags, d...)
-	if d.HasErrors() {
+	at := &attrs{content: content}
+	a, v, ok := at.value("sites")
+	diags = append(diags, at.diags...)
+	if !ok {
 		return nil, diags
 	}
 	if v.IsNull() || !v.IsKnown() || !(v.Type().IsTupleType() || v.Type().IsListType()) {

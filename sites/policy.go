@@ -179,11 +179,9 @@ func decodeEvidenceRule(b *hcl.Block) (*EvidenceRule, hcl.Diagnostics) {
 		}
 		return ""
 	})
-	if a := content.Attributes["min_hosts"]; a != nil {
-		v, d := a.Expr.Value(nil)
-		at.diags = append(at.diags, d...)
+	if a, v, evaluated := at.value("min_hosts"); a != nil {
 		n, ok := 0, false
-		if !d.HasErrors() && v.IsKnown() && !v.IsNull() && v.Type() == cty.Number {
+		if evaluated && v.IsKnown() && !v.IsNull() && v.Type() == cty.Number {
 			if bf := v.AsBigFloat(); bf.IsInt() {
 				i, _ := bf.Int(new(big.Int))
 				if i.IsInt64() && i.Int64() >= 1 && i.Int64() <= 10000 {
@@ -191,7 +189,7 @@ func decodeEvidenceRule(b *hcl.Block) (*EvidenceRule, hcl.Diagnostics) {
 				}
 			}
 		}
-		if !ok && !d.HasErrors() {
+		if !ok && evaluated {
 			at.diags = append(at.diags, hclkit.ErrorAt(a.Expr.Range(), "Invalid min_hosts", "min_hosts is a whole number of hosts, 1 to 10000."))
 		}
 		r.MinHosts = max(n, 1)
@@ -291,13 +289,8 @@ func decodeFreeze(b *hcl.Block) (*Freeze, hcl.Diagnostics) {
 // names decodes a list attribute of names; when allowed is not nil, each
 // must be one of them (with a did-you-mean). example is for the message.
 func (at *attrs) names(name, example string, allowed []string) []string {
-	a := at.content.Attributes[name]
-	if a == nil {
-		return nil
-	}
-	v, d := a.Expr.Value(nil)
-	at.diags = append(at.diags, d...)
-	if d.HasErrors() {
+	a, v, ok := at.value(name)
+	if !ok {
 		return nil
 	}
 	if v.IsNull() || !v.IsKnown() || !(v.Type().IsTupleType() || v.Type().IsListType()) {

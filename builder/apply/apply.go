@@ -12,23 +12,15 @@ package apply
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"os"
-	"path"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"github.com/gpuaas/imagectl/builder/debcache"
 	"github.com/gpuaas/imagectl/builder/guest"
@@ -38,6 +30,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/recipes"
 )
 
 // aptEnv is the environment of every apt and dpkg call in the guest:
@@ -262,7 +255,7 @@ func (a *Applier) aptRepository(ctx context.Context, s steps.AptRepository) erro
 		}
 		source = s.KeyURL
 	}
-	keyring, err := dearmor(key)
+	keyring, err := steps.Keyring(key)
 	if err != nil {
 		return fmt.Errorf("signing key of apt repository %s (%s): %w", s.Name, source, err)
 	}
@@ -275,23 +268,6 @@ func (a *Applier) aptRepository(ctx context.Context, s steps.AptRepository) erro
 	a.Keys = append(a.Keys, manifest.AptKey{Repository: s.Name, Source: source, SHA256: digest.Bytes(keyring).Hex()})
 	a.aptSync = false
 	return nil
-}
-
-// dearmor returns an OpenPGP key in binary form, which apt reads from a
-// .gpg keyring named by Signed-By.
-func dearmor(key []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(key)
-	if !bytes.HasPrefix(trimmed, []byte("-----BEGIN PGP")) {
-		if len(trimmed) == 0 || trimmed[0]&0x80 == 0 {
-			return nil, errors.New("not an OpenPGP key (neither armored nor binary)")
-		}
-		return key, nil
-	}
-	block, err := armor.Decode(bytes.NewReader(trimmed))
-	if err != nil {
-		return nil, fmt.Errorf("reading the armored key: %w", err)
-	}
-	return io.ReadAll(block.Body)
 }
 
 func fetch(ctx context.Context, client *http.Client, url string) ([]byte, error) {
@@ -422,13 +398,12 @@ func (a *Applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 	return nil
 }
 
+// writeBundleTar writes the bundle's entries as a tar stream (owned by
+// root, with fixed times), read from its source and checked against the
+// plan (recipes.CopyBundle).
 func writeBundleTar(ctx context.Context, s steps.StageBundle, w io.Writer) error {
-	want := map[string]steps.BundleEntry{}
-	for _, e := range s.Entries {
-		want[e.Path] = e
-	}
 	tw := tar.NewWriter(w)
-	header := func(e steps.BundleEntry) *tar.Header {
+	err := recipes.CopyBundle(ctx, s, s.Entries, func(e steps.BundleEntry) (io.Writer, error) {
 		h := &tar.Header{Name: "./" + e.Path, Mode: int64(fsmode.ToUnix(e.Mode)), ModTime: bundleMTime, Format: tar.FormatPAX}
 		switch e.Type {
 		case "dir":
@@ -438,79 +413,10 @@ func writeBundleTar(ctx context.Context, s steps.StageBundle, w io.Writer) error
 		default:
 			h.Typeflag, h.Size = tar.TypeReg, e.Size
 		}
-		return h
-	}
-	copyChecked := func(e steps.BundleEntry, r io.Reader) error {
-		d, err := digest.Copy(ctx, tw, io.LimitReader(r, e.Size+1), nil)
-		if err != nil {
-			return fmt.Errorf("copying %s: %w", e.Path, err)
-		}
-		if d.Size != e.Size || !d.Matches(e.SHA256) {
-			return fmt.Errorf("%s changed since the plan was made", e.Path)
-		}
-		return nil
-	}
-	if s.Archive {
-		f, err := os.Open(s.SourcePath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		var r io.Reader = f
-		if strings.HasSuffix(s.SourcePath, ".gz") || strings.HasSuffix(s.SourcePath, ".tgz") {
-			zr, err := gzip.NewReader(f)
-			if err != nil {
-				return err
-			}
-			r = zr
-		}
-		tr := tar.NewReader(r)
-		for {
-			hdr, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			name := strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")
-			e, ok := want[name]
-			if !ok {
-				continue
-			}
-			delete(want, name)
-			if err := tw.WriteHeader(header(e)); err != nil {
-				return err
-			}
-			if e.Type == "file" {
-				if err := copyChecked(e, tr); err != nil {
-					return err
-				}
-			}
-		}
-	} else {
-		for _, p := range slices.Sorted(maps.Keys(want)) {
-			e := want[p]
-			delete(want, p)
-			if err := tw.WriteHeader(header(e)); err != nil {
-				return err
-			}
-			if e.Type != "file" {
-				continue
-			}
-			f, err := os.Open(filepath.Join(s.SourcePath, filepath.FromSlash(p)))
-			if err != nil {
-				return err
-			}
-			err = copyChecked(e, f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
-	}
-	for p := range want {
-		return fmt.Errorf("%s disappeared since the plan was made", p)
+		return tw, tw.WriteHeader(h)
+	})
+	if err != nil {
+		return err
 	}
 	return tw.Close()
 }

@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/sbom"
@@ -97,7 +97,7 @@ func Describe(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, tgz, p
 
 	b := provenanceOf(plan, m, inv, packer)
 	for _, d := range debs {
-		d.URI = withoutCredentials(d.URI)
+		d.URI = redact.Userinfo(d.URI)
 		b.Packages = append(b.Packages, d)
 	}
 	b.Byproducts = []provenance.Resource{
@@ -120,7 +120,7 @@ func provenanceOf(plan *plan.Plan, m *manifest.Manifest, inv *sbom.Inventory, pa
 	host, _ := os.Hostname()
 	b := provenance.Build{
 		Subject:         provenance.Resource{Name: plan.Output.Files.Tarball, SHA256: m.Artifact.SHA256},
-		ImagectlVersion: m.Builder.Version, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer, AptProxy: withoutCredentials(m.Builder.AptProxy),
+		ImagectlVersion: m.Builder.Version, Host: host, Accelerator: m.Builder.Accelerator, Packer: packer, AptProxy: redact.Userinfo(m.Builder.AptProxy),
 		Recipe:  provenance.Resource{Name: m.Recipe.Path, URI: fileURI("", m.Recipe.Path), SHA256: m.Recipe.Digest},
 		Version: m.Image.Version, VersionFrom: plan.VersionFrom,
 		SourceRevision: m.Lineage.SourceRevision,
@@ -152,7 +152,7 @@ func provenanceOf(plan *plan.Plan, m *manifest.Manifest, inv *sbom.Inventory, pa
 				if key == "" {
 					key = keys[s.Name]
 				}
-				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: s.Name, URI: withoutCredentials(s.URI),
+				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: s.Name, URI: redact.Userinfo(s.URI),
 					Suite: s.Suite, Components: s.Components, KeySHA256: key, ConfiguredIn: "recipe layer " + l.Name})
 			case steps.StageBundle:
 				src := s.SourcePath
@@ -172,10 +172,10 @@ func provenanceOf(plan *plan.Plan, m *manifest.Manifest, inv *sbom.Inventory, pa
 	for _, src := range inv.AptSources {
 		for _, uri := range src.URIs {
 			for _, suite := range src.Suites {
-				if fromRecipe[[2]string{strings.TrimSuffix(withoutCredentials(uri), "/"), suite}] {
+				if fromRecipe[[2]string{strings.TrimSuffix(redact.Userinfo(uri), "/"), suite}] {
 					continue
 				}
-				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: path.Base(src.File), URI: withoutCredentials(uri),
+				b.AptRepositories = append(b.AptRepositories, provenance.AptRepository{Name: path.Base(src.File), URI: redact.Userinfo(uri),
 					Suite: suite, Components: src.Components, ConfiguredIn: src.File})
 			}
 		}
@@ -188,7 +188,7 @@ func provenanceOf(plan *plan.Plan, m *manifest.Manifest, inv *sbom.Inventory, pa
 // URL is returned without credentials.
 func fileURI(dir, p string) string {
 	if p == "" || strings.Contains(p, "://") {
-		return withoutCredentials(p)
+		return redact.Userinfo(p)
 	}
 	if !filepath.IsAbs(p) && dir != "" {
 		p = filepath.Join(dir, p)
@@ -204,18 +204,7 @@ func baseURI(plan *plan.Plan) string {
 	if plan.Inputs.BasePath != "" {
 		return fileURI("", plan.Inputs.BasePath)
 	}
-	return withoutCredentials(plan.Manifest.Base.Source)
-}
-
-// withoutCredentials drops a URL's user and password: the provenance
-// travels with the image, credentials must not.
-func withoutCredentials(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	u.User = nil
-	return u.String()
+	return redact.Userinfo(plan.Manifest.Base.Source)
 }
 
 // invocationID identifies one build run in its provenance.

@@ -1,18 +1,13 @@
 package firstboot
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"errors"
+	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/gpuaas/imagectl/builder/steps"
-	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/recipes"
 )
@@ -64,81 +59,25 @@ func (g *gen) bundle(s steps.StageBundle) error {
 
 // readBundle reads the content of a bundle's files from its source (a
 // directory or a tarball), each bounded by the size the plan recorded and
-// checked against its sha256.
+// checked against its sha256 (recipes.CopyBundle).
 func readBundle(g *gen, s steps.StageBundle) (map[string][]byte, error) {
-	want := map[string]steps.BundleEntry{}
+	var entries []steps.BundleEntry
 	for _, e := range s.Entries {
 		if e.Type == "file" {
-			want[e.Path] = e
+			entries = append(entries, e)
 		}
 	}
-	files := map[string][]byte{}
-	read := func(e steps.BundleEntry, r io.Reader) error {
-		if err := g.ctx.Err(); err != nil {
-			return err
-		}
-		b, err := io.ReadAll(io.LimitReader(r, e.Size+1))
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", e.Path, err)
-		}
-		if int64(len(b)) != e.Size || !digest.Bytes(b).Matches(e.SHA256) {
-			return fmt.Errorf("%s changed since the plan was made", e.Path)
-		}
-		files[e.Path] = b
-		return nil
-	}
-	if !s.Archive {
-		for p, e := range want {
-			f, err := os.Open(filepath.Join(s.SourcePath, filepath.FromSlash(p)))
-			if err != nil {
-				return nil, err
-			}
-			err = read(e, f)
-			f.Close()
-			if err != nil {
-				return nil, err
-			}
-		}
-		return files, nil
-	}
-	f, err := os.Open(s.SourcePath)
+	bufs := map[string]*bytes.Buffer{}
+	err := recipes.CopyBundle(g.ctx, s, entries, func(e steps.BundleEntry) (io.Writer, error) {
+		bufs[e.Path] = new(bytes.Buffer)
+		return bufs[e.Path], nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(s.SourcePath, ".gz") || strings.HasSuffix(s.SourcePath, ".tgz") {
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			return nil, err
-		}
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		name := strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")
-		e, ok := want[name]
-		if !ok || hdr.Typeflag != tar.TypeReg {
-			continue
-		}
-		if _, done := files[name]; done {
-			continue
-		}
-		if err := read(e, tr); err != nil {
-			return nil, err
-		}
-	}
-	for p := range want {
-		if _, ok := files[p]; !ok {
-			return nil, fmt.Errorf("%s disappeared since the plan was made", p)
-		}
+	files := make(map[string][]byte, len(bufs))
+	for p, b := range bufs {
+		files[p] = b.Bytes()
 	}
 	return files, nil
 }

@@ -1,7 +1,6 @@
 package firstboot
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/base64"
@@ -9,8 +8,6 @@ import (
 	"io/fs"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/steps"
@@ -415,7 +412,7 @@ func (g *gen) aptRepository(s steps.AptRepository) error {
 			return err
 		}
 	} else {
-		keyring, err := dearmor(s.KeyContent)
+		keyring, err := steps.Keyring(s.KeyContent)
 		if err != nil {
 			return fmt.Errorf("signing key of apt repository %s (%s): %w", s.Name, s.KeyFile, err)
 		}
@@ -431,27 +428,6 @@ func (g *gen) aptRepository(s steps.AptRepository) error {
 		return err
 	}
 	return g.line("APT_FRESH=no")
-}
-
-// dearmor returns an OpenPGP key in binary form, which apt reads from a
-// .gpg keyring named by Signed-By (as the build writes it).
-func dearmor(key []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(key)
-	if !bytes.HasPrefix(trimmed, []byte("-----BEGIN PGP")) {
-		if len(trimmed) == 0 || trimmed[0]&0x80 == 0 {
-			return nil, fmt.Errorf("not an OpenPGP key (neither armored nor binary)")
-		}
-		return key, nil
-	}
-	block, err := armor.Decode(bytes.NewReader(trimmed))
-	if err != nil {
-		return nil, fmt.Errorf("reading the armored key: %w", err)
-	}
-	var out bytes.Buffer
-	if _, err := out.ReadFrom(block.Body); err != nil {
-		return nil, fmt.Errorf("reading the armored key: %w", err)
-	}
-	return out.Bytes(), nil
 }
 
 func (g *gen) packages(s steps.Packages) error {

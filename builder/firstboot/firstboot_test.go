@@ -344,7 +344,7 @@ func TestKeyPinnedByABuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyring, err := dearmor(arm)
+	keyring, err := steps.Keyring(arm)
 	if err != nil {
 		t.Fatal(err)
 	}

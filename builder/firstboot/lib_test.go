@@ -103,7 +103,7 @@ func TestPutFile(t *testing.T) {
 }
 
 // TestPutKey: an armored key fetched by URL is dearmored in shell into
-// the binary keyring the build writes (the Go dearmor's bytes), checked
+// the binary keyring the build writes (steps.Keyring's bytes), checked
 // against a pinned sha256, and refused when it differs.
 func TestPutKey(t *testing.T) {
 	testenv.Root(t, "chown files to root")
@@ -113,9 +113,9 @@ func TestPutKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := dearmor(arm)
+	want, err := steps.Keyring(arm)
 	if err != nil || len(want) == 0 || want[0]&0x80 == 0 {
-		t.Fatalf("Go's dearmor: %v", err)
+		t.Fatalf("steps.Keyring: %v", err)
 	}
 	dir := t.TempDir()
 	src, crlf := filepath.Join(dir, "key.asc"), filepath.Join(dir, "crlf.asc")

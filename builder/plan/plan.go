@@ -11,7 +11,6 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -57,16 +56,6 @@ type Plan struct {
 	secrets []string
 	// aptProxy is the recipe's apt_proxy, credentials included.
 	aptProxy string
-}
-
-// withoutCredentials is a URL without its user and password.
-func withoutCredentials(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	u.User = nil
-	return u.String()
 }
 
 // AptProxy is the proxy the guest's apt goes through during the build
@@ -173,7 +162,7 @@ func New(r *recipes.Recipe, opts Options) (*Plan, error) {
 	if img.AptProxy != "" {
 		p.aptProxy = img.AptProxy
 		redact.RegisterURL(img.AptProxy)
-		p.Manifest.Builder.AptProxy = withoutCredentials(img.AptProxy)
+		p.Manifest.Builder.AptProxy = redact.Userinfo(img.AptProxy)
 	}
 	p.Output = Output{Directory: img.Artifact.Directory, Files: manifest.FilesFor(img.Name, version),
 		CompressionLevel: img.Artifact.CompressionLevel, SignKey: img.Artifact.SignKey}

@@ -2,7 +2,9 @@
 // to an image: plain data, with no knowledge of how they are executed. The
 // layer compiler (package compile) and the planner (package plan) produce
 // them; executors (the libguestfs one, and the dry-run printer) consume the
-// same values, so a plan and a build cannot disagree.
+// same values, so a plan and a build cannot disagree. For the same reason
+// it says what an apt repository's key becomes (Keyring), which the build
+// and the first-boot script both write.
 //
 // Every step serializes to JSON with a "kind" field; the JSON of a layer's
 // steps, with file contents replaced by their digests, is what the layer's

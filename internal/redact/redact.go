@@ -6,13 +6,15 @@
 // a registry or git password, a sensitive recipe variable), which their
 // readers Register and Known replaces wherever they appear. Text does
 // both, for every error message; Writer does the second on a whole output
-// stream, the CLI's last line of defence.
+// stream, the CLI's last line of defence. Userinfo drops a URL's user and
+// password from what a record keeps (the manifest, the provenance).
 package redact
 
 import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -47,6 +49,18 @@ func Text(s string) string { return URL(Known(s)) }
 // without "@" or "?" is left alone, and so are an e-mail address and an
 // scp-style git remote (git@host:path), whose user is no secret.
 func URL(s string) string { return strip(s, func(string) {}) }
+
+// Userinfo returns the URL s without its user and password, as a record
+// (the manifest, the provenance) keeps a location; s is returned as it is
+// when it names no user or does not parse as a URL.
+func Userinfo(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
+}
 
 // RegisterURL registers the credentials of every URL in s (those URL
 // replaces): for a location that is refused, or used, but whose

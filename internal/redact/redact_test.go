@@ -47,6 +47,23 @@ func TestURL(t *testing.T) {
 	}
 }
 
+// TestUserinfo: a record keeps a URL without its user and password, and
+// keeps as it is what names no user.
+func TestUserinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://proxy:PASS@10.0.0.1:3128":         "http://10.0.0.1:3128",
+		"https://TOKEN@apt.example/debian?x=1":    "https://apt.example/debian?x=1",
+		"http://deb.debian.org/debian":            "http://deb.debian.org/debian",
+		"/var/cache/base.qcow2":                   "/var/cache/base.qcow2",
+		"":                                        "",
+		"https://apt.example/a%20b?sig=keep#frag": "https://apt.example/a%20b?sig=keep#frag",
+	} {
+		if got := Userinfo(in); got != want {
+			t.Errorf("Userinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestValues(t *testing.T) {
 	got := string(Values([]byte(`a "q\"uote" q"uote b`), []string{`q"uote`}, "(sensitive)"))
 	if got != `a "(sensitive)" (sensitive) b` {

@@ -241,11 +241,16 @@ func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r.WithContext(t.ctx))
 }
 
-// resources returns gomaasclient's API object for boot-resources/, bound to
-// ctx with the request timeout.
-func (c *Client) resources(ctx context.Context) (client.APIClient, context.CancelFunc, error) {
+// apiAt returns gomaasclient's API object for path under api/2.0/, bound to
+// ctx with the request timeout; a limit above 0 bounds each answer's body
+// (limitTransport).
+func (c *Client) apiAt(ctx context.Context, path string, limit int64) (client.APIClient, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	mc, err := client.GetClientWithTransport(c.cfg.URL, c.cfg.APIKey, "2.0", ctxTransport{ctx, c.cfg.Transport})
+	var rt http.RoundTripper = ctxTransport{ctx, c.cfg.Transport}
+	if limit > 0 {
+		rt = limitTransport{rt, limit}
+	}
+	mc, err := client.GetClientWithTransport(c.cfg.URL, c.cfg.APIKey, "2.0", rt)
 	if err != nil {
 		cancel()
 		return client.APIClient{}, nil, fmt.Errorf("MAAS client for %s: invalid URL or API key", c.cfg.URL)
@@ -255,7 +260,12 @@ func (c *Client) resources(ctx context.Context) (client.APIClient, context.Cance
 		cancel()
 		return client.APIClient{}, nil, fmt.Errorf("MAAS client for %s: unexpected gomaasclient", c.cfg.URL)
 	}
-	return br.APIClient.GetSubObject("boot-resources"), cancel, nil
+	root := br.APIClient
+	// BootResources' client is rooted at api/2.0/; step to path.
+	for _, p := range strings.Split(strings.Trim(path, "/"), "/") {
+		root = root.GetSubObject(p)
+	}
+	return root, cancel, nil
 }
 
 // apiErr turns gomaasapi's error into an APIError or a connection error.
@@ -269,11 +279,12 @@ func apiErr(doing string, err error) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
-// call sends a request on boot-resources/ (f, on the API object bound to
-// ctx with the request timeout), with retries; doing names it in errors.
-func (c *Client) call(ctx context.Context, doing string, f func(api client.APIClient) error) error {
+// call sends a request on path under api/2.0/ (f, on the API object
+// bound to ctx with the request timeout, its answers bounded by limit when
+// above 0), with retries; doing names it in errors.
+func (c *Client) call(ctx context.Context, doing, path string, limit int64, f func(api client.APIClient) error) error {
 	return c.withRetries(ctx, nil, func() error {
-		api, cancel, err := c.resources(ctx)
+		api, cancel, err := c.apiAt(ctx, path, limit)
 		if err != nil {
 			return err
 		}
@@ -282,12 +293,16 @@ func (c *Client) call(ctx context.Context, doing string, f func(api client.APICl
 	})
 }
 
+// bootResources is where the calls on boot resources go; their answers
+// are read unbounded (gomaasclient reads each whole), as they always were.
+const bootResources, unbounded = "boot-resources", 0
+
 // List returns the boot resources of a type: "all", "synced" or "uploaded"
 // (MAAS's list has no sets; Get a resource for them).
 func (c *Client) List(ctx context.Context, typ string) ([]Resource, error) {
 	doing := fmt.Sprintf("listing %s boot resources on %s", typ, c.cfg.URL)
 	var out []Resource
-	err := c.call(ctx, doing, func(api client.APIClient) error {
+	err := c.call(ctx, doing, bootResources, unbounded, func(api client.APIClient) error {
 		// gomaasclient's BootResourcesReadParams sends "Type", which MAAS
 		// ignores: send the filter ourselves.
 		return api.Get("", url.Values{"type": {typ}}, func(b []byte) error {
@@ -302,7 +317,7 @@ func (c *Client) List(ctx context.Context, typ string) ([]Resource, error) {
 func (c *Client) Get(ctx context.Context, id int) (*Resource, error) {
 	doing := fmt.Sprintf("reading boot resource %d on %s", id, c.cfg.URL)
 	var out *Resource
-	err := c.call(ctx, doing, func(api client.APIClient) error {
+	err := c.call(ctx, doing, bootResources, unbounded, func(api client.APIClient) error {
 		return api.GetSubObject(strconv.Itoa(id)).Get("", url.Values{}, func(b []byte) error {
 			out = new(Resource)
 			return json.Unmarshal(b, out)
@@ -314,7 +329,7 @@ func (c *Client) Get(ctx context.Context, id int) (*Resource, error) {
 // Delete deletes a boot resource; one already gone is not an error.
 func (c *Client) Delete(ctx context.Context, id int) error {
 	doing := fmt.Sprintf("deleting boot resource %d on %s", id, c.cfg.URL)
-	err := c.call(ctx, doing, func(api client.APIClient) error {
+	err := c.call(ctx, doing, bootResources, unbounded, func(api client.APIClient) error {
 		return api.GetSubObject(strconv.Itoa(id)).Delete()
 	})
 	if IsNotFound(err) {

@@ -89,43 +89,16 @@ type RackImage struct {
 	Subarches    []string `json:"subarches,omitempty"`
 }
 
-// apiAt returns gomaasclient's API object for path under api/2.0/, bound to
-// ctx with the request timeout.
-func (c *Client) apiAt(ctx context.Context, path string) (client.APIClient, context.CancelFunc, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	mc, err := client.GetClientWithTransport(c.cfg.URL, c.cfg.APIKey, "2.0", limitTransport{ctxTransport{ctx, c.cfg.Transport}, maxAnswer})
-	if err != nil {
-		cancel()
-		return client.APIClient{}, nil, fmt.Errorf("MAAS client for %s: invalid URL or API key", c.cfg.URL)
-	}
-	br, ok := mc.BootResources.(*client.BootResources)
-	if !ok {
-		cancel()
-		return client.APIClient{}, nil, fmt.Errorf("MAAS client for %s: unexpected gomaasclient", c.cfg.URL)
-	}
-	root := br.APIClient
-	// BootResources' client is rooted at api/2.0/; step to path.
-	for _, p := range strings.Split(strings.Trim(path, "/"), "/") {
-		root = root.GetSubObject(p)
-	}
-	return root, cancel, nil
-}
-
 // getJSON reads path (under api/2.0/) with the op and decodes it into out,
-// with retries.
+// with retries; the answer is bounded by maxAnswer.
 func (c *Client) getJSON(ctx context.Context, doing, path, op string, out any) error {
-	return c.withRetries(ctx, nil, func() error {
-		a, cancel, err := c.apiAt(ctx, path)
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		return apiErr(doing, a.Get(op, url.Values{}, func(b []byte) error {
+	return c.call(ctx, doing, path, maxAnswer, func(a client.APIClient) error {
+		return a.Get(op, url.Values{}, func(b []byte) error {
 			if err := json.Unmarshal(b, out); err != nil {
 				return fmt.Errorf("%s: MAAS's answer is not what it should be: %w", doing, err)
 			}
 			return nil
-		}))
+		})
 	})
 }
 
@@ -170,13 +143,8 @@ func (c *Client) RackBootImages(ctx context.Context, systemID string) (*RackImag
 // MAAS accepted the request, not when the import ends.
 func (c *Client) ImportRackBootImages(ctx context.Context, systemID string) error {
 	doing := fmt.Sprintf("asking rack controller %s on %s to import boot images", systemID, c.cfg.URL)
-	return c.withRetries(ctx, nil, func() error {
-		a, cancel, err := c.apiAt(ctx, "rackcontrollers/"+url.PathEscape(systemID))
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		return apiErr(doing, a.Post("import_boot_images", url.Values{}, func([]byte) error { return nil }))
+	return c.call(ctx, doing, "rackcontrollers/"+url.PathEscape(systemID), maxAnswer, func(a client.APIClient) error {
+		return a.Post("import_boot_images", url.Values{}, func([]byte) error { return nil })
 	})
 }
 
