@@ -242,14 +242,11 @@ func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // apiAt returns gomaasclient's API object for path under api/2.0/, bound to
-// ctx with the request timeout; a limit above 0 bounds each answer's body
+// ctx with the request timeout, each answer's body bounded by limit
 // (limitTransport).
 func (c *Client) apiAt(ctx context.Context, path string, limit int64) (client.APIClient, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	var rt http.RoundTripper = ctxTransport{ctx, c.cfg.Transport}
-	if limit > 0 {
-		rt = limitTransport{rt, limit}
-	}
+	rt := limitTransport{ctxTransport{ctx, c.cfg.Transport}, limit}
 	mc, err := client.GetClientWithTransport(c.cfg.URL, c.cfg.APIKey, "2.0", rt)
 	if err != nil {
 		cancel()
@@ -280,8 +277,8 @@ func apiErr(doing string, err error) error {
 }
 
 // call sends a request on path under api/2.0/ (f, on the API object
-// bound to ctx with the request timeout, its answers bounded by limit when
-// above 0), with retries; doing names it in errors.
+// bound to ctx with the request timeout, its answers bounded by limit),
+// with retries; doing names it in errors.
 func (c *Client) call(ctx context.Context, doing, path string, limit int64, f func(api client.APIClient) error) error {
 	return c.withRetries(ctx, nil, func() error {
 		api, cancel, err := c.apiAt(ctx, path, limit)
@@ -293,16 +290,20 @@ func (c *Client) call(ctx context.Context, doing, path string, limit int64, f fu
 	})
 }
 
-// bootResources is where the calls on boot resources go; their answers
-// are read unbounded (gomaasclient reads each whole), as they always were.
-const bootResources, unbounded = "boot-resources", 0
+// bootResources is where the calls on boot resources go. gomaasclient
+// reads each answer whole: maxBootResources bounds it, far above what a
+// region with every synced and uploaded image answers (a few MiB).
+const (
+	bootResources    = "boot-resources"
+	maxBootResources = 64 << 20
+)
 
 // List returns the boot resources of a type: "all", "synced" or "uploaded"
 // (MAAS's list has no sets; Get a resource for them).
 func (c *Client) List(ctx context.Context, typ string) ([]Resource, error) {
 	doing := fmt.Sprintf("listing %s boot resources on %s", typ, c.cfg.URL)
 	var out []Resource
-	err := c.call(ctx, doing, bootResources, unbounded, func(api client.APIClient) error {
+	err := c.call(ctx, doing, bootResources, maxBootResources, func(api client.APIClient) error {
 		// gomaasclient's BootResourcesReadParams sends "Type", which MAAS
 		// ignores: send the filter ourselves.
 		return api.Get("", url.Values{"type": {typ}}, func(b []byte) error {
@@ -317,7 +318,7 @@ func (c *Client) List(ctx context.Context, typ string) ([]Resource, error) {
 func (c *Client) Get(ctx context.Context, id int) (*Resource, error) {
 	doing := fmt.Sprintf("reading boot resource %d on %s", id, c.cfg.URL)
 	var out *Resource
-	err := c.call(ctx, doing, bootResources, unbounded, func(api client.APIClient) error {
+	err := c.call(ctx, doing, bootResources, maxBootResources, func(api client.APIClient) error {
 		return api.GetSubObject(strconv.Itoa(id)).Get("", url.Values{}, func(b []byte) error {
 			out = new(Resource)
 			return json.Unmarshal(b, out)
@@ -329,7 +330,7 @@ func (c *Client) Get(ctx context.Context, id int) (*Resource, error) {
 // Delete deletes a boot resource; one already gone is not an error.
 func (c *Client) Delete(ctx context.Context, id int) error {
 	doing := fmt.Sprintf("deleting boot resource %d on %s", id, c.cfg.URL)
-	err := c.call(ctx, doing, bootResources, unbounded, func(api client.APIClient) error {
+	err := c.call(ctx, doing, bootResources, maxBootResources, func(api client.APIClient) error {
 		return api.GetSubObject(strconv.Itoa(id)).Delete()
 	})
 	if IsNotFound(err) {
