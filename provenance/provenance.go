@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
@@ -218,7 +217,7 @@ func predicate(b Build) (*slsa.Provenance, error) {
 	putString(internal, "host", b.Host)
 	putString(internal, "accelerator", b.Accelerator)
 	putString(internal, "packer", b.Packer)
-	putString(internal, "aptProxy", withoutCredentials(b.AptProxy))
+	putString(internal, "aptProxy", redact.Userinfo(b.AptProxy))
 	intParams, err := structOf(internal)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the internal parameters: %w", err)
@@ -429,13 +428,3 @@ func structOf(m map[string]any) (*structpb.Struct, error) {
 	return structpb.NewStruct(m)
 }
 
-// withoutCredentials is a URL without its user and password; what does
-// not parse as one is masked by redact.URL.
-func withoutCredentials(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return redact.URL(s)
-	}
-	u.User = nil
-	return u.String()
-}

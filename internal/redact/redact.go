@@ -52,10 +52,14 @@ func URL(s string) string { return strip(s, func(string) {}) }
 
 // Userinfo returns the URL s without its user and password, as a record
 // (the manifest, the provenance) keeps a location; s is returned as it is
-// when it names no user or does not parse as a URL.
+// when it names no user, and with its credentials masked (URL) when it
+// does not parse as a URL.
 func Userinfo(s string) string {
 	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return URL(s)
+	}
+	if u.User == nil {
 		return s
 	}
 	u.User = nil
