@@ -188,13 +188,9 @@ func (o Options) predeployImage(ctx context.Context, image string, ps []deployPr
 // storedResourceName is the boot resource name of image version, as the
 // store's manifest gives it.
 func (o Options) storedResourceName(ctx context.Context, image, version string) (string, error) {
-	v, err := o.Store.Version(ctx, image, version)
+	_, m, err := stored(ctx, o.Store, image, version)
 	if err != nil {
 		return "", err
-	}
-	m, err := manifest.Read(v.Manifest)
-	if err != nil {
-		return "", fmt.Errorf("reading %s %s's manifest: %w", image, version, err)
 	}
 	return resourceName(image, version, m), nil
 }

@@ -55,11 +55,7 @@ func (e *RacksError) Error() string {
 // MAAS must be those of its manifest. A report that did not pass is a
 // result, not an error: the caller says what its verdict means.
 func WarmRacks(ctx context.Context, image, version string, o Options) (*RacksResult, error) {
-	v, err := o.Store.Version(ctx, image, version)
-	if err != nil {
-		return nil, err
-	}
-	m, err := manifest.Read(v.Manifest)
+	_, m, err := stored(ctx, o.Store, image, version)
 	if err != nil {
 		return nil, err
 	}

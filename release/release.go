@@ -336,15 +336,25 @@ func (o Options) followChannel(ctx context.Context, image, version string, res *
 	res.Channel = version
 }
 
+// stored is a version of the store with its manifest; the version is nil
+// when the store could not give it.
+func stored(ctx context.Context, st store.Versions, image, version string) (*store.Version, *manifest.Manifest, error) {
+	v, err := st.Version(ctx, image, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := manifest.Read(v.Manifest)
+	if err != nil {
+		return v, nil, fmt.Errorf("reading %s %s's manifest: %w", image, version, err)
+	}
+	return v, m, nil
+}
+
 // Upload checks a stored version (deployability findings, then its size,
 // sha256 and signatures) and uploads it to the site's MAAS unless MAAS
 // already holds it. Nothing is sent when a check fails.
 func Upload(ctx context.Context, image, version string, o Options) (*Result, error) {
-	v, err := o.Store.Version(ctx, image, version)
-	if err != nil {
-		return nil, err
-	}
-	m, err := manifest.Read(v.Manifest)
+	v, m, err := stored(ctx, o.Store, image, version)
 	if err != nil {
 		return nil, err
 	}

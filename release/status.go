@@ -259,12 +259,11 @@ func Status(ctx context.Context, o Options) (*SiteStatus, error) {
 			return nil, fmt.Errorf("site %s: %w", o.Site.Name, err)
 		}
 		st.Racks = store.LatestRackProofs(proofs)
-		v, err := o.Store.Version(ctx, image, cur)
-		if err != nil {
+		v, m, err := stored(ctx, o.Store, image, cur)
+		if v == nil {
 			st.Drift = append(st.Drift, Drift{Kind: "not-in-store", Message: fmt.Sprintf("%s %s is promoted but not in the store", image, cur)})
 			continue
 		}
-		m, err := manifest.Read(v.Manifest)
 		if err != nil {
 			return nil, err
 		}
