@@ -160,11 +160,12 @@ $(STATICCHECK):
 # the others from the start. make fails if any job does, naming it. The
 # builds of the run share one package cache (testenv.PackageCache), new
 # for each run, so each .deb is fetched once a run, on the host, by
-# whichever test needs it first.
+# whichever test needs it first. (The recipe names no $(MAKE), so that
+# make -n test shows it and runs nothing; the fuzz job calls make itself.)
 test: lint test-tools
 	@pkgs=$$(mktemp -d -t imagectl-test-packages.XXXXXX) || exit 1; export IMAGECTL_TEST_PACKAGE_CACHE=$$pkgs; \
 	trap 'rm -rf "$$pkgs"' EXIT; trap 'exit 130' INT TERM; \
-	GO=$(GO) TAGS=$(TAGS) MAKE=$(MAKE) BIN=$(BIN) BASE_VARS=$(BASE_VARS) scripts/testlanes.sh; rc=$$?; \
+	GO=$(GO) TAGS=$(TAGS) BIN=$(BIN) BASE_VARS=$(BASE_VARS) scripts/testlanes.sh; rc=$$?; \
 	du -sh "$$pkgs"; exit $$rc
 
 # Plan and repack benchmarks, then the packing comparison on the base image

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # testlanes.sh: make test's tests, fuzzing and dry-runs, as jobs that two
 # lanes take from one queue, longest first, so that both cores stay busy to
-# the end. make test calls it after lint, with GO, TAGS, MAKE, BIN and
+# the end. make test calls it after lint, with GO, TAGS, BIN and
 # BASE_VARS set and the run's package cache exported.
 #
 # What runs, and why once is enough:
