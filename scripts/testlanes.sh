@@ -51,9 +51,9 @@ jobs=(
 	smoke-compare # ~540: the first-boot comparison (issue 24)
 	race-cmd      # 192: cmd/imagectl under -race -short
 	full          # ~194: the other packages that read testing.Short, in full
-	fuzz          # ~110: make fuzz, four targets and their builds
-	nocgo         # ~51: the CGO-free build's tests
+	fuzz          # ~60: make fuzz, four targets (50 s) and their builds
 	smoke-rest    # ~54: the boots of a blank disk, the smoke unit tests
+	nocgo         # ~51: the CGO-free build's tests
 	dry-run       # ~1: the shipped recipes' dry-runs
 )
 
@@ -62,18 +62,24 @@ run() {
 	"$@"
 }
 
-# pkgs FILE [EXCEPT...]: the packages listed in FILE of the run's state,
-# less the ones named.
+# pkgs WHICH [EXCEPT...]: the packages of WHICH (all, or a list of
+# scripts/testpkgs.sh, said first as what the job runs), less the ones
+# named, one a line.
 pkgs() {
-	local file=$state/$1
+	local which=$1 list p skip
 	shift
-	local p skip
-	while read -r p; do
+	if [ "$which" = all ]; then
+		list=$("$go" list -tags "$tags" ./...) || return 1
+	else
+		list=$(GO=$go TAGS=$tags scripts/testpkgs.sh "$which") || return 1
+		echo "scripts/testpkgs.sh $which: $(echo "$list" | sed "s|^$module/||" | tr '\n' ' ')" >&2
+	fi
+	for p in $list; do
 		for skip in "$@"; do
 			[ "$p" = "$module/$skip" ] && continue 2
 		done
 		echo "$p"
-	done <"$file"
+	done
 }
 
 # Every job runs one test binary at a time (-p 1): a lane is one core.
@@ -81,7 +87,7 @@ full_test() { run "$go" test -count=1 -vet=off -p 1 -tags "$tags" -timeout 60m "
 race_test() { run "$go" test -count=1 -vet=off -p 1 -race -short -tags "$tags" "$@"; }
 
 job() {
-	local p
+	local list p
 	case $1 in
 	smoke-standin) full_test -run "^($standin)\$" ./smoke ;;
 	smoke-compare) full_test -run "^($compare)\$" ./smoke ;;
@@ -89,17 +95,20 @@ job() {
 	guestfs) full_test ./builder/guestfs ;;
 	cmd) full_test ./cmd/imagectl ;;
 	full)
-		mapfile -t p < <(pkgs short smoke builder/guestfs cmd/imagectl)
-		[ ${#p[@]} -eq 0 ] || full_test "${p[@]}"
+		list=$(pkgs short smoke builder/guestfs cmd/imagectl) || return 1
+		mapfile -t p <<<"$list"
+		[ -z "$list" ] || full_test "${p[@]}"
 		;;
 	race)
-		mapfile -t p < <(pkgs all cmd/imagectl)
+		list=$(pkgs all cmd/imagectl) || return 1
+		mapfile -t p <<<"$list"
 		race_test "${p[@]}"
 		;;
 	race-cmd) race_test ./cmd/imagectl ;;
 	nocgo)
-		mapfile -t p < <(pkgs nocgo)
-		[ ${#p[@]} -eq 0 ] || run env CGO_ENABLED=0 "$go" test -count=1 -vet=off -p 1 -short "${p[@]}"
+		list=$(pkgs nocgo) || return 1
+		mapfile -t p <<<"$list"
+		[ -z "$list" ] || run env CGO_ENABLED=0 "$go" test -count=1 -vet=off -p 1 -short "${p[@]}"
 		;;
 	fuzz) run "${MAKE:-make}" --no-print-directory fuzz GO="$go" ;;
 	dry-run)
@@ -169,16 +178,6 @@ trap stop INT TERM
 trap 'rm -rf "$state"' EXIT
 
 printf '%s\n' "${jobs[@]}" >"$state/jobs"
-# The package lists, computed once for every lane.
-if ! "$go" list -tags "$tags" ./... >"$state/all" ||
-	! GO=$go TAGS=$tags scripts/testpkgs.sh short >"$state/short" ||
-	! GO=$go TAGS=$tags scripts/testpkgs.sh nocgo >"$state/nocgo"; then
-	echo "testlanes.sh: listing the packages failed"
-	exit 1
-fi
-echo "run in full as well as under -race -short (they read testing.Short): $(sed "s|^$module/||" "$state/short" | tr '\n' ' ')"
-echo "run CGO-free (their file set differs without cgo and the $tags tag): $(sed "s|^$module/||" "$state/nocgo" | tr '\n' ' ')"
-
 start=$SECONDS
 for n in $(seq 1 "${TEST_LANES:-2}"); do
 	# Each lane in a session of its own, so that stop ends its tests too.
