@@ -150,32 +150,23 @@ $(STATICCHECK):
 	mv $(@D).tmp/staticcheck $@
 	rmdir $(@D).tmp
 
-# The tagged build's tests, all of them; the race detector over the tests
-# that need no appliance (-short skips the ones that build or boot an image);
-# the CGO-free build's own tests (without libguestfs: -short, as the image
-# tests need it and the others already ran above).
-#
-# smoke (about 25 minutes under TCG) is the longest package and would start
-# last in go test's order: it runs beside the others from the start, each
-# side one package at a time (two cores, both QEMU-bound), and make fails if
-# either side does. The builds of the run share one package cache
-# (testenv.PackageCache), new for each run, so each .deb is fetched once a
-# run, on the host, by whichever test needs it first.
+# The tests, fuzzing and dry-runs, as jobs that two lanes (the two cores
+# CI has) take from one queue, longest first (scripts/testlanes.sh says
+# what each job runs and why): the tagged build's tests in full where
+# -short trims them, the race detector over every test that needs no
+# appliance, the CGO-free build's tests where its file set differs
+# (scripts/testpkgs.sh computes both lists), make fuzz, the dry-runs.
+# smoke runs as three processes, the tagged builds' longest package beside
+# the others from the start. make fails if any job does, naming it. The
+# builds of the run share one package cache (testenv.PackageCache), new
+# for each run, so each .deb is fetched once a run, on the host, by
+# whichever test needs it first. (The recipe names no $(MAKE), so that
+# make -n test shows it and runs nothing; the fuzz job calls make itself.)
 test: lint test-tools
 	@pkgs=$$(mktemp -d -t imagectl-test-packages.XXXXXX) || exit 1; export IMAGECTL_TEST_PACKAGE_CACHE=$$pkgs; \
 	trap 'rm -rf "$$pkgs"' EXIT; trap 'exit 130' INT TERM; \
-	$(GO) test -count=1 -tags $(TAGS) -timeout 60m ./smoke & smoke=$$!; \
-	$(GO) test -count=1 -tags $(TAGS) -timeout 60m -p 1 $$($(GO) list ./... | grep -v '/smoke$$'); rest=$$?; \
-	wait $$smoke; smoke=$$?; \
-	du -sh "$$pkgs"; \
-	if [ $$rest -ne 0 ] || [ $$smoke -ne 0 ]; then echo "go test failed (smoke: exit $$smoke, the other packages: exit $$rest)"; exit 1; fi
-	$(GO) test -count=1 -race -short -tags $(TAGS) ./...
-	CGO_ENABLED=0 $(GO) test -count=1 -short ./...
-	$(MAKE) --no-print-directory fuzz
-	$(BIN) build recipes/h200.hcl --dry-run >/dev/null
-	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --version 0.0.0-ci >/dev/null
-	$(BIN) build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir=$(CURDIR)/testdata/bundles --dry-run --output json --version 0.0.0-ci >/dev/null
-	$(BIN) build testdata/h200-debian.hcl -var-file $(BASE_VARS) --dry-run >/dev/null
+	GO=$(GO) TAGS=$(TAGS) BIN=$(BIN) BASE_VARS=$(BASE_VARS) scripts/testlanes.sh; rc=$$?; \
+	du -sh "$$pkgs"; exit $$rc
 
 # Plan and repack benchmarks, then the packing comparison on the base image
 # (one iteration each: every run launches an appliance).

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# testlanes.sh: make test's tests, fuzzing and dry-runs, as jobs that two
+# lanes take from one queue, longest first, so that both cores stay busy to
+# the end. make test calls it after lint, with GO, TAGS, BIN and
+# BASE_VARS set and the run's package cache exported.
+#
+# What runs, and why once is enough:
+#   - every package under -race -short (the race detector over every test
+#     that needs no appliance);
+#   - in full, without -race, only the packages whose tests read
+#     testing.Short() (scripts/testpkgs.sh short: the appliance tests and
+#     the few others -short trims); for every other package the -race
+#     -short run is its full run;
+#   - the CGO-free build's tests (-short) of the packages whose file set
+#     differs without cgo and the guestfs tag (scripts/testpkgs.sh nocgo);
+#   - the fuzz targets (make fuzz) and the dry-runs of the shipped recipes.
+# smoke runs as three processes (go test runs a package's tests one at a
+# time): the tests that share the H200 stand-in build, the first-boot
+# comparison, and the rest; the three patterns partition its tests.
+#
+# go vet does not run again inside go test (-vet=off): make lint vets
+# both builds, tests included, before this runs.
+#
+# Each job's output lines start with its name; each job's and each lane's
+# time is printed, and the names of the jobs that failed. The exit status
+# is 1 when any job failed. TEST_LANES sets the number of lanes (2).
+# Arguments name jobs to run alone (default: all), as in
+# scripts/testlanes.sh race nocgo (GO, BIN and BASE_VARS as make sets them).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+go=${GO:-go}
+tags=${TAGS:-guestfs}
+module=github.com/gpuaas/imagectl
+
+# The smoke tests that share the stand-in build (standInArtifact) run in
+# one process, which builds it once; the comparison tests build their own
+# small image. A new stand-in test left out of standin still runs (in
+# smoke-rest), only building the stand-in a second time.
+standin='TestSmokeH200StandIn|TestSmokeNoKernel|TestSmokeCancelledDuringDeploy'
+compare='TestCompareFirstBoot.*'
+
+# The jobs, longest first: the seconds each took on an idle two-core
+# machine at fee802d (go test's times; smoke-rest measured alone, on a
+# loaded machine; smoke-compare is the estimate for the new test).
+jobs=(
+	smoke-standin # ~1855: the stand-in build, its boots, the release loop
+	guestfs       # 1469: builder/guestfs, real builds
+	race          # ~553 and builds: -race -short, all but cmd/imagectl
+	cmd           # 571: cmd/imagectl in full
+	smoke-compare # ~540: the first-boot comparison (issue 24)
+	race-cmd      # 192: cmd/imagectl under -race -short
+	full          # ~194: the other packages that read testing.Short, in full
+	fuzz          # ~60: make fuzz, four targets (50 s) and their builds
+	smoke-rest    # ~54: the boots of a blank disk, the smoke unit tests
+	nocgo         # ~51: the CGO-free build's tests
+	dry-run       # ~1: the shipped recipes' dry-runs
+)
+
+run() {
+	echo "$*" >&2
+	"$@"
+}
+
+# pkgs WHICH [EXCEPT...]: the packages of WHICH (all, or a list of
+# scripts/testpkgs.sh, said first as what the job runs), less the ones
+# named, one a line.
+pkgs() {
+	local which=$1 list p skip
+	shift
+	if [ "$which" = all ]; then
+		list=$("$go" list -tags "$tags" ./...) || return 1
+	else
+		list=$(GO=$go TAGS=$tags scripts/testpkgs.sh "$which") || return 1
+		echo "scripts/testpkgs.sh $which: $(echo "$list" | sed "s|^$module/||" | tr '\n' ' ')" >&2
+	fi
+	for p in $list; do
+		for skip in "$@"; do
+			[ "$p" = "$module/$skip" ] && continue 2
+		done
+		echo "$p"
+	done
+}
+
+# Every job runs one test binary at a time (-p 1): a lane is one core.
+full_test() { run "$go" test -count=1 -vet=off -p 1 -tags "$tags" -timeout 60m "$@"; }
+race_test() { run "$go" test -count=1 -vet=off -p 1 -race -short -tags "$tags" "$@"; }
+
+job() {
+	local list p
+	case $1 in
+	smoke-standin) full_test -run "^($standin)\$" ./smoke ;;
+	smoke-compare) full_test -run "^($compare)\$" ./smoke ;;
+	smoke-rest) full_test -skip "^($standin|$compare)\$" ./smoke ;;
+	guestfs) full_test ./builder/guestfs ;;
+	cmd) full_test ./cmd/imagectl ;;
+	full)
+		list=$(pkgs short smoke builder/guestfs cmd/imagectl) || return 1
+		mapfile -t p <<<"$list"
+		[ -z "$list" ] || full_test "${p[@]}"
+		;;
+	race)
+		list=$(pkgs all cmd/imagectl) || return 1
+		mapfile -t p <<<"$list"
+		race_test "${p[@]}"
+		;;
+	race-cmd) race_test ./cmd/imagectl ;;
+	nocgo)
+		list=$(pkgs nocgo) || return 1
+		mapfile -t p <<<"$list"
+		[ -z "$list" ] || run env CGO_ENABLED=0 "$go" test -count=1 -vet=off -p 1 -short "${p[@]}"
+		;;
+	fuzz) run "${MAKE:-make}" --no-print-directory fuzz GO="$go" ;;
+	dry-run)
+		local bundles=$PWD/testdata/bundles
+		run "$BIN" build recipes/h200.hcl --dry-run >/dev/null &&
+			run "$BIN" build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir="$bundles" --dry-run --version 0.0.0-ci >/dev/null &&
+			run "$BIN" build recipes/h200.hcl --root testdata/bundles -var site_bootstrap_dir="$bundles" --dry-run --output json --version 0.0.0-ci >/dev/null &&
+			run "$BIN" build testdata/h200-debian.hcl -var-file "$BASE_VARS" --dry-run >/dev/null
+		;;
+	*)
+		echo "testlanes.sh: no job $1" >&2
+		return 2
+		;;
+	esac
+}
+
+# lane N: takes the next job nobody has taken until none is left; a job is
+# taken by making its directory (mkdir is atomic).
+lane() {
+	local n=$1 start=$SECONDS i name t0 rc
+	for i in "${!jobs[@]}"; do
+		name=${jobs[$i]}
+		mkdir "$state/taken.$name" 2>/dev/null || continue
+		echo "lane $n: $name started"
+		t0=$SECONDS
+		(job "$name") 2>&1 | sed -u "s/^/$name: /"
+		rc=${PIPESTATUS[0]}
+		echo "$name $rc $((SECONDS - t0)) $n" >"$state/taken.$name/result"
+		if [ "$rc" -eq 0 ]; then
+			echo "lane $n: $name passed in $((SECONDS - t0)) s"
+		else
+			echo "lane $n: $name FAILED (exit $rc) in $((SECONDS - t0)) s"
+		fi
+	done
+	echo "lane $n: no job left after $((SECONDS - start)) s"
+}
+
+if [ "${1:-}" = --lane ]; then
+	state=$3
+	mapfile -t jobs <"$state/jobs"
+	lane "$2"
+	exit 0
+fi
+if [ $# -gt 0 ]; then
+	for name in "$@"; do
+		case " ${jobs[*]} " in
+		*" $name "*) ;;
+		*)
+			echo "testlanes.sh: no job $name (the jobs: ${jobs[*]})" >&2
+			exit 2
+			;;
+		esac
+	done
+	jobs=("$@")
+fi
+
+state=$(mktemp -d -t imagectl-lanes.XXXXXX) || exit 1
+pids=()
+stop() {
+	local p
+	for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+	wait
+	rm -rf "$state"
+	exit 130
+}
+trap stop INT TERM
+trap 'rm -rf "$state"' EXIT
+
+printf '%s\n' "${jobs[@]}" >"$state/jobs"
+start=$SECONDS
+for n in $(seq 1 "${TEST_LANES:-2}"); do
+	# Each lane in a session of its own, so that stop ends its tests too.
+	setsid "$0" --lane "$n" "$state" &
+	pids+=($!)
+done
+wait
+
+failed=()
+declare -A busy
+for name in "${jobs[@]}"; do
+	if ! read -r _ rc secs n 2>/dev/null <"$state/taken.$name/result"; then
+		echo "$name: did not run to its end"
+		failed+=("$name")
+		continue
+	fi
+	printf '%-14s lane %s %6s s  %s\n' "$name" "$n" "$secs" "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)")"
+	busy[$n]=$((${busy[$n]:-0} + secs))
+	[ "$rc" -eq 0 ] || failed+=("$name")
+done
+for n in $(printf '%s\n' "${!busy[@]}" | sort -n); do
+	echo "lane $n: busy ${busy[$n]} s"
+done
+echo "tests: $((SECONDS - start)) s in ${TEST_LANES:-2} lanes"
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "failed: ${failed[*]}"
+	exit 1
+fi
