@@ -336,3 +336,40 @@ func TestComparison(t *testing.T) {
 		t.Errorf("schema 9: %v", err)
 	}
 }
+
+// A real first-boot path's console (testdata/first-boot-reboot.console):
+// the script's lines among cloud-init's, its kernel arg requiring a
+// reboot, the reboot, and the validation in the second boot, where the
+// arg is on the kernel's command line.
+func TestFirstBootRebootTranscript(t *testing.T) {
+	res := &Result{Image: "imagectl-reboot-check", Version: "0.0.0-compare", Accelerator: "tcg", Profile: "bare-metal", Stage: "image", FirstBoot: &FirstBoot{}}
+	done, err := replay(t, newWatcher(res, nil), "first-boot-reboot.console")
+	if !done || err != nil || !res.Passed() {
+		t.Fatalf("done %v, err %v: %s", done, err, res.Failure())
+	}
+	fb := res.FirstBoot
+	if !fb.Rebooted || !fb.RebootRequired || fb.Status != "ok" || fb.Steps != 7 || fb.DownloadBytes != 15853080 || fb.ArchiveBytes != 53080 {
+		t.Errorf("first boot %+v", fb)
+	}
+	if !strings.Contains(res.KernelCmdline, "imagectl_reboot_check=1") {
+		t.Errorf("the second boot's command line %q lacks the arg", res.KernelCmdline)
+	}
+	tl := newTimeline(res, true)
+	at := func(name string) float64 {
+		if m := tl.Find(name); m != nil {
+			return m.Seconds
+		}
+		t.Errorf("no %s in %+v", name, tl.Milestones)
+		return -1
+	}
+	order := []string{MilestoneKernel, MilestoneMultiUser, MilestoneFirstBootStart, MilestoneFirstBootDone, MilestoneCloudInitDone,
+		MilestoneReboot, MilestoneRebootKernel, MilestoneRebootMultiUser, MilestoneValidationStart, MilestoneValidationDone}
+	for i := 1; i < len(order); i++ {
+		if at(order[i-1]) > at(order[i]) {
+			t.Errorf("%s at %.1f is before %s at %.1f", order[i], at(order[i]), order[i-1], at(order[i-1]))
+		}
+	}
+	if len(tl.Missing) != 1 || tl.Missing[0] != MilestoneLoader {
+		t.Errorf("missing %v", tl.Missing)
+	}
+}
