@@ -63,7 +63,7 @@ type CompareOptions struct {
 	// (default: beside the tgz, manifest.FilesBeside).
 	FirstBootConsoleLog, FirstBootTimeline, Output string
 	// WhileEachUp, when set, is each path's Options.WhileUp, told which
-	// path's VM is up.
+	// path's VM is up (Options.WhileUp itself is not used).
 	WhileEachUp func(ctx context.Context, path string, ssh SSH) error
 }
 
