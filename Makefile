@@ -179,6 +179,7 @@ bench: build base-image cosign
 	$(GO) test -run '^$$' -bench WarmRacks -benchtime 1x ./racks
 	$(GO) test -run '^$$' -bench 'Scan|ReadTgz|ExtractTgz' -benchtime 3x ./sbom
 	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|BuildTimes' -benchtime 1x -timeout 180m ./builder/guestfs
+	$(GO) test -tags $(TAGS) -run '^$$' -bench CompareFirstBoot -benchtime 1x -timeout 120m ./smoke
 
 demo: build base-image
 	$(BIN) build examples/demo.hcl -var-file $(BASE_VARS)

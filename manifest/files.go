@@ -24,6 +24,14 @@ const (
 	// console log and boot timeline.
 	SmokeLogExt      = ".smoke.log"
 	SmokeTimelineExt = ".smoke-timeline.json"
+	// SmokeCompareExt is imagectl smoke --compare-first-boot's result: the
+	// baked tgz against the base image with the first-boot script;
+	// FirstBootSmokeLogExt and FirstBootSmokeTimelineExt are the console
+	// log and boot timeline of its first-boot path (the baked path's are
+	// the smoke's own).
+	SmokeCompareExt           = ".smoke-compare.json"
+	FirstBootSmokeLogExt      = ".smoke-first-boot.log"
+	FirstBootSmokeTimelineExt = ".smoke-first-boot-timeline.json"
 	// SBOMExt is the image's SPDX 2.3 JSON SBOM; ProvenanceExt its
 	// in-toto statement with a SLSA v1 provenance predicate.
 	SBOMExt       = ".spdx.json"
@@ -78,6 +86,9 @@ type Files struct {
 	TarballSignature, TarballBundle   string
 	ManifestSignature, ManifestBundle string
 	SmokeLog, SmokeTimeline           string
+	// The smoke comparison's result, and its first-boot path's console
+	// log and timeline.
+	SmokeCompare, FirstBootSmokeLog, FirstBootSmokeTimeline string
 	// SBOM (SPDX), Provenance and the SBOM as CycloneDX, and the signed
 	// attestation of each.
 	SBOM, SBOMAttestation             string
@@ -124,14 +135,17 @@ func Signatures(file string) (signature, bundle string) {
 
 func filesOf(stem, tgz string) Files {
 	f := Files{
-		Tarball:          tgz,
-		Manifest:         stem + ManifestExt,
-		ValidationScript: stem + ValidationScriptExt,
-		SmokeLog:         stem + SmokeLogExt,
-		SmokeTimeline:    stem + SmokeTimelineExt,
-		SBOM:             stem + SBOMExt,
-		Provenance:       stem + ProvenanceExt,
-		CycloneDX:        stem + CycloneDXExt,
+		Tarball:                tgz,
+		Manifest:               stem + ManifestExt,
+		ValidationScript:       stem + ValidationScriptExt,
+		SmokeLog:               stem + SmokeLogExt,
+		SmokeTimeline:          stem + SmokeTimelineExt,
+		SmokeCompare:           stem + SmokeCompareExt,
+		FirstBootSmokeLog:      stem + FirstBootSmokeLogExt,
+		FirstBootSmokeTimeline: stem + FirstBootSmokeTimelineExt,
+		SBOM:                   stem + SBOMExt,
+		Provenance:             stem + ProvenanceExt,
+		CycloneDX:              stem + CycloneDXExt,
 	}
 	f.SBOMAttestation, f.ProvenanceAttestation = Attestation(f.SBOM), Attestation(f.Provenance)
 	f.CycloneDXAttestation = Attestation(f.CycloneDX)
@@ -160,7 +174,7 @@ func ReadDocument(path string, d *Document, limit int64) ([]byte, error) {
 func (f *Files) paths() []*string {
 	return []*string{&f.Tarball, &f.Manifest, &f.ValidationScript,
 		&f.TarballSignature, &f.TarballBundle, &f.ManifestSignature, &f.ManifestBundle,
-		&f.SmokeLog, &f.SmokeTimeline, &f.SBOM, &f.SBOMAttestation,
+		&f.SmokeLog, &f.SmokeTimeline, &f.SmokeCompare, &f.FirstBootSmokeLog, &f.FirstBootSmokeTimeline, &f.SBOM, &f.SBOMAttestation,
 		&f.Provenance, &f.ProvenanceAttestation, &f.CycloneDX, &f.CycloneDXAttestation}
 }
 

@@ -11,7 +11,9 @@ func TestFiles(t *testing.T) {
 		TarballSignature: "x-1.0.tgz.sig", TarballBundle: "x-1.0.tgz.sigstore.json",
 		ManifestSignature: "x-1.0.manifest.json.sig", ManifestBundle: "x-1.0.manifest.json.sigstore.json",
 		SmokeLog: "x-1.0.smoke.log", SmokeTimeline: "x-1.0.smoke-timeline.json",
-		SBOM: "x-1.0.spdx.json", SBOMAttestation: "x-1.0.spdx.dsse.json",
+		SmokeCompare: "x-1.0.smoke-compare.json", FirstBootSmokeLog: "x-1.0.smoke-first-boot.log",
+		FirstBootSmokeTimeline: "x-1.0.smoke-first-boot-timeline.json",
+		SBOM:                   "x-1.0.spdx.json", SBOMAttestation: "x-1.0.spdx.dsse.json",
 		Provenance: "x-1.0.provenance.json", ProvenanceAttestation: "x-1.0.provenance.dsse.json",
 		CycloneDX: "x-1.0.cdx.json", CycloneDXAttestation: "x-1.0.cdx.dsse.json",
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,13 +69,17 @@ type bootConfig struct {
 	// monitor, when set, is the unix socket of QEMU's monitor (QMP), which
 	// presses the power button of a VM kept up.
 	monitor string
+	// reboot: a reboot restarts the VM instead of ending QEMU (the
+	// first-boot path, which reboots once when its script requires it).
+	reboot bool
 }
 
 // qemuArgs is the VM: q35 with UEFI firmware in pflash (a private copy of
 // the variable store), the scratch disk on virtio, one virtio NIC on
 // QEMU's user network (DHCP, as MAAS's network gives), no display, the
 // serial console on stdout. -no-reboot turns a reboot (a panic with
-// panic=N, a reboot loop) into QEMU exiting. With an ssh port, the user
+// panic=N, a reboot loop) into QEMU exiting, except on the first-boot path
+// (c.reboot), where the guest reboots once and the timeout bounds a loop. With an ssh port, the user
 // network forwards it, on 127.0.0.1 only, to the guest's port 22; with a
 // monitor socket, QMP listens on it.
 func qemuArgs(c bootConfig, vars string) []string {
@@ -100,6 +105,9 @@ func qemuArgs(c bootConfig, vars string) []string {
 	}
 	if c.monitor != "" {
 		args = append(args, "-qmp", "unix:"+c.monitor+",server=on,wait=off")
+	}
+	if c.reboot {
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "-no-reboot" })
 	}
 	return args
 }

@@ -91,6 +91,14 @@ func (w *watcher) feed(raw string, at time.Duration) (done bool, err error) {
 		}
 		return false, nil
 	}
+	if fb := w.res.FirstBoot; fb != nil && fb.Line(line) {
+		for _, name := range []string{MilestoneFirstBootStart, MilestoneFirstBootDone} {
+			if t, ok := fb.Times[name]; ok {
+				w.res.observed.guestTime(name, t)
+			}
+		}
+		return false, nil
+	}
 	if i := strings.Index(line, validate.Prefix+" "); i >= 0 {
 		w.validation(line[i+len(validate.Prefix)+1:])
 		return false, nil
@@ -151,6 +159,18 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 		w.guestTime(val)
 	case "systemd":
 		w.systemdTimes(val)
+	case "reboot":
+		// The first-boot path's smoke script reboots the VM once: the
+		// first boot's times are kept, the second boot's follow, and its
+		// smoke script reports again.
+		if w.res.FirstBoot == nil || w.res.FirstBoot.Rebooted {
+			return false, fmt.Errorf("the VM rebooted, which only the first-boot path does, once: %s", w.context())
+		}
+		w.res.FirstBoot.Rebooted = true
+		w.res.observed.reboot(at, w.res.Bootstrap != nil)
+		w.res.SystemState, w.res.FailedUnits, w.res.KernelCmdline = "", nil, ""
+		w.grubErrors = nil
+		w.setStage(stageFirmware)
 	case "no-validation-script":
 		return false, fmt.Errorf("the booted image has no validation script at %s", val)
 	case "done":

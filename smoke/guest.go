@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/internal/shell"
 )
 
@@ -71,6 +72,45 @@ func seedUserData(b *bootstrapSpec, login *guestLogin) string {
 		s += "# imagectl smoke: the site bootstrap, as MAAS deploy user-data runs it.\n" +
 			"runcmd:\n" +
 			"  - [\"sh\", \"-c\", " + yamlQuote(bootstrapScript(b, defaultGuestPaths)) + "]\n"
+	}
+	return s
+}
+
+// userData is the seed's user-data: seedUserData's, or on the first-boot
+// path firstBootUserData's.
+func userData(p guestPlan) string {
+	if p.firstBoot != nil {
+		return firstBootUserData(*p.firstBoot, p.bootstrap, p.login)
+	}
+	return seedUserData(p.bootstrap, p.login)
+}
+
+// userDataMode is the seed's mode: root's alone when it carries a
+// sensitive value (firstboot.Result.Mode).
+func userDataMode(p guestPlan) int {
+	if p.firstBoot != nil {
+		return int(p.firstBoot.Mode(true))
+	}
+	return 0o644
+}
+
+// firstBootUserData is the first-boot path's user-data: the first-boot
+// script's (firstboot.UserData: write_files puts the script on the host,
+// runcmd's first entry runs it with -e on), then in the same runcmd the
+// site bootstrap seedUserData runs, which therefore runs only when the
+// script succeeded, then the login. cloud-init runs runcmd's entries in
+// order, in one script.
+func firstBootUserData(fb firstboot.Result, b *bootstrapSpec, login *guestLogin) string {
+	s := string(fb.UserData())
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	if b != nil {
+		s += "  # imagectl smoke: the site bootstrap, after the first-boot script.\n" +
+			"  - [\"sh\", \"-c\", " + yamlQuote(bootstrapScript(b, defaultGuestPaths)) + "]\n"
+	}
+	if login != nil {
+		s += strings.TrimPrefix(seedUserData(nil, login), "#cloud-config\n")
 	}
 	return s
 }
@@ -146,7 +186,7 @@ func guestFiles(p guestPlan, instanceID string) []guestFile {
 		{"/etc/cloud/cloud.cfg.d/95-cloudconfig-imagectl-smoke.cfg", datasourceConfig, 0o644},
 		{"/etc/cloud/cloud.cfg.d/50-curtin-networking.cfg", networkConfig, 0o644},
 		{"/var/lib/cloud/seed/nocloud/meta-data", seedMetaData(instanceID), 0o644},
-		{"/var/lib/cloud/seed/nocloud/user-data", seedUserData(p.bootstrap, p.login), 0o644},
+		{"/var/lib/cloud/seed/nocloud/user-data", userData(p), userDataMode(p)},
 		// Not curtin: the smoke unit that reports on the console.
 		{smokeScript, smokeScriptFor(p, defaultGuestPaths), 0o755},
 		{smokeUnit, smokeUnitFile, 0o644},
@@ -278,7 +318,7 @@ systemctl list-units --failed --no-legend --plain 2>/dev/null | while read -r un
 	say "` + markerPrefix + `failed-unit=$unit"
 done
 say "` + markerPrefix + `cmdline=$(cat /proc/cmdline)"
-` + bootstrapReport(p, g) + `say "` + markerPrefix + `time ` + MilestoneValidationStart + `=$(uptime_s)"
+` + firstBootReport(p, g) + bootstrapReport(p, g) + `say "` + markerPrefix + `time ` + MilestoneValidationStart + `=$(uptime_s)"
 if [ -f ` + shell.Quote(p.validation) + ` ]; then
 	{
 		sh ` + shell.Quote(p.validation) + ` --profile ` + shell.Quote(p.profile) + ` --stage ` + shell.Quote(p.stage) + ` 2>&1
@@ -301,6 +341,45 @@ func powerOffLine(p guestPlan) string {
 		return "# The VM stays up: imagectl smoke presses its power button once the caller is done.\n"
 	}
 	return "systemctl poweroff\n"
+}
+
+// rebootedMarker is where the first-boot path's smoke script notes that it
+// rebooted the VM, so that the second boot validates.
+const rebootedMarker = "/var/lib/imagectl-smoke/rebooted"
+
+// firstBootReport is, on the first-boot path, the smoke script's copy of
+// the first-boot script's result line (kept in its state directory; the
+// console's may be cut by other output), and its reboot: when the script
+// requires one (kernel args take effect only then) and the VM has not
+// rebooted yet, the first boot's bootstrap and systemd times are reported,
+// the VM reboots, and the smoke unit runs again in the second boot, where
+// the validation runs.
+func firstBootReport(p guestPlan, g guestPaths) string {
+	if p.firstBoot == nil {
+		return ""
+	}
+	result := shell.Quote(firstboot.StateDir + "/result")
+	return `if [ -f ` + result + ` ]; then
+	say "` + firstboot.Prefix + ` $(cat ` + result + `)"
+fi
+if [ ! -e ` + rebootedMarker + ` ] && grep -q ' reboot_required=yes' ` + result + ` 2>/dev/null; then
+` + indent(bootstrapReport(p, g)+systemdReport()) + `	say "` + markerPrefix + `clock=$(uptime_s)"
+	mkdir -p "$(dirname ` + rebootedMarker + `)"
+	: >` + rebootedMarker + `
+	sync
+	say "` + markerPrefix + `reboot"
+	systemctl reboot
+	exit 0
+fi
+`
+}
+
+// indent indents every line of a shell fragment by a tab.
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "\t" + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n\t") + "\n"
 }
 
 // bootstrapReport is the smoke script's report of the bootstrap: its exit

@@ -209,6 +209,24 @@ func absentHardware(check string) bool {
 		strings.HasPrefix(check, "fabric:route") || check == "slice:kvm" || check == "slice:iommu-groups"
 }
 
+// standInRecipe loads testdata/h200-debian.hcl with the bundles in bundles
+// and the recipe's variables set by flags (NAME=VALUE).
+func standInRecipe(t testing.TB, vars, bundles string, flags ...string) *recipes.Recipe {
+	t.Helper()
+	abs, err := filepath.Abs(bundles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, diags := recipes.NewParser().LoadFile("../testdata/h200-debian.hcl", recipes.Options{
+		Roots:  []string{abs},
+		Inputs: recipes.Inputs{Files: []string{vars}, Flags: append([]string{"site_bootstrap_dir=" + abs}, flags...)},
+	})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	return r
+}
+
 // standInDir holds the stand-in's build (and its layer cache) for all the
 // tests; TestMain removes it.
 var standInDir string
@@ -241,19 +259,9 @@ const (
 // buildStandIn builds testdata/h200-debian.hcl with the bundles in bundles
 // and the recipe's variables set by flags (NAME=VALUE) into dir/name,
 // through the layer cache in cache, and returns its tgz.
-func buildStandIn(t *testing.T, vars, dir, cache, name, bundles string, flags ...string) string {
+func buildStandIn(t testing.TB, vars, dir, cache, name, bundles string, flags ...string) string {
 	t.Helper()
-	abs, err := filepath.Abs(bundles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, diags := recipes.NewParser().LoadFile("../testdata/h200-debian.hcl", recipes.Options{
-		Roots:  []string{abs},
-		Inputs: recipes.Inputs{Files: []string{vars}, Flags: append([]string{"site_bootstrap_dir=" + abs}, flags...)},
-	})
-	if diags.HasErrors() {
-		t.Fatal(diags.Error())
-	}
+	r := standInRecipe(t, vars, bundles, flags...)
 	plan, err := plan.New(r, plan.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/internal/shell"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -29,6 +30,9 @@ type guestPlan struct {
 	// keepUp: the smoke script does not power off once done
 	// (Options.WhileUp).
 	keepUp bool
+	// firstBoot is the first-boot script the seed runs before any
+	// bootstrap (the first-boot path of a comparison; nil: none).
+	firstBoot *firstboot.Result
 }
 
 // bootstrapSpec is a site bootstrap to run at first boot: a bundle's

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/internal/appliance"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
@@ -148,6 +149,9 @@ type Result struct {
 	// written to TimelineFile too.
 	Timeline     *Timeline `json:"timeline,omitempty"`
 	TimelineFile string    `json:"timeline_file,omitempty"`
+	// FirstBoot is what the first-boot path of a comparison saw of the
+	// first-boot script (nil on a smoke run of a tgz).
+	FirstBoot *FirstBoot `json:"first_boot,omitempty"`
 	// summary is the validation script's summary line, when it came.
 	summary  *summary
 	observed observations
@@ -166,6 +170,9 @@ func (r *Result) Passed() bool { return r.Failure() == "" }
 // Failure explains why a run did not pass ("" when it did).
 func (r *Result) Failure() string {
 	var why []string
+	if s := r.FirstBoot.failure(); s != "" {
+		why = append(why, s)
+	}
 	if s := r.bootstrapFailure(); s != "" {
 		why = append(why, s)
 	}
@@ -201,6 +208,31 @@ func (r *Result) Failure() string {
 		why = append(why, fmt.Sprintf("%d validation check(s) failed: %s", len(failed), strings.Join(failed, "; ")))
 	}
 	return strings.Join(why, "; ")
+}
+
+// FirstBoot is what the first-boot path saw of the first-boot script: its
+// console lines (the result line and the times), and the reboot the path
+// made when the script required one.
+type FirstBoot struct {
+	firstboot.Console
+	// Rebooted: the VM rebooted once after the script, which required it,
+	// and the validation ran in the second boot.
+	Rebooted bool `json:"rebooted"`
+}
+
+// failure says why the first-boot script did not do its part ("" when it
+// did, or on a run without one).
+func (f *FirstBoot) failure() string {
+	if f == nil {
+		return ""
+	}
+	if s := f.Failure(); s != "" {
+		return s
+	}
+	if f.RebootRequired && !f.Rebooted {
+		return "the first-boot script requires a reboot (reboot_required=yes) and the VM did not reboot before the validation"
+	}
+	return ""
 }
 
 // bootstrapFailure names a bootstrap that failed or never finished.
@@ -252,6 +284,27 @@ var ErrFailed = errors.New("smoke test failed")
 // out. The scratch disk and QEMU are gone when it returns, cancelled or
 // not; the console log stays.
 func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
+	sr, err := newRun(ctx, tgz, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sr.execute(ctx)
+}
+
+// firstBootSource is what the first-boot path of a comparison boots
+// instead of the tgz: the base image's root filesystem packed into a tgz
+// (deployed as the tgz would be), with the first-boot script in the seed.
+type firstBootSource struct {
+	base   string // the base image, as the result names it
+	tgz    string // its root filesystem, packed
+	script firstboot.Result
+}
+
+// newRun checks what a run needs and prepares it: the manifest, the
+// profile and stage, the firmware and the accelerator, the scratch
+// directory. With fb, it deploys fb's tgz and seeds the first-boot script,
+// the tgz standing for the build the manifest describes.
+func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) (*run, error) {
 	files := manifest.FilesBeside(tgz)
 	if opts.Manifest == "" {
 		opts.Manifest = files.Manifest
@@ -272,10 +325,14 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		opts.DiskSize = 8 << 30
 	}
 	r := event.Reporter(opts.Events)
-	if st, err := os.Stat(tgz); err != nil {
+	disk := tgz
+	if fb != nil {
+		disk = fb.tgz
+	}
+	if st, err := os.Stat(disk); err != nil {
 		return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
 	} else if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("smoke test of %s: not a regular file", tgz)
+		return nil, fmt.Errorf("smoke test of %s: not a regular file", disk)
 	}
 	m, err := manifest.Read(opts.Manifest)
 	if err != nil {
@@ -298,6 +355,9 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		plan.login = &guestLogin{user: opts.SSHUser, keys: opts.AuthorizedKeys}
 	}
 	plan.keepUp = opts.WhileUp != nil
+	if fb != nil {
+		plan.firstBoot = &fb.script
+	}
 	if opts.SSHPort < 0 || opts.SSHPort > 65535 {
 		return nil, fmt.Errorf("smoke test of %s: ssh port %d: not a TCP port", tgz, opts.SSHPort)
 	}
@@ -322,9 +382,18 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		if accel == "tcg" {
 			opts.Timeout = 15 * time.Minute
 		}
+		if fb != nil {
+			// The first boot installs what the image has baked in, and
+			// may reboot.
+			opts.Timeout *= 2
+		}
 	}
 	res := &Result{Artifact: tgz, Image: m.Image.Name, Version: m.Image.Version, Accelerator: accel,
 		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}}
+	if fb != nil {
+		res.Artifact, res.FirstBoot = fb.base, &FirstBoot{}
+		r.Log("the first-boot path: " + fb.base + " with the first-boot script in its user-data, rebooted once when the script requires it")
+	}
 	if opts.SSHPort != 0 {
 		res.SSH = &SSH{Host: "127.0.0.1", Port: opts.SSHPort, User: opts.SSHUser}
 		r.Log(fmt.Sprintf("ssh -p %d %s@127.0.0.1 reaches the VM once it has booted", opts.SSHPort, opts.SSHUser))
@@ -340,9 +409,9 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("smoke test of %s: scratch directory: %w", tgz, err)
 	}
-	sr := &run{tgz: tgz, opts: opts, rep: r, m: m, guest: plan, res: res, boot: bootConfig{
+	sr := &run{tgz: disk, opts: opts, rep: r, m: m, guest: plan, res: res, boot: bootConfig{
 		disk: filepath.Join(work, "disk.raw"), work: work, firmware: fw, accel: accel, memoryMB: opts.MemoryMB,
-		timeout: opts.Timeout, reporter: r, sshPort: opts.SSHPort,
+		timeout: opts.Timeout, reporter: r, sshPort: opts.SSHPort, reboot: fb != nil,
 	}}
 	if plan.keepUp {
 		// A unix socket's path holds at most 107 bytes: the monitor's
@@ -357,8 +426,15 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 			sr.monitorDir, sr.boot.monitor = dir, filepath.Join(dir, "qmp.sock")
 		}
 	}
+	return sr, nil
+}
+
+// execute runs the phases, writes the timeline of a run that booted, and
+// ends what the phases started.
+func (sr *run) execute(ctx context.Context) (*Result, error) {
+	res, opts, r := sr.res, sr.opts, sr.rep
 	defer sr.close()
-	err = sr.do(ctx, phases)
+	err := sr.do(ctx, phases)
 	if !res.observed.qemuStarted.IsZero() {
 		res.Timeline = newTimeline(res, err == nil && res.Passed())
 		if werr := writeTimeline(opts.Timeline, res.Timeline); werr != nil {
@@ -371,7 +447,7 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 		return res, err
 	}
 	if why := res.Failure(); why != "" {
-		return res, fmt.Errorf("%w: %s: %s", ErrFailed, tgz, why)
+		return res, fmt.Errorf("%w: %s: %s", ErrFailed, res.Artifact, why)
 	}
 	return res, nil
 }
@@ -432,8 +508,9 @@ var phases = []phase{
 	{name: PhaseDeploy, summary: func(r *run) string {
 		return "lay " + filepath.Base(r.tgz) + " onto a scratch disk as curtin does (GPT, ESP, ext4 root, GRUB for UEFI)"
 	}, run: (*run).deploy, wrap: func(r *run, err error) error { return fmt.Errorf("deploying %s: %w", r.tgz, err) }},
-	// The tgz deployed against the one its manifest describes.
-	{run: (*run).checkManifest},
+	// The tgz deployed against the one its manifest describes (not on the
+	// first-boot path, which deploys the base image).
+	{run: (*run).checkManifest, skip: func(r *run) bool { return r.guest.firstBoot != nil }},
 	// What the boot needs before QEMU starts: the console log and the VM.
 	{run: (*run).prepareBoot},
 	// QEMU, until the console shows multi-user.target.

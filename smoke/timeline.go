@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/validate"
@@ -37,6 +39,20 @@ const (
 	MilestoneValidationDone  = validate.MilestoneValidationDone
 )
 
+// Milestones only the first-boot path of a comparison has: the first-boot
+// script's start and end (its own time lines, on the guest's clock as the
+// smoke's scripts time theirs), and when the script requires a reboot, the
+// reboot (when the smoke script announced it), the second kernel's start
+// and the second boot's multi-user.target; the milestones before the
+// reboot are the first boot's, the validation the second's.
+const (
+	MilestoneFirstBootStart  = firstboot.MilestoneStart
+	MilestoneFirstBootDone   = firstboot.MilestoneDone
+	MilestoneReboot          = "reboot"
+	MilestoneRebootKernel    = "reboot-kernel"
+	MilestoneRebootMultiUser = "reboot-multi-user"
+)
+
 // Where a milestone's time comes from.
 const (
 	sourceHost    = "host"    // the host's clock
@@ -60,6 +76,20 @@ var milestoneCatalog = []struct{ name, source string }{
 	{MilestoneValidationStart, sourceSmoke},
 	{MilestoneValidationDone, sourceSmoke},
 }
+
+// firstBootCatalog are the milestones the first-boot path adds, and
+// rebootCatalog those of its reboot.
+var (
+	firstBootCatalog = []struct{ name, source string }{
+		{MilestoneFirstBootStart, sourceSmoke},
+		{MilestoneFirstBootDone, sourceSmoke},
+	}
+	rebootCatalog = []struct{ name, source string }{
+		{MilestoneReboot, sourceConsole},
+		{MilestoneRebootKernel, sourceConsole},
+		{MilestoneRebootMultiUser, sourceSystemd},
+	}
+)
 
 // systemdTimes are the systemd timestamps the smoke script reports on the
 // console (monotonic, in microseconds; 0 when it did not happen), and the
@@ -144,6 +174,24 @@ type observations struct {
 	// it was taken, so the smallest difference is the closest estimate.
 	guestZero *time.Duration
 	guest     map[string]float64
+	// rebootAt is when the first-boot path's VM rebooted (the console
+	// showed the smoke script's reboot line); before holds the first
+	// boot's milestones, on the host's clock, and the fields above are the
+	// second boot's since.
+	rebootAt *time.Duration
+	before   map[string]Milestone
+}
+
+// reboot keeps the first boot's milestones and starts over for the second
+// boot: its kernel, its guest clock.
+func (o *observations) reboot(at time.Duration, withBootstrap bool) {
+	ms, _ := o.timeline(withBootstrap, true)
+	o.before = map[string]Milestone{}
+	for _, m := range ms {
+		o.before[m.Name] = m
+	}
+	o.rebootAt = &at
+	o.kernel, o.guestZero, o.guest = nil, nil, nil
 }
 
 // clock records that a guest clock reading arrived on the console at host
@@ -166,12 +214,19 @@ func (o *observations) guestTime(name string, seconds float64) {
 // timeline assembles what was observed, placing the guest's times on the
 // host's clock. Milestones not observed are missing, never estimated; the
 // bootstrap's are expected only when a bootstrap was to run.
-func (o *observations) timeline(withBootstrap bool) (ms []Milestone, missing []string) {
-	for _, c := range milestoneCatalog {
+func (o *observations) timeline(withBootstrap, firstBoot bool) (ms []Milestone, missing []string) {
+	catalog := milestoneCatalog
+	if firstBoot {
+		catalog = append(slices.Clone(catalog), firstBootCatalog...)
+	}
+	if o.rebootAt != nil {
+		catalog = append(slices.Clone(catalog), rebootCatalog...)
+	}
+	for _, c := range catalog {
 		if !withBootstrap && (c.name == MilestoneBootstrapStart || c.name == MilestoneBootstrapDone) {
 			continue
 		}
-		m, ok := o.milestone(c.name, c.source)
+		m, ok := o.afterReboot(c.name, c.source)
 		if !ok {
 			missing = append(missing, c.name)
 			continue
@@ -185,6 +240,30 @@ func (o *observations) timeline(withBootstrap bool) (ms []Milestone, missing []s
 		}
 	}
 	return ms, missing
+}
+
+// afterReboot is a milestone once the VM rebooted: the first boot's, but
+// the validation's, which only the second boot has, and the reboot's own.
+func (o *observations) afterReboot(name, source string) (Milestone, bool) {
+	if o.rebootAt == nil {
+		return o.milestone(name, source)
+	}
+	switch name {
+	case MilestoneReboot:
+		return Milestone{Name: name, Source: source, Seconds: round3(o.rebootAt.Seconds())}, true
+	case MilestoneRebootKernel:
+		m, ok := o.milestone(MilestoneKernel, source)
+		m.Name = name
+		return m, ok
+	case MilestoneRebootMultiUser:
+		m, ok := o.milestone(MilestoneMultiUser, source)
+		m.Name = name
+		return m, ok
+	case MilestoneValidationStart, MilestoneValidationDone:
+		return o.milestone(name, source)
+	}
+	m, ok := o.before[name]
+	return m, ok
 }
 
 func (o *observations) milestone(name, source string) (Milestone, bool) {
@@ -220,7 +299,7 @@ func newTimeline(r *Result, passed bool) *Timeline {
 		z := round3(o.guestZero.Seconds())
 		t.GuestClockOffset = &z
 	}
-	t.Milestones, t.Missing = o.timeline(r.Bootstrap != nil)
+	t.Milestones, t.Missing = o.timeline(r.Bootstrap != nil, r.FirstBoot != nil)
 	return t
 }
 

@@ -12,5 +12,6 @@
 // sha256 on the host. Whether a script carries a sensitive value is
 // decided here, on the raw values (Result.Sensitive), and so is the mode of
 // its file; a bundle is staged only inside its destination, never through
-// a symlink.
+// a symlink. Console reads the script's lines back from a console or log
+// (its result line and time lines are this package's format).
 package firstboot

@@ -25,10 +25,16 @@ type recipeFlags struct {
 }
 
 func (f *recipeFlags) register(cmd *cobra.Command) {
+	f.registerInputs(cmd)
+	f.output.register(cmd)
+}
+
+// registerInputs registers the variable and root flags alone, for a
+// command that has its own --output (smoke --compare-first-boot).
+func (f *recipeFlags) registerInputs(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: -var name=value (repeatable; highest precedence; a path is relative to the working directory)")
 	cmd.Flags().StringArrayVar(&f.varFiles, "var-file", nil, "read variables from an HCL file of name = value lines (repeatable; paths in it are relative to the working directory)")
 	cmd.Flags().StringArrayVar(&f.roots, "root", nil, "also allow file, bundle and key sources the recipe names from this directory tree (repeatable; paths given as variables need none)")
-	f.output.register(cmd)
 }
 
 // load checks the flags, then reads a recipe and prints its diagnostics:

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/internal/textsafe"
@@ -26,6 +28,9 @@ type smokeFlags struct {
 	output         outputFlag
 	baseline       string
 	authorizedKeys []string
+	// compare is --compare-first-boot's recipe; recipe its variables.
+	compare string
+	recipe  recipeFlags
 }
 
 // maxPublicKeys bounds an --authorized-key file: a few OpenSSH public
@@ -68,6 +73,22 @@ Given IMAGE VERSION it smoke-tests that version from the store (--store),
 fetching its tgz from a registry into the local cache, verified, when it is
 remote; the console log and timeline then go to the current directory.
 
+--compare-first-boot RECIPE measures what baking saved: after the tgz (the
+baked path) it boots the recipe's base image (resolved and verified as a build
+resolves it) deployed the same way, with the recipe's first-boot script (imagectl
+firstboot, installing the build's validation script and marker) in its NoCloud
+user-data followed by the same site bootstrap, under the same accelerator,
+memory, disk, network, profile and stage (the first-boot path). When the
+script says a reboot is required (kernel args) the VM reboots once and
+validates in the second boot. It prints both timelines milestone by milestone,
+each path's time to validated (validation-done) and their ratio, and the bytes
+the first boot downloaded; a path that fails is reported as a failure, with
+why, never as a time, and the command exits 1. The recipe takes the variables
+the build took (--var, --var-file, --root). The result is written beside the
+tgz as <name>-<version>.smoke-compare.json, with the first-boot path's console
+log and timeline (<name>-<version>.smoke-first-boot.log,
+<name>-<version>.smoke-first-boot-timeline.json). See docs/smoke.md.
+
 --authorized-key puts the keys of an OpenSSH public key file into the NoCloud
 seed for the login --ssh-user (ubuntu by default; sudo without a password, as
 MAAS's deploy gives the node's owner), and QEMU forwards a loopback port
@@ -77,7 +98,8 @@ can be looked into while it runs.`,
   imagectl smoke artifacts/x-1.4.0.tgz --timeout 30m --output json
   imagectl smoke artifacts/x-1.5.0.tgz --profile slice --stage converged \
       --baseline artifacts/x-1.4.0.smoke-timeline.json
-  imagectl smoke gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl`,
+  imagectl smoke gpuaas-h200-host 20261123.1 --store oci://registry.example.com/imagectl
+  imagectl smoke artifacts/imagectl-demo-0.1.0.tgz --compare-first-boot examples/demo.hcl --var-file base.vars.hcl`,
 		Args: cobra.RangeArgs(1, 2),
 	})
 	f.output = outputFlag{note: "one JSON event per line, then the result"}
@@ -95,6 +117,8 @@ can be looked into while it runs.`,
 	cmd.Flags().StringArrayVar(&f.authorizedKeys, "authorized-key", nil, "an OpenSSH public key file (.pub, one key a line) whose keys may log in to the VM as --ssh-user; repeat it for several")
 	cmd.Flags().StringVar(&f.opts.SSHUser, "ssh-user", smoke.DefaultSSHUser, "the login the authorized keys are for, with sudo without a password")
 	cmd.Flags().IntVar(&f.opts.SSHPort, "ssh-port", 0, "the port on 127.0.0.1 forwarded to the VM's ssh (default, with --authorized-key: a free one)")
+	cmd.Flags().StringVar(&f.compare, "compare-first-boot", "", "also boot the base image of this recipe (the tgz's) with its first-boot script, and compare the two paths' times to validated")
+	f.recipe.registerInputs(cmd)
 	cmd.Flags().BoolVar(&f.opts.UpdateInitramfs, "update-initramfs", false, "rebuild every initramfs as curtin does, which catches DKMS modules that fail to build (slow under TCG; a missing initramfs is always created)")
 	f.output.register(cmd)
 	return cmd
@@ -122,6 +146,12 @@ func runSmoke(ctx context.Context, f *smokeFlags, args []string, s streams, env 
 			}
 		}
 	}
+	if f.compare == "" && (len(f.recipe.vars) > 0 || len(f.recipe.varFiles) > 0 || len(f.recipe.roots) > 0) {
+		return fmt.Errorf("--var, --var-file and --root are the recipe's of --compare-first-boot, which is not given")
+	}
+	if f.compare != "" && f.baseline != "" {
+		return fmt.Errorf("--baseline compares one timeline with an earlier run's; --compare-first-boot compares two of its own: give one of them")
+	}
 	var base *smoke.Timeline
 	if f.baseline != "" {
 		var err error
@@ -141,6 +171,9 @@ func runSmoke(ctx context.Context, f *smokeFlags, args []string, s streams, env 
 	if ver != nil && opts.ConsoleLog == "" {
 		// Not beside the tgz: a store's versions are immutable.
 		opts.ConsoleLog = manifest.FilesFor(ver.Image, ver.Version).SmokeLog
+	}
+	if f.compare != "" {
+		return runSmokeCompare(ctx, f, opts, tgz, ver, s, env)
 	}
 	res, err := smoke.Run(ctx, tgz, opts)
 	if res == nil {
@@ -263,4 +296,51 @@ func printFiles(w io.Writer, r *smoke.Result) {
 
 func secs(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
+
+// runSmokeCompare is smoke --compare-first-boot: the recipe loaded with
+// its variables, then the comparison, printed.
+func runSmokeCompare(ctx context.Context, f *smokeFlags, opts smoke.Options, tgz string, ver *store.Version, s streams, env []string) error {
+	f.recipe.output = f.output
+	r, err := f.recipe.load(ctx, s, f.compare, env)
+	if err != nil {
+		return err
+	}
+	co := smoke.CompareOptions{Options: opts, Recipe: r}
+	if dir, err := cachedir.Default(env); err == nil {
+		co.BaseCache = filepath.Join(dir, cachedir.Base)
+	}
+	if ver != nil {
+		// Not beside the tgz: a store's versions are immutable.
+		files := manifest.FilesFor(ver.Image, ver.Version)
+		co.FirstBootConsoleLog, co.FirstBootTimeline, co.Output = files.FirstBootSmokeLog, files.FirstBootSmokeTimeline, files.SmokeCompare
+	}
+	c, err := smoke.Compare(ctx, tgz, co)
+	if c == nil {
+		return err
+	}
+	if f.output.json() {
+		v := map[string]any{"type": "result", "passed": err == nil, "comparison": c}
+		if err != nil {
+			v["error"] = redact.Text(err.Error())
+		}
+		if jerr := json.NewEncoder(s.out).Encode(v); jerr != nil {
+			return jerr
+		}
+	} else {
+		fmt.Fprint(s.out, textsafe.Escape(c.Text(), "\n"))
+		for _, p := range []struct {
+			name string
+			path smoke.Path
+		}{{smoke.PathBaked, c.Baked}, {smoke.PathFirstBoot, c.FirstBoot}} {
+			textsafe.Fprintf(s.out, "%s: console log %s, timeline %s\n", p.name, p.path.ConsoleLog, p.path.TimelineFile)
+		}
+		if c.File != "" {
+			textsafe.Fprintf(s.out, "comparison: %s\n", c.File)
+		}
+	}
+	if errors.Is(err, smoke.ErrFailed) {
+		return failWith(s.err, 1, err)
+	}
+	return err
 }

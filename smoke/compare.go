@@ -1,0 +1,507 @@
+package smoke
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpuaas/imagectl/builder/base"
+	"github.com/gpuaas/imagectl/builder/ext4tar"
+	"github.com/gpuaas/imagectl/builder/firstboot"
+	"github.com/gpuaas/imagectl/builder/pack"
+	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/internal/atomicfile"
+	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/readlimit"
+	"github.com/gpuaas/imagectl/internal/redact"
+	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/recipes"
+)
+
+// The two paths of a comparison, as CompareOptions.WhileEachUp and the
+// events name them.
+const (
+	PathBaked     = "baked"
+	PathFirstBoot = "first-boot"
+)
+
+// PhaseBase is the comparison's preparation of the first-boot path: the
+// base image resolved and its root filesystem packed (not timed in any
+// timeline).
+const PhaseBase = "base"
+
+// ComparisonSchemaVersion is the version of the comparison file's JSON
+// form.
+const ComparisonSchemaVersion = 1
+
+// maxComparison is the largest comparison file ReadComparison reads.
+const maxComparison = 4 << 20
+
+// CompareOptions configure a comparison: Options are both paths' (the
+// same accelerator, memory, disk, network, profile and stage; ConsoleLog
+// and Timeline the baked path's).
+type CompareOptions struct {
+	Options
+	// Recipe is the recipe the tgz was built from, loaded with the
+	// build's variables: its plan gives the first-boot script and the
+	// base image.
+	Recipe *recipes.Recipe
+	// BaseCache is where downloaded base images are kept by digest, as
+	// builds keep them (required for a base image given by URL).
+	BaseCache  string
+	HTTPClient *http.Client
+	// FirstBootConsoleLog, FirstBootTimeline and Output are where the
+	// first-boot path's console log and timeline and the comparison go
+	// (default: beside the tgz, manifest.FilesBeside).
+	FirstBootConsoleLog, FirstBootTimeline, Output string
+	// WhileEachUp, when set, is each path's Options.WhileUp, told which
+	// path's VM is up (Options.WhileUp itself is not used).
+	WhileEachUp func(ctx context.Context, path string, ssh SSH) error
+}
+
+// Comparison is the baked image against the same work done at first boot:
+// both paths booted one after the other under the same accelerator,
+// memory and network, validated at the same profile and stage. Written
+// beside the tgz as <name>-<version>.smoke-compare.json; its JSON names
+// are kept for the tools that read it.
+type Comparison struct {
+	SchemaVersion int       `json:"schema_version"`
+	Image         string    `json:"image"`
+	Version       string    `json:"version"`
+	Profile       string    `json:"profile"`
+	Stage         string    `json:"stage"`
+	Accelerator   string    `json:"accelerator"`
+	MemoryMB      int       `json:"memory_mb"`
+	MeasuredAt    time.Time `json:"measured_at"`
+	// Ratio is the baked path's time to validated over the first-boot
+	// path's, only when both passed.
+	Ratio     *float64 `json:"ratio,omitempty"`
+	Baked     Path     `json:"baked"`
+	FirstBoot Path     `json:"first_boot"`
+	// Milestones are both timelines side by side, in seconds since QEMU
+	// started: the baked path's in order, then those only the first-boot
+	// path has.
+	Milestones []SideBySide `json:"milestones"`
+	// File is where the comparison was written ("" when it was not).
+	File string `json:"-"`
+	// BakedResult and FirstBootResult are the two smoke runs (nil for a
+	// path that never started).
+	BakedResult, FirstBootResult *Result `json:"-"`
+}
+
+// Path is one path of a comparison.
+type Path struct {
+	Passed bool `json:"passed"`
+	// Failure says why the path failed: never a time.
+	Failure string `json:"failure,omitempty"`
+	// ValidatedSeconds is the time from QEMU's start to the validation's
+	// end (validation-done), when the path passed.
+	ValidatedSeconds *float64 `json:"validated_seconds,omitempty"`
+	// DownloadBytes is what the first boot downloaded (apt's archives and
+	// indexes); 0 for the baked path.
+	DownloadBytes int64 `json:"download_bytes"`
+	ArchiveBytes  int64 `json:"archive_bytes,omitempty"`
+	IndexBytes    int64 `json:"index_bytes,omitempty"`
+	// Reboot: the first-boot path rebooted once (its script required it).
+	Reboot *bool `json:"reboot,omitempty"`
+	// FirstBootSeconds is the first-boot script's own time.
+	FirstBootSeconds *float64 `json:"first_boot_seconds,omitempty"`
+	// Artifact is what the path deployed: the tgz, or the base image.
+	Artifact     string `json:"artifact"`
+	ConsoleLog   string `json:"console_log"`
+	TimelineFile string `json:"timeline_file"`
+	Checks       int    `json:"checks"`
+	Failures     int    `json:"failures"`
+	Warnings     int    `json:"warnings"`
+}
+
+// SideBySide is one milestone of both paths; a path that lacks it is nil.
+type SideBySide struct {
+	Name      string   `json:"name"`
+	Baked     *float64 `json:"baked"`
+	FirstBoot *float64 `json:"first_boot"`
+}
+
+// Compare boots the tgz (the baked path, Run) and then the recipe's base
+// image with the first-boot script in its user-data (the first-boot path),
+// under the same options, and compares their timelines. The first-boot
+// path deploys the base image's root filesystem as the tgz is deployed
+// (packed on the host first, untimed); its script is the build's
+// (firstboot.FromBuild with the manifest beside the tgz: the same
+// validation script and marker), followed at stage converged by the same
+// site bootstrap, and when it requires a reboot the VM reboots once and
+// validates in the second boot. It returns the comparison, written to
+// Output, with an error wrapping ErrFailed when a path failed (that path
+// is then a failure in the comparison, never a time), or another error
+// when nothing could be compared.
+func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison, error) {
+	files := manifest.FilesBeside(tgz)
+	if opts.Manifest == "" {
+		opts.Manifest = files.Manifest
+	}
+	opts.FirstBootConsoleLog = orDefault(opts.FirstBootConsoleLog, files.FirstBootSmokeLog)
+	opts.FirstBootTimeline = orDefault(opts.FirstBootTimeline, files.FirstBootSmokeTimeline)
+	opts.Output = orDefault(opts.Output, files.SmokeCompare)
+	if opts.Recipe == nil {
+		return nil, fmt.Errorf("comparing %s with its first boot: no recipe", tgz)
+	}
+	m, err := manifest.Read(opts.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("comparing %s with its first boot: the manifest: %w", tgz, err)
+	}
+	script, p, err := firstBootScript(ctx, m, opts.Recipe)
+	if err != nil {
+		return nil, fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
+	}
+	rep := event.Reporter(opts.Events)
+	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-base-")
+	if err != nil {
+		return nil, fmt.Errorf("comparing %s with its first boot: scratch directory: %w", tgz, err)
+	}
+	defer os.RemoveAll(work)
+	end := rep.Phase(PhaseBase, "resolve the base image "+p.Manifest.Base.Source+" and pack its root filesystem for the first-boot path")
+	baseImage, baseTgz, err := packBase(ctx, p, opts.BaseCache, opts.HTTPClient, work, rep)
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
+	}
+
+	bakedOpts := opts.Options
+	bakedOpts.WhileUp = whileUp(opts, PathBaked)
+	baked, bakedErr := Run(ctx, tgz, bakedOpts)
+	if baked == nil {
+		return nil, bakedErr
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	fbOpts := opts.Options
+	fbOpts.WhileUp = whileUp(opts, PathFirstBoot)
+	fbOpts.ConsoleLog, fbOpts.Timeline = opts.FirstBootConsoleLog, opts.FirstBootTimeline
+	// The same accelerator as the baked path, whatever auto would pick now.
+	fbOpts.Accel = baked.Accelerator
+	var first *Result
+	sr, fbErr := newRun(ctx, tgz, fbOpts, &firstBootSource{base: baseImage, tgz: baseTgz, script: script})
+	if fbErr == nil {
+		first, fbErr = sr.execute(ctx)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	c := newComparison(baked, bakedErr, first, fbErr, opts.MemoryMB, time.Now())
+	if err := writeComparison(opts.Output, c); err != nil {
+		return c, fmt.Errorf("writing the comparison: %w", err)
+	}
+	c.File = opts.Output
+	var failed []string
+	if !c.Baked.Passed {
+		failed = append(failed, "the baked path: "+c.Baked.Failure)
+	}
+	if !c.FirstBoot.Passed {
+		failed = append(failed, "the first-boot path: "+c.FirstBoot.Failure)
+	}
+	if len(failed) > 0 {
+		return c, fmt.Errorf("%w: comparing %s with its first boot: %s", ErrFailed, tgz, strings.Join(failed, "; "))
+	}
+	return c, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func whileUp(opts CompareOptions, path string) func(context.Context, SSH) error {
+	if opts.WhileEachUp == nil {
+		return nil
+	}
+	return func(ctx context.Context, ssh SSH) error { return opts.WhileEachUp(ctx, path, ssh) }
+}
+
+// firstBootScript plans the recipe at the build's version and writes its
+// first-boot script with the build's validation script and marker.
+func firstBootScript(ctx context.Context, m *manifest.Manifest, r *recipes.Recipe) (firstboot.Result, *plan.Plan, error) {
+	p, err := plan.New(r, plan.Options{Version: m.Image.Version})
+	if err != nil {
+		return firstboot.Result{}, nil, err
+	}
+	opts, err := firstboot.FromBuild(m, p.Manifest)
+	if err != nil {
+		return firstboot.Result{}, nil, fmt.Errorf("the recipe's plan against the build: %w", err)
+	}
+	opts.Redact = func(s string) string { return string(p.Redact([]byte(s))) }
+	res, err := firstboot.Script(ctx, p.Layers, p.Manifest, opts)
+	return res, p, err
+}
+
+// packBase resolves the plan's base image as a build does (verified,
+// downloads cached by digest), converts it to a raw disk in work, and
+// packs its root filesystem (the ext4 partition with /etc/os-release) on
+// the host into a tgz there.
+func packBase(ctx context.Context, p *plan.Plan, cache string, client *http.Client, work string, rep event.Reporter) (image, tgz string, err error) {
+	b := p.Manifest.Base
+	if p.Inputs.BasePath == "" && cache == "" {
+		return "", "", fmt.Errorf("base image %s: no cache directory to download it into", b.Source)
+	}
+	image, err = base.Cache{Dir: cache, Client: client}.Resolve(ctx, b, p.Inputs.BasePath, func(done, total int64) {
+		rep.Progress(PhaseBase, done, total)
+	})
+	if err != nil {
+		return "", "", err
+	}
+	raw := filepath.Join(work, "base.raw")
+	format := b.Format
+	if format == "" {
+		format = "raw"
+	}
+	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-q", "-f", format, "-O", "raw", image, raw).CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		return "", "", fmt.Errorf("base image %s: qemu-img convert -f %s -O raw: %v: %s", b.Source, format, err, strings.TrimSpace(string(out)))
+	}
+	defer os.Remove(raw)
+	part, err := rootPartition(ctx, raw)
+	if err != nil {
+		return "", "", fmt.Errorf("base image %s: %w", b.Source, err)
+	}
+	tgz = filepath.Join(work, "base.tgz")
+	f, err := os.Create(tgz)
+	if err != nil {
+		return "", "", err
+	}
+	// Fast compression: the tgz lives only until the deploy has read it.
+	_, err = pack.Disk(ctx, raw, part, f, 1, time.Time{})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("base image %s: packing its root filesystem on partition %d: %w", b.Source, part, err)
+	}
+	rep.Log(fmt.Sprintf("base image %s: its root filesystem (partition %d) packed for the first-boot path", b.Source, part))
+	return image, tgz, nil
+}
+
+// errFound stops a walk once it found what it looked for.
+var errFound = errors.New("found")
+
+// rootPartition is the partition of the raw disk whose ext4 filesystem
+// holds /etc/os-release (0: the disk is the filesystem).
+func rootPartition(ctx context.Context, raw string) (int, error) {
+	parts, err := ext4tar.Partitions(raw)
+	if err != nil {
+		return 0, err
+	}
+	if len(parts) == 0 {
+		parts = []int{0}
+	}
+	for _, part := range parts {
+		fsys, err := ext4tar.Open(raw, part)
+		if err != nil {
+			continue // not ext4: the ESP, a BIOS boot partition
+		}
+		err = fsys.WalkHeaders(ctx, func(h *tar.Header) error {
+			if h.Name == "./etc/os-release" {
+				return errFound
+			}
+			return nil
+		})
+		fsys.Close()
+		if errors.Is(err, errFound) {
+			return part, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+	return 0, errors.New("no ext4 partition with /etc/os-release: no root filesystem the host can pack")
+}
+
+// newComparison compares two runs: each path's result (nil when it never
+// started) and error.
+func newComparison(baked *Result, bakedErr error, first *Result, firstErr error, memoryMB int, now time.Time) *Comparison {
+	if memoryMB == 0 {
+		memoryMB = 2048
+	}
+	c := &Comparison{SchemaVersion: ComparisonSchemaVersion, MemoryMB: memoryMB, MeasuredAt: now.UTC().Truncate(time.Second),
+		BakedResult: baked, FirstBootResult: first}
+	if baked != nil {
+		c.Image, c.Version, c.Profile, c.Stage, c.Accelerator = baked.Image, baked.Version, baked.Profile, baked.Stage, baked.Accelerator
+	}
+	c.Baked = newPath(baked, bakedErr)
+	c.FirstBoot = newPath(first, firstErr)
+	if first != nil && first.FirstBoot != nil {
+		fb := first.FirstBoot
+		c.FirstBoot.DownloadBytes, c.FirstBoot.ArchiveBytes, c.FirstBoot.IndexBytes = fb.DownloadBytes, fb.ArchiveBytes, fb.IndexBytes
+		rebooted := fb.Rebooted
+		c.FirstBoot.Reboot = &rebooted
+		if fb.Status == "ok" {
+			s := round3(fb.Seconds)
+			c.FirstBoot.FirstBootSeconds = &s
+		}
+	}
+	if b, f := c.Baked.ValidatedSeconds, c.FirstBoot.ValidatedSeconds; c.Baked.Passed && c.FirstBoot.Passed && b != nil && f != nil && *f > 0 {
+		r := round3(*b / *f)
+		c.Ratio = &r
+	}
+	var bt, ft *Timeline
+	if baked != nil {
+		bt = baked.Timeline
+	}
+	if first != nil {
+		ft = first.Timeline
+	}
+	c.Milestones = sideBySide(bt, ft)
+	return c
+}
+
+// newPath is one path of a comparison: a failure with its reason, or the
+// time to validated.
+func newPath(r *Result, err error) Path {
+	if r == nil {
+		why := "it did not start"
+		if err != nil {
+			why = err.Error()
+		}
+		return Path{Failure: redact.Text(why)}
+	}
+	p := Path{Artifact: r.Artifact, ConsoleLog: r.ConsoleLog, TimelineFile: r.TimelineFile,
+		Checks: len(r.Lines), Failures: r.Failures, Warnings: r.Warnings}
+	switch {
+	case err != nil && !errors.Is(err, ErrFailed):
+		p.Failure = err.Error()
+	case err != nil || !r.Passed():
+		p.Failure = r.Failure()
+	}
+	p.Failure = redact.Text(p.Failure)
+	if p.Failure != "" {
+		return p
+	}
+	if r.Timeline == nil || r.Timeline.Find(MilestoneValidationDone) == nil {
+		p.Failure = "the timeline has no " + MilestoneValidationDone + ": no time to validated"
+		return p
+	}
+	p.Passed = true
+	s := r.Timeline.Find(MilestoneValidationDone).Seconds
+	p.ValidatedSeconds = &s
+	return p
+}
+
+// sideBySide pairs the milestones of the two timelines by name: the
+// baked path's in order, then those only the first-boot path has, in its
+// order.
+func sideBySide(baked, first *Timeline) []SideBySide {
+	empty := &Timeline{}
+	if baked == nil {
+		baked = empty
+	}
+	if first == nil {
+		first = empty
+	}
+	var out []SideBySide
+	seen := map[string]bool{}
+	add := func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		s := SideBySide{Name: name}
+		if m := baked.Find(name); m != nil {
+			v := m.Seconds
+			s.Baked = &v
+		}
+		if m := first.Find(name); m != nil {
+			v := m.Seconds
+			s.FirstBoot = &v
+		}
+		out = append(out, s)
+	}
+	for _, m := range baked.Milestones {
+		add(m.Name)
+	}
+	for _, m := range first.Milestones {
+		add(m.Name)
+	}
+	return out
+}
+
+// writeComparison writes the comparison as indented JSON, atomically.
+func writeComparison(path string, c *Comparison) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadComparison reads a comparison file Compare wrote.
+func ReadComparison(path string) (*Comparison, error) {
+	b, err := readlimit.File(path, maxComparison)
+	if err != nil {
+		return nil, err // it names path
+	}
+	var c Comparison
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("reading comparison %s: %w", path, err)
+	}
+	if c.SchemaVersion != ComparisonSchemaVersion {
+		return nil, fmt.Errorf("reading comparison %s: schema version %d, this imagectl reads %d", path, c.SchemaVersion, ComparisonSchemaVersion)
+	}
+	c.File = path
+	return &c, nil
+}
+
+// Text is the comparison for people: both timelines side by side, each
+// path's time to validated or its failure, the ratio, and what the first
+// boot downloaded. Values from the runs are not escaped here: the caller
+// prints it through textsafe.
+func (c *Comparison) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: baked image against its first boot, profile %s, stage %s, under %s with %d MiB\n",
+		c.Image, c.Version, c.Profile, c.Stage, strings.ToUpper(c.Accelerator), c.MemoryMB)
+	fmt.Fprintln(&b, "timelines (seconds since QEMU started):")
+	fmt.Fprintf(&b, "  %-20s %10s %10s\n", "milestone", "baked", "first-boot")
+	for _, m := range c.Milestones {
+		fmt.Fprintf(&b, "  %-20s %10s %10s\n", m.Name, num1(m.Baked), num1(m.FirstBoot))
+	}
+	for _, p := range []struct {
+		name string
+		p    Path
+	}{{PathBaked, c.Baked}, {PathFirstBoot, c.FirstBoot}} {
+		fmt.Fprintf(&b, "%-10s ", p.name+":")
+		if !p.p.Passed {
+			fmt.Fprintf(&b, "FAILED: %s\n", p.p.Failure)
+			continue
+		}
+		fmt.Fprintf(&b, "validated in %.1f s (%d checks, %d warnings)", *p.p.ValidatedSeconds, p.p.Checks, p.p.Warnings)
+		if p.p.Reboot != nil && *p.p.Reboot {
+			b.WriteString(", after one reboot")
+		}
+		b.WriteString("\n")
+	}
+	if c.Ratio != nil {
+		fmt.Fprintf(&b, "ratio baked/first-boot: %.3f (the baked image is validated in %.0f%% of the first boot's time)\n", *c.Ratio, *c.Ratio*100)
+	} else {
+		b.WriteString("ratio: none (a path failed)\n")
+	}
+	fmt.Fprintf(&b, "downloaded at first boot: %d bytes (archives %d, indexes %d); the baked path downloads none\n",
+		c.FirstBoot.DownloadBytes, c.FirstBoot.ArchiveBytes, c.FirstBoot.IndexBytes)
+	return b.String()
+}
+
+func num1(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *f)
+}

@@ -1,0 +1,375 @@
+package smoke
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gpuaas/imagectl/builder/firstboot"
+)
+
+// The first-boot path's user-data, parsed back as cloud-init reads it:
+// write_files holds the first-boot script byte for byte, runcmd runs it
+// first (with -e on, so what follows runs only when it succeeded) and the
+// site bootstrap second, exactly as the baked path runs it, and the login
+// is the baked path's.
+func TestFirstBootUserData(t *testing.T) {
+	script := firstboot.Result{Script: []byte("#!/bin/sh\necho 'it''s' \"$(x)\"\n\xff\n")}
+	b := testBootstrap("/usr/local/share/gpuaas/site-bootstrap/h200-slice-vm")
+	login := &guestLogin{user: "ubuntu", keys: []string{"ssh-ed25519 AAAAC3Nz it's me"}}
+	ud := firstBootUserData(script, b, login)
+	if !strings.HasPrefix(ud, "#cloud-config\n") {
+		t.Fatalf("not a cloud-config:\n%s", ud)
+	}
+	var doc struct {
+		WriteFiles []struct {
+			Path, Owner, Permissions, Encoding, Content string
+		} `yaml:"write_files"`
+		RunCmd []any `yaml:"runcmd"`
+		Users  []struct {
+			Name              string   `yaml:"name"`
+			Shell             string   `yaml:"shell"`
+			LockPasswd        bool     `yaml:"lock_passwd"`
+			Sudo              string   `yaml:"sudo"`
+			SSHAuthorizedKeys []string `yaml:"ssh_authorized_keys"`
+		} `yaml:"users"`
+	}
+	if err := yaml.Unmarshal([]byte(ud), &doc); err != nil {
+		t.Fatalf("%v:\n%s", err, ud)
+	}
+	if len(doc.WriteFiles) != 1 || doc.WriteFiles[0].Path != firstboot.ScriptPath || doc.WriteFiles[0].Encoding != "b64" {
+		t.Fatalf("write_files %+v", doc.WriteFiles)
+	}
+	if got, err := base64.StdEncoding.DecodeString(doc.WriteFiles[0].Content); err != nil || string(got) != string(script.Script) {
+		t.Errorf("the script does not come back: %v %q", err, got)
+	}
+	if len(doc.RunCmd) != 2 {
+		t.Fatalf("runcmd %q", doc.RunCmd)
+	}
+	if doc.RunCmd[0] != firstboot.RunCmd(false) {
+		t.Errorf("runcmd[0] %q, want the first-boot script", doc.RunCmd[0])
+	}
+	if cmd, _ := doc.RunCmd[1].([]any); len(cmd) != 3 || cmd[0] != "sh" || cmd[1] != "-c" || cmd[2] != bootstrapScript(b, defaultGuestPaths) {
+		t.Errorf("runcmd[1] %q, want the site bootstrap", doc.RunCmd[1])
+	}
+	if len(doc.Users) != 1 || doc.Users[0].Name != "ubuntu" || doc.Users[0].SSHAuthorizedKeys[0] != login.keys[0] || !doc.Users[0].LockPasswd {
+		t.Errorf("users %+v", doc.Users)
+	}
+	// Without a bootstrap or a login: the script alone.
+	if err := yaml.Unmarshal([]byte(firstBootUserData(script, nil, nil)), &doc); err != nil || len(doc.RunCmd) != 1 {
+		t.Errorf("%v, runcmd %q", err, doc.RunCmd)
+	}
+	// A script that carries a sensitive value: its seed is root's alone,
+	// and runcmd removes the script once it succeeded.
+	p := guestPlan{validation: "/v.sh", profile: "bare-metal", stage: "image", firstBoot: &firstboot.Result{Script: []byte("x"), Sensitive: true}}
+	for _, f := range guestFiles(p, "i-1") {
+		if f.path == "/var/lib/cloud/seed/nocloud/user-data" && (f.mode != 0o600 || !strings.Contains(f.content, firstboot.RunCmd(true))) {
+			t.Errorf("sensitive seed: mode %o\n%s", f.mode, f.content)
+		}
+	}
+}
+
+// The first-boot path's smoke script is valid shell; it copies the
+// script's result line to the console and reboots once, when the result
+// says so, before the validation.
+func TestFirstBootSmokeScript(t *testing.T) {
+	p := guestPlan{validation: "/usr/local/sbin/v.sh", profile: "slice", stage: "converged", bootstrap: testBootstrap("/opt/b"),
+		firstBoot: &firstboot.Result{Script: []byte("x")}}
+	s := smokeScriptFor(p, defaultGuestPaths)
+	checkShell(t, s)
+	reboot, validation := strings.Index(s, "systemctl reboot"), strings.Index(s, MilestoneValidationStart)
+	if reboot < 0 || reboot > validation || !strings.Contains(s, "reboot_required=yes") || !strings.Contains(s, rebootedMarker) {
+		t.Errorf("no reboot before the validation:\n%s", s)
+	}
+	p.firstBoot = nil
+	if s := smokeScriptFor(p, defaultGuestPaths); strings.Contains(s, "reboot") {
+		t.Errorf("the baked path's smoke script reboots:\n%s", s)
+	}
+	if args := strings.Join(qemuArgs(bootConfig{reboot: true}, "vars"), " "); strings.Contains(args, "-no-reboot") {
+		t.Errorf("the first-boot path's QEMU exits on reboot: %s", args)
+	}
+	if args := strings.Join(qemuArgs(bootConfig{}, "vars"), " "); !strings.Contains(args, "-no-reboot") {
+		t.Errorf("the baked path's QEMU survives a reboot: %s", args)
+	}
+}
+
+// firstBootConsole is a first-boot path's console at stage converged: the
+// first boot runs the script (which requires a reboot) and the bootstrap,
+// the smoke script reports them and reboots, and the second boot
+// validates.
+const firstBootConsole = `BdsDxe: starting Boot0001
+[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
+IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE multi-user
+[   21.0] cloud-init[600]: IMAGECTL_FIRSTBOOT time firstboot-start=22.00
+IMAGECTL_FIRSTBOOT step=1/3 time=2026-11-26T18:00:00Z uptime=22.10 start packages: jq
+IMAGECTL_FIRSTBOOT time firstboot-done=50.00
+IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
+IMAGECTL_SMOKE time bootstrap-start=51.00
+IMAGECTL_SMOKE time bootstrap-done=53.00
+IMAGECTL_SMOKE state=running
+IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro console=ttyS0,115200
+IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
+IMAGECTL_SMOKE bootstrap-exit=0
+IMAGECTL_SMOKE systemd unit=manager UserspaceTimestampMonotonic=3000000 FinishTimestampMonotonic=54000000
+IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=19000000
+IMAGECTL_SMOKE clock=55.0
+IMAGECTL_SMOKE reboot
+BdsDxe: starting Boot0001
+[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
+IMAGECTL_SMOKE clock=10.0
+IMAGECTL_SMOKE multi-user
+IMAGECTL_SMOKE state=running
+IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro intel_iommu=on console=ttyS0,115200
+IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
+IMAGECTL_SMOKE bootstrap-unfinished
+IMAGECTL_SMOKE time validation-start=11.00
+IMAGECTL_VALIDATE status=PASS check=kernel-arg:intel_iommu=on:cmdline detail=in%20/proc/cmdline
+IMAGECTL_VALIDATE summary profile=slice stage=converged checks=1 failures=0 warnings=0
+IMAGECTL_SMOKE validate-exit=0
+IMAGECTL_SMOKE time validation-done=13.00
+IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=9000000
+IMAGECTL_SMOKE clock=14.0
+IMAGECTL_SMOKE done
+`
+
+// feedFirstBoot feeds firstBootConsole to a watcher, each line at the
+// host time it would arrive.
+func feedFirstBoot(t *testing.T, res *Result) (bool, error) {
+	t.Helper()
+	w := newWatcher(res, nil)
+	// The first boot's kernel at 5 s (its clock zero at 5 s: the clock
+	// line at 25 s read 20.0); every guest line arrives a second after
+	// its reading. The reboot at 61 s; the second kernel at 70 s (its
+	// clock zero there).
+	at := map[string]float64{"IMAGECTL_SMOKE clock=20.0": 25, "IMAGECTL_SMOKE clock=55.0": 60, "IMAGECTL_SMOKE reboot": 61,
+		"IMAGECTL_SMOKE clock=10.0": 80, "IMAGECTL_SMOKE clock=14.0": 84}
+	now := 0.0
+	kernels := []float64{5, 70}
+	for _, l := range strings.Split(strings.TrimSuffix(firstBootConsole, "\n"), "\n") {
+		switch {
+		case strings.Contains(l, "Linux version"):
+			now, kernels = kernels[0], kernels[1:]
+		case at[l] != 0:
+			now = at[l]
+		default:
+			now += 0.01
+		}
+		done, err := w.feed(l+"\r\n", time.Duration(now*float64(time.Second)))
+		if done || err != nil {
+			return done, err
+		}
+	}
+	return false, nil
+}
+
+func firstBootResult() *Result {
+	return &Result{Image: "demo", Version: "1", Accelerator: "kvm", Profile: "slice", Stage: "converged", FirstBoot: &FirstBoot{},
+		Bootstrap: &Bootstrap{Bundle: "b", Entrypoint: "/opt/b/run"}}
+}
+
+func TestWatcherFollowsTheFirstBootPath(t *testing.T) {
+	res := firstBootResult()
+	done, err := feedFirstBoot(t, res)
+	if !done || err != nil {
+		t.Fatalf("done %v, err %v", done, err)
+	}
+	if !res.Passed() {
+		t.Fatalf("failed: %s", res.Failure())
+	}
+	fb := res.FirstBoot
+	if !fb.Rebooted || !fb.RebootRequired || fb.DownloadBytes != 5000 || fb.ArchiveBytes != 4000 || fb.IndexBytes != 1000 {
+		t.Errorf("first boot %+v", fb)
+	}
+	// The second boot's state and command line (the kernel args the
+	// script added took effect); the bootstrap's exit the first boot's.
+	if !strings.Contains(res.KernelCmdline, "intel_iommu=on") || res.Bootstrap.Exit == nil || *res.Bootstrap.Exit != 0 {
+		t.Errorf("cmdline %q, bootstrap %+v", res.KernelCmdline, res.Bootstrap)
+	}
+	tl := newTimeline(res, true)
+	var got []string
+	for _, m := range tl.Milestones {
+		got = append(got, fmt.Sprintf("%s=%g", m.Name, m.Seconds))
+	}
+	want := "qemu-start=0 kernel=5 userspace=8 multi-user=24 firstboot-start=27 firstboot-done=55 bootstrap-start=56 bootstrap-done=58 " +
+		"boot-finished=59 reboot=61 reboot-kernel=70 reboot-multi-user=79 validation-start=81 validation-done=83"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got  %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
+// A first-boot path fails on the script's failure (first, before what
+// follows from it), and on a reboot the script required but that did not
+// come.
+func TestFirstBootPathFailures(t *testing.T) {
+	res := firstBootResult()
+	w := newWatcher(res, nil)
+	feedAll(t, w, "IMAGECTL_FIRSTBOOT time firstboot-start=22.00\nIMAGECTL_FIRSTBOOT step=2/3 error apt-get install failed\n"+
+		"IMAGECTL_FIRSTBOOT result status=failed steps=3 ran=1 failed_step=2 download_bytes=10 reboot_required=no\n"+
+		"IMAGECTL_SMOKE multi-user\nIMAGECTL_SMOKE state=degraded\nIMAGECTL_SMOKE failed-unit=cloud-final.service\n"+
+		"IMAGECTL_SMOKE bootstrap-unfinished\nIMAGECTL_VALIDATE status=PASS check=x detail=y\nIMAGECTL_SMOKE validate-exit=0\nIMAGECTL_SMOKE done\n")
+	if f := res.Failure(); !strings.HasPrefix(f, "the first-boot script failed at step 2 of 3: apt-get install failed;") {
+		t.Errorf("failure %q", f)
+	}
+	res = firstBootResult()
+	res.Bootstrap = nil
+	w = newWatcher(res, nil)
+	feedAll(t, w, "IMAGECTL_FIRSTBOOT result status=ok steps=1 ran=1 reboot_required=yes\nIMAGECTL_SMOKE multi-user\nIMAGECTL_SMOKE state=running\n"+
+		"IMAGECTL_VALIDATE status=PASS check=x detail=y\nIMAGECTL_SMOKE validate-exit=0\nIMAGECTL_SMOKE done\n")
+	if f := res.Failure(); !strings.Contains(f, "requires a reboot") {
+		t.Errorf("failure %q", f)
+	}
+	// A reboot on the baked path, or a second one, is an error.
+	for _, r := range []*Result{{}, {FirstBoot: &FirstBoot{Rebooted: true}}} {
+		if _, err := newWatcher(r, nil).feed("IMAGECTL_SMOKE reboot\r\n", time.Second); err == nil {
+			t.Errorf("no error for a reboot of %+v", r)
+		}
+	}
+}
+
+// passedResult is a result that passed, validated at validated seconds.
+func passedResult(t *testing.T, validated float64, fb *FirstBoot) *Result {
+	t.Helper()
+	zero := 0
+	r := &Result{Artifact: "a", Image: "demo", Version: "1", Accelerator: "kvm", Profile: "bare-metal", Stage: "image",
+		SystemState: "running", ValidateExit: &zero, Lines: []Line{{Status: "PASS", Check: "c"}}, FirstBoot: fb,
+		ConsoleLog: "x.log", TimelineFile: "x.json"}
+	r.Timeline = &Timeline{Milestones: []Milestone{{Name: MilestoneQEMUStart}, {Name: MilestoneKernel, Seconds: 4},
+		{Name: MilestoneValidationDone, Seconds: validated}}}
+	if fb != nil {
+		r.Timeline.Milestones = append(r.Timeline.Milestones, Milestone{Name: MilestoneFirstBootDone, Seconds: validated - 10})
+	}
+	if !r.Passed() && (fb == nil || fb.Status == "ok") {
+		t.Fatal(r.Failure())
+	}
+	return r
+}
+
+func TestComparison(t *testing.T) {
+	now := time.Date(2026, 11, 26, 18, 0, 0, 0, time.UTC)
+	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", DownloadBytes: 5000, ArchiveBytes: 4000, IndexBytes: 1000, Seconds: 28, RebootRequired: true}, Rebooted: true}
+	baked, first := passedResult(t, 20, nil), passedResult(t, 80, fb)
+	c := newComparison(baked, nil, first, nil, 0, now)
+	if c.Ratio == nil || *c.Ratio != 0.25 || !c.Baked.Passed || !c.FirstBoot.Passed || c.FirstBoot.DownloadBytes != 5000 ||
+		*c.FirstBoot.Reboot != true || *c.FirstBoot.FirstBootSeconds != 28 || c.Baked.DownloadBytes != 0 {
+		t.Errorf("%+v", c)
+	}
+	var got []string
+	for _, m := range c.Milestones {
+		got = append(got, m.Name+" "+num1(m.Baked)+" "+num1(m.FirstBoot))
+	}
+	if want := "qemu-start 0.0 0.0; kernel 4.0 4.0; validation-done 20.0 80.0; firstboot-done - 70.0"; strings.Join(got, "; ") != want {
+		t.Errorf("side by side %s\nwant %s", strings.Join(got, "; "), want)
+	}
+	text := c.Text()
+	for _, s := range []string{"baked:     validated in 20.0 s", "first-boot: validated in 80.0 s (1 checks, 0 warnings), after one reboot",
+		"ratio baked/first-boot: 0.250", "downloaded at first boot: 5000 bytes (archives 4000, indexes 1000)",
+		"  validation-done            20.0       80.0", "  firstboot-done                -       70.0"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("text lacks %q:\n%s", s, text)
+		}
+	}
+
+	// The JSON names another engineer's code decodes.
+	p := filepath.Join(t.TempDir(), "x-1.smoke-compare.json")
+	if err := writeComparison(p, c); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(p)
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"schema_version", "image", "version", "profile", "stage", "accelerator", "memory_mb", "measured_at", "ratio", "baked", "first_boot", "milestones"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("no %s in\n%s", k, raw)
+		}
+	}
+	for _, k := range []string{"passed", "validated_seconds", "download_bytes", "console_log", "timeline_file"} {
+		for _, path := range []string{"baked", "first_boot"} {
+			if _, ok := doc[path].(map[string]any)[k]; !ok {
+				t.Errorf("no %s.%s in\n%s", path, k, raw)
+			}
+		}
+	}
+	if doc["measured_at"] != "2026-11-26T18:00:00Z" || doc["memory_mb"] != 2048.0 || doc["ratio"] != 0.25 {
+		t.Errorf("measured_at %v, memory_mb %v, ratio %v", doc["measured_at"], doc["memory_mb"], doc["ratio"])
+	}
+	back, err := ReadComparison(p)
+	if err != nil || *back.Ratio != 0.25 || back.FirstBoot.ArchiveBytes != 4000 || back.File != p {
+		t.Errorf("read back: %v %+v", err, back)
+	}
+
+	// A failed path is a failure with its reason, never a time, and there
+	// is no ratio.
+	failed := passedResult(t, 5, &FirstBoot{Console: firstboot.Console{Status: "failed", FailedStep: 2, Steps: 3, Errors: []string{"apt-get install failed"}, DownloadBytes: 10}})
+	c = newComparison(baked, nil, failed, fmt.Errorf("%w: x", ErrFailed), 4096, now)
+	if c.Ratio != nil || c.FirstBoot.Passed || c.FirstBoot.ValidatedSeconds != nil || !strings.Contains(c.FirstBoot.Failure, "failed at step 2 of 3") || c.FirstBoot.DownloadBytes != 10 {
+		t.Errorf("%+v", c.FirstBoot)
+	}
+	if text := c.Text(); !strings.Contains(text, "first-boot: FAILED: the first-boot script failed at step 2") || !strings.Contains(text, "ratio: none") {
+		t.Errorf("text:\n%s", text)
+	}
+	if err := writeComparison(p, c); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = os.ReadFile(p)
+	if strings.Contains(string(raw), `"ratio"`) || !strings.Contains(string(raw), `"failure": "the first-boot script failed`) || strings.Contains(string(raw), `"validated_seconds": 5`) {
+		t.Errorf("failed comparison:\n%s", raw)
+	}
+	// A path that failed to boot (an error, not ErrFailed) says the error;
+	// one that never started says so.
+	c = newComparison(nil, errors.New("no UEFI firmware"), nil, nil, 0, now)
+	if c.Baked.Failure != "no UEFI firmware" || c.FirstBoot.Failure != "it did not start" || c.Ratio != nil {
+		t.Errorf("%+v", c)
+	}
+	os.WriteFile(p, []byte(`{"schema_version": 9}`), 0o644)
+	if _, err := ReadComparison(p); err == nil || !strings.Contains(err.Error(), "schema version 9") {
+		t.Errorf("schema 9: %v", err)
+	}
+}
+
+// A real first-boot path's console (testdata/first-boot-reboot.console):
+// the script's lines among cloud-init's, its kernel arg requiring a
+// reboot, the reboot, and the validation in the second boot, where the
+// arg is on the kernel's command line.
+func TestFirstBootRebootTranscript(t *testing.T) {
+	res := &Result{Image: "imagectl-reboot-check", Version: "0.0.0-compare", Accelerator: "tcg", Profile: "bare-metal", Stage: "image", FirstBoot: &FirstBoot{}}
+	done, err := replay(t, newWatcher(res, nil), "first-boot-reboot.console")
+	if !done || err != nil || !res.Passed() {
+		t.Fatalf("done %v, err %v: %s", done, err, res.Failure())
+	}
+	fb := res.FirstBoot
+	if !fb.Rebooted || !fb.RebootRequired || fb.Status != "ok" || fb.Steps != 7 || fb.DownloadBytes != 15853080 || fb.ArchiveBytes != 53080 {
+		t.Errorf("first boot %+v", fb)
+	}
+	if !strings.Contains(res.KernelCmdline, "imagectl_reboot_check=1") {
+		t.Errorf("the second boot's command line %q lacks the arg", res.KernelCmdline)
+	}
+	tl := newTimeline(res, true)
+	at := func(name string) float64 {
+		if m := tl.Find(name); m != nil {
+			return m.Seconds
+		}
+		t.Errorf("no %s in %+v", name, tl.Milestones)
+		return -1
+	}
+	order := []string{MilestoneKernel, MilestoneMultiUser, MilestoneFirstBootStart, MilestoneFirstBootDone, MilestoneCloudInitDone,
+		MilestoneReboot, MilestoneRebootKernel, MilestoneRebootMultiUser, MilestoneValidationStart, MilestoneValidationDone}
+	for i := 1; i < len(order); i++ {
+		if at(order[i-1]) > at(order[i]) {
+			t.Errorf("%s at %.1f is before %s at %.1f", order[i], at(order[i]), order[i-1], at(order[i-1]))
+		}
+	}
+	if len(tl.Missing) != 1 || tl.Missing[0] != MilestoneLoader {
+		t.Errorf("missing %v", tl.Missing)
+	}
+}
