@@ -1,10 +1,8 @@
 package release
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,76 +11,25 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/smoke"
 	"github.com/gpuaas/imagectl/store"
 )
 
-// MaxComparisonFile bounds the smoke comparison file RecordBootComparison
-// reads: its summary is a few KiB, its timelines a few more.
-const MaxComparisonFile = 4 << 20
-
-// comparisonSchema is the smoke comparison file's schema_version this
-// imagectl reads.
-const comparisonSchema = 1
-
-// smokeComparison is what a version keeps of the file imagectl smoke
-// --compare-first-boot writes beside the tgz
-// (NAME-VERSION.smoke-compare.json); its other fields (timelines, the
-// console logs' and timelines' paths on the measuring machine) are
-// ignored, and its ratio is never kept (store.BootComparison.Settle).
-type smokeComparison struct {
-	SchemaVersion int       `json:"schema_version"`
-	Image         string    `json:"image"`
-	Version       string    `json:"version"`
-	Profile       string    `json:"profile"`
-	Stage         string    `json:"stage"`
-	Accelerator   string    `json:"accelerator"`
-	MemoryMB      int       `json:"memory_mb"`
-	MeasuredAt    time.Time `json:"measured_at"`
-	Ratio         *float64  `json:"ratio"`
-	Baked         smokePath `json:"baked"`
-	FirstBoot     smokePath `json:"first_boot"`
-}
-
-type smokePath struct {
-	Passed           *bool    `json:"passed"`
-	Failure          string   `json:"failure"`
-	ValidatedSeconds *float64 `json:"validated_seconds"`
-	DownloadBytes    int64    `json:"download_bytes"`
-}
-
-func (p smokePath) path(name string) (store.BootPath, error) {
-	if p.Passed == nil {
-		return store.BootPath{}, fmt.Errorf("%s says not whether it passed", name)
-	}
-	return store.BootPath{Passed: *p.Passed, Failure: p.Failure, ValidatedSeconds: p.ValidatedSeconds, DownloadBytes: p.DownloadBytes}, nil
-}
-
-// ParseBootComparison reads a smoke comparison file (b, at most
-// MaxComparisonFile bytes) as the comparison a version keeps, by, at
-// now: its schema this imagectl's, one JSON object, both paths saying
-// whether they passed, and whole as store.BootComparison.Settle makes it.
+// ParseBootComparison reads a smoke comparison file (b, as
+// smoke.DecodeComparison reads it) as the summary a version keeps, by, at
+// now: whole as store.BootComparison.Settle makes it, which computes the
+// ratio itself. The timelines and the measuring machine's paths are not
+// kept.
 func ParseBootComparison(b []byte, by string, now time.Time) (*store.BootComparison, error) {
-	if len(b) > MaxComparisonFile {
-		return nil, fmt.Errorf("it is %d bytes, more than the %d a smoke comparison file may be", len(b), MaxComparisonFile)
-	}
-	var f smokeComparison
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("it is not a smoke comparison (imagectl smoke --compare-first-boot writes one): %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("it holds more than one JSON value")
-	}
-	if f.SchemaVersion != comparisonSchema {
-		return nil, fmt.Errorf("its schema_version is %d, this imagectl reads %d", f.SchemaVersion, comparisonSchema)
-	}
-	baked, errB := f.Baked.path("the baked path")
-	first, errF := f.FirstBoot.path("the first-boot path")
-	if err := errors.Join(errB, errF); err != nil {
+	f, err := smoke.DecodeComparison(b)
+	if err != nil {
 		return nil, err
 	}
+	path := func(p smoke.Path) store.BootPath {
+		return store.BootPath{Passed: p.Passed, Failure: p.Failure, ValidatedSeconds: p.ValidatedSeconds, DownloadBytes: p.DownloadBytes}
+	}
 	c := &store.BootComparison{Image: f.Image, Version: f.Version, Profile: f.Profile, Stage: f.Stage, Accelerator: f.Accelerator,
-		MemoryMB: f.MemoryMB, MeasuredAt: f.MeasuredAt, RecordedBy: by, RecordedAt: now, Baked: baked, FirstBoot: first, Ratio: f.Ratio}
+		MemoryMB: f.MemoryMB, MeasuredAt: f.MeasuredAt, RecordedBy: by, RecordedAt: now, Baked: path(f.Baked), FirstBoot: path(f.FirstBoot), Ratio: f.Ratio}
 	if err := c.Settle(now); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/release"
+	"github.com/gpuaas/imagectl/smoke"
 )
 
 // smokeCompare is a smoke comparison file as imagectl smoke
@@ -42,7 +43,7 @@ func TestParseBootComparison(t *testing.T) {
 		{"two values", smokeCompare("1.0.0", passed("1"), passed("2")) + "{}", "more than one JSON value"},
 		{"not JSON", "validated in 3 s", "not a smoke comparison"},
 		{"a bad version", smokeCompare("../1", passed("1"), passed("2")), "not a valid version name"},
-		{"too big", strings.Repeat(" ", release.MaxComparisonFile+1), "more than the"},
+		{"too big", strings.Repeat(" ", smoke.MaxComparison+1), "more than the"},
 	} {
 		if _, err := release.ParseBootComparison([]byte(tc.file), "alice", now); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)

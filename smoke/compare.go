@@ -2,6 +2,7 @@ package smoke
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,8 +43,10 @@ const PhaseBase = "base"
 // form.
 const ComparisonSchemaVersion = 1
 
-// maxComparison is the largest comparison file ReadComparison reads.
-const maxComparison = 4 << 20
+// MaxComparison is the largest comparison file ReadComparison and
+// DecodeComparison read: its summary is a few KiB, its timelines a few
+// more.
+const MaxComparison = 4 << 20
 
 // CompareOptions configure a comparison: Options are both paths' (the
 // same accelerator, memory, disk, network, profile and stage; ConsoleLog
@@ -446,18 +449,53 @@ func writeComparison(path string, c *Comparison) error {
 
 // ReadComparison reads a comparison file Compare wrote.
 func ReadComparison(path string) (*Comparison, error) {
-	b, err := readlimit.File(path, maxComparison)
+	b, err := readlimit.File(path, MaxComparison)
 	if err != nil {
 		return nil, err // it names path
 	}
-	var c Comparison
-	if err := json.Unmarshal(b, &c); err != nil {
+	c, err := DecodeComparison(b)
+	if err != nil {
 		return nil, fmt.Errorf("reading comparison %s: %w", path, err)
 	}
-	if c.SchemaVersion != ComparisonSchemaVersion {
-		return nil, fmt.Errorf("reading comparison %s: schema version %d, this imagectl reads %d", path, c.SchemaVersion, ComparisonSchemaVersion)
-	}
 	c.File = path
+	return c, nil
+}
+
+// DecodeComparison reads a comparison file's bytes: at most
+// MaxComparison, one JSON object of this imagectl's schema.
+func DecodeComparison(b []byte) (*Comparison, error) {
+	if len(b) > MaxComparison {
+		return nil, fmt.Errorf("it is %d bytes, more than the %d a smoke comparison file may be", len(b), MaxComparison)
+	}
+	var c Comparison
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("it is not a smoke comparison (imagectl smoke --compare-first-boot writes one): %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("it holds more than one JSON value")
+	}
+	if c.SchemaVersion != ComparisonSchemaVersion {
+		return nil, fmt.Errorf("its schema_version is %d, this imagectl reads %d", c.SchemaVersion, ComparisonSchemaVersion)
+	}
+	// A path that does not say whether it passed is not read as failed.
+	var said struct {
+		Baked     struct{ Passed *bool } `json:"baked"`
+		FirstBoot struct{ Passed *bool } `json:"first_boot"`
+	}
+	if err := json.Unmarshal(b, &said); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if said.Baked.Passed == nil {
+		errs = append(errs, errors.New("the baked path says not whether it passed"))
+	}
+	if said.FirstBoot.Passed == nil {
+		errs = append(errs, errors.New("the first-boot path says not whether it passed"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 

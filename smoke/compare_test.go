@@ -332,7 +332,7 @@ func TestComparison(t *testing.T) {
 		t.Errorf("%+v", c)
 	}
 	os.WriteFile(p, []byte(`{"schema_version": 9}`), 0o644)
-	if _, err := ReadComparison(p); err == nil || !strings.Contains(err.Error(), "schema version 9") {
+	if _, err := ReadComparison(p); err == nil || !strings.Contains(err.Error(), "schema_version is 9") {
 		t.Errorf("schema 9: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/release"
+	"github.com/gpuaas/imagectl/smoke"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -34,7 +35,7 @@ accelerator and memory, whether each path (the baked tgz, and the base
 image doing the same work at first boot) passed, in how many seconds it
 reached "validated", what it downloaded, and the ratio of the two, which
 imagectl computes (a ratio in the file is not kept). It is refused when
-the file is not a whole comparison (or larger than ` + readlimit.Size(release.MaxComparisonFile) + `), a path
+the file is not a whole comparison (or larger than ` + readlimit.Size(smoke.MaxComparison) + `), a path
 claims it passed without its seconds, it carries a ratio while a path
 failed, or the store holds no such version. The version keeps each
 profile, stage and accelerator's latest ` + fmt.Sprint(store.KeepPerComparison) + ` comparisons; the same file
@@ -52,7 +53,7 @@ func runEvidenceAddComparison(ctx context.Context, f *comparisonFlags, args []st
 	if err := f.output.check(); err != nil {
 		return err
 	}
-	b, err := readlimit.File(args[0], release.MaxComparisonFile)
+	b, err := readlimit.File(args[0], smoke.MaxComparison)
 	if err != nil {
 		return fmt.Errorf("reading the boot comparison: %w", err)
 	}
