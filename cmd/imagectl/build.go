@@ -107,14 +107,7 @@ store's latest version of the image.`,
 
 func runBuild(ctx context.Context, f *buildFlags, args []string, s streams, env []string) error {
 	f.recipe.dryRun = f.dryRun
-	// A version names files and store paths: refused before the
-	// recipe is read (plan.New holds every caller to the same rule).
-	if f.version != "" {
-		if err := manifest.CheckVersion(f.version); err != nil {
-			return fmt.Errorf("--version: %w", err)
-		}
-	}
-	r, err := f.recipe.load(ctx, s, args[0], env)
+	r, err := f.recipe.loadAt(ctx, s, args[0], f.version, env)
 	if err != nil {
 		return err
 	}

@@ -58,12 +58,7 @@ alone.`,
 }
 
 func runFirstboot(ctx context.Context, f *firstbootFlags, args []string, s streams, env []string) error {
-	if f.version != "" {
-		if err := manifest.CheckVersion(f.version); err != nil {
-			return fmt.Errorf("--version: %w", err)
-		}
-	}
-	r, err := f.recipe.load(ctx, s, args[0], env)
+	r, err := f.recipe.loadAt(ctx, s, args[0], f.version, env)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuaas/imagectl/internal/hclkit"
+	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -43,6 +44,18 @@ func (f *recipeFlags) registerInputs(cmd *cobra.Command) {
 // exitError when there are errors. It stops as soon as the command's
 // context is cancelled (Ctrl-C), whatever the load is doing: every command
 // that reads a recipe or var files reads them here.
+// loadAt is load for a command that takes --version: the version names
+// files and store paths, so it is refused before the recipe is read
+// (plan.New holds every caller to the same rule).
+func (f *recipeFlags) loadAt(ctx context.Context, s streams, path, version string, env []string) (*recipes.Recipe, error) {
+	if version != "" {
+		if err := manifest.CheckVersion(version); err != nil {
+			return nil, fmt.Errorf("--version: %w", err)
+		}
+	}
+	return f.load(ctx, s, path, env)
+}
+
 func (f *recipeFlags) load(ctx context.Context, s streams, path string, env []string) (*recipes.Recipe, error) {
 	if err := f.output.check(); err != nil {
 		return nil, err
