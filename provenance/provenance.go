@@ -427,4 +427,3 @@ func structOf(m map[string]any) (*structpb.Struct, error) {
 	}
 	return structpb.NewStruct(m)
 }
-
