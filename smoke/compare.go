@@ -19,7 +19,6 @@ import (
 	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/builder/pack"
 	"github.com/gpuaas/imagectl/builder/plan"
-	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
@@ -200,7 +199,7 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 		return nil, ctx.Err()
 	}
 	c := newComparison(baked, bakedErr, first, fbErr, opts.MemoryMB, time.Now())
-	if err := writeComparison(opts.Output, c); err != nil {
+	if err := writeJSON(opts.Output, c); err != nil {
 		return c, fmt.Errorf("writing the comparison: %w", err)
 	}
 	c.File = opts.Output
@@ -436,15 +435,6 @@ func sideBySide(baked, first *Timeline) []SideBySide {
 		add(m.Name)
 	}
 	return out
-}
-
-// writeComparison writes the comparison as indented JSON, atomically.
-func writeComparison(path string, c *Comparison) error {
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // ReadComparison reads a comparison file Compare wrote.

@@ -280,7 +280,7 @@ func TestComparison(t *testing.T) {
 
 	// The JSON names another engineer's code decodes.
 	p := filepath.Join(t.TempDir(), "x-1.smoke-compare.json")
-	if err := writeComparison(p, c); err != nil {
+	if err := writeJSON(p, c); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(p)
@@ -318,7 +318,7 @@ func TestComparison(t *testing.T) {
 	if text := c.Text(); !strings.Contains(text, "first-boot: FAILED: the first-boot script failed at step 2") || !strings.Contains(text, "ratio: none") {
 		t.Errorf("text:\n%s", text)
 	}
-	if err := writeComparison(p, c); err != nil {
+	if err := writeJSON(p, c); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ = os.ReadFile(p)

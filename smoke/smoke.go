@@ -437,7 +437,7 @@ func (sr *run) execute(ctx context.Context) (*Result, error) {
 	err := sr.do(ctx, phases)
 	if !res.observed.qemuStarted.IsZero() {
 		res.Timeline = newTimeline(res, err == nil && res.Passed())
-		if werr := writeTimeline(opts.Timeline, res.Timeline); werr != nil {
+		if werr := writeJSON(opts.Timeline, res.Timeline); werr != nil {
 			r.Log("keeping the boot timeline: " + werr.Error())
 		} else {
 			res.TimelineFile = opts.Timeline

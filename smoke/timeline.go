@@ -303,9 +303,10 @@ func newTimeline(r *Result, passed bool) *Timeline {
 	return t
 }
 
-// writeTimeline writes the timeline as indented JSON, atomically.
-func writeTimeline(path string, t *Timeline) error {
-	b, err := json.MarshalIndent(t, "", "  ")
+// writeJSON writes v as indented JSON, atomically: the timeline and the
+// comparison files.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

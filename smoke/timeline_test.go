@@ -112,7 +112,7 @@ func TestTimelineFileRoundTrip(t *testing.T) {
 	res.observed.qemuStarted = time.Date(2025, 11, 21, 10, 1, 52, 0, time.UTC)
 	tl := newTimeline(res, true)
 	p := filepath.Join(t.TempDir(), "x-1.smoke-timeline.json")
-	if err := writeTimeline(p, tl); err != nil {
+	if err := writeJSON(p, tl); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadTimeline(p)
