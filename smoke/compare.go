@@ -85,9 +85,21 @@ type Comparison struct {
 	MeasuredAt    time.Time `json:"measured_at"`
 	// Ratio is the baked path's time to validated over the first-boot
 	// path's, only when both passed.
-	Ratio     *float64 `json:"ratio,omitempty"`
-	Baked     Path     `json:"baked"`
-	FirstBoot Path     `json:"first_boot"`
+	Ratio *float64 `json:"ratio,omitempty"`
+	// ArtifactSHA256 is the baked tgz's sha256 as deployed
+	// ("sha256:<hex>"), BaseSHA256 the base image's the first-boot path
+	// deployed: what the comparison measured, so that a record is kept
+	// only with the version whose bytes it booted.
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	BaseSHA256     string `json:"base_sha256,omitempty"`
+	// Differences are the work the first-boot path did not do as the
+	// build did (a step not run at first boot, or run in part, with why;
+	// an optional package the build installed and the first boot could
+	// not): empty when the two paths did the same work. The ratio is kept
+	// either way; readers say it is not like for like.
+	Differences []string `json:"differences,omitempty"`
+	Baked       Path     `json:"baked"`
+	FirstBoot   Path     `json:"first_boot"`
 	// Milestones are both timelines side by side, in seconds since QEMU
 	// started: the baked path's in order, then those only the first-boot
 	// path has.
@@ -107,6 +119,9 @@ type Path struct {
 	// ValidatedSeconds is the time from QEMU's start to the validation's
 	// end (validation-done), when the path passed.
 	ValidatedSeconds *float64 `json:"validated_seconds,omitempty"`
+	// DeploySeconds is the curtin-style deploy's time, before QEMU
+	// started (not in ValidatedSeconds, which runs from QEMU's start).
+	DeploySeconds *float64 `json:"deploy_seconds,omitempty"`
 	// DownloadBytes is what the first boot downloaded (apt's archives and
 	// indexes); 0 for the baked path.
 	DownloadBytes int64 `json:"download_bytes"`
