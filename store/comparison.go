@@ -32,8 +32,15 @@ type BootComparison struct {
 	MeasuredAt  time.Time `json:"measured_at"`
 	RecordedAt  time.Time `json:"recorded_at"`
 	RecordedBy  string    `json:"recorded_by"`
-	Baked       BootPath  `json:"baked"`
-	FirstBoot   BootPath  `json:"first_boot"`
+	// ArtifactSHA256 is the sha256 of the tgz the baked path booted
+	// ("sha256:<hex>"): release records a comparison only with the
+	// version whose tgz it is. BaseSHA256 is the base image's the
+	// first-boot path started from. Both are absent from records made
+	// before they were measured.
+	ArtifactSHA256 string   `json:"artifact_sha256,omitempty"`
+	BaseSHA256     string   `json:"base_sha256,omitempty"`
+	Baked          BootPath `json:"baked"`
+	FirstBoot      BootPath `json:"first_boot"`
 	// Ratio is Baked's validated seconds over FirstBoot's when both paths
 	// passed, absent otherwise: Settle computes it, never taking a ratio
 	// from the input.
@@ -89,6 +96,11 @@ func (c *BootComparison) Check() error {
 	if c.MeasuredAt.IsZero() {
 		errs = append(errs, errors.New("it says not when it was measured (measured_at)"))
 	}
+	for _, d := range []struct{ name, v string }{{"artifact_sha256", c.ArtifactSHA256}, {"base_sha256", c.BaseSHA256}} {
+		if d.v != "" && !isSHA256(d.v) {
+			errs = append(errs, fmt.Errorf("its %s %q is not \"sha256:\" and 64 lowercase hex digits", d.name, d.v))
+		}
+	}
 	errs = append(errs, c.Baked.check("the baked path"), c.FirstBoot.check("the first-boot path"))
 	switch want, ok := c.computedRatio(); {
 	case c.Ratio == nil:
@@ -124,6 +136,12 @@ func (p *BootPath) check(name string) error {
 		errs = append(errs, fmt.Errorf("%s's download_bytes %d is negative", name, p.DownloadBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// isSHA256 says whether s is "sha256:" and 64 lowercase hex digits.
+func isSHA256(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
 }
 
 // computedRatio is Baked's seconds over FirstBoot's, ok when both paths

@@ -37,7 +37,8 @@ reached "validated", what it downloaded, and the ratio of the two, which
 imagectl computes (a ratio in the file is not kept). It is refused when
 the file is not a whole comparison (or larger than ` + readlimit.Size(smoke.MaxComparison) + `), a path
 claims it passed without its seconds, it carries a ratio while a path
-failed, or the store holds no such version. The version keeps each
+failed, the store holds no such version, or the tgz it booted is not
+that version's (its artifact_sha256). The version keeps each
 profile, stage and accelerator's latest ` + fmt.Sprint(store.KeepPerComparison) + ` comparisons; the same file
 recorded again is one. "imagectl show IMAGE VERSION" prints the latest.`,
 		Example: `  imagectl evidence add-comparison out/gpuaas-h200-host-ubuntu2404-1.4.0.smoke-compare.json --store /srv/imagectl-store`,

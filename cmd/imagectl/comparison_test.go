@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,17 +12,24 @@ import (
 )
 
 // smokeCompareFile writes a smoke comparison file of demo version, as
-// imagectl smoke --compare-first-boot writes it (with the fields a
+// imagectl smoke --compare-first-boot writes it of the tgz the store in
+// dir holds (a made-up digest for a version it lacks), with the fields a
 // version does not keep, and a ratio, 0.9, not kept either, when both
-// paths passed), and returns its path.
-func smokeCompareFile(t *testing.T, version, accel, baked, firstBoot string) string {
+// paths passed, and extra top-level fields (JSON, each ending in a
+// comma), and returns its path.
+func smokeCompareFile(t *testing.T, dir, version, accel, baked, firstBoot string, extra ...string) string {
 	t.Helper()
 	ratio := `"ratio": 0.9, `
 	if strings.Contains(baked+firstBoot, `"passed": false`) {
 		ratio = ""
 	}
+	sum := strings.Repeat("0", 64)
+	if v, err := store.NewDir(dir).Version(context.Background(), "demo", version); err == nil {
+		sum = v.SHA256
+	}
 	doc := `{"schema_version": 1, "image": "demo", "version": "` + version + `", "profile": "slice", "stage": "converged",
   "accelerator": "` + accel + `", "memory_mb": 4096, "measured_at": "2026-11-26T10:00:00Z", ` + ratio + `
+  "artifact_sha256": "sha256:` + sum + `", "base_sha256": "sha256:` + strings.Repeat("b", 64) + `", ` + strings.Join(extra, " ") + `
   "baked": ` + baked + `, "first_boot": ` + firstBoot + `, "milestones": [{"name": "validated"}]}`
 	p := filepath.Join(t.TempDir(), "demo-"+version+".smoke-compare.json")
 	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
@@ -47,11 +55,11 @@ func TestEvidenceAddComparison(t *testing.T) {
 	passed := `{"passed": true, "validated_seconds": 41.2, "download_bytes": 1024, "console_log": "/tmp/b.log", "timeline_file": "/tmp/b.json"}`
 	slow := `{"passed": true, "validated_seconds": 152.6, "download_bytes": 314572800, "archive_bytes": 1, "index_bytes": 2}`
 	hostile := `{"passed": false, "failure": "apt-get: could not reach\n\u001b[2Jdeb.example.com\u202e", "download_bytes": 0}`
-	out, errs, code := imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, "1.1.0", "tcg", passed, slow))
+	out, errs, code := imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.1.0", "tcg", passed, slow))
 	if code != 0 || !strings.Contains(out, "validated in 41.2 s baked vs 152.6 s at first boot (0.27x, tcg, slice/converged, measured 2026-11-26T10:00:00Z)") {
 		t.Fatalf("add-comparison: exit %d\n%s%s", code, out, errs)
 	}
-	out, errs, code = imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, "1.1.0", "kvm", passed, hostile), "-o", "json")
+	out, errs, code = imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.1.0", "kvm", passed, hostile), "-o", "json")
 	var rec store.BootComparison
 	if err := json.Unmarshal([]byte(out), &rec); code != 0 || err != nil || rec.Ratio != nil || rec.RecordedBy != "carol" || rec.FirstBoot.Passed {
 		t.Fatalf("add-comparison json: exit %d %v\n%s%s", code, err, out, errs)
@@ -89,8 +97,16 @@ func TestEvidenceAddComparison(t *testing.T) {
 		file string
 		want string
 	}{
-		{"a version the store lacks", smokeCompareFile(t, "2.0.0", "tcg", passed, slow), "demo 2.0.0 is not a version of the store"},
-		{"passed without seconds", smokeCompareFile(t, "1.1.0", "tcg", `{"passed": true}`, slow), "says not in how many seconds"},
+		{"a version the store lacks", smokeCompareFile(t, dir, "2.0.0", "tcg", passed, slow), "demo 2.0.0 is not a version of the store"},
+		{"passed without seconds", smokeCompareFile(t, dir, "1.1.0", "tcg", `{"passed": true}`, slow), "says not in how many seconds"},
+		{"another version's tgz", func() string {
+			p := smokeCompareFile(t, dir, "1.0.0", "tcg", passed, slow)
+			b, _ := os.ReadFile(p)
+			if err := os.WriteFile(p, []byte(strings.Replace(string(b), `"version": "1.0.0"`, `"version": "1.1.0"`, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}(), "a comparison is kept only with the version whose tgz it measured"},
 		{"a file that is none", filepath.Join(t.TempDir(), "none.json"), "reading the boot comparison"},
 	} {
 		if _, errs, code := imagectl(t, env, "evidence", "add-comparison", tc.file); code != 1 || !strings.Contains(errs, tc.want) {
