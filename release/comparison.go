@@ -26,11 +26,11 @@ func ParseBootComparison(b []byte, by string, now time.Time) (*store.BootCompari
 		return nil, err
 	}
 	path := func(p smoke.Path) store.BootPath {
-		return store.BootPath{Passed: p.Passed, Failure: p.Failure, ValidatedSeconds: p.ValidatedSeconds, DownloadBytes: p.DownloadBytes}
+		return store.BootPath{Passed: p.Passed, Failure: p.Failure, ValidatedSeconds: p.ValidatedSeconds, DeploySeconds: p.DeploySeconds, DownloadBytes: p.DownloadBytes}
 	}
 	c := &store.BootComparison{Image: f.Image, Version: f.Version, Profile: f.Profile, Stage: f.Stage, Accelerator: f.Accelerator,
 		MemoryMB: f.MemoryMB, MeasuredAt: f.MeasuredAt, RecordedBy: by, RecordedAt: now, Baked: path(f.Baked), FirstBoot: path(f.FirstBoot), Ratio: f.Ratio,
-		ArtifactSHA256: f.ArtifactSHA256, BaseSHA256: f.BaseSHA256}
+		ArtifactSHA256: f.ArtifactSHA256, BaseSHA256: f.BaseSHA256, Differences: f.Differences}
 	if err := c.Settle(now); err != nil {
 		return nil, err
 	}

@@ -40,6 +40,12 @@ func TestParseBootComparison(t *testing.T) {
 	if c.Ratio == nil || *c.Ratio != 0.25 || c.RecordedBy != "alice" || !c.RecordedAt.Equal(now) || *c.Baked.ValidatedSeconds != 30 || c.FirstBoot.DownloadBytes != 2048 {
 		t.Errorf("parsed: %+v", c)
 	}
+	// What the first boot did not do, and each path's deploy, are kept.
+	c, err = release.ParseBootComparison([]byte(strings.Replace(smokeCompare("1.0.0", passed("30"), strings.Replace(passed("120"), `"passed": true,`, `"passed": true, "deploy_seconds": 7.5,`, 1)),
+		`"ratio": 0.5, `, `"differences": ["missing-optional nvtop"], `, 1)), "alice", now)
+	if err != nil || len(c.Differences) != 1 || c.LikeForLike() || c.FirstBoot.DeploySeconds == nil || *c.FirstBoot.DeploySeconds != 7.5 {
+		t.Errorf("parsed: %+v %v", c, err)
+	}
 	for _, tc := range []struct{ name, file, want string }{
 		{"a ratio with a failed path", smokeCompare("1.0.0", passed("30"), failedFB), "a ratio, and a path that failed"},
 		{"passed without seconds", smokeCompare("1.0.0", `{"passed": true}`, passed("1")), "says not in how many seconds"},

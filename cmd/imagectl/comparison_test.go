@@ -52,24 +52,35 @@ func TestEvidenceAddComparison(t *testing.T) {
 		t.Fatalf("show before: exit %d\n%s", code, beforeJSON)
 	}
 
-	passed := `{"passed": true, "validated_seconds": 41.2, "download_bytes": 1024, "console_log": "/tmp/b.log", "timeline_file": "/tmp/b.json"}`
-	slow := `{"passed": true, "validated_seconds": 152.6, "download_bytes": 314572800, "archive_bytes": 1, "index_bytes": 2}`
+	passed := `{"passed": true, "validated_seconds": 41.2, "deploy_seconds": 61, "download_bytes": 1024, "console_log": "/tmp/b.log", "timeline_file": "/tmp/b.json"}`
+	slow := `{"passed": true, "validated_seconds": 152.6, "deploy_seconds": 12.5, "download_bytes": 314572800, "archive_bytes": 1, "index_bytes": 2}`
 	hostile := `{"passed": false, "failure": "apt-get: could not reach\n\u001b[2Jdeb.example.com\u202e", "download_bytes": 0}`
 	out, errs, code := imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.1.0", "tcg", passed, slow))
-	if code != 0 || !strings.Contains(out, "validated in 41.2 s baked vs 152.6 s at first boot (0.27x, tcg, slice/converged, measured 2026-11-26T10:00:00Z)") {
+	if code != 0 || !strings.Contains(out, "validated in 41.2 s baked vs 152.6 s at first boot (deploy 61.0 s vs 12.5 s), 0.27x (tcg, 4096 MiB, slice/converged, measured 2026-11-26T10:00:00Z)") {
 		t.Fatalf("add-comparison: exit %d\n%s%s", code, out, errs)
 	}
-	out, errs, code = imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.1.0", "kvm", passed, hostile), "-o", "json")
-	var rec store.BootComparison
-	if err := json.Unmarshal([]byte(out), &rec); code != 0 || err != nil || rec.Ratio != nil || rec.RecordedBy != "carol" || rec.FirstBoot.Passed {
+	out, errs, code = imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.1.0", "kvm", passed, hostile,
+		`"differences": ["not-at-first-boot bundle h200-ib (why: 200 MiB, over 16 MiB)", "missing-optional nvtop\u001b[2J"],`), "-o", "json")
+	var rec struct {
+		store.BootComparison
+		LikeForLike *bool  `json:"like_for_like"`
+		Summary     string `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); code != 0 || err != nil || rec.Ratio != nil || rec.RecordedBy != "carol" || rec.FirstBoot.Passed ||
+		rec.LikeForLike == nil || *rec.LikeForLike || len(rec.Differences) != 2 || !strings.Contains(rec.Summary, "; not like for like: not-at-first-boot bundle h200-ib") {
 		t.Fatalf("add-comparison json: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	// Another memory is another comparison: it does not replace 4096 MiB's.
+	if out, errs, code := imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.1.0", "tcg", `{"passed": true, "validated_seconds": 30, "download_bytes": 0}`, slow, `"memory_mb": 2048,`)); code != 0 {
+		t.Fatalf("add-comparison 2048 MiB: exit %d\n%s%s", code, out, errs)
 	}
 
 	out, _, code = imagectl(t, env, "show", "demo", "1.1.0")
 	lines := strings.Split(out, "\n")
-	if code != 0 || len(lines) < 3 ||
-		lines[1] != `  not compared: the first-boot path FAILED: apt-get: could not reach\n\x1b[2Jdeb.example.com\u202e (kvm, slice/converged, measured 2026-11-26T10:00:00Z)` ||
-		lines[2] != "  validated in 41.2 s baked vs 152.6 s at first boot (0.27x, tcg, slice/converged, measured 2026-11-26T10:00:00Z)" {
+	if code != 0 || len(lines) < 4 ||
+		lines[1] != `  not compared: the first-boot path FAILED: apt-get: could not reach\n\x1b[2Jdeb.example.com\u202e (kvm, 4096 MiB, slice/converged, measured 2026-11-26T10:00:00Z); not like for like: not-at-first-boot bundle h200-ib (why: 200 MiB, over 16 MiB); missing-optional nvtop\x1b[2J` ||
+		lines[2] != "  validated in 30.0 s baked vs 152.6 s at first boot (deploy ? vs 12.5 s), 0.20x (tcg, 2048 MiB, slice/converged, measured 2026-11-26T10:00:00Z)" ||
+		lines[3] != "  validated in 41.2 s baked vs 152.6 s at first boot (deploy 61.0 s vs 12.5 s), 0.27x (tcg, 4096 MiB, slice/converged, measured 2026-11-26T10:00:00Z)" {
 		t.Errorf("show: exit %d\n%s", code, out)
 	}
 	if strings.ContainsAny(out, "\x1b\u202e") {
@@ -80,8 +91,9 @@ func TestEvidenceAddComparison(t *testing.T) {
 		BootComparisons []store.BootComparison `json:"boot_comparisons"`
 	}
 	baked, first := 41.2, 152.6 // divided as the store does, not as constants
-	if err := json.Unmarshal([]byte(out), &shown); err != nil || len(shown.BootComparisons) != 2 || shown.BootComparisons[1].Ratio == nil ||
-		*shown.BootComparisons[1].Ratio != baked/first || shown.BootComparisons[0].FirstBoot.Failure == "" {
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || len(shown.BootComparisons) != 3 || shown.BootComparisons[2].Ratio == nil ||
+		*shown.BootComparisons[2].Ratio != baked/first || shown.BootComparisons[0].FirstBoot.Failure == "" || *shown.BootComparisons[2].Baked.DeploySeconds != 61 ||
+		!strings.Contains(out, `"like_for_like": false`) || !strings.Contains(out, `"like_for_like": true`) {
 		t.Errorf("show json: %v\n%s", err, out)
 	}
 	// The other version has none: its output is as it was.

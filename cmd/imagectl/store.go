@@ -140,10 +140,12 @@ func newShowCmd(env []string) *cobra.Command {
 		Long: `Show prints one image version of the store: its title, files and hashes,
 MAAS target, lineage, deployability findings, its revocation when it is
 revoked, and, when boot comparisons are recorded with it ("imagectl
-evidence add-comparison"), one line per profile, stage and accelerator:
-"validated in X s baked vs Y s at first boot (RATIO, ACCELERATOR,
-PROFILE/STAGE, measured WHEN)", or the path that failed and why.
---output json gives them as "boot_comparisons".`,
+evidence add-comparison"), one line per profile, stage, accelerator and
+memory: "validated in X s baked vs Y s at first boot (deploy A s vs B s),
+RATIO (ACCELERATOR, MEMORY MiB, PROFILE/STAGE, measured WHEN)", or the
+path that failed and why, and "; not like for like: ..." when the
+first-boot path did not do the same work. --output json gives them as
+"boot_comparisons" (with "like_for_like" and "summary", that line).`,
 		Args: cobra.ExactArgs(2),
 	})
 	f.register(cmd)
@@ -175,7 +177,7 @@ func runShow(ctx context.Context, f *listFlags, args []string, s streams, env []
 		"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture, "revoked": r}
 	if len(cs) > 0 {
 		// Only when recorded: show's output without one is as it was.
-		j["boot_comparisons"] = cs
+		j["boot_comparisons"] = comparisonsJSON(cs)
 	}
 	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m, r, cs) })
 }
