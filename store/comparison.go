@@ -80,7 +80,17 @@ var Accelerators = []string{"kvm", "tcg"}
 // MaxBootComparison bounds one comparison kept with a version, encoded:
 // its fields are a few hundred bytes, the rest is the paths' failures and
 // the differences, cut (Settle) so that even escaped they fit.
-const MaxBootComparison = 32 << 10
+const MaxBootComparison = 48 << 10
+
+// MaxFailureLen is how many characters of a path's failure a comparison
+// keeps: Settle cuts a longer one (a failure is recorded, never refused
+// for its length).
+const MaxFailureLen = 2048
+
+// MeasuredSkew is how far after it was recorded a comparison may say it
+// was measured (the measuring machine's clock ahead): a later one would
+// stay the latest for good.
+const MeasuredSkew = 5 * time.Minute
 
 // KeepPerComparison is how many comparisons of one profile, stage,
 // accelerator and memory a version keeps: its latest measured
@@ -121,6 +131,9 @@ func (c *BootComparison) Check() error {
 	}
 	if c.MeasuredAt.IsZero() {
 		errs = append(errs, errors.New("it says not when it was measured (measured_at)"))
+	} else if !c.RecordedAt.IsZero() && c.MeasuredAt.After(c.RecordedAt.Add(MeasuredSkew)) {
+		errs = append(errs, fmt.Errorf("it says it was measured at %s, after it was recorded (%s): the measuring machine's clock is wrong",
+			c.MeasuredAt.UTC().Format(time.RFC3339), c.RecordedAt.UTC().Format(time.RFC3339)))
 	}
 	for _, d := range []struct{ name, v string }{{"artifact_sha256", c.ArtifactSHA256}, {"base_sha256", c.BaseSHA256}} {
 		if d.v != "" && !isSHA256(d.v) {
@@ -166,6 +179,9 @@ func (p *BootPath) check(name string) error {
 	if p.Passed && s == nil {
 		errs = append(errs, fmt.Errorf("%s passed, and says not in how many seconds (validated_seconds)", name))
 	}
+	if utf8.RuneCountInString(p.Failure) > MaxFailureLen+1 {
+		errs = append(errs, fmt.Errorf("%s's failure is longer than %d characters", name, MaxFailureLen))
+	}
 	if p.Passed && p.Failure != "" {
 		errs = append(errs, fmt.Errorf("%s passed, and has a failure", name))
 	}
@@ -194,7 +210,8 @@ func (c *BootComparison) computedRatio() (float64, bool) {
 // Settle makes c a comparison as it is recorded, or says why it cannot be
 // one: its ratio computed from the paths' seconds when both passed (a
 // ratio given with a failed path is refused, one given with both passed
-// replaced), its times in UTC (RecordedAt now when unset), and Check.
+// replaced), its times in UTC (RecordedAt now when unset), its failures
+// and differences cut to their bounds, and Check.
 func (c *BootComparison) Settle(now time.Time) error {
 	if c.Ratio != nil && (!c.Baked.Passed || !c.FirstBoot.Passed) {
 		return errors.New("it has a ratio, and a path that failed: a failed path is never a time")
@@ -207,6 +224,9 @@ func (c *BootComparison) Settle(now time.Time) error {
 		c.RecordedAt = now
 	}
 	c.Differences = cutDifferences(c.Differences)
+	for _, p := range []*BootPath{&c.Baked, &c.FirstBoot} {
+		p.Failure = textsafe.Cut(p.Failure, MaxFailureLen)
+	}
 	c.RecordedAt, c.MeasuredAt = c.RecordedAt.UTC(), c.MeasuredAt.UTC()
 	return c.Check()
 }

@@ -126,3 +126,33 @@ func TestEvidenceAddComparison(t *testing.T) {
 		}
 	}
 }
+
+// TestShowUnreadableComparisons: a comparisons file show cannot read is a
+// warning, escaped; the version, and its revocation, still show.
+func TestShowUnreadableComparisons(t *testing.T) {
+	dir, _ := stored(t, "1.0.0")
+	env := []string{"IMAGECTL_STORE=" + dir, "USER=carol"}
+	if _, errs, code := imagectl(t, env, "revoke", "demo", "1.0.0", "--reason", "bad kernel"); code != 0 {
+		t.Fatalf("revoke: exit %d %s", code, errs)
+	}
+	p := filepath.Join(dir, ".comparisons", "demo", "1.0.0.json")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("{\"schema_version\": 1, \x1b[2J"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := imagectl(t, env, "show", "demo", "1.0.0")
+	if code != 0 || !strings.HasPrefix(out, "demo 1.0.0: ") || !strings.Contains(out, "  REVOKED by carol") ||
+		!strings.Contains(out, "  WARNING: its boot comparisons cannot be read: reading the boot comparisons of demo 1.0.0") || strings.Contains(out, "\x1b") {
+		t.Errorf("show: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, code = imagectl(t, env, "show", "demo", "1.0.0", "-o", "json")
+	var j struct {
+		Revoked *store.Revocation `json:"revoked"`
+		Error   string            `json:"boot_comparisons_error"`
+	}
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.Revoked == nil || j.Error == "" {
+		t.Errorf("show json: exit %d %v\n%s", code, err, out)
+	}
+}
