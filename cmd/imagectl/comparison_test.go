@@ -156,3 +156,37 @@ func TestShowUnreadableComparisons(t *testing.T) {
 		t.Errorf("show json: exit %d %v\n%s", code, err, out)
 	}
 }
+
+// TestDiffMarkdownComparisons: release notes (diff --output markdown) of
+// two stored versions end with the newer one's recorded comparisons, as
+// show prints them; without one they are byte for byte as they were, and
+// the older version's are not the notes'.
+func TestDiffMarkdownComparisons(t *testing.T) {
+	dir, _ := stored(t, "1.0.0", "1.1.0")
+	env := []string{"IMAGECTL_STORE=" + dir, "USER=carol"}
+	before, errs, code := imagectl(t, env, "diff", "demo", "1.0.0", "1.1.0", "--output", "markdown")
+	if code == 2 || strings.Contains(before, "Boot comparisons") {
+		t.Fatalf("diff: exit %d\n%s%s", code, before, errs)
+	}
+	passed := `{"passed": true, "validated_seconds": 41.2, "deploy_seconds": 61, "download_bytes": 1024}`
+	slow := `{"passed": true, "validated_seconds": 152.6, "deploy_seconds": 12.5, "download_bytes": 314572800}`
+	if out, errs, code := imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.0.0", "tcg", passed, slow)); code != 0 {
+		t.Fatalf("add-comparison: exit %d\n%s%s", code, out, errs)
+	}
+	if out, _, c := imagectl(t, env, "diff", "demo", "1.0.0", "1.1.0", "--output", "markdown"); out != before || c != code {
+		t.Errorf("the older version's comparison is in the notes (exit %d):\n%s", c, out)
+	}
+	if out, errs, code := imagectl(t, env, "evidence", "add-comparison", smokeCompareFile(t, dir, "1.1.0", "kvm", passed, slow,
+		`"differences": ["missing-optional *nvtop*"],`)); code != 0 {
+		t.Fatalf("add-comparison: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, c := imagectl(t, env, "diff", "demo", "1.0.0", "1.1.0", "--output", "markdown")
+	want := before + "\n### Boot comparisons of 1.1.0\n\n- validated in 41.2 s baked vs 152.6 s at first boot (deploy 61.0 s vs 12.5 s), 0.27x (kvm, 4096 MiB, slice/converged, measured 2026-11-26T10:00:00Z); not like for like: missing-optional \\*nvtop\\*\n"
+	if out != want || c != code {
+		t.Errorf("notes (exit %d):\n%s\nwant\n%s", c, out, want)
+	}
+	// The text and JSON outputs are not notes: as they were.
+	if out, _, _ := imagectl(t, env, "diff", "demo", "1.0.0", "1.1.0"); strings.Contains(out, "validated in") {
+		t.Errorf("text diff:\n%s", out)
+	}
+}
