@@ -26,10 +26,11 @@ func ParseBootComparison(b []byte, by string, now time.Time) (*store.BootCompari
 		return nil, err
 	}
 	path := func(p smoke.Path) store.BootPath {
-		return store.BootPath{Passed: p.Passed, Failure: p.Failure, ValidatedSeconds: p.ValidatedSeconds, DownloadBytes: p.DownloadBytes}
+		return store.BootPath{Passed: p.Passed, Failure: p.Failure, ValidatedSeconds: p.ValidatedSeconds, DeploySeconds: p.DeploySeconds, DownloadBytes: p.DownloadBytes}
 	}
 	c := &store.BootComparison{Image: f.Image, Version: f.Version, Profile: f.Profile, Stage: f.Stage, Accelerator: f.Accelerator,
-		MemoryMB: f.MemoryMB, MeasuredAt: f.MeasuredAt, RecordedBy: by, RecordedAt: now, Baked: path(f.Baked), FirstBoot: path(f.FirstBoot), Ratio: f.Ratio}
+		MemoryMB: f.MemoryMB, MeasuredAt: f.MeasuredAt, RecordedBy: by, RecordedAt: now, Baked: path(f.Baked), FirstBoot: path(f.FirstBoot), Ratio: f.Ratio,
+		ArtifactSHA256: f.ArtifactSHA256, BaseSHA256: f.BaseSHA256, Differences: f.Differences}
 	if err := c.Settle(now); err != nil {
 		return nil, err
 	}
@@ -39,8 +40,10 @@ func ParseBootComparison(b []byte, by string, now time.Time) (*store.BootCompari
 // RecordBootComparison records the smoke comparison file b, read from
 // from (for messages), with the version it measured in o.Store, by o.By
 // (else $USER of o.Env) at o.Now (ParseBootComparison). It is refused
-// when the store holds no such version, or the version's manifest does
-// not know its profile. It returns the comparison as recorded.
+// when the store holds no such version, when the tgz the comparison
+// booted (its artifact_sha256) is not that version's (a rebuild of the
+// same version, a file written by hand), or when the version's manifest
+// does not know its profile. It returns the comparison as recorded.
 func RecordBootComparison(ctx context.Context, b []byte, from string, o Options) (*store.BootComparison, error) {
 	clock := time.Now
 	if o.Now != nil {
@@ -57,6 +60,13 @@ func RecordBootComparison(ctx context.Context, b []byte, from string, o Options)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if want := "sha256:" + v.SHA256; c.ArtifactSHA256 != want {
+		booted := "says not which tgz it booted (no artifact_sha256: measure it again with this imagectl)"
+		if c.ArtifactSHA256 != "" {
+			booted = "booted the tgz " + c.ArtifactSHA256
+		}
+		return nil, fmt.Errorf("%s: it %s, and the store's %s %s is %s: a comparison is kept only with the version whose tgz it measured", what, booted, c.Image, c.Version, want)
 	}
 	m, err := manifest.Read(v.Manifest)
 	if err != nil {

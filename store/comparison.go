@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -32,8 +35,22 @@ type BootComparison struct {
 	MeasuredAt  time.Time `json:"measured_at"`
 	RecordedAt  time.Time `json:"recorded_at"`
 	RecordedBy  string    `json:"recorded_by"`
-	Baked       BootPath  `json:"baked"`
-	FirstBoot   BootPath  `json:"first_boot"`
+	// ArtifactSHA256 is the sha256 of the tgz the baked path booted
+	// ("sha256:<hex>"): release records a comparison only with the
+	// version whose tgz it is. BaseSHA256 is the base image's the
+	// first-boot path started from. Both are absent from records made
+	// before they were measured.
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	BaseSHA256     string `json:"base_sha256,omitempty"`
+	// Differences are the work the first-boot path did not do as the
+	// build did (a step not run at first boot, or run in part, and why;
+	// an optional package it could not install): none when both paths
+	// did the same work. The ratio is kept either way, and read as not
+	// like for like (Summary). Settle keeps at most MaxDifferences, each
+	// cut to MaxDifferenceLen characters.
+	Differences []string `json:"differences,omitempty"`
+	Baked       BootPath `json:"baked"`
+	FirstBoot   BootPath `json:"first_boot"`
 	// Ratio is Baked's validated seconds over FirstBoot's when both paths
 	// passed, absent otherwise: Settle computes it, never taking a ratio
 	// from the input.
@@ -50,6 +67,9 @@ type BootPath struct {
 	// ValidatedSeconds is how long the path took from boot to "validated";
 	// absent when it did not get there.
 	ValidatedSeconds *float64 `json:"validated_seconds,omitempty"`
+	// DeploySeconds is how long the path's deploy took, before it booted
+	// (not in ValidatedSeconds); absent when not measured.
+	DeploySeconds *float64 `json:"deploy_seconds,omitempty"`
 	// DownloadBytes is what the path downloaded while booting.
 	DownloadBytes int64 `json:"download_bytes"`
 }
@@ -58,14 +78,37 @@ type BootPath struct {
 var Accelerators = []string{"kvm", "tcg"}
 
 // MaxBootComparison bounds one comparison kept with a version, encoded:
-// its fields are a few hundred bytes, the rest is the paths' failures.
-const MaxBootComparison = 16 << 10
+// its fields are a few hundred bytes, the rest is the paths' failures and
+// the differences, cut (Settle) so that even escaped they fit.
+const MaxBootComparison = 48 << 10
 
-// KeepPerComparison is how many comparisons of one profile, stage and
-// accelerator a version keeps: its latest measured (AppendBootComparisons).
-// With the profiles, stages and accelerators closed sets, a version's file
-// stays far within MaxRecords.
+// MaxFailureLen is how many characters of a path's failure a comparison
+// keeps: Settle cuts a longer one (a failure is recorded, never refused
+// for its length).
+const MaxFailureLen = 2048
+
+// MeasuredSkew is how far after it was recorded a comparison may say it
+// was measured (the measuring machine's clock ahead): a later one would
+// stay the latest for good.
+const MeasuredSkew = 5 * time.Minute
+
+// KeepPerComparison is how many comparisons of one profile, stage,
+// accelerator and memory a version keeps: its latest measured
+// (AppendBootComparisons).
 const KeepPerComparison = 10
+
+// KeepBootComparisons is how many comparisons a version keeps in all, its
+// latest measured: memory is not a closed set, and a version's file stays
+// far within MaxRecords (KeepBootComparisons × MaxBootComparison).
+const KeepBootComparisons = 200
+
+// MaxDifferences and MaxDifferenceLen bound a comparison's Differences:
+// Settle keeps the first MaxDifferences-1 and a count of the rest, each
+// cut to MaxDifferenceLen characters.
+const (
+	MaxDifferences   = 12
+	MaxDifferenceLen = 200
+)
 
 // Check says what keeps c, as recorded (Settle), from being kept, nil
 // when nothing does: its keys (image, version, and a profile, stage and
@@ -88,6 +131,22 @@ func (c *BootComparison) Check() error {
 	}
 	if c.MeasuredAt.IsZero() {
 		errs = append(errs, errors.New("it says not when it was measured (measured_at)"))
+	} else if !c.RecordedAt.IsZero() && c.MeasuredAt.After(c.RecordedAt.Add(MeasuredSkew)) {
+		errs = append(errs, fmt.Errorf("it says it was measured at %s, after it was recorded (%s): the measuring machine's clock is wrong",
+			c.MeasuredAt.UTC().Format(time.RFC3339), c.RecordedAt.UTC().Format(time.RFC3339)))
+	}
+	for _, d := range []struct{ name, v string }{{"artifact_sha256", c.ArtifactSHA256}, {"base_sha256", c.BaseSHA256}} {
+		if d.v != "" && !isSHA256(d.v) {
+			errs = append(errs, fmt.Errorf("its %s %q is not \"sha256:\" and 64 lowercase hex digits", d.name, d.v))
+		}
+	}
+	if len(c.Differences) > MaxDifferences {
+		errs = append(errs, fmt.Errorf("it has %d differences, more than the %d kept", len(c.Differences), MaxDifferences))
+	}
+	for i, d := range c.Differences {
+		if strings.TrimSpace(d) == "" || utf8.RuneCountInString(d) > MaxDifferenceLen+1 {
+			errs = append(errs, fmt.Errorf("its difference %d is empty or longer than %d characters", i+1, MaxDifferenceLen))
+		}
 	}
 	errs = append(errs, c.Baked.check("the baked path"), c.FirstBoot.check("the first-boot path"))
 	switch want, ok := c.computedRatio(); {
@@ -114,8 +173,14 @@ func (p *BootPath) check(name string) error {
 	if s != nil && (math.IsNaN(*s) || math.IsInf(*s, 0) || *s <= 0) {
 		errs = append(errs, fmt.Errorf("%s's validated_seconds %g is not a duration", name, *s))
 	}
+	if d := p.DeploySeconds; d != nil && (math.IsNaN(*d) || math.IsInf(*d, 0) || *d < 0) {
+		errs = append(errs, fmt.Errorf("%s's deploy_seconds %g is not a duration", name, *d))
+	}
 	if p.Passed && s == nil {
 		errs = append(errs, fmt.Errorf("%s passed, and says not in how many seconds (validated_seconds)", name))
+	}
+	if utf8.RuneCountInString(p.Failure) > MaxFailureLen+1 {
+		errs = append(errs, fmt.Errorf("%s's failure is longer than %d characters", name, MaxFailureLen))
 	}
 	if p.Passed && p.Failure != "" {
 		errs = append(errs, fmt.Errorf("%s passed, and has a failure", name))
@@ -124,6 +189,12 @@ func (p *BootPath) check(name string) error {
 		errs = append(errs, fmt.Errorf("%s's download_bytes %d is negative", name, p.DownloadBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// isSHA256 says whether s is "sha256:" and 64 lowercase hex digits.
+func isSHA256(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
 }
 
 // computedRatio is Baked's seconds over FirstBoot's, ok when both paths
@@ -139,7 +210,8 @@ func (c *BootComparison) computedRatio() (float64, bool) {
 // Settle makes c a comparison as it is recorded, or says why it cannot be
 // one: its ratio computed from the paths' seconds when both passed (a
 // ratio given with a failed path is refused, one given with both passed
-// replaced), its times in UTC (RecordedAt now when unset), and Check.
+// replaced), its times in UTC (RecordedAt now when unset), its failures
+// and differences cut to their bounds, and Check.
 func (c *BootComparison) Settle(now time.Time) error {
 	if c.Ratio != nil && (!c.Baked.Passed || !c.FirstBoot.Passed) {
 		return errors.New("it has a ratio, and a path that failed: a failed path is never a time")
@@ -151,16 +223,85 @@ func (c *BootComparison) Settle(now time.Time) error {
 	if c.RecordedAt.IsZero() {
 		c.RecordedAt = now
 	}
+	c.Differences = cutDifferences(c.Differences)
+	for _, p := range []*BootPath{&c.Baked, &c.FirstBoot} {
+		p.Failure = textsafe.Cut(p.Failure, MaxFailureLen)
+	}
 	c.RecordedAt, c.MeasuredAt = c.RecordedAt.UTC(), c.MeasuredAt.UTC()
 	return c.Check()
 }
 
-// ComparisonKey is what a version keeps one latest comparison of.
-type ComparisonKey struct{ Profile, Stage, Accelerator string }
+// cutDifferences is ds within MaxDifferences and MaxDifferenceLen: the
+// rest counted, never refused; blank ones dropped.
+func cutDifferences(ds []string) []string {
+	var out []string
+	for _, d := range ds {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, textsafe.Cut(d, MaxDifferenceLen))
+		}
+	}
+	if len(out) > MaxDifferences {
+		out = append(out[:MaxDifferences-1], fmt.Sprintf("and %d more", len(out)-MaxDifferences+1))
+	}
+	return out
+}
+
+// ComparisonKey is what a version keeps one latest comparison of: times
+// under another accelerator or memory are not comparable.
+type ComparisonKey struct {
+	Profile, Stage, Accelerator string
+	MemoryMB                    int
+}
 
 // Key is c's ComparisonKey.
 func (c *BootComparison) Key() ComparisonKey {
-	return ComparisonKey{c.Profile, c.Stage, c.Accelerator}
+	return ComparisonKey{c.Profile, c.Stage, c.Accelerator, c.MemoryMB}
+}
+
+// LikeForLike says whether both paths did the same work (no
+// Differences).
+func (c *BootComparison) LikeForLike() bool { return len(c.Differences) == 0 }
+
+// Summary is c on one line, for show, release notes and commit messages:
+// "validated in X s baked vs Y s at first boot (deploy A s vs B s), RATIO
+// (ACCELERATOR, MEMORY MiB, PROFILE/STAGE, measured WHEN)" when both paths
+// passed, else "not compared: " and the path that failed and why (cut to
+// 300 characters); then "; not like for like: " and the differences when
+// there are any. It is not escaped: its reader escapes it for where it
+// goes.
+func (c *BootComparison) Summary() string {
+	where := fmt.Sprintf("%s, %d MiB, %s/%s, measured %s", c.Accelerator, c.MemoryMB, c.Profile, c.Stage, c.MeasuredAt.UTC().Format(time.RFC3339))
+	var s string
+	if c.Ratio != nil && c.Baked.ValidatedSeconds != nil && c.FirstBoot.ValidatedSeconds != nil {
+		s = fmt.Sprintf("validated in %.1f s baked vs %.1f s at first boot", *c.Baked.ValidatedSeconds, *c.FirstBoot.ValidatedSeconds)
+		if c.Baked.DeploySeconds != nil || c.FirstBoot.DeploySeconds != nil {
+			s += fmt.Sprintf(" (deploy %s vs %s)", seconds(c.Baked.DeploySeconds), seconds(c.FirstBoot.DeploySeconds))
+		}
+		s += fmt.Sprintf(", %.2fx (%s)", *c.Ratio, where)
+	} else {
+		var failed []string
+		for _, p := range []struct {
+			name string
+			p    BootPath
+		}{{"the baked path", c.Baked}, {"the first-boot path", c.FirstBoot}} {
+			if !p.p.Passed {
+				failed = append(failed, fmt.Sprintf("%s FAILED: %s", p.name, textsafe.Cut(cmp.Or(p.p.Failure, "no reason given"), 300)))
+			}
+		}
+		s = fmt.Sprintf("not compared: %s (%s)", strings.Join(failed, "; "), where)
+	}
+	if !c.LikeForLike() {
+		s += "; not like for like: " + strings.Join(c.Differences, "; ")
+	}
+	return s
+}
+
+// seconds is "X s", or "?" when not measured.
+func seconds(s *float64) string {
+	if s == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f s", *s)
 }
 
 // AppendBootComparisons is a version's comparisons, had (oldest recorded
@@ -188,12 +329,27 @@ func AppendBootComparisons(had, add []BootComparison) []BootComparison {
 		byKey[c.Key()] = append(byKey[c.Key()], i)
 	}
 	drop := map[int]bool{}
+	byTime := func(idx []int) {
+		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].MeasuredAt.Before(all[idx[b]].MeasuredAt) })
+	}
 	for _, idx := range byKey {
 		if len(idx) <= KeepPerComparison {
 			continue
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].MeasuredAt.Before(all[idx[b]].MeasuredAt) })
+		byTime(idx)
 		for _, i := range idx[:len(idx)-KeepPerComparison] {
+			drop[i] = true
+		}
+	}
+	var rest []int
+	for i := range all {
+		if !drop[i] {
+			rest = append(rest, i)
+		}
+	}
+	if len(rest) > KeepBootComparisons {
+		byTime(rest)
+		for _, i := range rest[:len(rest)-KeepBootComparisons] {
 			drop[i] = true
 		}
 	}
@@ -214,7 +370,8 @@ func sameMeasure(a, b BootComparison) bool {
 }
 
 // LatestBootComparisons is each key's latest measured comparison of cs
-// (the later in cs when equal), by profile, stage and accelerator.
+// (the later in cs when equal), by profile, stage, accelerator and
+// memory.
 func LatestBootComparisons(cs []BootComparison) []BootComparison {
 	latest := map[ComparisonKey]BootComparison{}
 	for _, c := range cs {
@@ -228,7 +385,7 @@ func LatestBootComparisons(cs []BootComparison) []BootComparison {
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].Key(), out[j].Key()
-		return a.Profile+"\x00"+a.Stage+"\x00"+a.Accelerator < b.Profile+"\x00"+b.Stage+"\x00"+b.Accelerator
+		return cmp.Or(cmp.Compare(a.Profile, b.Profile), cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.Accelerator, b.Accelerator), cmp.Compare(a.MemoryMB, b.MemoryMB)) < 0
 	})
 	return out
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +34,8 @@ reached "validated", what it downloaded, and the ratio of the two, which
 imagectl computes (a ratio in the file is not kept). It is refused when
 the file is not a whole comparison (or larger than ` + readlimit.Size(smoke.MaxComparison) + `), a path
 claims it passed without its seconds, it carries a ratio while a path
-failed, or the store holds no such version. The version keeps each
+failed, the store holds no such version, or the tgz it booted is not
+that version's (its artifact_sha256). The version keeps each
 profile, stage and accelerator's latest ` + fmt.Sprint(store.KeepPerComparison) + ` comparisons; the same file
 recorded again is one. "imagectl show IMAGE VERSION" prints the latest.`,
 		Example: `  imagectl evidence add-comparison out/gpuaas-h200-host-ubuntu2404-1.4.0.smoke-compare.json --store /srv/imagectl-store`,
@@ -65,31 +63,31 @@ func runEvidenceAddComparison(ctx context.Context, f *comparisonFlags, args []st
 	if err != nil {
 		return err
 	}
-	return f.output.print(s.out, c, func(w io.Writer) error {
+	return f.output.print(s.out, comparisonsJSON([]store.BootComparison{*c})[0], func(w io.Writer) error {
 		textsafe.Fprintf(w, "recorded with %s %s in %s:\n", c.Image, c.Version, st.Location())
 		comparisonText(w, "  ", c)
 		return nil
 	})
 }
 
-// comparisonText writes c on one line after indent: "validated in X s
-// baked vs Y s at first boot (RATIO, ACCELERATOR, PROFILE/STAGE, measured
-// WHEN)" when both paths passed, else which failed and why, escaped.
+// comparisonText writes c's one line (store.BootComparison.Summary)
+// after indent, escaped.
 func comparisonText(w io.Writer, indent string, c *store.BootComparison) {
-	where := fmt.Sprintf("%s, %s/%s, measured %s", c.Accelerator, c.Profile, c.Stage, c.MeasuredAt.UTC().Format(time.RFC3339))
-	if c.Ratio != nil && c.Baked.ValidatedSeconds != nil && c.FirstBoot.ValidatedSeconds != nil {
-		textsafe.Fprintf(w, "%svalidated in %.1f s baked vs %.1f s at first boot (%.2fx, %s)\n",
-			indent, *c.Baked.ValidatedSeconds, *c.FirstBoot.ValidatedSeconds, *c.Ratio, where)
-		return
+	textsafe.Fprintf(w, "%s%s\n", indent, c.Summary())
+}
+
+// comparisonJSON is a recorded comparison as --output json gives it: the
+// record, whether both paths did the same work, and its one line.
+type comparisonJSON struct {
+	store.BootComparison
+	LikeForLike bool   `json:"like_for_like"`
+	Summary     string `json:"summary"`
+}
+
+func comparisonsJSON(cs []store.BootComparison) []comparisonJSON {
+	out := make([]comparisonJSON, len(cs))
+	for i := range cs {
+		out[i] = comparisonJSON{cs[i], cs[i].LikeForLike(), cs[i].Summary()}
 	}
-	var failed []string
-	for _, p := range []struct {
-		name string
-		p    store.BootPath
-	}{{"the baked path", c.Baked}, {"the first-boot path", c.FirstBoot}} {
-		if !p.p.Passed {
-			failed = append(failed, fmt.Sprintf("%s FAILED: %s", p.name, textsafe.Cut(cmp.Or(p.p.Failure, "no reason given"), 300)))
-		}
-	}
-	textsafe.Fprintf(w, "%snot compared: %s (%s)\n", indent, strings.Join(failed, "; "), where)
+	return out
 }

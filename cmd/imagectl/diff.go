@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
+	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/sbom"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/storeopen"
@@ -37,7 +40,15 @@ Given two SBOMs, SPDX JSON or CycloneDX JSON in any mix (imagectl's
 <name>-<version>.spdx.json and .cdx.json, or another tool's such as syft's
 spdx-json and cyclonedx-json), it compares their Debian packages (those
 with a pkg:deb purl): added, removed, upgraded and downgraded. --sbom does
-the same for two versions from the store.`,
+the same for two versions from the store.
+
+With --output markdown (release notes), the notes end, when boot
+comparisons are recorded with the newer version ("imagectl evidence
+add-comparison"), with a "Boot comparisons" section: one line each,
+"validated in X s baked vs Y s at first boot (deploy A s vs B s), ...", as
+show prints them. They are read from the store's catalog when the
+versions come from the store, or when --store or --catalog is given with
+two manifests; the notes are as they were when none is recorded.`,
 		Example: `  imagectl diff artifacts/gpuaas-h200-host-ubuntu2404-1.3.0.manifest.json artifacts/gpuaas-h200-host-ubuntu2404-1.4.0.manifest.json
   imagectl diff old.manifest.json new.manifest.json --output markdown >> RELEASE-NOTES.md
   imagectl diff gpuaas-h200-host 20261120.1 20261123.1 --store oci://registry.example.com/imagectl
@@ -48,6 +59,7 @@ the same for two versions from the store.`,
 	})
 	f.output = outputFlag{formats: []string{"text", "json", "markdown"}}
 	f.store.registerVersions(cmd, "the image store the versions are in: a directory or "+storeopen.Scheme+"REGISTRY/PREFIX (default: $IMAGECTL_STORE, else ./"+store.DefaultDir+")")
+	cmd.Flags().StringVar(&f.store.catalog, "catalog", "", "the git remote holding the catalog the newer version's boot comparisons are read from, for --output markdown (default: $IMAGECTL_CATALOG, else a directory store's own)")
 	f.output.register(cmd)
 	cmd.Flags().BoolVar(&f.sboms, "sbom", false, "compare the packages of the two SBOMs (given .spdx.json or .cdx.json files, this is the default)")
 	return cmd
@@ -83,7 +95,11 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, s streams, env []
 	case "json":
 		err = writeJSON(s.out, d)
 	case "markdown":
-		err = d.WriteMarkdown(s.out)
+		if err = d.WriteMarkdown(s.out); err == nil {
+			if err = f.comparisonsMarkdown(ctx, s.out, env, d, len(args) == 3); err != nil {
+				return failWith(s.err, 2, err)
+			}
+		}
 	case "text":
 		err = d.WriteText(s.out)
 	default:
@@ -94,6 +110,32 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, s streams, env []
 	}
 	if !d.Equal {
 		return exitError{1}
+	}
+	return nil
+}
+
+// comparisonsMarkdown appends to release notes the boot comparisons
+// recorded with d's newer version (release.BootComparisons, one line each,
+// as show prints them): read from the store's catalog when the versions
+// came from the store (fromStore) or --store or --catalog names one;
+// nothing when none is recorded, so that the notes are as they were.
+func (f *diffFlags) comparisonsMarkdown(ctx context.Context, w io.Writer, env []string, d *manifest.Diff, fromStore bool) error {
+	if !fromStore && f.store.store == "" && f.store.catalog == "" {
+		return nil
+	}
+	st, err := f.store.open(ctx, env)
+	if err != nil {
+		return err
+	}
+	cs, err := release.BootComparisons(ctx, f.store.catalogOf(st, env), d.B.Name, d.B.Version)
+	if err != nil || len(cs) == 0 {
+		return err
+	}
+	textsafe.Fprintf(w, "\n### Boot comparisons of %s\n\n", textsafe.MarkdownText(d.B.Version))
+	for i := range cs {
+		if _, err := fmt.Fprintf(w, "- %s\n", textsafe.MarkdownText(cs[i].Summary())); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -140,10 +140,14 @@ func newShowCmd(env []string) *cobra.Command {
 		Long: `Show prints one image version of the store: its title, files and hashes,
 MAAS target, lineage, deployability findings, its revocation when it is
 revoked, and, when boot comparisons are recorded with it ("imagectl
-evidence add-comparison"), one line per profile, stage and accelerator:
-"validated in X s baked vs Y s at first boot (RATIO, ACCELERATOR,
-PROFILE/STAGE, measured WHEN)", or the path that failed and why.
---output json gives them as "boot_comparisons".`,
+evidence add-comparison"), one line per profile, stage, accelerator and
+memory: "validated in X s baked vs Y s at first boot (deploy A s vs B s),
+RATIO (ACCELERATOR, MEMORY MiB, PROFILE/STAGE, measured WHEN)", or the
+path that failed and why, and "; not like for like: ..." when the
+first-boot path did not do the same work. --output json gives them as
+"boot_comparisons" (with "like_for_like" and "summary", that line).
+Comparisons that cannot be read are a warning line ("boot_comparisons_error"
+in JSON): the version and its revocation are still shown.`,
 		Args: cobra.ExactArgs(2),
 	})
 	f.register(cmd)
@@ -167,20 +171,22 @@ func runShow(ctx context.Context, f *listFlags, args []string, s streams, env []
 	if err != nil {
 		return err
 	}
-	cs, err := release.BootComparisons(ctx, f.store.catalogOf(st, env), args[0], args[1])
-	if err != nil {
-		return err
-	}
+	// Comparisons that cannot be read (a file edited by hand, of a newer
+	// imagectl) are a warning: the version and its revocation still show.
+	cs, csErr := release.BootComparisons(ctx, f.store.catalogOf(st, env), args[0], args[1])
 	j := map[string]any{"version": v, "maas": m.MAAS, "lineage": m.Lineage,
 		"deploy_findings": m.Deploy, "title": m.Image.Title, "architecture": m.Image.Architecture, "revoked": r}
 	if len(cs) > 0 {
 		// Only when recorded: show's output without one is as it was.
-		j["boot_comparisons"] = cs
+		j["boot_comparisons"] = comparisonsJSON(cs)
 	}
-	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m, r, cs) })
+	if csErr != nil {
+		j["boot_comparisons_error"] = csErr.Error()
+	}
+	return f.output.print(s.out, j, func(w io.Writer) error { return showText(w, v, m, r, cs, csErr) })
 }
 
-func showText(w io.Writer, v *store.Version, m *manifest.Manifest, r *store.Revocation, cs []store.BootComparison) error {
+func showText(w io.Writer, v *store.Version, m *manifest.Manifest, r *store.Revocation, cs []store.BootComparison, csErr error) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	textsafe.Fprintf(w, "%s %s: %s\n", v.Image, v.Version, m.Image.Title)
 	if r != nil {
@@ -188,6 +194,9 @@ func showText(w io.Writer, v *store.Version, m *manifest.Manifest, r *store.Revo
 	}
 	for i := range cs {
 		comparisonText(w, "  ", &cs[i])
+	}
+	if csErr != nil {
+		textsafe.Fprintf(w, "  WARNING: its boot comparisons cannot be read: %s\n", csErr)
 	}
 	textsafe.Fprintf(tw, "  published\t%s\n", v.Published.Format(time.RFC3339))
 	textsafe.Fprintf(tw, "  tgz\t%d bytes, sha256 %s\n", v.Size, v.SHA256)

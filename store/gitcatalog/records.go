@@ -8,8 +8,8 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"time"
 
+	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/store"
 )
 
@@ -544,20 +544,10 @@ func (c *Catalog) AddBootComparison(ctx context.Context, bc store.BootComparison
 	})
 }
 
-// comparisonMessage says what AddBootComparison records: the version, the
-// key, and each path's seconds or failure, each on one line.
+// comparisonMessage says what AddBootComparison records: the version and
+// its key, then its one line (store.BootComparison.Summary), escaped: what
+// the paths' failures say came from a console.
 func comparisonMessage(bc store.BootComparison) string {
-	line := func(name string, p store.BootPath) string {
-		if !p.Passed {
-			return fmt.Sprintf("%s: FAILED %s", name, oneLine(p.Failure))
-		}
-		return fmt.Sprintf("%s: validated in %.1f s, %d bytes downloaded", name, *p.ValidatedSeconds, p.DownloadBytes)
-	}
-	ratio := "not compared: a path failed"
-	if bc.Ratio != nil {
-		ratio = fmt.Sprintf("ratio %.2fx", *bc.Ratio)
-	}
-	return fmt.Sprintf("record a boot comparison of %s %s (%s/%s, %s)\n\n%s\n%s\n%s\nmeasured at %s\n",
-		bc.Image, bc.Version, bc.Profile, bc.Stage, bc.Accelerator,
-		line("baked", bc.Baked), line("first boot", bc.FirstBoot), ratio, bc.MeasuredAt.Format(time.RFC3339))
+	return fmt.Sprintf("record a boot comparison of %s %s (%s/%s, %s)\n\n%s\n",
+		bc.Image, bc.Version, bc.Profile, bc.Stage, bc.Accelerator, textsafe.Terminal(oneLine(bc.Summary())))
 }

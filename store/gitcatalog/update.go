@@ -1,6 +1,7 @@
 package gitcatalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/store"
 )
 
 // DefaultRetryFor is how long a write keeps retrying a push refused
@@ -30,7 +32,9 @@ const (
 // returns why it cannot (store.ErrConflict when its compare-and-swap
 // fails). It runs again at every tip a retry builds on, so a concurrent
 // writer's change is read, never overwritten. One that writes nothing
-// (what it records is there already) is done without a commit.
+// (what it records is there already) is done without a commit when the
+// tip holds it, and with its batch's push when an earlier change of the
+// batch wrote it.
 type change struct {
 	what        string // what the writer does, the prefix of its errors
 	apply       func(ctx context.Context, t *tree) error
@@ -57,6 +61,9 @@ type tree struct {
 	tip    string
 	files  map[string][]byte // written by the changes applied so far
 	staged map[string][]byte // written by the change being applied
+	// batchRead are the paths the change being applied read as an
+	// earlier change of the batch wrote them, not as the tip has them.
+	batchRead map[string]bool
 }
 
 // read is the file at path (false when there is none), read within limit
@@ -66,9 +73,27 @@ func (t *tree) read(ctx context.Context, path string, limit int64) ([]byte, bool
 		return b, true, nil
 	}
 	if b, ok := t.files[path]; ok {
+		t.batchRead[path] = true
 		return b, true, nil
 	}
 	return t.c.readBlob(ctx, t.tip, path, limit)
+}
+
+// atTip says whether every file the change being applied read from the
+// batch's earlier writes is the tip's as it is: a change that wrote
+// nothing is then done, what it records is in the remote already;
+// otherwise what it records lands with the batch's push, or not.
+func (t *tree) atTip(ctx context.Context) (bool, error) {
+	for p := range t.batchRead {
+		b, ok, err := t.c.readBlob(ctx, t.tip, p, store.MaxRecords)
+		if err != nil {
+			return false, err
+		}
+		if !ok || !bytes.Equal(b, t.files[p]) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func (t *tree) write(path string, b []byte) { t.staged[path] = b }
@@ -307,26 +332,42 @@ func (c *Catalog) attempt(ctx context.Context, m *members, batch []*change, atte
 	}
 	t := &tree{c: c, tip: tip, files: map[string][]byte{}}
 	applied = batch[:0]
+	var writers []*change
 	for _, ch := range batch {
-		t.staged = map[string][]byte{}
+		t.staged, t.batchRead = map[string][]byte{}, map[string]bool{}
 		if err := ch.apply(ctx, t); err != nil {
 			m.done(ch, err)
 			continue
 		}
 		if len(t.staged) == 0 {
-			// Nothing to change at this tip (a record there already).
-			m.done(ch, nil)
+			// Nothing to change: a record there already. At the tip, it is
+			// done; as an earlier change of the batch wrote it, it is in
+			// the commit (with nothing of its own) and its outcome is the
+			// push's.
+			switch at, err := t.atTip(ctx); {
+			case err != nil:
+				m.done(ch, err)
+			case at:
+				m.done(ch, nil)
+			default:
+				applied = append(applied, ch)
+			}
 			continue
 		}
 		for p, b := range t.staged {
 			t.files[p] = b
 		}
 		applied = append(applied, ch)
+		writers = append(writers, ch)
 	}
-	if len(applied) == 0 {
-		return applied, tip, nil, nil
+	if len(writers) == 0 {
+		// Nothing written, so no change relies on the batch's writes.
+		for _, ch := range applied {
+			m.done(ch, nil)
+		}
+		return applied[:0], tip, nil, nil
 	}
-	if err := c.commit(ctx, tip, t.files, applied); err != nil {
+	if err := c.commit(ctx, tip, t.files, writers); err != nil {
 		return applied, tip, nil, err
 	}
 	if c.beforePush != nil {

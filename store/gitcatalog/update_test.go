@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/filelock"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/gitcatalog/gittest"
+	"github.com/gpuaas/imagectl/store/storetest"
 )
 
 // holdFirstPush makes c's next push wait until n writes in all have been
@@ -395,5 +396,68 @@ func TestJoinEndedBatch(t *testing.T) {
 	cat, err := open(t, bare, env).Catalog(ctx, "lab")
 	if err != nil || versions(cat["imgc"]) != "1" || cat["imgb"] != nil {
 		t.Errorf("catalog %v %v", cat, err)
+	}
+}
+
+// TestNoOpOnBatchWritesFollowsPush: a change that writes nothing because
+// an earlier change of its batch wrote the same (two callers recording
+// one comparison) is not done before the batch's push: when that push
+// fails for good, both callers hear it; when it lands, both are done and
+// the commit is the writer's alone.
+func TestNoOpOnBatchWritesFollowsPush(t *testing.T) {
+	t.Parallel()
+	for _, lands := range []bool{false, true} {
+		bare, env := gittest.Bare(t), gittest.Env(t)
+		other := open(t, bare, env)
+		record(t, other, "lab", prom("imga", "1", "", "alice", ""))
+		c, err := Open(ctx, bare, Options{CacheDir: filepath.Join(t.TempDir(), "clone"), Env: env, RetryFor: time.Nanosecond, Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int(c.handedIn.Load()) + 3
+		pushes := 0
+		c.beforePush = func() {
+			switch pushes++; pushes {
+			case 1: // the first write's push waits until both others are queued
+				for int(c.handedIn.Load()) < n && t.Context().Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
+			case 2: // the batch of both is beaten, and has no time to retry
+				if !lands {
+					record(t, other, "lab", prom("imgz", "1", "", "bob", "first"))
+				}
+			}
+		}
+		bc := storetest.Comparison("img", "1", "tcg", false, t0)
+		var wg sync.WaitGroup
+		var first, a, b error
+		wg.Go(func() { first = c.Record(ctx, "lab", prom("imgb", "1", "", "carol", "")) })
+		for int(c.handedIn.Load()) < n-2 {
+			time.Sleep(time.Millisecond)
+		}
+		wg.Go(func() { a = c.AddBootComparison(ctx, bc) })
+		wg.Go(func() { b = c.AddBootComparison(ctx, bc) })
+		wg.Wait()
+		if first != nil {
+			t.Fatal(first)
+		}
+		if pushes != 2 {
+			t.Fatalf("lands %v: %d pushes, want 2 (the two comparisons not in one batch)", lands, pushes)
+		}
+		if !lands {
+			if a == nil || b == nil || !strings.Contains(a.Error()+b.Error(), "moved under each of 1 attempts") {
+				t.Errorf("a failed push: the callers heard %v; %v", a, b)
+			}
+			if cs, err := open(t, bare, env).BootComparisons(ctx, "img", "1"); err != nil || len(cs) != 0 {
+				t.Errorf("recorded: %+v %v", cs, err)
+			}
+			continue
+		}
+		if a != nil || b != nil {
+			t.Errorf("a push that landed: %v; %v", a, b)
+		}
+		if log := gittest.Run(t, bare, nil, "log", "-1", "--format=%s", "main"); strings.TrimSpace(log) != "record a boot comparison of img 1 (slice/converged, tcg)" {
+			t.Errorf("the batch's commit: %s", log)
+		}
 	}
 }

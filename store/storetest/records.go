@@ -298,10 +298,12 @@ func TestRecords(t *testing.T, r Records) {
 			{"a bad version", edit(func(c *store.BootComparison) { c.Version = "1/../2" }), "version name"},
 			{"too big", func() store.BootComparison {
 				c := Comparison("img", "1", "tcg", true, t0)
-				c.FirstBoot.Failure = strings.Repeat("x", store.MaxBootComparison)
+				c.RecordedBy = strings.Repeat("x", store.MaxBootComparison)
 				return c
 			}(),
 				fmt.Sprintf("more than the %d one kept with a version may be", store.MaxBootComparison)},
+			{"measured after it was recorded", edit(func(c *store.BootComparison) { c.MeasuredAt = c.RecordedAt.Add(store.MeasuredSkew + time.Second) }),
+				"after it was recorded"},
 		} {
 			if err := p.AddBootComparison(ctx, tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
@@ -309,6 +311,15 @@ func TestRecords(t *testing.T, r Records) {
 		}
 		if cs, err := p.BootComparisons(ctx, "img", "1"); err != nil || len(cs) != 0 {
 			t.Errorf("recorded after refusals: %+v %v", cs, err)
+		}
+		// A long failure is recorded, cut: a failure is never refused for
+		// its length.
+		long := Comparison("img", "2", "tcg", true, t0)
+		long.FirstBoot.Failure = strings.Repeat("E: could not reach the archive ", 4<<10)
+		if err := p.AddBootComparison(ctx, long); err != nil {
+			t.Errorf("a long failure: %v", err)
+		} else if cs, err := p.BootComparisons(ctx, "img", "2"); err != nil || len(cs) != 1 || len([]rune(cs[0].FirstBoot.Failure)) != store.MaxFailureLen+1 {
+			t.Errorf("a long failure read back: %v", err)
 		}
 		for _, k := range [][2]string{{"../img", "1"}, {"img", ""}, {"img", "../1"}} {
 			if _, err := p.BootComparisons(ctx, k[0], k[1]); err == nil {
