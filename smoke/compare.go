@@ -408,6 +408,10 @@ func newPath(r *Result, err error) Path {
 		p.Failure = "the timeline has no " + MilestoneValidationDone + ": no time to validated"
 		return p
 	}
+	if s := r.Timeline.validatedOutOfOrder(); s != "" {
+		p.Failure = s
+		return p
+	}
 	p.Passed = true
 	s := r.Timeline.Find(MilestoneValidationDone).Seconds
 	p.ValidatedSeconds = &s

@@ -373,3 +373,53 @@ func TestFirstBootRebootTranscript(t *testing.T) {
 		t.Errorf("missing %v", tl.Missing)
 	}
 }
+
+// unannouncedRebootConsole is a first-boot path at stage image whose VM
+// reboots after the script's result line without the smoke script's
+// reboot (a postinst, cloud-init's power_state), then validates in the
+// second boot: the review's case, whose validation-done would have been
+// timed on the first boot's clock zero.
+const unannouncedRebootConsole = `BdsDxe: starting Boot0001
+[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
+IMAGECTL_SMOKE clock=20.0
+IMAGECTL_FIRSTBOOT time firstboot-start=22.00
+IMAGECTL_FIRSTBOOT time firstboot-done=300.00
+IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
+[  301.000000] reboot: Restarting system
+BdsDxe: starting Boot0001
+[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
+IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE multi-user
+IMAGECTL_SMOKE state=running
+IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
+IMAGECTL_SMOKE time validation-start=24.00
+IMAGECTL_VALIDATE status=PASS check=x detail=y
+IMAGECTL_SMOKE validate-exit=0
+IMAGECTL_SMOKE time validation-done=28.00
+IMAGECTL_SMOKE done
+`
+
+// An unannounced reboot fails the run, on either path, saying so; and a
+// timeline whose validation-done precedes the first boot's end (the times
+// of two boots on one clock) is no passed path.
+func TestUnannouncedReboot(t *testing.T) {
+	for _, res := range []*Result{firstBootResult(), {}} {
+		res.Bootstrap = nil
+		done, err := feedAll(t, newWatcher(res, nil), unannouncedRebootConsole)
+		if done || err == nil || !strings.Contains(err.Error(), "rebooted without the smoke script's reboot") {
+			t.Errorf("first boot %v: done %v, err %v", res.FirstBoot != nil, done, err)
+		}
+	}
+	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 278}}
+	r := passedResult(t, 33, fb)
+	r.Timeline.Milestones = append(r.Timeline.Milestones, Milestone{Name: MilestoneRebootMultiUser, Seconds: 40})
+	r.Timeline.Find(MilestoneFirstBootDone).Seconds = 300
+	p := newPath(r, nil)
+	if p.Passed || p.ValidatedSeconds != nil || !strings.Contains(p.Failure, "firstboot-done at 300.0 s") || !strings.Contains(p.Failure, "reboot-multi-user at 40.0 s") {
+		t.Errorf("path %+v", p)
+	}
+	c := newComparison(passedResult(t, 20, nil), nil, r, nil, 0, time.Now())
+	if c.Ratio != nil || c.FirstBoot.Passed {
+		t.Errorf("a ratio %v, first boot %+v, from a path timed on two boots", c.Ratio, c.FirstBoot)
+	}
+}

@@ -110,6 +110,13 @@ func (w *watcher) feed(raw string, at time.Duration) (done bool, err error) {
 	case w.stage == stageFirmware && kernelRE.MatchString(line):
 		w.res.observed.kernel = &at
 		w.setStage(stageKernel)
+	case kernelRE.MatchString(line):
+		// A kernel banner after the kernel started: the VM rebooted, and
+		// not through the smoke script's one announced reboot (a
+		// postinst, cloud-init's power_state, a bootstrap that reboots).
+		// Its guest clock starts again at 0, so nothing after it could be
+		// timed on this boot's clock: the run fails.
+		return false, fmt.Errorf("the VM rebooted without the smoke script's reboot (a second kernel banner while the %s stage was on): %s", w.stage, w.context())
 	case w.stage == stageFirmware && strings.HasPrefix(strings.TrimSpace(line), "error: "):
 		w.grubErrors = append(w.grubErrors, strings.TrimSpace(line))
 	case panicRE.MatchString(line):

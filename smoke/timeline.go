@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/firstboot"
@@ -161,6 +162,33 @@ func (t *Timeline) Find(name string) *Milestone {
 		}
 	}
 	return nil
+}
+
+// beforeValidated are the milestones a passed run has before its
+// validation ended, whatever the path: a validation-done earlier than one
+// of them was timed on another boot's clock.
+var beforeValidated = []string{MilestoneKernel, MilestoneMultiUser, MilestoneFirstBootStart, MilestoneFirstBootDone,
+	MilestoneBootstrapDone, MilestoneReboot, MilestoneRebootKernel, MilestoneRebootMultiUser, MilestoneValidationStart}
+
+// validatedOutOfOrder names the milestones of t that come after its
+// validation-done although they must precede it ("" when none does, or
+// t has no validation-done).
+func (t *Timeline) validatedOutOfOrder() string {
+	v := t.Find(MilestoneValidationDone)
+	if v == nil {
+		return ""
+	}
+	var late []string
+	for _, name := range beforeValidated {
+		if m := t.Find(name); m != nil && m.Seconds > v.Seconds {
+			late = append(late, fmt.Sprintf("%s at %.1f s", name, m.Seconds))
+		}
+	}
+	if len(late) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the timeline puts %s at %.1f s, before %s: the times are not of one boot (an unannounced reboot?)",
+		MilestoneValidationDone, v.Seconds, strings.Join(late, ", "))
 }
 
 // observations are the times a boot's console carried, raw: the host's
