@@ -154,8 +154,8 @@ type SideBySide struct {
 // (packed on the host first, untimed); its script is the build's
 // (firstboot.FromBuild with the manifest beside the tgz: the same
 // validation script and marker), followed at stage converged by the same
-// site bootstrap, and when it requires a reboot the VM reboots once and
-// validates in the second boot. It returns the comparison, written to
+// site bootstrap; when the script succeeded and requires a reboot, the VM
+// reboots once and the second boot runs the bootstrap, then validates. It returns the comparison, written to
 // Output, with an error wrapping ErrFailed when a path failed (that path
 // is then a failure in the comparison, never a time), or another error
 // when nothing could be compared.

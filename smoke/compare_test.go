@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,7 +58,7 @@ func TestFirstBootUserData(t *testing.T) {
 	if doc.RunCmd[0] != firstboot.RunCmd(false) {
 		t.Errorf("runcmd[0] %q, want the first-boot script", doc.RunCmd[0])
 	}
-	if cmd, _ := doc.RunCmd[1].([]any); len(cmd) != 3 || cmd[0] != "sh" || cmd[1] != "-c" || cmd[2] != bootstrapScript(b, defaultGuestPaths) {
+	if cmd, _ := doc.RunCmd[1].([]any); len(cmd) != 3 || cmd[0] != "sh" || cmd[1] != "-c" || cmd[2] != firstBootBootstrap(b, defaultGuestPaths) {
 		t.Errorf("runcmd[1] %q, want the site bootstrap", doc.RunCmd[1])
 	}
 	if len(doc.Users) != 1 || doc.Users[0].Name != "ubuntu" || doc.Users[0].SSHAuthorizedKeys[0] != login.keys[0] || !doc.Users[0].LockPasswd {
@@ -86,8 +87,19 @@ func TestFirstBootSmokeScript(t *testing.T) {
 	s := smokeScriptFor(p, defaultGuestPaths)
 	checkShell(t, s)
 	reboot, validation := strings.Index(s, "systemctl reboot"), strings.Index(s, MilestoneValidationStart)
-	if reboot < 0 || reboot > validation || !strings.Contains(s, "reboot_required=yes") || !strings.Contains(s, rebootedMarker) {
+	if reboot < 0 || reboot > validation || !strings.Contains(s, rebootPending(defaultGuestPaths)) || !strings.Contains(s, rebootedMarker) {
 		t.Errorf("no reboot before the validation:\n%s", s)
+	}
+	// The bootstrap runs in the second boot, after the reboot's branch and
+	// before the validation; the first boot reports no bootstrap.
+	bootstrap := strings.Index(s, "time "+MilestoneBootstrapStart)
+	if bootstrap < reboot || bootstrap > validation || strings.Count(s, "bootstrap-exit=") != 1 || strings.Index(s, "bootstrap-exit=") < bootstrap {
+		t.Errorf("the bootstrap does not run between the reboot and the validation:\n%s", s)
+	}
+	p.bootstrap = nil
+	checkShell(t, smokeScriptFor(p, defaultGuestPaths))
+	if s := smokeScriptFor(p, defaultGuestPaths); strings.Contains(s, "bootstrap") {
+		t.Errorf("a bootstrap at stage image:\n%s", s)
 	}
 	p.firstBoot = nil
 	if s := smokeScriptFor(p, defaultGuestPaths); strings.Contains(s, "reboot") {
@@ -102,8 +114,8 @@ func TestFirstBootSmokeScript(t *testing.T) {
 }
 
 // firstBootConsole is a first-boot path's console at stage converged: the
-// first boot runs the script (which requires a reboot) and the bootstrap,
-// the smoke script reports them and reboots, and the second boot
+// first boot runs the script (which requires a reboot), the smoke script
+// reports it and reboots, and the second boot runs the site bootstrap and
 // validates.
 const firstBootConsole = `BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
@@ -113,12 +125,9 @@ IMAGECTL_SMOKE multi-user
 IMAGECTL_FIRSTBOOT step=1/3 time=2026-11-26T18:00:00Z uptime=22.10 start packages: jq
 IMAGECTL_FIRSTBOOT time firstboot-done=50.00
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
-IMAGECTL_SMOKE time bootstrap-start=51.00
-IMAGECTL_SMOKE time bootstrap-done=53.00
 IMAGECTL_SMOKE state=running
 IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro console=ttyS0,115200
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
-IMAGECTL_SMOKE bootstrap-exit=0
 IMAGECTL_SMOKE systemd unit=manager UserspaceTimestampMonotonic=3000000 FinishTimestampMonotonic=54000000
 IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=19000000
 IMAGECTL_SMOKE clock=55.0
@@ -130,7 +139,10 @@ IMAGECTL_SMOKE multi-user
 IMAGECTL_SMOKE state=running
 IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro intel_iommu=on console=ttyS0,115200
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
-IMAGECTL_SMOKE bootstrap-unfinished
+IMAGECTL_SMOKE time bootstrap-start=10.50
+IMAGECTL_BOOTSTRAP modprobe vfio_pci
+IMAGECTL_SMOKE time bootstrap-done=10.80
+IMAGECTL_SMOKE bootstrap-exit=0
 IMAGECTL_SMOKE time validation-start=11.00
 IMAGECTL_VALIDATE status=PASS check=kernel-arg:intel_iommu=on:cmdline detail=in%20/proc/cmdline
 IMAGECTL_VALIDATE summary profile=slice stage=converged checks=1 failures=0 warnings=0
@@ -190,7 +202,7 @@ func TestWatcherFollowsTheFirstBootPath(t *testing.T) {
 		t.Errorf("first boot %+v", fb)
 	}
 	// The second boot's state and command line (the kernel args the
-	// script added took effect); the bootstrap's exit the first boot's.
+	// script added took effect); the bootstrap's exit the second boot's.
 	if !strings.Contains(res.KernelCmdline, "intel_iommu=on") || res.Bootstrap.Exit == nil || *res.Bootstrap.Exit != 0 {
 		t.Errorf("cmdline %q, bootstrap %+v", res.KernelCmdline, res.Bootstrap)
 	}
@@ -199,8 +211,8 @@ func TestWatcherFollowsTheFirstBootPath(t *testing.T) {
 	for _, m := range tl.Milestones {
 		got = append(got, fmt.Sprintf("%s=%g", m.Name, m.Seconds))
 	}
-	want := "qemu-start=0 kernel=5 userspace=8 multi-user=24 firstboot-start=27 firstboot-done=55 bootstrap-start=56 bootstrap-done=58 " +
-		"boot-finished=59 reboot=61 reboot-kernel=70 reboot-multi-user=79 validation-start=81 validation-done=83"
+	want := "qemu-start=0 kernel=5 userspace=8 multi-user=24 firstboot-start=27 firstboot-done=55 " +
+		"boot-finished=59 reboot=61 reboot-kernel=70 reboot-multi-user=79 bootstrap-start=80.5 bootstrap-done=80.8 validation-start=81 validation-done=83"
 	if strings.Join(got, " ") != want {
 		t.Errorf("got  %s\nwant %s", strings.Join(got, " "), want)
 	}
@@ -421,5 +433,77 @@ func TestUnannouncedReboot(t *testing.T) {
 	c := newComparison(passedResult(t, 20, nil), nil, r, nil, 0, time.Now())
 	if c.Ratio != nil || c.FirstBoot.Passed {
 		t.Errorf("a ratio %v, first boot %+v, from a path timed on two boots", c.Ratio, c.FirstBoot)
+	}
+}
+
+// The first-boot path's site bootstrap: in the first boot's runcmd only
+// when the first-boot script requires no reboot; otherwise the smoke
+// script runs it in the second boot, once, when the script succeeded.
+func TestFirstBootBootstrapWaitsForTheReboot(t *testing.T) {
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	os.MkdirAll(bundle, 0o755)
+	os.WriteFile(filepath.Join(bundle, "bootstrap.sh"), []byte("#!/bin/sh\necho ran >>\"$RAN\"\n"), 0o755)
+	b := testBootstrap(bundle)
+	ran := filepath.Join(dir, "ran")
+	b.env = map[string]string{"RAN": ran}
+	g := guestPaths{tty: filepath.Join(dir, "tty"), state: filepath.Join(dir, "state"), log: filepath.Join(dir, "bootstrap.log"),
+		firstBoot: filepath.Join(dir, "firstboot"), rebooted: filepath.Join(dir, "rebooted")}
+	os.MkdirAll(g.firstBoot, 0o755)
+	runs := func() int {
+		b, _ := os.ReadFile(ran)
+		return strings.Count(string(b), "ran\n")
+	}
+	sh := func(script string) {
+		t.Helper()
+		checkShell(t, script)
+		if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	result := func(line string) { os.WriteFile(filepath.Join(g.firstBoot, "result"), []byte(line+"\n"), 0o644) }
+	for _, tc := range []struct {
+		result string
+		runs   int
+	}{
+		{"result status=ok steps=1 reboot_required=yes seconds=1", 0},
+		{"result status=ok steps=1 reboot_required=no seconds=1", 1},
+		// Not reached after a failed script (runcmd stops), but never
+		// deferred to a reboot that does not come.
+		{"result status=failed steps=1 failed_step=1 reboot_required=yes", 2},
+	} {
+		result(tc.result)
+		sh(firstBootBootstrap(b, g))
+		if got := runs(); got != tc.runs {
+			t.Errorf("after %q: %d runs, want %d", tc.result, got, tc.runs)
+		}
+	}
+	// The second boot: the smoke script's part runs it once the VM
+	// rebooted for a script that succeeded, and once only.
+	os.Remove(ran)
+	os.RemoveAll(g.state)
+	p := guestPlan{bootstrap: b, firstBoot: &firstboot.Result{Script: []byte("x")}}
+	second := "set -u\n" + secondBootBootstrap(p, g)
+	sh(second)
+	if runs() != 0 {
+		t.Errorf("ran before the reboot")
+	}
+	os.WriteFile(g.rebooted, nil, 0o644)
+	sh(second)
+	if runs() != 0 {
+		t.Errorf("ran without the first-boot script's done marker")
+	}
+	os.WriteFile(filepath.Join(g.firstBoot, firstboot.DoneMarker), nil, 0o644)
+	sh(second)
+	sh(second)
+	if runs() != 1 {
+		t.Errorf("%d runs in the second boot, want 1", runs())
+	}
+	if got, _ := os.ReadFile(filepath.Join(g.state, "bootstrap.exit")); string(got) != "0\n" {
+		t.Errorf("exit file %q", got)
+	}
+	console, _ := os.ReadFile(g.tty)
+	if !strings.Contains(string(console), markerPrefix+"time "+MilestoneBootstrapStart+"=") {
+		t.Errorf("console:\n%s", console)
 	}
 }

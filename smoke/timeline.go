@@ -271,7 +271,8 @@ func (o *observations) timeline(withBootstrap, firstBoot bool) (ms []Milestone, 
 }
 
 // afterReboot is a milestone once the VM rebooted: the first boot's, but
-// the validation's, which only the second boot has, and the reboot's own.
+// the validation's, which only the second boot has, the bootstrap's when
+// it ran in the second boot, and the reboot's own.
 func (o *observations) afterReboot(name, source string) (Milestone, bool) {
 	if o.rebootAt == nil {
 		return o.milestone(name, source)
@@ -289,6 +290,11 @@ func (o *observations) afterReboot(name, source string) (Milestone, bool) {
 		return m, ok
 	case MilestoneValidationStart, MilestoneValidationDone:
 		return o.milestone(name, source)
+	case MilestoneBootstrapStart, MilestoneBootstrapDone:
+		// The second boot's when the bootstrap waited for the reboot.
+		if m, ok := o.milestone(name, source); ok {
+			return m, true
+		}
 	}
 	m, ok := o.before[name]
 	return m, ok
