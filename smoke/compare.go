@@ -214,6 +214,7 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 		return nil, ctx.Err()
 	}
 	c := newComparison(baked, bakedErr, first, fbErr, opts.MemoryMB, time.Now())
+	c.Differences = differences(first, m.Packages)
 	if err := writeJSON(opts.Output, c); err != nil {
 		return c, fmt.Errorf("writing the comparison: %w", err)
 	}
@@ -418,6 +419,37 @@ func newPath(r *Result, err error) Path {
 	return p
 }
 
+// differences are the work the first-boot path did not do as the build
+// did, from what its script said on the console: the steps not run at
+// first boot and those run in part, each with why, and the optional
+// packages the build installed (built, the manifest's packages) that the
+// first boot found no candidate for. None when the path never ran its
+// script.
+func differences(first *Result, built []manifest.Package) []string {
+	if first == nil || first.FirstBoot == nil {
+		return nil
+	}
+	fb := first.FirstBoot
+	var out []string
+	for _, n := range fb.NotHere {
+		out = append(out, "not at first boot: "+n)
+	}
+	for _, n := range fb.Partly {
+		out = append(out, "in part at first boot: "+n)
+	}
+	versions := map[string]string{}
+	for _, p := range built {
+		name, _, _ := strings.Cut(p.Name, ":")
+		versions[name] = p.Version
+	}
+	for _, name := range fb.MissingOptional {
+		if v, ok := versions[name]; ok {
+			out = append(out, fmt.Sprintf("optional package %s: the build installed %s, the first boot found no candidate", name, v))
+		}
+	}
+	return out
+}
+
 // sideBySide pairs the milestones of the two timelines by name: the
 // baked path's in order, then those only the first-boot path has, in its
 // order.
@@ -540,6 +572,12 @@ func (c *Comparison) Text() string {
 		fmt.Fprintf(&b, "ratio baked/first-boot: %.3f (the baked image is validated in %.0f%% of the first boot's time)\n", *c.Ratio, *c.Ratio*100)
 	} else {
 		b.WriteString("ratio: none (a path failed)\n")
+	}
+	if len(c.Differences) > 0 {
+		fmt.Fprintf(&b, "not like for like: the paths did not do the same work (%d difference(s)):\n", len(c.Differences))
+		for _, d := range c.Differences {
+			fmt.Fprintf(&b, "  - %s\n", d)
+		}
 	}
 	fmt.Fprintf(&b, "downloaded at first boot: %d bytes (archives %d, indexes %d); the baked path downloads none\n",
 		c.FirstBoot.DownloadBytes, c.FirstBoot.ArchiveBytes, c.FirstBoot.IndexBytes)

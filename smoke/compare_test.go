@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpuaas/imagectl/builder/firstboot"
+	"github.com/gpuaas/imagectl/manifest"
 )
 
 // The first-boot path's user-data, parsed back as cloud-init reads it:
@@ -505,5 +506,39 @@ func TestFirstBootBootstrapWaitsForTheReboot(t *testing.T) {
 	console, _ := os.ReadFile(g.tty)
 	if !strings.Contains(string(console), markerPrefix+"time "+MilestoneBootstrapStart+"=") {
 		t.Errorf("console:\n%s", console)
+	}
+}
+
+// The work the first-boot path did not do as the build did, from its
+// console: steps not at first boot or in part, with why, and the optional
+// packages the build installed that the first boot lacked; the text says
+// the comparison is not like for like, and keeps the ratio.
+func TestComparisonDifferences(t *testing.T) {
+	res := firstBootResult()
+	res.Bootstrap = nil
+	feedAll(t, newWatcher(res, nil), "IMAGECTL_FIRSTBOOT step=2/4 time=2026-11-26T18:00:11Z not-at-first-boot bundles: stage big (why: over 16 MiB)\n"+
+		"IMAGECTL_FIRSTBOOT step=3/4 partly: the initramfs is not rebuilt\n"+
+		"IMAGECTL_FIRSTBOOT result status=ok steps=4 ran=3 not_at_first_boot=1 missing_optional=nvtop,htop reboot_required=no seconds=1\n")
+	built := []manifest.Package{{Name: "jq", Version: "1.6"}, {Name: "nvtop:amd64", Version: "3.0.1-1"}}
+	got := differences(res, built)
+	want := []string{"not at first boot: step 2/4: bundles: stage big (why: over 16 MiB)",
+		"in part at first boot: step 3/4: the initramfs is not rebuilt",
+		"optional package nvtop: the build installed 3.0.1-1, the first boot found no candidate"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("differences\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if d := differences(passedResult(t, 20, nil), built); d != nil {
+		t.Errorf("the baked path's differences %q", d)
+	}
+	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 28}}
+	c := newComparison(passedResult(t, 20, nil), nil, passedResult(t, 80, fb), nil, 0, time.Now())
+	if strings.Contains(c.Text(), "not like for like") {
+		t.Errorf("like for like, yet:\n%s", c.Text())
+	}
+	c.Differences = got
+	text := c.Text()
+	if c.Ratio == nil || !strings.Contains(text, "ratio baked/first-boot: 0.250") ||
+		!strings.Contains(text, "not like for like: the paths did not do the same work (3 difference(s)):\n  - not at first boot: step 2/4") {
+		t.Errorf("text:\n%s", text)
 	}
 }
