@@ -19,6 +19,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/builder/pack"
 	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/internal/redact"
@@ -122,8 +123,14 @@ type Path struct {
 	// DeploySeconds is the curtin-style deploy's time, before QEMU
 	// started (not in ValidatedSeconds, which runs from QEMU's start).
 	DeploySeconds *float64 `json:"deploy_seconds,omitempty"`
-	// DownloadBytes is what the first boot downloaded (apt's archives and
-	// indexes); 0 for the baked path.
+	// ReceivedBytes is what the guest's network interfaces received up to
+	// validated (every boot), measured the same way on both paths: the
+	// smoke script's reading of their rx_bytes, whatever fetched it (apt,
+	// cloud-init, the site bootstrap). Nil when it was not measured.
+	ReceivedBytes *int64 `json:"received_bytes,omitempty"`
+	// DownloadBytes is what the first-boot script's apt downloaded (its
+	// archives and indexes), a part of the first boot's ReceivedBytes; 0
+	// for the baked path, which runs no such script.
 	DownloadBytes int64 `json:"download_bytes"`
 	ArchiveBytes  int64 `json:"archive_bytes,omitempty"`
 	IndexBytes    int64 `json:"index_bytes,omitempty"`
@@ -213,8 +220,11 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	c := newComparison(baked, bakedErr, first, fbErr, opts.MemoryMB, time.Now())
+	c := newComparison(baked, bakedErr, first, fbErr, time.Now())
 	c.Differences = differences(first, m.Packages)
+	if sum := p.Manifest.Base.SHA256; sum != "" {
+		c.BaseSHA256 = digest.Prefix + strings.TrimPrefix(sum, digest.Prefix)
+	}
 	if err := writeJSON(opts.Output, c); err != nil {
 		return c, fmt.Errorf("writing the comparison: %w", err)
 	}
@@ -347,14 +357,12 @@ func rootPartition(ctx context.Context, raw string) (int, error) {
 
 // newComparison compares two runs: each path's result (nil when it never
 // started) and error.
-func newComparison(baked *Result, bakedErr error, first *Result, firstErr error, memoryMB int, now time.Time) *Comparison {
-	if memoryMB == 0 {
-		memoryMB = 2048
-	}
-	c := &Comparison{SchemaVersion: ComparisonSchemaVersion, MemoryMB: memoryMB, MeasuredAt: now.UTC().Truncate(time.Second),
+func newComparison(baked *Result, bakedErr error, first *Result, firstErr error, now time.Time) *Comparison {
+	c := &Comparison{SchemaVersion: ComparisonSchemaVersion, MeasuredAt: now.UTC().Truncate(time.Second),
 		BakedResult: baked, FirstBootResult: first}
 	if baked != nil {
 		c.Image, c.Version, c.Profile, c.Stage, c.Accelerator = baked.Image, baked.Version, baked.Profile, baked.Stage, baked.Accelerator
+		c.MemoryMB, c.ArtifactSHA256 = baked.MemoryMB, baked.ArtifactSHA256
 	}
 	c.Baked = newPath(baked, bakedErr)
 	c.FirstBoot = newPath(first, firstErr)
@@ -394,7 +402,11 @@ func newPath(r *Result, err error) Path {
 		return Path{Failure: redact.Text(why)}
 	}
 	p := Path{Artifact: r.Artifact, ConsoleLog: r.ConsoleLog, TimelineFile: r.TimelineFile,
-		Checks: len(r.Lines), Failures: r.Failures, Warnings: r.Warnings}
+		Checks: len(r.Lines), Failures: r.Failures, Warnings: r.Warnings, ReceivedBytes: r.ReceivedBytes}
+	if s, ok := r.Seconds[PhaseDeploy]; ok {
+		s = round3(s)
+		p.DeploySeconds = &s
+	}
 	switch {
 	case err != nil && !errors.Is(err, ErrFailed):
 		p.Failure = err.Error()
@@ -566,6 +578,9 @@ func (c *Comparison) Text() string {
 		if p.p.Reboot != nil && *p.p.Reboot {
 			b.WriteString(", after one reboot")
 		}
+		if d := p.p.DeploySeconds; d != nil {
+			fmt.Fprintf(&b, "; deployed in %.1f s before QEMU started (%.1f s with it)", *d, *d+*p.p.ValidatedSeconds)
+		}
 		b.WriteString("\n")
 	}
 	if c.Ratio != nil {
@@ -579,9 +594,18 @@ func (c *Comparison) Text() string {
 			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
-	fmt.Fprintf(&b, "downloaded at first boot: %d bytes (archives %d, indexes %d); the baked path downloads none\n",
+	fmt.Fprintf(&b, "received by the guest up to validated: baked %s, first-boot %s\n", bytesText(c.Baked.ReceivedBytes), bytesText(c.FirstBoot.ReceivedBytes))
+	fmt.Fprintf(&b, "downloaded by the first-boot script's apt: %d bytes (archives %d, indexes %d)\n",
 		c.FirstBoot.DownloadBytes, c.FirstBoot.ArchiveBytes, c.FirstBoot.IndexBytes)
 	return b.String()
+}
+
+// bytesText is a measured byte count, or says it was not measured.
+func bytesText(n *int64) string {
+	if n == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%d bytes", *n)
 }
 
 func num1(f *float64) string {

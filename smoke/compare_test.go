@@ -131,6 +131,7 @@ IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro console=ttyS0,115200
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
 IMAGECTL_SMOKE systemd unit=manager UserspaceTimestampMonotonic=3000000 FinishTimestampMonotonic=54000000
 IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=19000000
+IMAGECTL_SMOKE received-bytes=16000000
 IMAGECTL_SMOKE clock=55.0
 IMAGECTL_SMOKE reboot
 BdsDxe: starting Boot0001
@@ -149,6 +150,7 @@ IMAGECTL_VALIDATE status=PASS check=kernel-arg:intel_iommu=on:cmdline detail=in%
 IMAGECTL_VALIDATE summary profile=slice stage=converged checks=1 failures=0 warnings=0
 IMAGECTL_SMOKE validate-exit=0
 IMAGECTL_SMOKE time validation-done=13.00
+IMAGECTL_SMOKE received-bytes=4000
 IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=9000000
 IMAGECTL_SMOKE clock=14.0
 IMAGECTL_SMOKE done
@@ -202,6 +204,10 @@ func TestWatcherFollowsTheFirstBootPath(t *testing.T) {
 	if !fb.Rebooted || !fb.RebootRequired || fb.DownloadBytes != 5000 || fb.ArchiveBytes != 4000 || fb.IndexBytes != 1000 {
 		t.Errorf("first boot %+v", fb)
 	}
+	// Both boots' received bytes (the counters start again at the reboot).
+	if res.ReceivedBytes == nil || *res.ReceivedBytes != 16004000 {
+		t.Errorf("received bytes %v", res.ReceivedBytes)
+	}
 	// The second boot's state and command line (the kernel args the
 	// script added took effect); the bootstrap's exit the second boot's.
 	if !strings.Contains(res.KernelCmdline, "intel_iommu=on") || res.Bootstrap.Exit == nil || *res.Bootstrap.Exit != 0 {
@@ -254,7 +260,7 @@ func passedResult(t *testing.T, validated float64, fb *FirstBoot) *Result {
 	zero := 0
 	r := &Result{Artifact: "a", Image: "demo", Version: "1", Accelerator: "kvm", Profile: "bare-metal", Stage: "image",
 		SystemState: "running", ValidateExit: &zero, Lines: []Line{{Status: "PASS", Check: "c"}}, FirstBoot: fb,
-		ConsoleLog: "x.log", TimelineFile: "x.json"}
+		ConsoleLog: "x.log", TimelineFile: "x.json", MemoryMB: 2048, Seconds: map[string]float64{PhaseDeploy: 12.3456}}
 	r.Timeline = &Timeline{Milestones: []Milestone{{Name: MilestoneQEMUStart}, {Name: MilestoneKernel, Seconds: 4},
 		{Name: MilestoneValidationDone, Seconds: validated}}}
 	if fb != nil {
@@ -270,9 +276,13 @@ func TestComparison(t *testing.T) {
 	now := time.Date(2026, 11, 26, 18, 0, 0, 0, time.UTC)
 	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", DownloadBytes: 5000, ArchiveBytes: 4000, IndexBytes: 1000, Seconds: 28, RebootRequired: true}, Rebooted: true}
 	baked, first := passedResult(t, 20, nil), passedResult(t, 80, fb)
-	c := newComparison(baked, nil, first, nil, 0, now)
+	bakedRx, firstRx := int64(900), int64(16000)
+	baked.ReceivedBytes, first.ReceivedBytes = &bakedRx, &firstRx
+	baked.ArtifactSHA256 = "sha256:" + strings.Repeat("ab", 32)
+	c := newComparison(baked, nil, first, nil, now)
 	if c.Ratio == nil || *c.Ratio != 0.25 || !c.Baked.Passed || !c.FirstBoot.Passed || c.FirstBoot.DownloadBytes != 5000 ||
-		*c.FirstBoot.Reboot != true || *c.FirstBoot.FirstBootSeconds != 28 || c.Baked.DownloadBytes != 0 {
+		*c.FirstBoot.Reboot != true || *c.FirstBoot.FirstBootSeconds != 28 || c.Baked.DownloadBytes != 0 ||
+		c.ArtifactSHA256 != baked.ArtifactSHA256 || c.MemoryMB != 2048 || *c.Baked.DeploySeconds != 12.346 || *c.FirstBoot.ReceivedBytes != 16000 {
 		t.Errorf("%+v", c)
 	}
 	var got []string
@@ -284,7 +294,9 @@ func TestComparison(t *testing.T) {
 	}
 	text := c.Text()
 	for _, s := range []string{"baked:     validated in 20.0 s", "first-boot: validated in 80.0 s (1 checks, 0 warnings), after one reboot",
-		"ratio baked/first-boot: 0.250", "downloaded at first boot: 5000 bytes (archives 4000, indexes 1000)",
+		"ratio baked/first-boot: 0.250", "downloaded by the first-boot script's apt: 5000 bytes (archives 4000, indexes 1000)",
+		"received by the guest up to validated: baked 900 bytes, first-boot 16000 bytes",
+		"validated in 20.0 s (1 checks, 0 warnings); deployed in 12.3 s before QEMU started (32.3 s with it)",
 		"  validation-done            20.0       80.0", "  firstboot-done                -       70.0"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("text lacks %q:\n%s", s, text)
@@ -306,12 +318,15 @@ func TestComparison(t *testing.T) {
 			t.Errorf("no %s in\n%s", k, raw)
 		}
 	}
-	for _, k := range []string{"passed", "validated_seconds", "download_bytes", "console_log", "timeline_file"} {
+	for _, k := range []string{"passed", "validated_seconds", "download_bytes", "received_bytes", "deploy_seconds", "console_log", "timeline_file"} {
 		for _, path := range []string{"baked", "first_boot"} {
 			if _, ok := doc[path].(map[string]any)[k]; !ok {
 				t.Errorf("no %s.%s in\n%s", path, k, raw)
 			}
 		}
+	}
+	if doc["artifact_sha256"] != baked.ArtifactSHA256 {
+		t.Errorf("artifact_sha256 %v", doc["artifact_sha256"])
 	}
 	if doc["measured_at"] != "2026-11-26T18:00:00Z" || doc["memory_mb"] != 2048.0 || doc["ratio"] != 0.25 {
 		t.Errorf("measured_at %v, memory_mb %v, ratio %v", doc["measured_at"], doc["memory_mb"], doc["ratio"])
@@ -324,7 +339,7 @@ func TestComparison(t *testing.T) {
 	// A failed path is a failure with its reason, never a time, and there
 	// is no ratio.
 	failed := passedResult(t, 5, &FirstBoot{Console: firstboot.Console{Status: "failed", FailedStep: 2, Steps: 3, Errors: []string{"apt-get install failed"}, DownloadBytes: 10}})
-	c = newComparison(baked, nil, failed, fmt.Errorf("%w: x", ErrFailed), 4096, now)
+	c = newComparison(baked, nil, failed, fmt.Errorf("%w: x", ErrFailed), now)
 	if c.Ratio != nil || c.FirstBoot.Passed || c.FirstBoot.ValidatedSeconds != nil || !strings.Contains(c.FirstBoot.Failure, "failed at step 2 of 3") || c.FirstBoot.DownloadBytes != 10 {
 		t.Errorf("%+v", c.FirstBoot)
 	}
@@ -340,7 +355,7 @@ func TestComparison(t *testing.T) {
 	}
 	// A path that failed to boot (an error, not ErrFailed) says the error;
 	// one that never started says so.
-	c = newComparison(nil, errors.New("no UEFI firmware"), nil, nil, 0, now)
+	c = newComparison(nil, errors.New("no UEFI firmware"), nil, nil, now)
 	if c.Baked.Failure != "no UEFI firmware" || c.FirstBoot.Failure != "it did not start" || c.Ratio != nil {
 		t.Errorf("%+v", c)
 	}
@@ -431,7 +446,7 @@ func TestUnannouncedReboot(t *testing.T) {
 	if p.Passed || p.ValidatedSeconds != nil || !strings.Contains(p.Failure, "firstboot-done at 300.0 s") || !strings.Contains(p.Failure, "reboot-multi-user at 40.0 s") {
 		t.Errorf("path %+v", p)
 	}
-	c := newComparison(passedResult(t, 20, nil), nil, r, nil, 0, time.Now())
+	c := newComparison(passedResult(t, 20, nil), nil, r, nil, time.Now())
 	if c.Ratio != nil || c.FirstBoot.Passed {
 		t.Errorf("a ratio %v, first boot %+v, from a path timed on two boots", c.Ratio, c.FirstBoot)
 	}
@@ -531,7 +546,7 @@ func TestComparisonDifferences(t *testing.T) {
 		t.Errorf("the baked path's differences %q", d)
 	}
 	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 28}}
-	c := newComparison(passedResult(t, 20, nil), nil, passedResult(t, 80, fb), nil, 0, time.Now())
+	c := newComparison(passedResult(t, 20, nil), nil, passedResult(t, 80, fb), nil, time.Now())
 	if strings.Contains(c.Text(), "not like for like") {
 		t.Errorf("like for like, yet:\n%s", c.Text())
 	}

@@ -34,6 +34,9 @@ type watcher struct {
 	// way of saying a file is missing.
 	grubErrors []string
 	tail       []string
+	// receivedBefore is what the guest received in the boots before an
+	// announced reboot (the counters start again at 0).
+	receivedBefore int64
 }
 
 var (
@@ -158,6 +161,11 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 		if n, err := strconv.Atoi(val); err == nil && w.res.Bootstrap != nil {
 			w.res.Bootstrap.Exit = &n
 		}
+	case "received-bytes":
+		if n, err := strconv.ParseInt(val, 10, 64); err == nil && n >= 0 {
+			n += w.receivedBefore
+			w.res.ReceivedBytes = &n
+		}
 	case "clock":
 		if f, err := strconv.ParseFloat(val, 64); err == nil {
 			w.res.observed.clock(at, f)
@@ -174,6 +182,9 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 			return false, fmt.Errorf("the VM rebooted, which only the first-boot path does, once: %s", w.context())
 		}
 		w.res.FirstBoot.Rebooted = true
+		if w.res.ReceivedBytes != nil {
+			w.receivedBefore, w.res.ReceivedBytes = *w.res.ReceivedBytes, nil
+		}
 		w.res.observed.reboot(at, w.res.Bootstrap != nil)
 		w.res.SystemState, w.res.FailedUnits, w.res.KernelCmdline = "", nil, ""
 		w.grubErrors = nil

@@ -324,12 +324,13 @@ WantedBy=multi-user.target
 // to finish (cloud-final and with it any bootstrap included), reports the
 // system state, failed units, kernel command line and the bootstrap's exit
 // status, runs the image's validation script for the profile and stage and
-// relays its lines, reports the boot's systemd timestamps, and powers off.
+// relays its lines, reports the bytes the guest received and the boot's
+// systemd timestamps, and powers off.
 // Its clock lines tie the guest's monotonic clock to the host's.
 func smokeScriptFor(p guestPlan, g guestPaths) string {
 	return `#!/bin/sh
 # Written by imagectl smoke into its scratch disk only; never part of an image.
-` + sayFunc(g.tty, true) + `dmesg -n 1 2>/dev/null
+` + sayFunc(g.tty, true) + rxBytesFunc + `dmesg -n 1 2>/dev/null
 say "` + markerPrefix + `clock=$(uptime_s)"
 say "` + markerPrefix + `multi-user"
 # Report what is still starting, once a minute, until the boot settles.
@@ -356,10 +357,28 @@ else
 	say "` + markerPrefix + `no-validation-script="` + shell.Quote(p.validation) + `
 fi
 say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)"
+say "` + markerPrefix + `received-bytes=$(rx_bytes)"
 ` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)"
 say "` + markerPrefix + `done"
 ` + powerOffLine(p)
 }
+
+// rxBytesFunc is the shell function that prints what the guest's network
+// interfaces but lo received, in bytes, since this boot started: the
+// same measure of the downloads on both paths, whatever fetched them
+// (apt, cloud-init, the bootstrap).
+const rxBytesFunc = `rx_bytes() {
+	rx_total=0
+	for rx_file in /sys/class/net/*/statistics/rx_bytes; do
+		case $rx_file in
+		*/lo/*) continue ;;
+		esac
+		rx_n=$(cat "$rx_file" 2>/dev/null) || rx_n=0
+		rx_total=$((rx_total + ${rx_n:-0}))
+	done
+	echo "$rx_total"
+}
+`
 
 // powerOffLine ends the smoke script: a poweroff, or nothing when the VM
 // stays up for the caller (Options.WhileUp), who has QEMU press its power
@@ -392,7 +411,8 @@ func firstBootReport(p guestPlan, g guestPaths) string {
 	say "` + firstboot.Prefix + ` $(cat ` + result + `)"
 fi
 if [ ! -e ` + rebooted + ` ] && ` + rebootPending(g) + `; then
-` + indent(systemdReport()) + `	say "` + markerPrefix + `clock=$(uptime_s)"
+` + indent(systemdReport()) + `	say "` + markerPrefix + `received-bytes=$(rx_bytes)"
+	say "` + markerPrefix + `clock=$(uptime_s)"
 	mkdir -p "$(dirname ` + rebooted + `)"
 	: >` + rebooted + `
 	sync

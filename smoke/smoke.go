@@ -143,6 +143,15 @@ type Result struct {
 	Warnings    int      `json:"warnings"`
 	// Seconds per phase (deploy, boot, validate, up).
 	Seconds map[string]float64 `json:"seconds"`
+	// MemoryMB is the VM's memory the run used.
+	MemoryMB int `json:"memory_mb"`
+	// ArtifactSHA256 is the deployed tgz's sha256 ("sha256:<hex>"),
+	// hashed as it was extracted: the bytes this run booted.
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	// ReceivedBytes is what the guest's network interfaces (all but lo)
+	// received up to the validation's end, over every boot of the run, as
+	// the smoke script read their rx_bytes; nil when it did not report.
+	ReceivedBytes *int64 `json:"received_bytes,omitempty"`
 	// SSH is where the VM answered ssh, when a port was forwarded.
 	SSH *SSH `json:"ssh,omitempty"`
 	// Timeline is the first boot's milestones, when it booted; it is
@@ -389,7 +398,7 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 		}
 	}
 	res := &Result{Artifact: tgz, Image: m.Image.Name, Version: m.Image.Version, Accelerator: accel,
-		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}}
+		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}, MemoryMB: opts.MemoryMB}
 	if fb != nil {
 		res.Artifact, res.FirstBoot = fb.base, &FirstBoot{}
 		r.Log("the first-boot path: " + fb.base + " with the first-boot script in its user-data, rebooted once when the script requires it")
@@ -566,6 +575,9 @@ func (r *run) deploy(ctx context.Context) error {
 	r.dep, err = deploy(ctx, r.tgz, r.boot.disk, deployConfig{
 		accel: r.boot.accel, size: r.opts.DiskSize, guest: r.guest, initramfs: r.opts.UpdateInitramfs, log: r.rep.Log,
 	})
+	if err == nil {
+		r.res.ArtifactSHA256 = r.dep.tgz.String()
+	}
 	return err
 }
 
