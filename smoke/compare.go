@@ -3,6 +3,7 @@ package smoke
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,8 +61,11 @@ type CompareOptions struct {
 	Recipe *recipes.Recipe
 	// BaseCache is where downloaded base images are kept by digest, as
 	// builds keep them (required for a base image given by URL).
-	BaseCache  string
-	HTTPClient *http.Client
+	BaseCache string
+	// BaseCacheErr is why BaseCache is empty (cachedir.Default's error),
+	// for the error of a base image that must be downloaded.
+	BaseCacheErr error
+	HTTPClient   *http.Client
 	// FirstBootConsoleLog, FirstBootTimeline and Output are where the
 	// first-boot path's console log and timeline and the comparison go
 	// (default: beside the tgz, manifest.FilesBeside).
@@ -102,8 +107,7 @@ type Comparison struct {
 	Baked       Path     `json:"baked"`
 	FirstBoot   Path     `json:"first_boot"`
 	// Milestones are both timelines side by side, in seconds since QEMU
-	// started: the baked path's in order, then those only the first-boot
-	// path has.
+	// started, in time order (sideBySide).
 	Milestones []SideBySide `json:"milestones"`
 	// File is where the comparison was written ("" when it was not).
 	File string `json:"-"`
@@ -171,9 +175,9 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 	if opts.Manifest == "" {
 		opts.Manifest = files.Manifest
 	}
-	opts.FirstBootConsoleLog = orDefault(opts.FirstBootConsoleLog, files.FirstBootSmokeLog)
-	opts.FirstBootTimeline = orDefault(opts.FirstBootTimeline, files.FirstBootSmokeTimeline)
-	opts.Output = orDefault(opts.Output, files.SmokeCompare)
+	opts.FirstBootConsoleLog = cmp.Or(opts.FirstBootConsoleLog, files.FirstBootSmokeLog)
+	opts.FirstBootTimeline = cmp.Or(opts.FirstBootTimeline, files.FirstBootSmokeTimeline)
+	opts.Output = cmp.Or(opts.Output, files.SmokeCompare)
 	if opts.Recipe == nil {
 		return nil, fmt.Errorf("comparing %s with its first boot: no recipe", tgz)
 	}
@@ -185,18 +189,10 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 	if err != nil {
 		return nil, fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
 	}
-	rep := event.Reporter(opts.Events)
-	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-base-")
-	if err != nil {
-		return nil, fmt.Errorf("comparing %s with its first boot: scratch directory: %w", tgz, err)
-	}
-	defer os.RemoveAll(work)
-	end := rep.Phase(PhaseBase, "resolve the base image "+p.Manifest.Base.Source+" and pack its root filesystem for the first-boot path")
-	baseImage, baseTgz, err := packBase(ctx, p, opts.BaseCache, opts.HTTPClient, work, rep)
-	end(err)
-	if err != nil {
+	if err := baseReachable(p, opts.BaseCache, opts.BaseCacheErr); err != nil {
 		return nil, fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
 	}
+	rep := event.Reporter(opts.Events)
 
 	bakedOpts := opts.Options
 	bakedOpts.WhileUp = whileUp(opts, PathBaked)
@@ -206,6 +202,19 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	// The base is packed only now that the baked path ran: its tgz is not
+	// on disk during that run, nor packed for nothing when it cannot start.
+	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-base-")
+	if err != nil {
+		return nil, fmt.Errorf("comparing %s with its first boot: scratch directory: %w", tgz, err)
+	}
+	defer os.RemoveAll(work)
+	end := rep.Phase(PhaseBase, "resolve the base image "+redact.Userinfo(p.Manifest.Base.Source)+" and pack its root filesystem for the first-boot path")
+	baseImage, baseTgz, err := packBase(ctx, p, opts.BaseCache, opts.HTTPClient, work, rep)
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
 	}
 	fbOpts := opts.Options
 	fbOpts.WhileUp = whileUp(opts, PathFirstBoot)
@@ -222,6 +231,12 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 	}
 	c := newComparison(baked, bakedErr, first, fbErr, time.Now())
 	c.Differences = differences(first, m.Packages)
+	// What came from the runs may hold the recipe's sensitive values.
+	hide := func(s string) string { return string(p.Redact([]byte(s))) }
+	c.Baked.Failure, c.FirstBoot.Failure = hide(c.Baked.Failure), hide(c.FirstBoot.Failure)
+	for i := range c.Differences {
+		c.Differences[i] = hide(c.Differences[i])
+	}
 	if sum := p.Manifest.Base.SHA256; sum != "" {
 		c.BaseSHA256 = digest.Prefix + strings.TrimPrefix(sum, digest.Prefix)
 	}
@@ -240,13 +255,6 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 		return c, fmt.Errorf("%w: comparing %s with its first boot: %s", ErrFailed, tgz, strings.Join(failed, "; "))
 	}
 	return c, nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func whileUp(opts CompareOptions, path string) func(context.Context, SSH) error {
@@ -278,14 +286,12 @@ func firstBootScript(ctx context.Context, m *manifest.Manifest, r *recipes.Recip
 // the host into a tgz there.
 func packBase(ctx context.Context, p *plan.Plan, cache string, client *http.Client, work string, rep event.Reporter) (image, tgz string, err error) {
 	b := p.Manifest.Base
-	if p.Inputs.BasePath == "" && cache == "" {
-		return "", "", fmt.Errorf("base image %s: no cache directory to download it into", b.Source)
-	}
+	source := redact.Userinfo(b.Source)
 	image, err = base.Cache{Dir: cache, Client: client}.Resolve(ctx, b, p.Inputs.BasePath, func(done, total int64) {
 		rep.Progress(PhaseBase, done, total)
 	})
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("resolving base image %s: %w", source, err)
 	}
 	raw := filepath.Join(work, "base.raw")
 	format := b.Format
@@ -296,17 +302,17 @@ func packBase(ctx context.Context, p *plan.Plan, cache string, client *http.Clie
 		if ctx.Err() != nil {
 			return "", "", ctx.Err()
 		}
-		return "", "", fmt.Errorf("base image %s: qemu-img convert -f %s -O raw: %v: %s", b.Source, format, err, strings.TrimSpace(string(out)))
+		return "", "", fmt.Errorf("base image %s: qemu-img convert -f %s -O raw: %v: %s", source, format, err, strings.TrimSpace(string(out)))
 	}
 	defer os.Remove(raw)
 	part, err := rootPartition(ctx, raw)
 	if err != nil {
-		return "", "", fmt.Errorf("base image %s: %w", b.Source, err)
+		return "", "", fmt.Errorf("base image %s: finding its root filesystem: %w", source, err)
 	}
 	tgz = filepath.Join(work, "base.tgz")
 	f, err := os.Create(tgz)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("base image %s: creating the tgz of its root filesystem: %w", source, err)
 	}
 	// Fast compression: the tgz lives only until the deploy has read it.
 	_, err = pack.Disk(ctx, raw, part, f, 1, time.Time{})
@@ -314,10 +320,24 @@ func packBase(ctx context.Context, p *plan.Plan, cache string, client *http.Clie
 		err = cerr
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("base image %s: packing its root filesystem on partition %d: %w", b.Source, part, err)
+		return "", "", fmt.Errorf("base image %s: packing its root filesystem on partition %d: %w", source, part, err)
 	}
-	rep.Log(fmt.Sprintf("base image %s: its root filesystem (partition %d) packed for the first-boot path", b.Source, part))
+	rep.Log(fmt.Sprintf("base image %s: its root filesystem (partition %d) packed for the first-boot path", source, part))
 	return image, tgz, nil
+}
+
+// baseReachable fails, before anything runs, when the base image is a
+// download and there is no cache directory to keep it in (cacheErr: why
+// there is none).
+func baseReachable(p *plan.Plan, cache string, cacheErr error) error {
+	if p.Inputs.BasePath != "" || cache != "" {
+		return nil
+	}
+	why := "no cache directory to download it into"
+	if cacheErr != nil {
+		why += ": " + cacheErr.Error()
+	}
+	return fmt.Errorf("base image %s: %s", redact.Userinfo(p.Manifest.Base.Source), why)
 }
 
 // errFound stops a walk once it found what it looked for.
@@ -462,9 +482,11 @@ func differences(first *Result, built []manifest.Package) []string {
 	return out
 }
 
-// sideBySide pairs the milestones of the two timelines by name: the
-// baked path's in order, then those only the first-boot path has, in its
-// order.
+// sideBySide pairs the milestones of the two timelines by name, in time
+// order: the baked path's in its order, and each milestone only the
+// first-boot path has placed among them by the first-boot path's time
+// (after the last row whose first-boot time is not later), so that each
+// column reads in order.
 func sideBySide(baked, first *Timeline) []SideBySide {
 	empty := &Timeline{}
 	if baked == nil {
@@ -495,7 +517,21 @@ func sideBySide(baked, first *Timeline) []SideBySide {
 		add(m.Name)
 	}
 	for _, m := range first.Milestones {
+		if seen[m.Name] {
+			continue
+		}
 		add(m.Name)
+		row := out[len(out)-1]
+		out = out[:len(out)-1]
+		// After the last row that comes no later on the first-boot path
+		// (a row it lacks goes by the baked path's order).
+		at := 0
+		for i := range out {
+			if out[i].FirstBoot != nil && *out[i].FirstBoot <= m.Seconds {
+				at = i + 1
+			}
+		}
+		out = slices.Insert(out, at, row)
 	}
 	return out
 }
@@ -546,6 +582,14 @@ func DecodeComparison(b []byte) (*Comparison, error) {
 	if said.FirstBoot.Passed == nil {
 		errs = append(errs, errors.New("the first-boot path says not whether it passed"))
 	}
+	for _, p := range []struct {
+		name string
+		p    Path
+	}{{PathBaked, c.Baked}, {PathFirstBoot, c.FirstBoot}} {
+		if p.p.Passed && p.p.ValidatedSeconds == nil {
+			errs = append(errs, fmt.Errorf("the %s path passed but has no validated_seconds", p.name))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -572,6 +616,10 @@ func (c *Comparison) Text() string {
 		fmt.Fprintf(&b, "%-10s ", p.name+":")
 		if !p.p.Passed {
 			fmt.Fprintf(&b, "FAILED: %s\n", p.p.Failure)
+			continue
+		}
+		if p.p.ValidatedSeconds == nil { // not a file Compare wrote
+			b.WriteString("passed, with no time to validated\n")
 			continue
 		}
 		fmt.Fprintf(&b, "validated in %.1f s (%d checks, %d warnings)", *p.p.ValidatedSeconds, p.p.Checks, p.p.Warnings)

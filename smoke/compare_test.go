@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpuaas/imagectl/builder/firstboot"
+	"github.com/gpuaas/imagectl/builder/plan"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -72,10 +73,24 @@ func TestFirstBootUserData(t *testing.T) {
 	// A script that carries a sensitive value: its seed is root's alone,
 	// and runcmd removes the script once it succeeded.
 	p := guestPlan{validation: "/v.sh", profile: "bare-metal", stage: "image", firstBoot: &firstboot.Result{Script: []byte("x"), Sensitive: true}}
+	found := false
 	for _, f := range guestFiles(p, "i-1") {
-		if f.path == "/var/lib/cloud/seed/nocloud/user-data" && (f.mode != 0o600 || !strings.Contains(f.content, firstboot.RunCmd(true))) {
-			t.Errorf("sensitive seed: mode %o\n%s", f.mode, f.content)
+		if f.path == "/var/lib/cloud/seed/nocloud/user-data" {
+			found = true
+			if f.mode != 0o600 || !strings.Contains(f.content, firstboot.RunCmd(true)) {
+				t.Errorf("sensitive seed: mode %o\n%s", f.mode, f.content)
+			}
 		}
+	}
+	if !found {
+		t.Error("no user-data among the guest files")
+	}
+	if m := consoleLogMode(p); m != 0o600 {
+		t.Errorf("the sensitive first boot's console log is %o", m)
+	}
+	p.firstBoot.Sensitive = false
+	if m := consoleLogMode(p); m != 0o644 {
+		t.Errorf("the console log is %o", m)
 	}
 }
 
@@ -246,6 +261,17 @@ func TestFirstBootPathFailures(t *testing.T) {
 	if f := res.Failure(); !strings.Contains(f, "requires a reboot") {
 		t.Errorf("failure %q", f)
 	}
+	// A unit that failed in the first boot fails the path, although the
+	// second boot is clean.
+	res = firstBootResult()
+	res.Bootstrap = nil
+	feedAll(t, newWatcher(res, nil), "IMAGECTL_SMOKE multi-user\nIMAGECTL_SMOKE state=degraded\nIMAGECTL_SMOKE failed-unit=nvidia-persistenced.service\n"+
+		"IMAGECTL_FIRSTBOOT result status=ok steps=1 ran=1 reboot_required=yes\nIMAGECTL_SMOKE reboot\n"+
+		"[    0.000000] Linux version 6.1.0-28-amd64\nIMAGECTL_SMOKE multi-user\nIMAGECTL_SMOKE state=running\n"+
+		"IMAGECTL_VALIDATE status=PASS check=x detail=y\nIMAGECTL_SMOKE validate-exit=0\nIMAGECTL_SMOKE done\n")
+	if f := res.Failure(); f != "units failed in the boot before the reboot: nvidia-persistenced.service" {
+		t.Errorf("failure %q", f)
+	}
 	// A reboot on the baked path, or a second one, is an error.
 	for _, r := range []*Result{{}, {FirstBoot: &FirstBoot{Rebooted: true}}} {
 		if _, err := newWatcher(r, nil).feed("IMAGECTL_SMOKE reboot\r\n", time.Second); err == nil {
@@ -289,7 +315,7 @@ func TestComparison(t *testing.T) {
 	for _, m := range c.Milestones {
 		got = append(got, m.Name+" "+num1(m.Baked)+" "+num1(m.FirstBoot))
 	}
-	if want := "qemu-start 0.0 0.0; kernel 4.0 4.0; validation-done 20.0 80.0; firstboot-done - 70.0"; strings.Join(got, "; ") != want {
+	if want := "qemu-start 0.0 0.0; kernel 4.0 4.0; firstboot-done - 70.0; validation-done 20.0 80.0"; strings.Join(got, "; ") != want {
 		t.Errorf("side by side %s\nwant %s", strings.Join(got, "; "), want)
 	}
 	text := c.Text()
@@ -555,5 +581,36 @@ func TestComparisonDifferences(t *testing.T) {
 	if c.Ratio == nil || !strings.Contains(text, "ratio baked/first-boot: 0.250") ||
 		!strings.Contains(text, "not like for like: the paths did not do the same work (3 difference(s)):\n  - not at first boot: step 2/4") {
 		t.Errorf("text:\n%s", text)
+	}
+}
+
+// A comparison file that says a path passed without its time is refused;
+// Text of one made otherwise does not panic.
+func TestComparisonPassedWithoutTime(t *testing.T) {
+	b := []byte(`{"schema_version": 1, "baked": {"passed": true, "validated_seconds": 3}, "first_boot": {"passed": true}}`)
+	if _, err := DecodeComparison(b); err == nil || !strings.Contains(err.Error(), "the first-boot path passed but has no validated_seconds") {
+		t.Errorf("decoded: %v", err)
+	}
+	c := &Comparison{Baked: Path{Passed: true}, FirstBoot: Path{Passed: true}}
+	if text := c.Text(); !strings.Contains(text, "passed, with no time to validated") {
+		t.Errorf("text:\n%s", text)
+	}
+}
+
+// A base image to download with no cache directory is refused before
+// anything runs, saying why there is none, and without the URL's
+// credentials.
+func TestBaseReachable(t *testing.T) {
+	p := &plan.Plan{Manifest: &manifest.Manifest{Base: manifest.Base{Source: "https://user:s3cret-token@images.example/base.qcow2"}}}
+	err := baseReachable(p, "", errors.New("$HOME is not set"))
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "images.example/base.qcow2: no cache directory to download it into: $HOME is not set") {
+		t.Errorf("%v", err)
+	}
+	if err := baseReachable(p, "/cache", nil); err != nil {
+		t.Error(err)
+	}
+	p.Inputs.BasePath = "/img/base.qcow2"
+	if err := baseReachable(p, "", nil); err != nil {
+		t.Error(err)
 	}
 }

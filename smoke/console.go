@@ -186,6 +186,9 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 			w.receivedBefore, w.res.ReceivedBytes = *w.res.ReceivedBytes, nil
 		}
 		w.res.observed.reboot(at, w.res.Bootstrap != nil)
+		// The first boot's failed units stay a failure; its state and
+		// command line are the second boot's to report.
+		w.res.FailedUnitsBeforeReboot = append(w.res.FailedUnitsBeforeReboot, w.res.FailedUnits...)
 		w.res.SystemState, w.res.FailedUnits, w.res.KernelCmdline = "", nil, ""
 		w.grubErrors = nil
 		w.setStage(stageFirmware)

@@ -138,9 +138,13 @@ type Result struct {
 	// reached multi-user.target ("running" is a clean boot).
 	SystemState string   `json:"system_state,omitempty"`
 	FailedUnits []string `json:"failed_units,omitempty"`
-	Lines       []Line   `json:"lines"`
-	Failures    int      `json:"failures"`
-	Warnings    int      `json:"warnings"`
+	// FailedUnitsBeforeReboot are the units that had failed in the first
+	// boot of the first-boot path, before its reboot: they fail the run
+	// as they would on the baked path.
+	FailedUnitsBeforeReboot []string `json:"failed_units_before_reboot,omitempty"`
+	Lines                   []Line   `json:"lines"`
+	Failures                int      `json:"failures"`
+	Warnings                int      `json:"warnings"`
 	// Seconds per phase (deploy, boot, validate, up).
 	Seconds map[string]float64 `json:"seconds"`
 	// MemoryMB is the VM's memory the run used.
@@ -184,6 +188,9 @@ func (r *Result) Failure() string {
 	}
 	if s := r.bootstrapFailure(); s != "" {
 		why = append(why, s)
+	}
+	if len(r.FailedUnitsBeforeReboot) > 0 {
+		why = append(why, "units failed in the boot before the reboot: "+strings.Join(r.FailedUnitsBeforeReboot, ", "))
 	}
 	if r.SystemState != "running" {
 		s := "the boot reached multi-user.target but the system is " + r.SystemState
@@ -595,7 +602,7 @@ func (r *run) checkManifest(context.Context) error {
 
 func (r *run) prepareBoot(context.Context) error {
 	var err error
-	if r.console, err = atomicfile.Create(r.opts.ConsoleLog, 0o644); err != nil {
+	if r.console, err = atomicfile.Create(r.opts.ConsoleLog, consoleLogMode(r.guest)); err != nil {
 		return fmt.Errorf("console log: %w", err)
 	}
 	r.boot.console = r.console
@@ -604,6 +611,16 @@ func (r *run) prepareBoot(context.Context) error {
 	}
 	r.vm.keepUp = r.guest.keepUp
 	return nil
+}
+
+// consoleLogMode is the console log's mode: the first-boot path's carries
+// the script's whole output (apt's, its commands', the bootstrap's), so it
+// is the owner's alone when the script holds a sensitive value.
+func consoleLogMode(p guestPlan) os.FileMode {
+	if fb := p.firstBoot; fb != nil && fb.Sensitive {
+		return 0o600
+	}
+	return 0o644
 }
 
 func (r *run) startBoot(ctx context.Context) error {

@@ -309,6 +309,8 @@ func runSmokeCompare(ctx context.Context, f *smokeFlags, opts smoke.Options, tgz
 	co := smoke.CompareOptions{Options: opts, Recipe: r}
 	if dir, err := cachedir.Default(env); err == nil {
 		co.BaseCache = filepath.Join(dir, cachedir.Base)
+	} else {
+		co.BaseCacheErr = err // reported when the base image must be downloaded
 	}
 	if ver != nil {
 		// Not beside the tgz: a store's versions are immutable.
