@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -294,15 +293,11 @@ func packBase(ctx context.Context, p *plan.Plan, cache string, client *http.Clie
 		return "", "", fmt.Errorf("resolving base image %s: %w", source, err)
 	}
 	raw := filepath.Join(work, "base.raw")
-	format := b.Format
-	if format == "" {
-		format = "raw"
-	}
-	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-q", "-f", format, "-O", "raw", image, raw).CombinedOutput(); err != nil {
+	if err := base.ToRaw(ctx, image, b.Format, raw); err != nil {
 		if ctx.Err() != nil {
 			return "", "", ctx.Err()
 		}
-		return "", "", fmt.Errorf("base image %s: qemu-img convert -f %s -O raw: %v: %s", source, format, err, strings.TrimSpace(string(out)))
+		return "", "", fmt.Errorf("base image %s: converting it to a raw disk: %w", source, err)
 	}
 	defer os.Remove(raw)
 	part, err := rootPartition(ctx, raw)
@@ -340,39 +335,30 @@ func baseReachable(p *plan.Plan, cache string, cacheErr error) error {
 	return fmt.Errorf("base image %s: %s", redact.Userinfo(p.Manifest.Base.Source), why)
 }
 
-// errFound stops a walk once it found what it looked for.
-var errFound = errors.New("found")
-
 // rootPartition is the partition of the raw disk whose ext4 filesystem
 // holds /etc/os-release (0: the disk is the filesystem).
 func rootPartition(ctx context.Context, raw string) (int, error) {
-	parts, err := ext4tar.Partitions(raw)
-	if err != nil {
-		return 0, err
-	}
-	if len(parts) == 0 {
-		parts = []int{0}
-	}
-	for _, part := range parts {
-		fsys, err := ext4tar.Open(raw, part)
-		if err != nil {
-			continue // not ext4: the ESP, a BIOS boot partition
-		}
-		err = fsys.WalkHeaders(ctx, func(h *tar.Header) error {
+	root := -1
+	err := pack.EachExt4(ctx, raw, func(part int, fsys *ext4tar.FS) error {
+		err := fsys.WalkHeaders(ctx, func(h *tar.Header) error {
 			if h.Name == "./etc/os-release" {
-				return errFound
+				root = part
+				return pack.ErrStop
 			}
 			return nil
 		})
-		fsys.Close()
-		if errors.Is(err, errFound) {
-			return part, nil
+		if errors.Is(err, pack.ErrStop) {
+			return pack.ErrStop
 		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
+		return ctx.Err() // a filesystem the host cannot read: another may be the root
+	})
+	if err != nil {
+		return 0, err
 	}
-	return 0, errors.New("no ext4 partition with /etc/os-release: no root filesystem the host can pack")
+	if root < 0 {
+		return 0, errors.New("no ext4 partition with /etc/os-release: no root filesystem the host can pack")
+	}
+	return root, nil
 }
 
 // newComparison compares two runs: each path's result (nil when it never
