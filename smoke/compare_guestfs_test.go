@@ -95,6 +95,15 @@ func TestCompareFirstBoot(t *testing.T) {
 	if c.FirstBoot.DownloadBytes <= 0 || c.FirstBoot.ArchiveBytes <= 0 || c.Baked.DownloadBytes != 0 {
 		t.Errorf("downloads: first boot %d (archives %d), baked %d", c.FirstBoot.DownloadBytes, c.FirstBoot.ArchiveBytes, c.Baked.DownloadBytes)
 	}
+	// What was measured: the bytes each guest received (the first boot's
+	// at least its packages' archives), each path's deploy, the tgz's
+	// digest; and on the small recipe the first boot did all the work.
+	if c.Baked.ReceivedBytes == nil || c.FirstBoot.ReceivedBytes == nil || *c.FirstBoot.ReceivedBytes < c.FirstBoot.ArchiveBytes {
+		t.Errorf("received bytes: baked %v, first boot %v (archives %d)", c.Baked.ReceivedBytes, c.FirstBoot.ReceivedBytes, c.FirstBoot.ArchiveBytes)
+	}
+	if c.Baked.DeploySeconds == nil || c.FirstBoot.DeploySeconds == nil || !strings.HasPrefix(c.ArtifactSHA256, "sha256:") || len(c.Differences) > 0 {
+		t.Errorf("deploy %v %v, artifact %q, differences %q", c.Baked.DeploySeconds, c.FirstBoot.DeploySeconds, c.ArtifactSHA256, c.Differences)
+	}
 	// No kernel args: no reboot.
 	if c.FirstBoot.Reboot == nil || *c.FirstBoot.Reboot {
 		t.Errorf("first boot rebooted: %v", c.FirstBoot.Reboot)
