@@ -72,6 +72,13 @@ type CompareOptions struct {
 	// WhileEachUp, when set, is each path's Options.WhileUp, told which
 	// path's VM is up (Options.WhileUp itself is not used).
 	WhileEachUp func(ctx context.Context, path string, ssh SSH) error
+	// Pairs is how many times both paths run (default 1), the order
+	// alternating (baked first in the first pair, the first-boot path
+	// first in the second, ...), so that the host's warming up and load
+	// are not all on one path: the comparison reports each pair's ratio,
+	// their median and spread. The second pair's files are named
+	// .pair2.log etc. beside the first's.
+	Pairs int
 }
 
 // Comparison is the baked image against the same work done at first boot:
@@ -89,8 +96,16 @@ type Comparison struct {
 	MemoryMB      int       `json:"memory_mb"`
 	MeasuredAt    time.Time `json:"measured_at"`
 	// Ratio is the baked path's time to validated over the first-boot
-	// path's, only when both passed.
+	// path's, only when both passed (in every pair). Over several pairs
+	// it is the median pair's (of an even count, the lower of the two
+	// middle ones), and Baked, FirstBoot, Milestones and Differences are
+	// that pair's, so that Ratio is still their validated times' ratio.
 	Ratio *float64 `json:"ratio,omitempty"`
+	// Ratios are each pair's ratio, in the order the pairs ran, and
+	// Spread is (max - min) / Ratio: how much the pairs disagree (only
+	// with more than one pair, all passed).
+	Ratios []float64 `json:"ratios,omitempty"`
+	Spread *float64  `json:"spread,omitempty"`
 	// ArtifactSHA256 is the baked tgz's sha256 as deployed
 	// ("sha256:<hex>"), BaseSHA256 the base image's the first-boot path
 	// deployed: what the comparison measured, so that a record is kept
@@ -191,51 +206,104 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 	if err := baseReachable(p, opts.BaseCache, opts.BaseCacheErr); err != nil {
 		return nil, fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
 	}
+	cleanup := func() {}
 	rep := event.Reporter(opts.Events)
-
-	bakedOpts := opts.Options
-	bakedOpts.WhileUp = whileUp(opts, PathBaked)
-	baked, bakedErr := Run(ctx, tgz, bakedOpts)
-	if baked == nil {
-		return nil, bakedErr
+	pairs := max(opts.Pairs, 1)
+	// The base is packed only once a baked run started: its tgz is not on
+	// disk during the first one, nor packed for nothing when it cannot
+	// start.
+	var baseImage, baseTgz string
+	packed := func() error {
+		if baseTgz != "" {
+			return nil
+		}
+		work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-base-")
+		if err != nil {
+			return fmt.Errorf("comparing %s with its first boot: scratch directory: %w", tgz, err)
+		}
+		cleanup = func() { os.RemoveAll(work) }
+		end := rep.Phase(PhaseBase, "resolve the base image "+redact.Userinfo(p.Manifest.Base.Source)+" and pack its root filesystem for the first-boot path")
+		baseImage, baseTgz, err = packBase(ctx, p, opts.BaseCache, opts.HTTPClient, work, rep)
+		end(err)
+		if err != nil {
+			return fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
+		}
+		return nil
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
+	defer func() { cleanup() }()
+	accel := ""
+	runBaked := func(pair int) (*Result, error) {
+		o := opts.Options
+		o.WhileUp = whileUp(opts, PathBaked)
+		if pair > 0 {
+			o = o.outputFiles(files)
+			o.ConsoleLog, o.Timeline = pairFile(o.ConsoleLog, pair), pairFile(o.Timeline, pair)
+		}
+		if accel != "" {
+			o.Accel = accel
+		}
+		return Run(ctx, tgz, o)
 	}
-	// The base is packed only now that the baked path ran: its tgz is not
-	// on disk during that run, nor packed for nothing when it cannot start.
-	work, err := os.MkdirTemp(opts.WorkDir, "imagectl-smoke-base-")
-	if err != nil {
-		return nil, fmt.Errorf("comparing %s with its first boot: scratch directory: %w", tgz, err)
+	runFirstBoot := func(pair int) (*Result, error) {
+		if err := packed(); err != nil {
+			return nil, err
+		}
+		o := opts.Options
+		o.WhileUp = whileUp(opts, PathFirstBoot)
+		o.ConsoleLog, o.Timeline = pairFile(opts.FirstBootConsoleLog, pair), pairFile(opts.FirstBootTimeline, pair)
+		// The same accelerator as the baked path, whatever auto would
+		// pick now.
+		o.Accel = accel
+		sr, err := newRun(ctx, tgz, o, &firstBootSource{base: baseImage, tgz: baseTgz, script: script})
+		if err != nil {
+			return nil, err
+		}
+		return sr.execute(ctx)
 	}
-	defer os.RemoveAll(work)
-	end := rep.Phase(PhaseBase, "resolve the base image "+redact.Userinfo(p.Manifest.Base.Source)+" and pack its root filesystem for the first-boot path")
-	baseImage, baseTgz, err := packBase(ctx, p, opts.BaseCache, opts.HTTPClient, work, rep)
-	end(err)
-	if err != nil {
-		return nil, fmt.Errorf("comparing %s with its first boot: %w", tgz, err)
+	var all []*Comparison
+	for pair := range pairs {
+		var baked, first *Result
+		var bakedErr, fbErr error
+		if pair%2 == 0 {
+			baked, bakedErr = runBaked(pair)
+			if baked == nil {
+				return nil, bakedErr
+			}
+			accel = baked.Accelerator
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			first, fbErr = runFirstBoot(pair)
+			if first == nil && baseTgz == "" {
+				return nil, fbErr // the base could not be packed: nothing to compare
+			}
+		} else {
+			first, fbErr = runFirstBoot(pair)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			baked, bakedErr = runBaked(pair)
+			if baked == nil {
+				return nil, bakedErr
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		c := newComparison(baked, bakedErr, first, fbErr, time.Now())
+		c.Differences = differences(first, m.Packages)
+		// What came from the runs may hold the recipe's sensitive values.
+		hide := func(s string) string { return string(p.Redact([]byte(s))) }
+		c.Baked.Failure, c.FirstBoot.Failure = hide(c.Baked.Failure), hide(c.FirstBoot.Failure)
+		for i := range c.Differences {
+			c.Differences[i] = hide(c.Differences[i])
+		}
+		all = append(all, c)
+		if c.Ratio == nil {
+			break // a path failed: that pair is the comparison
+		}
 	}
-	fbOpts := opts.Options
-	fbOpts.WhileUp = whileUp(opts, PathFirstBoot)
-	fbOpts.ConsoleLog, fbOpts.Timeline = opts.FirstBootConsoleLog, opts.FirstBootTimeline
-	// The same accelerator as the baked path, whatever auto would pick now.
-	fbOpts.Accel = baked.Accelerator
-	var first *Result
-	sr, fbErr := newRun(ctx, tgz, fbOpts, &firstBootSource{base: baseImage, tgz: baseTgz, script: script})
-	if fbErr == nil {
-		first, fbErr = sr.execute(ctx)
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	c := newComparison(baked, bakedErr, first, fbErr, time.Now())
-	c.Differences = differences(first, m.Packages)
-	// What came from the runs may hold the recipe's sensitive values.
-	hide := func(s string) string { return string(p.Redact([]byte(s))) }
-	c.Baked.Failure, c.FirstBoot.Failure = hide(c.Baked.Failure), hide(c.FirstBoot.Failure)
-	for i := range c.Differences {
-		c.Differences[i] = hide(c.Differences[i])
-	}
+	c := pairsComparison(all)
 	if sum := p.Manifest.Base.SHA256; sum != "" {
 		c.BaseSHA256 = digest.Prefix + strings.TrimPrefix(sum, digest.Prefix)
 	}
@@ -254,6 +322,37 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 		return c, fmt.Errorf("%w: comparing %s with its first boot: %s", ErrFailed, tgz, strings.Join(failed, "; "))
 	}
 	return c, nil
+}
+
+// pairFile is a file of the pair'th pair (from 0): path itself for the
+// first, <path>.pairN before its extension for the others.
+func pairFile(path string, pair int) string {
+	if pair == 0 {
+		return path
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + fmt.Sprintf(".pair%d", pair+1) + ext
+}
+
+// pairsComparison is the comparison of the pairs that ran: the last one
+// when a path failed in it (the failure is the comparison's), else the
+// median pair's, with every pair's ratio and their spread.
+func pairsComparison(all []*Comparison) *Comparison {
+	last := all[len(all)-1]
+	if last.Ratio == nil || len(all) == 1 {
+		return last
+	}
+	sorted := slices.Clone(all)
+	slices.SortStableFunc(sorted, func(a, b *Comparison) int { return cmp.Compare(*a.Ratio, *b.Ratio) })
+	c := sorted[(len(sorted)-1)/2]
+	for _, x := range all {
+		c.Ratios = append(c.Ratios, *x.Ratio)
+	}
+	if *c.Ratio > 0 {
+		s := round3((*sorted[len(sorted)-1].Ratio - *sorted[0].Ratio) / *c.Ratio)
+		c.Spread = &s
+	}
+	return c
 }
 
 func whileUp(opts CompareOptions, path string) func(context.Context, SSH) error {
@@ -617,8 +716,19 @@ func (c *Comparison) Text() string {
 		}
 		b.WriteString("\n")
 	}
+	if len(c.Ratios) > 1 {
+		fmt.Fprintf(&b, "%d pairs, the order alternating; their ratios:", len(c.Ratios))
+		for _, r := range c.Ratios {
+			fmt.Fprintf(&b, " %.3f", r)
+		}
+		b.WriteString("; the timelines above are the median pair's\n")
+	}
 	if c.Ratio != nil {
-		fmt.Fprintf(&b, "ratio baked/first-boot: %.3f (the baked image is validated in %.0f%% of the first boot's time)\n", *c.Ratio, *c.Ratio*100)
+		fmt.Fprintf(&b, "ratio baked/first-boot: %.3f (the baked image is validated in %.0f%% of the first boot's time)", *c.Ratio, *c.Ratio*100)
+		if c.Spread != nil {
+			fmt.Fprintf(&b, "; median of %d pairs, spread %.1f%% ((max - min) / median)", len(c.Ratios), *c.Spread*100)
+		}
+		b.WriteString("\n")
 	} else {
 		b.WriteString("ratio: none (a path failed)\n")
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -612,5 +613,49 @@ func TestBaseReachable(t *testing.T) {
 	p.Inputs.BasePath = "/img/base.qcow2"
 	if err := baseReachable(p, "", nil); err != nil {
 		t.Error(err)
+	}
+}
+
+// Several pairs: the median pair's comparison (of an even count the lower
+// middle one), so that its ratio is still its paths' ratio, with every
+// pair's ratio and the spread; a pair with a failed path is the
+// comparison.
+func TestPairsComparison(t *testing.T) {
+	now := time.Now()
+	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 28}}
+	pair := func(baked, first float64) *Comparison {
+		return newComparison(passedResult(t, baked, nil), nil, passedResult(t, first, fb), nil, now)
+	}
+	one := pair(20, 80)
+	if c := pairsComparison([]*Comparison{one}); c != one || c.Ratios != nil || c.Spread != nil {
+		t.Errorf("one pair: %+v", c)
+	}
+	a, b := pair(30, 100), pair(20, 80) // 0.3, 0.25
+	c := pairsComparison([]*Comparison{a, b})
+	if c != b || *c.Ratio != 0.25 || !slices.Equal(c.Ratios, []float64{0.3, 0.25}) || *c.Spread != 0.2 {
+		t.Errorf("two pairs: ratio %v, ratios %v, spread %v", *c.Ratio, c.Ratios, c.Spread)
+	}
+	if *c.Ratio != round3(*c.Baked.ValidatedSeconds / *c.FirstBoot.ValidatedSeconds) {
+		t.Errorf("the ratio is not its paths'")
+	}
+	text := c.Text()
+	for _, s := range []string{"2 pairs, the order alternating; their ratios: 0.300 0.250", "ratio baked/first-boot: 0.250", "median of 2 pairs, spread 20.0%"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("text lacks %q:\n%s", s, text)
+		}
+	}
+	x, y, z := pair(30, 100), pair(20, 80), pair(27, 100)
+	if c := pairsComparison([]*Comparison{x, y, z}); c != z || !slices.Equal(c.Ratios, []float64{0.3, 0.25, 0.27}) {
+		t.Errorf("three pairs: %v %v", *c.Ratio, c.Ratios)
+	}
+	failed := newComparison(passedResult(t, 20, nil), nil, nil, errors.New("no base"), now)
+	if c := pairsComparison([]*Comparison{pair(20, 80), failed}); c != failed || c.Ratios != nil || c.Ratio != nil {
+		t.Errorf("a failed pair: %+v", c)
+	}
+	if got := pairFile("/o/x-1.smoke-first-boot.log", 1); got != "/o/x-1.smoke-first-boot.pair2.log" {
+		t.Errorf("pairFile %s", got)
+	}
+	if got := pairFile("/o/x.json", 0); got != "/o/x.json" {
+		t.Errorf("pairFile %s", got)
 	}
 }

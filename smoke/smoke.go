@@ -307,6 +307,21 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	return sr.execute(ctx)
 }
 
+// outputFiles is o with its console log and timeline defaults filled in:
+// beside the tgz (files), the timeline beside a console log given.
+func (o Options) outputFiles(files manifest.Files) Options {
+	if o.Timeline == "" {
+		o.Timeline = files.SmokeTimeline
+		if o.ConsoleLog != "" {
+			o.Timeline = strings.TrimSuffix(o.ConsoleLog, ".log") + "-timeline.json"
+		}
+	}
+	if o.ConsoleLog == "" {
+		o.ConsoleLog = files.SmokeLog
+	}
+	return o
+}
+
 // firstBootSource is what the first-boot path of a comparison boots
 // instead of the tgz: the base image's root filesystem packed into a tgz
 // (deployed as the tgz would be), with the first-boot script in the seed.
@@ -325,15 +340,7 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 	if opts.Manifest == "" {
 		opts.Manifest = files.Manifest
 	}
-	if opts.Timeline == "" {
-		opts.Timeline = files.SmokeTimeline
-		if opts.ConsoleLog != "" {
-			opts.Timeline = strings.TrimSuffix(opts.ConsoleLog, ".log") + "-timeline.json"
-		}
-	}
-	if opts.ConsoleLog == "" {
-		opts.ConsoleLog = files.SmokeLog
-	}
+	opts = opts.outputFiles(files)
 	if opts.MemoryMB == 0 {
 		opts.MemoryMB = 2048
 	}
