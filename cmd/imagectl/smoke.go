@@ -31,8 +31,8 @@ type smokeFlags struct {
 	// compare is --compare-first-boot's recipe; recipe its variables.
 	compare string
 	// pairs is --pairs: how many times both paths run.
-	pairs int
-	recipe  recipeFlags
+	pairs  int
+	recipe recipeFlags
 }
 
 // maxPublicKeys bounds an --authorized-key file: a few OpenSSH public
