@@ -596,9 +596,9 @@ func publish(ctx context.Context, m *manifest.Manifest, tgz *atomicfile.File, f 
 
 // prepareDisk writes a sparse raw copy of the base image and grows it to
 // size (the appliance grows the partition and filesystem).
-func prepareDisk(ctx context.Context, base, format, disk string, size int64) error {
-	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-q", "-f", format, "-O", "raw", base, disk).CombinedOutput(); err != nil {
-		return fmt.Errorf("copying the base image: qemu-img convert: %v: %s", ctxErr(ctx, err), strings.TrimSpace(string(out)))
+func prepareDisk(ctx context.Context, baseImage, format, disk string, size int64) error {
+	if err := base.ToRaw(ctx, baseImage, format, disk); err != nil {
+		return fmt.Errorf("copying the base image: %w", ctxErr(ctx, err))
 	}
 	st, err := os.Stat(disk)
 	if err != nil {

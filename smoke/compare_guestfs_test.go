@@ -95,6 +95,22 @@ func TestCompareFirstBoot(t *testing.T) {
 	if c.FirstBoot.DownloadBytes <= 0 || c.FirstBoot.ArchiveBytes <= 0 || c.Baked.DownloadBytes != 0 {
 		t.Errorf("downloads: first boot %d (archives %d), baked %d", c.FirstBoot.DownloadBytes, c.FirstBoot.ArchiveBytes, c.Baked.DownloadBytes)
 	}
+	// What was measured: the bytes each guest received (the first boot's
+	// at least its packages' archives), each path's deploy, the tgz's
+	// digest; and on the small recipe the first boot did all the work but
+	// the clean-up's part a live host keeps (machine-id, logs, ...), which
+	// runs in part by design.
+	if c.Baked.ReceivedBytes == nil || c.FirstBoot.ReceivedBytes == nil || *c.FirstBoot.ReceivedBytes < c.FirstBoot.ArchiveBytes {
+		t.Errorf("received bytes: baked %v, first boot %v (archives %d)", c.Baked.ReceivedBytes, c.FirstBoot.ReceivedBytes, c.FirstBoot.ArchiveBytes)
+	}
+	if c.Baked.DeploySeconds == nil || c.FirstBoot.DeploySeconds == nil || !strings.HasPrefix(c.ArtifactSHA256, "sha256:") {
+		t.Errorf("deploy seconds baked %v, first boot %v; artifact %q", c.Baked.DeploySeconds, c.FirstBoot.DeploySeconds, c.ArtifactSHA256)
+	}
+	for _, d := range c.Differences {
+		if !strings.HasPrefix(d, "in part at first boot: ") || !strings.Contains(d, "not on a live host: machine-id") {
+			t.Errorf("a difference beyond the clean-up's: %s", d)
+		}
+	}
 	// No kernel args: no reboot.
 	if c.FirstBoot.Reboot == nil || *c.FirstBoot.Reboot {
 		t.Errorf("first boot rebooted: %v", c.FirstBoot.Reboot)

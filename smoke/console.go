@@ -34,6 +34,9 @@ type watcher struct {
 	// way of saying a file is missing.
 	grubErrors []string
 	tail       []string
+	// receivedBefore is what the guest received in the boots before an
+	// announced reboot (the counters start again at 0).
+	receivedBefore int64
 }
 
 var (
@@ -110,6 +113,13 @@ func (w *watcher) feed(raw string, at time.Duration) (done bool, err error) {
 	case w.stage == stageFirmware && kernelRE.MatchString(line):
 		w.res.observed.kernel = &at
 		w.setStage(stageKernel)
+	case kernelRE.MatchString(line):
+		// A kernel banner after the kernel started: the VM rebooted, and
+		// not through the smoke script's one announced reboot (a
+		// postinst, cloud-init's power_state, a bootstrap that reboots).
+		// Its guest clock starts again at 0, so nothing after it could be
+		// timed on this boot's clock: the run fails.
+		return false, fmt.Errorf("the VM rebooted without the smoke script's reboot (a second kernel banner while the %s stage was on): %s", w.stage, w.context())
 	case w.stage == stageFirmware && strings.HasPrefix(strings.TrimSpace(line), "error: "):
 		w.grubErrors = append(w.grubErrors, strings.TrimSpace(line))
 	case panicRE.MatchString(line):
@@ -151,6 +161,11 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 		if n, err := strconv.Atoi(val); err == nil && w.res.Bootstrap != nil {
 			w.res.Bootstrap.Exit = &n
 		}
+	case "received-bytes":
+		if n, err := strconv.ParseInt(val, 10, 64); err == nil && n >= 0 {
+			n += w.receivedBefore
+			w.res.ReceivedBytes = &n
+		}
 	case "clock":
 		if f, err := strconv.ParseFloat(val, 64); err == nil {
 			w.res.observed.clock(at, f)
@@ -167,7 +182,13 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 			return false, fmt.Errorf("the VM rebooted, which only the first-boot path does, once: %s", w.context())
 		}
 		w.res.FirstBoot.Rebooted = true
+		if w.res.ReceivedBytes != nil {
+			w.receivedBefore, w.res.ReceivedBytes = *w.res.ReceivedBytes, nil
+		}
 		w.res.observed.reboot(at, w.res.Bootstrap != nil)
+		// The first boot's failed units stay a failure; its state and
+		// command line are the second boot's to report.
+		w.res.FailedUnitsBeforeReboot = append(w.res.FailedUnitsBeforeReboot, w.res.FailedUnits...)
 		w.res.SystemState, w.res.FailedUnits, w.res.KernelCmdline = "", nil, ""
 		w.grubErrors = nil
 		w.setStage(stageFirmware)

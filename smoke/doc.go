@@ -13,4 +13,9 @@
 // (internal/appliance, as builds do), so it is built only with the guestfs
 // tag; without it Run says so. The boot needs QEMU and OVMF. Progress is
 // reported as internal/event events, as builds and uploads report theirs.
+// Compare boots the tgz and the recipe's base image with its first-boot
+// script (builder/firstboot) under the same conditions, in one pair or
+// several in alternating order, and compares the two paths: their
+// timelines, times to validated, received bytes, and the work the first
+// boot did not do as the build did.
 package smoke

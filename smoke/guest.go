@@ -98,21 +98,45 @@ func userDataMode(p guestPlan) int {
 // script's (firstboot.UserData: write_files puts the script on the host,
 // runcmd's first entry runs it with -e on), then in the same runcmd the
 // site bootstrap seedUserData runs, which therefore runs only when the
-// script succeeded, then the login. cloud-init runs runcmd's entries in
-// order, in one script.
+// script succeeded, and only when the script requires no reboot
+// (firstBootBootstrap), then the login. cloud-init runs runcmd's entries
+// in order, in one script.
 func firstBootUserData(fb firstboot.Result, b *bootstrapSpec, login *guestLogin) string {
 	s := string(fb.UserData())
 	if !strings.HasSuffix(s, "\n") {
 		s += "\n"
 	}
 	if b != nil {
-		s += "  # imagectl smoke: the site bootstrap, after the first-boot script.\n" +
-			"  - [\"sh\", \"-c\", " + yamlQuote(bootstrapScript(b, defaultGuestPaths)) + "]\n"
+		s += "  # imagectl smoke: the site bootstrap, after the first-boot script (after its reboot when it requires one).\n" +
+			"  - [\"sh\", \"-c\", " + yamlQuote(firstBootBootstrap(b, defaultGuestPaths)) + "]\n"
 	}
 	if login != nil {
 		s += strings.TrimPrefix(seedUserData(nil, login), "#cloud-config\n")
 	}
 	return s
+}
+
+// rebootPending is the shell test that the first-boot script succeeded
+// and requires a reboot: its result line (in its state directory) says
+// status=ok and reboot_required=yes. A failed script that changed the
+// kernel args reboots nothing: its failure is the path's.
+func rebootPending(g guestPaths) string {
+	result := shell.Quote(g.firstBoot + "/result")
+	return "grep -q ' status=ok' " + result + " 2>/dev/null && grep -q ' reboot_required=yes' " + result + " 2>/dev/null"
+}
+
+// firstBootBootstrap is the first-boot path's runcmd entry for the site
+// bootstrap: bootstrapScript, unless the first-boot script requires a
+// reboot. Then the host is handed to the site bootstrap only after that
+// reboot, as an operator of that path does (install, reboot for the
+// kernel args, then the bootstrap): the smoke script runs it in the
+// second boot, before the validation (secondBootBootstrap), so that what
+// it did at runtime (a module loaded, a service started) is there when
+// the validation runs, as on the baked path.
+func firstBootBootstrap(b *bootstrapSpec, g guestPaths) string {
+	return "if " + rebootPending(g) + "; then\n" +
+		"\texit 0 # the smoke script runs the bootstrap after the reboot\n" +
+		"fi\n" + bootstrapScript(b, g)
 }
 
 // datasourceConfig mirrors curtin's 95-cloudconfig-*.cfg, which pins
@@ -161,15 +185,19 @@ func replaceCmdlineDefault(grub, args string) string {
 // guestPaths are where the guest scripts talk and keep state; tests run
 // the scripts with their own.
 type guestPaths struct {
-	tty   string // the serial console
-	state string // the bootstrap's exit status, its output's FIFO
-	log   string // the bootstrap's output
+	tty       string // the serial console
+	state     string // the bootstrap's exit status, its output's FIFO
+	log       string // the bootstrap's output
+	firstBoot string // the first-boot script's state: its result line, its done marker
+	rebooted  string // the first-boot path's note that it rebooted the VM
 }
 
 var defaultGuestPaths = guestPaths{
-	tty:   "/dev/ttyS0",
-	state: "/run/imagectl-smoke",
-	log:   "/var/log/imagectl-smoke-bootstrap.log",
+	tty:       "/dev/ttyS0",
+	state:     "/run/imagectl-smoke",
+	log:       "/var/log/imagectl-smoke-bootstrap.log",
+	firstBoot: firstboot.StateDir,
+	rebooted:  rebootedMarker,
 }
 
 // guestFile is a file the deploy writes into the target.
@@ -296,12 +324,13 @@ WantedBy=multi-user.target
 // to finish (cloud-final and with it any bootstrap included), reports the
 // system state, failed units, kernel command line and the bootstrap's exit
 // status, runs the image's validation script for the profile and stage and
-// relays its lines, reports the boot's systemd timestamps, and powers off.
+// relays its lines, reports the bytes the guest received and the boot's
+// systemd timestamps, and powers off.
 // Its clock lines tie the guest's monotonic clock to the host's.
 func smokeScriptFor(p guestPlan, g guestPaths) string {
 	return `#!/bin/sh
 # Written by imagectl smoke into its scratch disk only; never part of an image.
-` + sayFunc(g.tty, true) + `dmesg -n 1 2>/dev/null
+` + sayFunc(g.tty, true) + rxBytesFunc + `dmesg -n 1 2>/dev/null
 say "` + markerPrefix + `clock=$(uptime_s)"
 say "` + markerPrefix + `multi-user"
 # Report what is still starting, once a minute, until the boot settles.
@@ -328,10 +357,28 @@ else
 	say "` + markerPrefix + `no-validation-script="` + shell.Quote(p.validation) + `
 fi
 say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)"
+say "` + markerPrefix + `received-bytes=$(rx_bytes)"
 ` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)"
 say "` + markerPrefix + `done"
 ` + powerOffLine(p)
 }
+
+// rxBytesFunc is the shell function that prints what the guest's network
+// interfaces but lo received, in bytes, since this boot started: the
+// same measure of the downloads on both paths, whatever fetched them
+// (apt, cloud-init, the bootstrap).
+const rxBytesFunc = `rx_bytes() {
+	rx_total=0
+	for rx_file in /sys/class/net/*/statistics/rx_bytes; do
+		case $rx_file in
+		*/lo/*) continue ;;
+		esac
+		rx_n=$(cat "$rx_file" 2>/dev/null) || rx_n=0
+		rx_total=$((rx_total + ${rx_n:-0}))
+	done
+	echo "$rx_total"
+}
+`
 
 // powerOffLine ends the smoke script: a poweroff, or nothing when the VM
 // stays up for the caller (Options.WhileUp), who has QEMU press its power
@@ -350,26 +397,47 @@ const rebootedMarker = "/var/lib/imagectl-smoke/rebooted"
 // firstBootReport is, on the first-boot path, the smoke script's copy of
 // the first-boot script's result line (kept in its state directory; the
 // console's may be cut by other output), and its reboot: when the script
-// requires one (kernel args take effect only then) and the VM has not
-// rebooted yet, the first boot's bootstrap and systemd times are reported,
+// succeeded and requires one (kernel args take effect only then) and the
+// VM has not rebooted yet, the first boot's systemd times are reported,
 // the VM reboots, and the smoke unit runs again in the second boot, where
-// the validation runs.
+// the site bootstrap (secondBootBootstrap) and the validation run.
 func firstBootReport(p guestPlan, g guestPaths) string {
 	if p.firstBoot == nil {
 		return ""
 	}
-	result := shell.Quote(firstboot.StateDir + "/result")
+	result := shell.Quote(g.firstBoot + "/result")
+	rebooted := shell.Quote(g.rebooted)
 	return `if [ -f ` + result + ` ]; then
 	say "` + firstboot.Prefix + ` $(cat ` + result + `)"
 fi
-if [ ! -e ` + rebootedMarker + ` ] && grep -q ' reboot_required=yes' ` + result + ` 2>/dev/null; then
-` + indent(bootstrapReport(p, g)+systemdReport()) + `	say "` + markerPrefix + `clock=$(uptime_s)"
-	mkdir -p "$(dirname ` + rebootedMarker + `)"
-	: >` + rebootedMarker + `
+if [ ! -e ` + rebooted + ` ] && ` + rebootPending(g) + `; then
+` + indent(systemdReport()) + `	say "` + markerPrefix + `received-bytes=$(rx_bytes)"
+	say "` + markerPrefix + `clock=$(uptime_s)"
+	mkdir -p "$(dirname ` + rebooted + `)"
+	: >` + rebooted + `
 	sync
 	say "` + markerPrefix + `reboot"
 	systemctl reboot
 	exit 0
+fi
+` + secondBootBootstrap(p, g)
+}
+
+// secondBootBootstrap is, on the first-boot path at stage converged, the
+// smoke script's run of the site bootstrap in the second boot: when the
+// VM rebooted for the first-boot script, which succeeded (its done
+// marker), and the bootstrap has not run in this boot, it runs as
+// cloud-init's runcmd would have (bootstrapScript in a subshell, timed by
+// its own bootstrap-start and bootstrap-done lines), before the
+// validation. It is not indented: a value may span lines.
+func secondBootBootstrap(p guestPlan, g guestPaths) string {
+	if p.bootstrap == nil {
+		return ""
+	}
+	return `if [ -e ` + shell.Quote(g.rebooted) + ` ] && [ -e ` + shell.Quote(g.firstBoot+"/"+firstboot.DoneMarker) + ` ] && [ ! -f ` + shell.Quote(g.state+"/bootstrap.exit") + ` ]; then
+	# shellcheck disable=SC2016 # the bootstrap's values are single-quoted data: a $ in them is not to expand
+	(
+` + bootstrapScript(p.bootstrap, g) + `	) </dev/null >/dev/null 2>&1
 fi
 `
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +166,16 @@ func TestStalledInTheBootstrap(t *testing.T) {
 		bootstrapPrefix+"installing DOCA\r\n")
 	if s := w.stalled(); !strings.Contains(s, "the site bootstrap h200-ib was still running") {
 		t.Errorf("stalled: %s", s)
+	}
+}
+
+// rx_bytes, as the smoke script reads it, is one count of bytes: this
+// host's interfaces but lo.
+func TestRxBytes(t *testing.T) {
+	checkShell(t, rxBytesFunc+"rx_bytes\n")
+	out, err := exec.Command("sh", "-c", rxBytesFunc+"rx_bytes").Output()
+	n, perr := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil || perr != nil || n < 0 {
+		t.Errorf("rx_bytes: %q, %v, %v", out, err, perr)
 	}
 }

@@ -138,11 +138,24 @@ type Result struct {
 	// reached multi-user.target ("running" is a clean boot).
 	SystemState string   `json:"system_state,omitempty"`
 	FailedUnits []string `json:"failed_units,omitempty"`
-	Lines       []Line   `json:"lines"`
-	Failures    int      `json:"failures"`
-	Warnings    int      `json:"warnings"`
+	// FailedUnitsBeforeReboot are the units that had failed in the first
+	// boot of the first-boot path, before its reboot: they fail the run
+	// as they would on the baked path.
+	FailedUnitsBeforeReboot []string `json:"failed_units_before_reboot,omitempty"`
+	Lines                   []Line   `json:"lines"`
+	Failures                int      `json:"failures"`
+	Warnings                int      `json:"warnings"`
 	// Seconds per phase (deploy, boot, validate, up).
 	Seconds map[string]float64 `json:"seconds"`
+	// MemoryMB is the VM's memory the run used.
+	MemoryMB int `json:"memory_mb"`
+	// ArtifactSHA256 is the deployed tgz's sha256 ("sha256:<hex>"),
+	// hashed as it was extracted: the bytes this run booted.
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	// ReceivedBytes is what the guest's network interfaces (all but lo)
+	// received up to the validation's end, over every boot of the run, as
+	// the smoke script read their rx_bytes; nil when it did not report.
+	ReceivedBytes *int64 `json:"received_bytes,omitempty"`
 	// SSH is where the VM answered ssh, when a port was forwarded.
 	SSH *SSH `json:"ssh,omitempty"`
 	// Timeline is the first boot's milestones, when it booted; it is
@@ -175,6 +188,9 @@ func (r *Result) Failure() string {
 	}
 	if s := r.bootstrapFailure(); s != "" {
 		why = append(why, s)
+	}
+	if len(r.FailedUnitsBeforeReboot) > 0 {
+		why = append(why, "units failed in the boot before the reboot: "+strings.Join(r.FailedUnitsBeforeReboot, ", "))
 	}
 	if r.SystemState != "running" {
 		s := "the boot reached multi-user.target but the system is " + r.SystemState
@@ -291,6 +307,21 @@ func Run(ctx context.Context, tgz string, opts Options) (*Result, error) {
 	return sr.execute(ctx)
 }
 
+// outputFiles is o with its console log and timeline defaults filled in:
+// beside the tgz (files), the timeline beside a console log given.
+func (o Options) outputFiles(files manifest.Files) Options {
+	if o.Timeline == "" {
+		o.Timeline = files.SmokeTimeline
+		if o.ConsoleLog != "" {
+			o.Timeline = strings.TrimSuffix(o.ConsoleLog, ".log") + "-timeline.json"
+		}
+	}
+	if o.ConsoleLog == "" {
+		o.ConsoleLog = files.SmokeLog
+	}
+	return o
+}
+
 // firstBootSource is what the first-boot path of a comparison boots
 // instead of the tgz: the base image's root filesystem packed into a tgz
 // (deployed as the tgz would be), with the first-boot script in the seed.
@@ -309,15 +340,7 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 	if opts.Manifest == "" {
 		opts.Manifest = files.Manifest
 	}
-	if opts.Timeline == "" {
-		opts.Timeline = files.SmokeTimeline
-		if opts.ConsoleLog != "" {
-			opts.Timeline = strings.TrimSuffix(opts.ConsoleLog, ".log") + "-timeline.json"
-		}
-	}
-	if opts.ConsoleLog == "" {
-		opts.ConsoleLog = files.SmokeLog
-	}
+	opts = opts.outputFiles(files)
 	if opts.MemoryMB == 0 {
 		opts.MemoryMB = 2048
 	}
@@ -389,7 +412,7 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 		}
 	}
 	res := &Result{Artifact: tgz, Image: m.Image.Name, Version: m.Image.Version, Accelerator: accel,
-		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}}
+		ConsoleLog: opts.ConsoleLog, Profile: plan.profile, Stage: plan.stage, Seconds: map[string]float64{}, MemoryMB: opts.MemoryMB}
 	if fb != nil {
 		res.Artifact, res.FirstBoot = fb.base, &FirstBoot{}
 		r.Log("the first-boot path: " + fb.base + " with the first-boot script in its user-data, rebooted once when the script requires it")
@@ -566,6 +589,9 @@ func (r *run) deploy(ctx context.Context) error {
 	r.dep, err = deploy(ctx, r.tgz, r.boot.disk, deployConfig{
 		accel: r.boot.accel, size: r.opts.DiskSize, guest: r.guest, initramfs: r.opts.UpdateInitramfs, log: r.rep.Log,
 	})
+	if err == nil {
+		r.res.ArtifactSHA256 = r.dep.tgz.String()
+	}
 	return err
 }
 
@@ -583,7 +609,7 @@ func (r *run) checkManifest(context.Context) error {
 
 func (r *run) prepareBoot(context.Context) error {
 	var err error
-	if r.console, err = atomicfile.Create(r.opts.ConsoleLog, 0o644); err != nil {
+	if r.console, err = atomicfile.Create(r.opts.ConsoleLog, consoleLogMode(r.guest)); err != nil {
 		return fmt.Errorf("console log: %w", err)
 	}
 	r.boot.console = r.console
@@ -592,6 +618,16 @@ func (r *run) prepareBoot(context.Context) error {
 	}
 	r.vm.keepUp = r.guest.keepUp
 	return nil
+}
+
+// consoleLogMode is the console log's mode: the first-boot path's carries
+// the script's whole output (apt's, its commands', the bootstrap's), so it
+// is the owner's alone when the script holds a sensitive value.
+func consoleLogMode(p guestPlan) os.FileMode {
+	if fb := p.firstBoot; fb != nil && fb.Sensitive {
+		return 0o600
+	}
+	return 0o644
 }
 
 func (r *run) startBoot(ctx context.Context) error {

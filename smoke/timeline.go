@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/firstboot"
@@ -163,6 +164,33 @@ func (t *Timeline) Find(name string) *Milestone {
 	return nil
 }
 
+// beforeValidated are the milestones a passed run has before its
+// validation ended, whatever the path: a validation-done earlier than one
+// of them was timed on another boot's clock.
+var beforeValidated = []string{MilestoneKernel, MilestoneMultiUser, MilestoneFirstBootStart, MilestoneFirstBootDone,
+	MilestoneBootstrapDone, MilestoneReboot, MilestoneRebootKernel, MilestoneRebootMultiUser, MilestoneValidationStart}
+
+// validatedOutOfOrder names the milestones of t that come after its
+// validation-done although they must precede it ("" when none does, or
+// t has no validation-done).
+func (t *Timeline) validatedOutOfOrder() string {
+	v := t.Find(MilestoneValidationDone)
+	if v == nil {
+		return ""
+	}
+	var late []string
+	for _, name := range beforeValidated {
+		if m := t.Find(name); m != nil && m.Seconds > v.Seconds {
+			late = append(late, fmt.Sprintf("%s at %.1f s", name, m.Seconds))
+		}
+	}
+	if len(late) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the timeline puts %s at %.1f s, before %s: the times are not of one boot (an unannounced reboot?)",
+		MilestoneValidationDone, v.Seconds, strings.Join(late, ", "))
+}
+
 // observations are the times a boot's console carried, raw: the host's
 // times as durations since QEMU started, the guest's as its monotonic
 // clock in seconds.
@@ -243,7 +271,8 @@ func (o *observations) timeline(withBootstrap, firstBoot bool) (ms []Milestone, 
 }
 
 // afterReboot is a milestone once the VM rebooted: the first boot's, but
-// the validation's, which only the second boot has, and the reboot's own.
+// the validation's, which only the second boot has, the bootstrap's when
+// it ran in the second boot, and the reboot's own.
 func (o *observations) afterReboot(name, source string) (Milestone, bool) {
 	if o.rebootAt == nil {
 		return o.milestone(name, source)
@@ -261,6 +290,11 @@ func (o *observations) afterReboot(name, source string) (Milestone, bool) {
 		return m, ok
 	case MilestoneValidationStart, MilestoneValidationDone:
 		return o.milestone(name, source)
+	case MilestoneBootstrapStart, MilestoneBootstrapDone:
+		// The second boot's when the bootstrap waited for the reboot.
+		if m, ok := o.milestone(name, source); ok {
+			return m, true
+		}
 	}
 	m, ok := o.before[name]
 	return m, ok

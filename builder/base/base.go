@@ -1,6 +1,8 @@
 // Package base owns the base images a build starts from: a local file
 // verified against the recipe's checksum, or a download verified as it is
-// written and kept by digest, so a cached file is verified by its name.
+// written and kept by digest, so a cached file is verified by its name;
+// and their conversion to a raw disk (ToRaw), for a build and for the
+// smoke comparison.
 package base
 
 import (

@@ -40,10 +40,20 @@ type Console struct {
 	Times map[string]float64 `json:"times,omitempty"`
 	// Errors are the last error lines of a failing step.
 	Errors []string `json:"errors,omitempty"`
+	// NotHere are the steps that did not run at first boot, and Partly
+	// those that ran in part, each as the script logged it: "step N/M:
+	// SUMMARY (why: WHY)" and "step N/M: WHY" (what does not run). A
+	// rerun's line replaces the first run's for the same step.
+	NotHere []string `json:"not_here,omitempty"`
+	Partly  []string `json:"partly,omitempty"`
 }
 
-// maxErrors is how many error lines Console keeps.
-const maxErrors = 5
+// maxErrors is how many error lines Console keeps; maxSteps how many
+// NotHere and Partly lines (a script has a few dozen steps).
+const (
+	maxErrors = 5
+	maxSteps  = 256
+)
 
 // Line reads one line of output: it returns false when the line is not
 // the script's (its Prefix may follow other text, a console's timestamp or
@@ -71,8 +81,31 @@ func (c *Console) Line(line string) bool {
 		if len(c.Errors) > maxErrors {
 			c.Errors = c.Errors[len(c.Errors)-maxErrors:]
 		}
+	case strings.HasPrefix(rest, "step="):
+		step, fields, _ := strings.Cut(strings.TrimPrefix(rest, "step="), " ")
+		if _, what, ok := strings.Cut(fields, " not-at-first-boot "); ok {
+			c.NotHere = stepNote(c.NotHere, step, what)
+		} else if what, ok := strings.CutPrefix(fields, "partly: "); ok {
+			c.Partly = stepNote(c.Partly, step, what)
+		}
 	}
 	return true
+}
+
+// stepNote adds "step N/M: WHAT" to notes, in place of an earlier note of
+// the same step (a rerun logs it again).
+func stepNote(notes []string, step, what string) []string {
+	prefix := "step " + step + ": "
+	for i, n := range notes {
+		if strings.HasPrefix(n, prefix) {
+			notes[i] = prefix + what
+			return notes
+		}
+	}
+	if len(notes) >= maxSteps {
+		return notes
+	}
+	return append(notes, prefix+what)
 }
 
 // result reads the result line's key=value fields; keys it does not know

@@ -13,6 +13,9 @@ IMAGECTL_FIRSTBOOT image=demo version=0.1.0 steps=4 time=2026-11-26T18:00:00Z st
 IMAGECTL_FIRSTBOOT step=1/4 time=2026-11-26T18:00:00Z uptime=41.22 start packages: jq
 [   52.0] cloud-init[612]: Setting up jq (1.6-2.1) ...
 IMAGECTL_FIRSTBOOT step=1/4 time=2026-11-26T18:00:11Z uptime=52.31 done
+IMAGECTL_FIRSTBOOT step=2/4 time=2026-11-26T18:00:11Z not-at-first-boot bundles: stage big (why: over 16 MiB)
+IMAGECTL_FIRSTBOOT step=3/4 partly: the initramfs is not rebuilt
+IMAGECTL_FIRSTBOOT step=2/4 time=2026-11-26T18:00:12Z not-at-first-boot bundles: stage big (why: over 16 MiB, rerun)
 IMAGECTL_FIRSTBOOT step=4/4 time=2026-11-26T18:00:12Z not-at-first-boot cleanup (why: not on a live host)
 [   60.1] cloud-init[612]: IMAGECTL_FIRSTBOOT time firstboot-done=60.10
 IMAGECTL_FIRSTBOOT result status=ok steps=4 ran=3 already_done=0 not_at_first_boot=1 download_bytes=1234567 archive_bytes=1000000 index_bytes=234567 missing_optional=nvtop,htop reboot_required=yes seconds=18.900
@@ -30,8 +33,15 @@ func read(s string) (*Console, int) {
 
 func TestConsoleOK(t *testing.T) {
 	c, n := read(okConsole)
-	if n != 7 {
-		t.Errorf("%d of the script's lines, want 7", n)
+	if n != 10 {
+		t.Errorf("%d of the script's lines, want 10", n)
+	}
+	want := "step 2/4: bundles: stage big (why: over 16 MiB, rerun)|step 4/4: cleanup (why: not on a live host)"
+	if got := strings.Join(c.NotHere, "|"); got != want {
+		t.Errorf("not here %q, want %q", got, want)
+	}
+	if len(c.Partly) != 1 || c.Partly[0] != "step 3/4: the initramfs is not rebuilt" {
+		t.Errorf("partly %q", c.Partly)
 	}
 	if c.Failure() != "" || c.Status != "ok" || c.Steps != 4 || c.Ran != 3 || c.NotAtFirstBoot != 1 || c.FailedStep != 0 {
 		t.Errorf("%+v: %s", c, c.Failure())

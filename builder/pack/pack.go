@@ -3,7 +3,9 @@
 // normalized, compressed and hashed in one pass, with Root choosing
 // between the two. It also owns the build's source date (source.go): the
 // time every newer modification time in the tgz is clamped to, so the
-// same inputs give the same bytes.
+// same inputs give the same bytes; and the walk over a raw disk's ext4
+// filesystems (EachExt4) that the source date and the smoke comparison's
+// root filesystem are found with.
 package pack
 
 import (

@@ -61,27 +61,21 @@ var ErrNoSourceDate = errors.New("no ext4 filesystem of the base image could be 
 // not count, since a later build would count them. Only headers are read,
 // no file's contents. ErrNoSourceDate: no filesystem could be read.
 func BaseSourceDate(ctx context.Context, path string, before time.Time) (SourceDate, error) {
-	parts, err := ext4tar.Partitions(path)
-	if err != nil {
-		return SourceDate{}, err
-	}
-	if len(parts) == 0 {
-		parts = []int{0}
-	}
 	var newest time.Time
 	read := false
-	for _, part := range parts {
-		t, err := newestBefore(ctx, path, part, before)
+	err := EachExt4(ctx, path, func(_ int, fsys *ext4tar.FS) error {
+		t, err := newestBefore(ctx, fsys, before)
 		if err != nil {
-			if ctx.Err() != nil {
-				return SourceDate{}, ctx.Err()
-			}
-			continue // not ext4, or not one the host reads: another partition may be
+			return ctx.Err() // a filesystem the host cannot read: another may be
 		}
 		read = true
 		if t.After(newest) {
 			newest = t
 		}
+		return nil
+	})
+	if err != nil {
+		return SourceDate{}, err
 	}
 	if !read {
 		return SourceDate{}, ErrNoSourceDate
@@ -89,16 +83,50 @@ func BaseSourceDate(ctx context.Context, path string, before time.Time) (SourceD
 	return SourceDate{Time: time.Unix(newest.Unix(), 0).UTC(), From: "base image"}, nil
 }
 
-// newestBefore is the newest modification time older than before on one
-// partition's ext4 filesystem.
-func newestBefore(ctx context.Context, path string, part int, before time.Time) (time.Time, error) {
-	fsys, err := ext4tar.Open(path, part)
+// ErrStop, returned by EachExt4's function, ends the walk without an
+// error.
+var ErrStop = errors.New("stop the walk")
+
+// EachExt4 calls fn with each ext4 filesystem of the raw disk (or bare
+// filesystem) at path that the host reads: each partition's, by number,
+// or the whole disk's (0) when it has no partition table. A partition
+// that is not ext4 (an ESP, a BIOS boot partition) is skipped. An error of
+// fn ends the walk and is returned, but ErrStop, which ends it with none.
+// The base image's source date and the smoke comparison's root filesystem
+// are found this way.
+func EachExt4(ctx context.Context, path string, fn func(part int, fsys *ext4tar.FS) error) error {
+	parts, err := ext4tar.Partitions(path)
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
-	defer fsys.Close()
+	if len(parts) == 0 {
+		parts = []int{0}
+	}
+	for _, part := range parts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fsys, err := ext4tar.Open(path, part)
+		if err != nil {
+			continue // not ext4: another partition may be
+		}
+		err = fn(part, fsys)
+		fsys.Close()
+		if errors.Is(err, ErrStop) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// newestBefore is the newest modification time older than before on one
+// ext4 filesystem.
+func newestBefore(ctx context.Context, fsys *ext4tar.FS, before time.Time) (time.Time, error) {
 	var newest time.Time
-	err = fsys.WalkHeaders(ctx, func(h *tar.Header) error {
+	err := fsys.WalkHeaders(ctx, func(h *tar.Header) error {
 		if h.ModTime.Before(before) && h.ModTime.After(newest) {
 			newest = h.ModTime
 		}

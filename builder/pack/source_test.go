@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
@@ -159,6 +160,23 @@ func TestBaseSourceDate(t *testing.T) {
 	run(t, "truncate", "-s", "4M", blank)
 	if _, err := BaseSourceDate(context.Background(), blank, start); !errors.Is(err, ErrNoSourceDate) {
 		t.Errorf("a disk without ext4: %v, want ErrNoSourceDate", err)
+	}
+	// EachExt4: the ext4 partition (not the ESP), or the bare filesystem
+	// as 0; ErrStop ends the walk with no error, another error is
+	// returned.
+	for img, want := range map[string]string{disk: "2", fsImg: "0", blank: ""} {
+		var parts []string
+		err := EachExt4(context.Background(), img, func(part int, _ *ext4tar.FS) error {
+			parts = append(parts, fmt.Sprint(part))
+			return ErrStop
+		})
+		if err != nil || strings.Join(parts, ",") != want {
+			t.Errorf("%s: partitions %q, %v; want %q", filepath.Base(img), parts, err, want)
+		}
+	}
+	boom := errors.New("boom")
+	if err := EachExt4(context.Background(), disk, func(int, *ext4tar.FS) error { return boom }); err != boom {
+		t.Errorf("fn's error: %v", err)
 	}
 }
 

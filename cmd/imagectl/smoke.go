@@ -30,7 +30,9 @@ type smokeFlags struct {
 	authorizedKeys []string
 	// compare is --compare-first-boot's recipe; recipe its variables.
 	compare string
-	recipe  recipeFlags
+	// pairs is --pairs: how many times both paths run.
+	pairs  int
+	recipe recipeFlags
 }
 
 // maxPublicKeys bounds an --authorized-key file: a few OpenSSH public
@@ -117,6 +119,7 @@ can be looked into while it runs.`,
 	cmd.Flags().StringArrayVar(&f.authorizedKeys, "authorized-key", nil, "an OpenSSH public key file (.pub, one key a line) whose keys may log in to the VM as --ssh-user; repeat it for several")
 	cmd.Flags().StringVar(&f.opts.SSHUser, "ssh-user", smoke.DefaultSSHUser, "the login the authorized keys are for, with sudo without a password")
 	cmd.Flags().IntVar(&f.opts.SSHPort, "ssh-port", 0, "the port on 127.0.0.1 forwarded to the VM's ssh (default, with --authorized-key: a free one)")
+	cmd.Flags().IntVar(&f.pairs, "pairs", 1, "with --compare-first-boot: run both paths this many times, the order alternating, and report each pair's ratio, the median and the spread")
 	cmd.Flags().StringVar(&f.compare, "compare-first-boot", "", "also boot the base image of this recipe (the tgz's) with its first-boot script, and compare the two paths' times to validated")
 	f.recipe.registerInputs(cmd)
 	cmd.Flags().BoolVar(&f.opts.UpdateInitramfs, "update-initramfs", false, "rebuild every initramfs as curtin does, which catches DKMS modules that fail to build (slow under TCG; a missing initramfs is always created)")
@@ -148,6 +151,9 @@ func runSmoke(ctx context.Context, f *smokeFlags, args []string, s streams, env 
 	}
 	if f.compare == "" && (len(f.recipe.vars) > 0 || len(f.recipe.varFiles) > 0 || len(f.recipe.roots) > 0) {
 		return fmt.Errorf("--var, --var-file and --root are the recipe's of --compare-first-boot, which is not given")
+	}
+	if f.pairs < 1 || (f.pairs > 1 && f.compare == "") {
+		return fmt.Errorf("--pairs %d: give a count of 1 or more, with --compare-first-boot", f.pairs)
 	}
 	if f.compare != "" && f.baseline != "" {
 		return fmt.Errorf("--baseline compares one timeline with an earlier run's; --compare-first-boot compares two of its own: give one of them")
@@ -306,9 +312,11 @@ func runSmokeCompare(ctx context.Context, f *smokeFlags, opts smoke.Options, tgz
 	if err != nil {
 		return err
 	}
-	co := smoke.CompareOptions{Options: opts, Recipe: r}
+	co := smoke.CompareOptions{Options: opts, Recipe: r, Pairs: f.pairs}
 	if dir, err := cachedir.Default(env); err == nil {
 		co.BaseCache = filepath.Join(dir, cachedir.Base)
+	} else {
+		co.BaseCacheErr = err // reported when the base image must be downloaded
 	}
 	if ver != nil {
 		// Not beside the tgz: a store's versions are immutable.

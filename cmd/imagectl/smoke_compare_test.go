@@ -23,6 +23,8 @@ func TestSmokeCompareRefusesBadInput(t *testing.T) {
 	}{
 		{[]string{"--var", "a=b"}, "--var, --var-file and --root are the recipe's of --compare-first-boot"},
 		{[]string{"--compare-first-boot", "testdata/compare-small.hcl", "--baseline", filepath.Join(dir, "t.json")}, "give one of them"},
+		{[]string{"--pairs", "2"}, "--pairs 2: give a count of 1 or more, with --compare-first-boot"},
+		{[]string{"--compare-first-boot", "testdata/compare-small.hcl", "--pairs", "0"}, "--pairs 0: give a count of 1 or more"},
 		{[]string{"--compare-first-boot", "testdata/compare-small.hcl"}, "base_image"},
 		{append([]string{"--compare-first-boot", "testdata/compare-small.hcl"}, vars...), "the manifest is a build of x, not of imagectl-compare-small"},
 	} {

@@ -3,6 +3,7 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -184,9 +185,18 @@ func (h *Handle) Run(ctx context.Context, script string) (out string, code int, 
 	return strings.TrimRight(out[:i], "\n"), code, nil
 }
 
+// MaxWrite is the largest content WriteFile hands libguestfs's write
+// call, whose messages are limited to a few MB (guestfs_write documents 2
+// to 4 MB); a larger one goes through Upload.
+const MaxWrite = 2 << 20
+
 // WriteFile writes a file in the guest with mode, creating its parent
-// directories; a new file is root's.
+// directories; a new file is root's. Content over MaxWrite is uploaded
+// from a pipe (Upload).
 func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode fs.FileMode) error {
+	if len(content) > MaxWrite {
+		return h.Upload(ctx, bytes.NewReader(content), p, mode)
+	}
 	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
 		if err := g.Mkdir_p(path.Dir(p)); err != nil {
 			return err
@@ -198,6 +208,41 @@ func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode f
 	})
 	if err != nil {
 		return fmt.Errorf("writing %s in the guest: %w", p, err)
+	}
+	return nil
+}
+
+// Upload writes what r holds to the file p in the guest with mode,
+// creating its parent directories, through libguestfs's upload (no size
+// limit) from one end of a pipe, as TarIn streams: nothing touches the
+// host's disk. A read error of r fails it.
+func (h *Handle) Upload(ctx context.Context, r io.Reader, p string, mode fs.FileMode) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("uploading %s into the guest: %w", p, err)
+	}
+	defer pr.Close()
+	copyErr := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.Close()
+		copyErr <- err
+	}()
+	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
+		if err := g.Mkdir_p(path.Dir(p)); err != nil {
+			return err
+		}
+		if err := g.Upload(fdPath(pr), p); err != nil {
+			return err
+		}
+		return g.Chmod(int(fsmode.ToUnix(mode)), p)
+	})
+	pr.Close() // unblocks the copy if the upload stopped reading
+	if cerr := <-copyErr; err == nil && cerr != nil && !errors.Is(cerr, syscall.EPIPE) {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("uploading %s into the guest: %w", p, err)
 	}
 	return nil
 }

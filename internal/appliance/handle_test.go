@@ -3,8 +3,11 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -70,6 +73,23 @@ func TestHandle(t *testing.T) {
 		return err
 	}); err != nil || mode != 0o2640 {
 		t.Errorf("mode %o, %v; want 2640", mode, err)
+	}
+	// Over MaxWrite (libguestfs's write is limited to a few MB): uploaded
+	// from a pipe, whole, with its mode.
+	big := bytes.Repeat([]byte("imagectl upload\n"), (MaxWrite+(1<<20))/16)
+	if err := h.WriteFile(ctx, "/srv/seed/user-data", big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sum string
+	if err := h.Call(ctx, func(g *guestfs.Guestfs) error {
+		st, err := g.Statns("/srv/seed/user-data")
+		if err == nil {
+			mode = st.St_mode & 0o7777
+			sum, err = g.Checksum("sha256", "/srv/seed/user-data")
+		}
+		return err
+	}); err != nil || mode != 0o600 || sum != fmt.Sprintf("%x", sha256.Sum256(big)) {
+		t.Errorf("uploaded: mode %o, sha256 %s, %v", mode, sum, err)
 	}
 	if ok, err := h.Exists(ctx, "/etc/imagectl/nope"); ok || err != nil {
 		t.Errorf("Exists(nope) = %v, %v", ok, err)
