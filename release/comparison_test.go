@@ -48,7 +48,7 @@ func TestParseBootComparison(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, file, want string }{
 		{"a ratio with a failed path", smokeCompare("1.0.0", passed("30"), failedFB), "a ratio, and a path that failed"},
-		{"passed without seconds", smokeCompare("1.0.0", `{"passed": true}`, passed("1")), "says not in how many seconds"},
+		{"passed without seconds", smokeCompare("1.0.0", `{"passed": true}`, passed("1")), "the baked path passed but has no validated_seconds"},
 		{"passed not said", smokeCompare("1.0.0", `{"validated_seconds": 3}`, passed("1")), "the baked path says not whether it passed"},
 		{"another schema", strings.Replace(smokeCompare("1.0.0", passed("1"), passed("2")), `"schema_version": 1`, `"schema_version": 2`, 1), "schema_version is 2"},
 		{"two values", smokeCompare("1.0.0", passed("1"), passed("2")) + "{}", "more than one JSON value"},
