@@ -110,7 +110,7 @@ func TestEvidenceAddComparison(t *testing.T) {
 		want string
 	}{
 		{"a version the store lacks", smokeCompareFile(t, dir, "2.0.0", "tcg", passed, slow), "demo 2.0.0 is not a version of the store"},
-		{"passed without seconds", smokeCompareFile(t, dir, "1.1.0", "tcg", `{"passed": true}`, slow), "says not in how many seconds"},
+		{"passed without seconds", smokeCompareFile(t, dir, "1.1.0", "tcg", `{"passed": true}`, slow), "the baked path passed but has no validated_seconds"},
 		{"another version's tgz", func() string {
 			p := smokeCompareFile(t, dir, "1.0.0", "tcg", passed, slow)
 			b, _ := os.ReadFile(p)
