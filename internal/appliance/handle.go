@@ -217,30 +217,15 @@ func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode f
 // limit) from one end of a pipe, as TarIn streams: nothing touches the
 // host's disk. A read error of r fails it.
 func (h *Handle) Upload(ctx context.Context, r io.Reader, p string, mode fs.FileMode) error {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("uploading %s into the guest: %w", p, err)
-	}
-	defer pr.Close()
-	copyErr := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(pw, r)
-		pw.Close()
-		copyErr <- err
-	}()
-	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
+	err := h.streamIn(ctx, r, func(g *guestfs.Guestfs, src string) error {
 		if err := g.Mkdir_p(path.Dir(p)); err != nil {
 			return err
 		}
-		if err := g.Upload(fdPath(pr), p); err != nil {
+		if err := g.Upload(src, p); err != nil {
 			return err
 		}
 		return g.Chmod(int(fsmode.ToUnix(mode)), p)
 	})
-	pr.Close() // unblocks the copy if the upload stopped reading
-	if cerr := <-copyErr; err == nil && cerr != nil && !errors.Is(cerr, syscall.EPIPE) {
-		err = cerr
-	}
 	if err != nil {
 		return fmt.Errorf("uploading %s into the guest: %w", p, err)
 	}
@@ -273,9 +258,22 @@ func (h *Handle) Exists(ctx context.Context, p string) (bool, error) {
 // returns, early when the unpacking failed: a caller producing r through
 // an io.Pipe closes the pipe's reader then, so that its writer stops too.
 func (h *Handle) TarIn(ctx context.Context, r io.Reader, dir string) error {
-	pr, pw, err := os.Pipe()
+	err := h.streamIn(ctx, r, func(g *guestfs.Guestfs, src string) error {
+		return g.Tar_in(src, dir, &guestfs.OptargsTar_in{Xattrs_is_set: true, Xattrs: true})
+	})
 	if err != nil {
 		return fmt.Errorf("unpacking into %s in the guest: %w", dir, err)
+	}
+	return nil
+}
+
+// streamIn calls f with the /dev/fd path of a pipe's read end while r is
+// copied into its write end (TarIn, Upload): a read error of r fails it,
+// and the pipe is closed when f returns, so that the copy stops too.
+func (h *Handle) streamIn(ctx context.Context, r io.Reader, f func(g *guestfs.Guestfs, src string) error) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
 	}
 	defer pr.Close()
 	copyErr := make(chan error, 1)
@@ -284,17 +282,12 @@ func (h *Handle) TarIn(ctx context.Context, r io.Reader, dir string) error {
 		pw.Close()
 		copyErr <- err
 	}()
-	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
-		return g.Tar_in(fdPath(pr), dir, &guestfs.OptargsTar_in{Xattrs_is_set: true, Xattrs: true})
-	})
-	pr.Close() // unblocks the copy if tar stopped reading
+	err = h.Call(ctx, func(g *guestfs.Guestfs) error { return f(g, fdPath(pr)) })
+	pr.Close() // unblocks the copy if f stopped reading
 	if cerr := <-copyErr; err == nil && cerr != nil && !errors.Is(cerr, syscall.EPIPE) {
 		err = cerr
 	}
-	if err != nil {
-		return fmt.Errorf("unpacking into %s in the guest: %w", dir, err)
-	}
-	return nil
+	return err
 }
 
 // TarOut streams the guest's root filesystem to w as tar with xattrs and
