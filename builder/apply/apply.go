@@ -380,20 +380,31 @@ func (a *Applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 	if _, err := a.Session.Run(ctx, "mkdir -p -- "+shell.Quote(s.Destination)); err != nil {
 		return err
 	}
+	return a.tarIn(ctx, s.Destination, "staging bundle "+s.Name, "staging stopped", func(w io.Writer) error {
+		return writeBundleTar(ctx, s, w)
+	})
+}
+
+// tarIn unpacks into the guest directory dir the tar stream that write
+// produces, piped to the session as it is written, and fails with what
+// (the work, as errors name it) and the writer's error, else the
+// session's. stopped is the error write's next write gets once the
+// session has stopped reading.
+func (a *Applier) tarIn(ctx context.Context, dir, what, stopped string, write func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		err := writeBundleTar(ctx, s, pw)
+		err := write(pw)
 		pw.CloseWithError(err)
 		errc <- err
 	}()
-	err := a.Session.TarIn(ctx, pr, s.Destination)
-	pr.CloseWithError(errors.New("staging stopped"))
+	err := a.Session.TarIn(ctx, pr, dir)
+	pr.CloseWithError(errors.New(stopped))
 	if werr := <-errc; werr != nil {
-		return fmt.Errorf("staging bundle %s: %w", s.Name, werr)
+		return fmt.Errorf("%s: %w", what, werr)
 	}
 	if err != nil {
-		return fmt.Errorf("staging bundle %s: %w", s.Name, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

@@ -200,20 +200,10 @@ func (a *Applier) hostFetch(ctx context.Context, debs []debcache.Deb) (map[strin
 	if len(ok) == 0 {
 		return map[string]bool{}, nil
 	}
-	pr, pw := io.Pipe()
-	errc := make(chan error, 1)
-	go func() {
-		err := writeDebTar(ctx, ok, pw)
-		pw.CloseWithError(err)
-		errc <- err
-	}()
-	err = a.Session.TarIn(ctx, pr, archives)
-	pr.CloseWithError(errors.New("handing archives to the guest stopped"))
-	if werr := <-errc; werr != nil {
-		return nil, fmt.Errorf("handing the fetched archives to the guest: %w", werr)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("handing the fetched archives to the guest: %w", err)
+	if err := a.tarIn(ctx, archives, "handing the fetched archives to the guest", "handing archives to the guest stopped", func(w io.Writer) error {
+		return writeDebTar(ctx, ok, w)
+	}); err != nil {
+		return nil, err
 	}
 	files := map[string]bool{}
 	for _, r := range ok {
