@@ -87,25 +87,20 @@ func (c Cache) Remove(e Entry) error {
 // holds the cache's lock exclusive. It returns the bytes freed.
 func (c Cache) Sweep() (int64, error) {
 	var freed int64
-	for _, dir := range []string{filepath.Join(c.Dir, "partial"), filepath.Join(c.Dir, "entries")} {
-		des, err := os.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+	err := c.eachFile(func(dir string, de fs.DirEntry) error {
+		if validSHA(de.Name()) {
+			return nil
 		}
-		if err != nil {
-			return freed, fmt.Errorf("sweeping the package cache %s: %w", c.Dir, err)
+		if fi, err := de.Info(); err == nil {
+			freed += fi.Size()
 		}
-		for _, de := range des {
-			if validSHA(de.Name()) {
-				continue
-			}
-			if fi, err := de.Info(); err == nil {
-				freed += fi.Size()
-			}
-			if err := os.Remove(filepath.Join(dir, de.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return freed, fmt.Errorf("sweeping the package cache %s: %w", c.Dir, err)
-			}
+		if err := os.Remove(filepath.Join(dir, de.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
+		return nil
+	})
+	if err != nil {
+		return freed, fmt.Errorf("sweeping the package cache %s: %w", c.Dir, err)
 	}
 	return freed, nil
 }
@@ -113,21 +108,37 @@ func (c Cache) Sweep() (int64, error) {
 // Usage is the bytes the cache's entries and partial downloads take.
 func (c Cache) Usage() (int64, error) {
 	var n int64
+	err := c.eachFile(func(_ string, de fs.DirEntry) error {
+		if fi, err := de.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("measuring the package cache %s: %w", c.Dir, err)
+	}
+	return n, nil
+}
+
+// eachFile calls fn with each name in the cache's two folders, partial
+// then entries, and the folder it is in, until fn fails; a folder not made
+// yet holds none.
+func (c Cache) eachFile(fn func(dir string, de fs.DirEntry) error) error {
 	for _, dir := range []string{filepath.Join(c.Dir, "partial"), filepath.Join(c.Dir, "entries")} {
 		des, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("measuring the package cache %s: %w", c.Dir, err)
+			return err
 		}
 		for _, de := range des {
-			if fi, err := de.Info(); err == nil && fi.Mode().IsRegular() {
-				n += fi.Size()
+			if err := fn(dir, de); err != nil {
+				return err
 			}
 		}
 	}
-	return n, nil
+	return nil
 }
 
 func validSHA(s string) bool {
