@@ -25,6 +25,28 @@ func machine(t *testing.T, shared ...string) []string {
 	return append([]string{"HOME=" + home, "IMAGECTL_CACHE_DIR=" + filepath.Join(home, ".cache", "imagectl")}, shared...)
 }
 
+// groupSites writes a sites file of a simulated MAAS site per name, each
+// site's API key in $NAME<keySuffix> (keyEnv sets them, in the names'
+// order), and the group "all" of them.
+func groupSites(t *testing.T, keySuffix string, names ...string) (sims map[string]*maassim.Server, sites string, keyEnv []string) {
+	t.Helper()
+	sims = map[string]*maassim.Server{}
+	var src strings.Builder
+	for _, n := range names {
+		sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
+		t.Cleanup(sim.Close)
+		sims[n] = sim
+		fmt.Fprintf(&src, "site %q {\n  maas_url    = %q\n  api_key_env = %q\n}\n\n", n, sim.URL, strings.ToUpper(n)+keySuffix)
+		keyEnv = append(keyEnv, strings.ToUpper(n)+keySuffix+"="+sim.AdminKey)
+	}
+	fmt.Fprintf(&src, "group \"all\" {\n  sites = [\"%s\"]\n}\n", strings.Join(names, `", "`))
+	sites = filepath.Join(t.TempDir(), "sites.hcl")
+	if err := os.WriteFile(sites, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sims, sites, keyEnv
+}
+
 // TestRegistryGitAndSites is the flow of docs/stores.md's "Beyond one machine": CI
 // publishes signed versions into a registry; a release engineer on another
 // machine promotes them to three MAAS sites through the git catalog and
@@ -56,21 +78,7 @@ func TestRegistryGitAndSites(t *testing.T) {
 	}
 
 	// Three sites, and a group of them.
-	sims := map[string]*maassim.Server{}
-	var src strings.Builder
-	var keyEnv []string
-	for _, s := range []string{"east", "west", "north"} {
-		sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
-		t.Cleanup(sim.Close)
-		sims[s] = sim
-		fmt.Fprintf(&src, "site %q {\n  maas_url    = %q\n  api_key_env = %q\n}\n\n", s, sim.URL, strings.ToUpper(s)+"_MAAS_KEY")
-		keyEnv = append(keyEnv, strings.ToUpper(s)+"_MAAS_KEY="+sim.AdminKey)
-	}
-	src.WriteString("group \"all\" {\n  sites = [\"east\", \"west\", \"north\"]\n}\n")
-	sites := filepath.Join(t.TempDir(), "sites.hcl")
-	if err := os.WriteFile(sites, []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sims, sites, keyEnv := groupSites(t, "_MAAS_KEY", "east", "west", "north")
 	shared := append(append(append(common, keyEnv...), gitCreds...), "IMAGECTL_SITES="+sites, "IMAGECTL_CATALOG="+catalog)
 
 	// The release engineer promotes from another machine.

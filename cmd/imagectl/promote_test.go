@@ -263,23 +263,8 @@ curl -fsS -X PATCH \
 // "all"; site c's key is in $C_KEY, which the caller may leave unset.
 func rolloutSites(t *testing.T) (sims map[string]*maassim.Server, sites string, env []string) {
 	t.Helper()
-	sims = map[string]*maassim.Server{}
-	var src strings.Builder
-	for _, n := range []string{"a", "b", "c"} {
-		sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
-		t.Cleanup(sim.Close)
-		sims[n] = sim
-		fmt.Fprintf(&src, "site %q {\n  maas_url    = %q\n  api_key_env = \"%s_KEY\"\n}\n", n, sim.URL, strings.ToUpper(n))
-		if n != "c" {
-			env = append(env, strings.ToUpper(n)+"_KEY="+sim.AdminKey)
-		}
-	}
-	src.WriteString("group \"all\" {\n  sites = [\"a\", \"b\", \"c\"]\n}\n")
-	sites = filepath.Join(t.TempDir(), "sites.hcl")
-	if err := os.WriteFile(sites, []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return sims, sites, env
+	sims, sites, env = groupSites(t, "_KEY", "a", "b", "c")
+	return sims, sites, env[:2] // not C_KEY
 }
 
 func TestPromoteRollout(t *testing.T) {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +9,6 @@ import (
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/store/oci/ocitest"
 	"github.com/gpuaas/imagectl/store/storetest"
-	"github.com/gpuaas/imagectl/upload/maassim"
 )
 
 // The user's view of a revocation: revoke, then status exits 1 naming it,
@@ -147,19 +144,7 @@ func TestRevokeRegistryGitCatalog(t *testing.T) {
 			t.Fatalf("publish %s: exit %d\n%s%s", v, code, out, errs)
 		}
 	}
-	var src strings.Builder
-	var keyEnv []string
-	for _, s := range []string{"east", "west", "north"} {
-		sim := maassim.New(maassim.Options{CompleteAfterGets: -1})
-		t.Cleanup(sim.Close)
-		fmt.Fprintf(&src, "site %q {\n  maas_url    = %q\n  api_key_env = %q\n}\n\n", s, sim.URL, strings.ToUpper(s)+"_MAAS_KEY")
-		keyEnv = append(keyEnv, strings.ToUpper(s)+"_MAAS_KEY="+sim.AdminKey)
-	}
-	src.WriteString("group \"all\" {\n  sites = [\"east\", \"west\", \"north\"]\n}\n")
-	sites := filepath.Join(t.TempDir(), "sites.hcl")
-	if err := os.WriteFile(sites, []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, sites, keyEnv := groupSites(t, "_MAAS_KEY", "east", "west", "north")
 	shared := append(append(append(common, keyEnv...), gitCreds...), "IMAGECTL_SITES="+sites, "IMAGECTL_CATALOG="+catalog)
 	rel := machine(t, append(shared, "USER=rita")...)
 	for _, p := range [][]string{{"1.0.0", "all"}, {"1.1.0", "all"}, {"1.2.0", "east", "west"}} {
