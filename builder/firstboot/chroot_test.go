@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/ext4tar"
 	"github.com/gpuaas/imagectl/builder/steps"
+	"github.com/gpuaas/imagectl/internal/fsmode"
 	"github.com/gpuaas/imagectl/internal/testbase"
 	"github.com/gpuaas/imagectl/internal/testenv"
 )
@@ -212,23 +213,9 @@ func unpack(t *testing.T, raw, dir string) {
 		if err := os.Lchown(p, hdr.Uid, hdr.Gid); err != nil {
 			return err
 		}
-		return os.Chmod(p, os.FileMode(hdr.Mode&0o777)|modeBits(hdr.Mode))
+		return os.Chmod(p, fsmode.FromUnix(uint32(hdr.Mode)))
 	})
 	if err != nil {
 		t.Fatalf("unpacking %s: %v", raw, err)
 	}
-}
-
-func modeBits(m int64) os.FileMode {
-	var out os.FileMode
-	if m&0o4000 != 0 {
-		out |= os.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		out |= os.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		out |= os.ModeSticky
-	}
-	return out
 }
