@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuaas/imagectl/builder/ext4tar/ext4tartest"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/testenv"
 )
@@ -38,19 +38,13 @@ func need(t *testing.T, tools ...string) {
 	}
 }
 
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
+var run = ext4tartest.Run
 
 // mkfs makes an ext4 image of dir; opts are extra mke2fs options.
 func mkfs(t *testing.T, dir, size string, opts ...string) string {
 	t.Helper()
 	img := filepath.Join(t.TempDir(), "fs.raw")
-	args := append([]string{"-q", "-t", "ext4", "-F", "-b", "4096", "-E", "root_owner=0:0", "-d", dir}, opts...)
-	run(t, "mke2fs", append(args, img, size)...)
+	ext4tartest.Mkfs(t, dir, img, size, opts...)
 	return img
 }
 
@@ -365,20 +359,8 @@ func TestOpenPartition(t *testing.T) {
 	write(t, src+"/etc/hostname", []byte("guest\n"), 0o644)
 	fsImg := mkfs(t, src, "16M")
 	disk := filepath.Join(t.TempDir(), "disk.raw")
-	run(t, "truncate", "-s", "24M", disk)
 	// Partition 1 is a small ESP-like filler; the root is partition 2.
-	run(t, "sgdisk", "-n", "1:2048:+1M", "-t", "1:ef00", "-n", "2:0:+16M", "-t", "2:8300", disk)
-	out, err := exec.Command("sgdisk", "-i", "2", disk).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var first int64
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "First sector:") {
-			fmt.Sscanf(strings.TrimPrefix(l, "First sector:"), "%d", &first)
-		}
-	}
-	run(t, "dd", "status=none", "conv=notrunc", "bs=512", fmt.Sprintf("seek=%d", first), "if="+fsImg, "of="+disk)
+	ext4tartest.GPTDisk(t, fsImg, disk)
 	order, got := walkImage(t, disk, 2)
 	if got["./etc/hostname"].SHA256 == "" || len(order) < 3 {
 		t.Fatalf("partition 2 read as %q", order)

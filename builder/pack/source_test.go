@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuaas/imagectl/builder/ext4tar"
+	"github.com/gpuaas/imagectl/builder/ext4tar/ext4tartest"
 	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
@@ -126,21 +126,9 @@ func TestBaseSourceDate(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fsImg := filepath.Join(dir, "root.ext4")
-	run(t, "mke2fs", "-q", "-t", "ext4", "-F", "-b", "4096", "-E", "root_owner=0:0", "-d", src, fsImg, "16M")
+	ext4tartest.Mkfs(t, src, fsImg, "16M")
 	disk := filepath.Join(dir, "disk.raw")
-	run(t, "truncate", "-s", "24M", disk)
-	run(t, "sgdisk", "-n", "1:2048:+1M", "-t", "1:ef00", "-n", "2:0:+16M", "-t", "2:8300", disk)
-	out, err := exec.Command("sgdisk", "-i", "2", disk).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var first int64
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "First sector:") {
-			fmt.Sscanf(strings.TrimPrefix(l, "First sector:"), "%d", &first)
-		}
-	}
-	run(t, "dd", "status=none", "conv=notrunc", "bs=512", fmt.Sprintf("seek=%d", first), "if="+fsImg, "of="+disk)
+	ext4tartest.GPTDisk(t, fsImg, disk)
 
 	want := time.Unix(newest.Unix(), 0)
 	for _, img := range []string{disk, fsImg} {
@@ -157,7 +145,7 @@ func TestBaseSourceDate(t *testing.T) {
 		t.Errorf("start in 2021: E %v, %v; want the oldest file's 2020", sd.Time, err)
 	}
 	blank := filepath.Join(dir, "blank.raw")
-	run(t, "truncate", "-s", "4M", blank)
+	ext4tartest.Run(t, "truncate", "-s", "4M", blank)
 	if _, err := BaseSourceDate(context.Background(), blank, start); !errors.Is(err, ErrNoSourceDate) {
 		t.Errorf("a disk without ext4: %v, want ErrNoSourceDate", err)
 	}
@@ -200,12 +188,5 @@ func TestFromEnv(t *testing.T) {
 		if (err != nil) != c.err || ok != c.ok || (ok && (sd.Epoch() != c.want || sd.From != SourceDateEnv)) {
 			t.Errorf("%q: %+v %v %v", c.env, sd, ok, err)
 		}
-	}
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 }

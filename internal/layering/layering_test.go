@@ -67,7 +67,7 @@ var layers = []layer{
 		"builder/plan",
 	}},
 	{name: "parts (what one operation is made of)", pkgs: []string{
-		"builder/attest", "builder/base", "builder/debcache", "builder/ext4tar", "builder/layercache", "deploycheck", "profile", "profile/profilesim", "upload/maas", "upload/maassim",
+		"builder/attest", "builder/base", "builder/debcache", "builder/ext4tar", "builder/ext4tar/ext4tartest", "builder/layercache", "deploycheck", "profile", "profile/profilesim", "upload/maas", "upload/maassim",
 	}},
 	{name: "build parts (the step interpreter and the packer, on the parts above)", pkgs: []string{
 		"builder/apply", "builder/pack",
@@ -111,6 +111,7 @@ var testOnly = map[string]bool{
 	"store/storetest":          true,
 	"upload/maassim":           true,
 
+	"builder/ext4tar/ext4tartest":    true,
 	"internal/hclkit/hclkittest":     true,
 	"internal/textsafe/textsafetest": true,
 }
