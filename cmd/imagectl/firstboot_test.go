@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuaas/imagectl/internal/golden"
 	"github.com/gpuaas/imagectl/internal/testenv"
 )
 
@@ -18,34 +17,22 @@ import (
 // an intended change. The goldens are .txt, as the validation scripts'
 // are: data to compare (the script's shell is builder/firstboot/sh).
 func TestGoldenFirstbootScripts(t *testing.T) {
-	golden.NormalizeModes(t, "examples/site-bootstrap", "testdata/bundles")
-	base := []string{"-var", "base_image=/var/cache/base.qcow2", "-var", "base_checksum=sha256:" + strings.Repeat("ab", 32)}
-	for _, tc := range []struct {
-		name string
-		args []string
-	}{
-		{"h200-debian", append([]string{"firstboot", "testdata/h200-debian.hcl"}, base...)},
-		{"demo", append([]string{"firstboot", "examples/demo.hcl"}, base...)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, errs, code := imagectl(t, nil, tc.args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errs)
-			}
-			golden.Check(t, "testdata/golden/"+tc.name+".firstboot.txt", []byte(out), "go test ./cmd/imagectl -run TestGoldenFirstbootScripts -update")
-			sc, err := exec.LookPath("shellcheck")
-			if err != nil {
-				testenv.Missing(t, "shellcheck is not installed (make deps installs it)")
-			}
-			p := filepath.Join(t.TempDir(), "firstboot.sh")
-			if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if lint, err := exec.Command(sc, "-s", "sh", p).CombinedOutput(); err != nil {
-				t.Errorf("shellcheck: %s", lint)
-			}
-		})
-	}
+	checkGoldens(t, ".firstboot.txt", "go test ./cmd/imagectl -run TestGoldenFirstbootScripts -update", []goldenCase{
+		{"h200-debian", append([]string{"firstboot", "testdata/h200-debian.hcl"}, goldenBase...)},
+		{"demo", append([]string{"firstboot", "examples/demo.hcl"}, goldenBase...)},
+	}, func(t *testing.T, out string) {
+		sc, err := exec.LookPath("shellcheck")
+		if err != nil {
+			testenv.Missing(t, "shellcheck is not installed (make deps installs it)")
+		}
+		p := filepath.Join(t.TempDir(), "firstboot.sh")
+		if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if lint, err := exec.Command(sc, "-s", "sh", p).CombinedOutput(); err != nil {
+			t.Errorf("shellcheck: %s", lint)
+		}
+	})
 }
 
 // TestFirstbootFiles: --out writes the script, --user-data the cloud-config
