@@ -186,10 +186,7 @@ func runSmoke(ctx context.Context, f *smokeFlags, args []string, s streams, env 
 		return err
 	}
 	if f.output.json() {
-		v := map[string]any{"type": "result", "passed": err == nil, "result": res}
-		if err != nil {
-			v["error"] = redact.Text(err.Error())
-		}
+		v := smokeResult(err, "result", res)
 		if base != nil && res.Timeline != nil {
 			v["baseline"] = map[string]any{"file": f.baseline, "milestones": smoke.CompareTimelines(base, res.Timeline)}
 		}
@@ -207,6 +204,17 @@ func runSmoke(ctx context.Context, f *smokeFlags, args []string, s streams, env 
 		return failWith(s.err, 1, err)
 	}
 	return err
+}
+
+// smokeResult is the last line --output json prints for a smoke test or
+// a comparison: whether it passed, the error that failed it (redacted),
+// and what it found under key.
+func smokeResult(err error, key string, found any) map[string]any {
+	v := map[string]any{"type": "result", "passed": err == nil, key: found}
+	if err != nil {
+		v["error"] = redact.Text(err.Error())
+	}
+	return v
 }
 
 func printSmoke(w io.Writer, r *smoke.Result) {
@@ -328,11 +336,7 @@ func runSmokeCompare(ctx context.Context, f *smokeFlags, opts smoke.Options, tgz
 		return err
 	}
 	if f.output.json() {
-		v := map[string]any{"type": "result", "passed": err == nil, "comparison": c}
-		if err != nil {
-			v["error"] = redact.Text(err.Error())
-		}
-		if jerr := json.NewEncoder(s.out).Encode(v); jerr != nil {
+		if jerr := json.NewEncoder(s.out).Encode(smokeResult(err, "comparison", c)); jerr != nil {
 			return jerr
 		}
 	} else {
