@@ -68,25 +68,31 @@ func loadPlan(t testing.TB, tc planCase) *Plan {
 	return plan
 }
 
+// render is the plan as --dry-run prints it, as text and as JSON.
+func render(t *testing.T, p *Plan) (text, js string) {
+	t.Helper()
+	var tb, jb bytes.Buffer
+	if err := p.WriteText(&tb); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteJSON(&jb); err != nil {
+		t.Fatal(err)
+	}
+	return tb.String(), jb.String()
+}
+
 // TestGoldenPlans pins the plan of each shipped recipe and fixture, as text
 // and as JSON. Run with -update to rewrite them after an intended change.
 func TestGoldenPlans(t *testing.T) {
 	chdirRoot(t)
 	for _, tc := range planCases {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := loadPlan(t, tc)
-			var text, js bytes.Buffer
-			if err := plan.WriteText(&text); err != nil {
-				t.Fatal(err)
-			}
-			if err := plan.WriteJSON(&js); err != nil {
-				t.Fatal(err)
-			}
-			if !json.Valid(js.Bytes()) {
+			text, js := render(t, loadPlan(t, tc))
+			if !json.Valid([]byte(js)) {
 				t.Fatal("invalid JSON")
 			}
-			golden.Check(t, "testdata/golden/"+tc.name+".plan.txt", text.Bytes(), rerun)
-			golden.Check(t, "testdata/golden/"+tc.name+".plan.json", js.Bytes(), rerun)
+			golden.Check(t, "testdata/golden/"+tc.name+".plan.txt", []byte(text), rerun)
+			golden.Check(t, "testdata/golden/"+tc.name+".plan.json", []byte(js), rerun)
 		})
 	}
 }
@@ -155,20 +161,13 @@ image "s" {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plan := loadPlan(t, planCase{recipe: path, opts: Options{Version: "1"}})
-	var text, js bytes.Buffer
-	if err := plan.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range []string{text.String(), js.String()} {
+	text, js := render(t, loadPlan(t, planCase{recipe: path, opts: Options{Version: "1"}}))
+	for _, out := range []string{text, js} {
 		if strings.Contains(out, "hunter2") {
 			t.Errorf("a sensitive value leaked into the plan:\n%s", out)
 		}
 	}
-	if !strings.Contains(text.String(), "register --token (sensitive)") {
+	if !strings.Contains(text, "register --token (sensitive)") {
 		t.Error("the redacted command is missing from the plan")
 	}
 }
@@ -221,18 +220,12 @@ func TestAptProxy(t *testing.T) {
 			t.Errorf("layer %s: the apt proxy changed its key or digest", with.Manifest.Layers[i].Name)
 		}
 	}
-	var text, js bytes.Buffer
-	if err := with.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := with.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
+	text, js := render(t, with)
 	m, err := json.Marshal(with.Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, out := range []string{text.String(), js.String(), string(m)} {
+	for _, out := range []string{text, js, string(m)} {
 		if strings.Contains(out, "pw-secret") {
 			t.Errorf("the apt proxy's password leaked:\n%s", out)
 		}
