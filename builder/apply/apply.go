@@ -386,10 +386,10 @@ func (a *Applier) stageBundle(ctx context.Context, s steps.StageBundle) error {
 }
 
 // tarIn unpacks into the guest directory dir the tar stream that write
-// produces, piped to the session as it is written, and fails with what
-// (the work, as errors name it) and the writer's error, else the
-// session's. stopped is the error write's next write gets once the
-// session has stopped reading.
+// produces, piped to the session as it is written. Its error starts with
+// what (the work being done) and is the writer's, else the session's;
+// stopped is what the writer's next write fails with once the session has
+// stopped reading.
 func (a *Applier) tarIn(ctx context.Context, dir, what, stopped string, write func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
