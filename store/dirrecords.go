@@ -92,12 +92,7 @@ func (d *Dir) readEvidence(site, image, version string, f *evidenceFile) error {
 	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
 		return err
 	}
-	for i, e := range f.Evidence {
-		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
-			return fmt.Errorf("reading %s: result %d is of %s %s at site %q", p, i+1, e.Result.Image, e.Result.Version, e.Site)
-		}
-	}
-	return nil
+	return CheckEvidenceFile(p, site, image, version, f.Evidence)
 }
 
 // readRevocations reads an image's revocation file into f, refusing a
@@ -107,12 +102,7 @@ func (d *Dir) readRevocations(image string, f *revocationFile) error {
 	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
 		return err
 	}
-	for i, r := range f.Revocations {
-		if r.Image != image {
-			return fmt.Errorf("reading %s: revocation %d is of image %q", p, i+1, r.Image)
-		}
-	}
-	return nil
+	return CheckRevocationFile(p, image, f.Revocations)
 }
 
 // createRecords starts writing a records file atomically (published by
@@ -311,12 +301,7 @@ func (d *Dir) readRackProofs(site, image, version string, f *rackProofFile) erro
 	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
 		return err
 	}
-	for i, r := range f.RackProofs {
-		if r.Site != site || r.Image != image || r.Version != version {
-			return fmt.Errorf("reading %s: rack proof %d is of %s %s at site %q", p, i+1, r.Image, r.Version, r.Site)
-		}
-	}
-	return nil
+	return CheckRackProofFile(p, site, image, version, f.RackProofs)
 }
 
 // RackProofs implements Promotions.

@@ -91,6 +91,42 @@ func keepLatest[T any, K comparable](all []T, key func(T) K, at func(T) time.Tim
 	return kept
 }
 
+// CheckEvidenceFile says what keeps evs, read from the evidence file of site,
+// image and version (path, for the error), from being what a store wrote
+// there: each a result of that site, image and version.
+func CheckEvidenceFile(path, site, image, version string, evs []Evidence) error {
+	for i, e := range evs {
+		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
+			return fmt.Errorf("reading %s: result %d is of %s %s at site %q", path, i+1, e.Result.Image, e.Result.Version, e.Site)
+		}
+	}
+	return nil
+}
+
+// CheckRevocationFile says what keeps rs, read from image's revocation file
+// (path, for the error), from being what a store wrote there: each of
+// that image.
+func CheckRevocationFile(path, image string, rs []Revocation) error {
+	for i, r := range rs {
+		if r.Image != image {
+			return fmt.Errorf("reading %s: revocation %d is of image %q", path, i+1, r.Image)
+		}
+	}
+	return nil
+}
+
+// CheckRackProofFile says what keeps ps, read from the rack proof file of
+// site, image and version (path, for the error), from being what a store
+// wrote there: each of that site, image and version.
+func CheckRackProofFile(path, site, image, version string, ps []RackProof) error {
+	for i, r := range ps {
+		if r.Site != site || r.Image != image || r.Version != version {
+			return fmt.Errorf("reading %s: rack proof %d is of %s %s at site %q", path, i+1, r.Image, r.Version, r.Site)
+		}
+	}
+	return nil
+}
+
 func hostKey(machineID, host string) string {
 	if machineID != "" {
 		return "machine-id " + machineID
