@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -193,7 +194,7 @@ func (p *BootPath) check(name string) error {
 
 // isSHA256 says whether s is "sha256:" and 64 lowercase hex digits.
 func isSHA256(s string) bool {
-	h, ok := strings.CutPrefix(s, "sha256:")
+	h, ok := strings.CutPrefix(s, digest.Prefix)
 	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
 }
 
