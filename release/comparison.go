@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/smoke"
@@ -61,7 +62,7 @@ func RecordBootComparison(ctx context.Context, b []byte, from string, o Options)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if want := "sha256:" + v.SHA256; c.ArtifactSHA256 != want {
+	if want := digest.Prefix + v.SHA256; c.ArtifactSHA256 != want {
 		booted := "says not which tgz it booted (no artifact_sha256: measure it again with this imagectl)"
 		if c.ArtifactSHA256 != "" {
 			booted = "booted the tgz " + c.ArtifactSHA256

@@ -55,11 +55,11 @@ type Build struct {
 // the parent version and, with opts.Stage, makes the staging directory.
 // Close the build when done with it.
 func StartBuild(ctx context.Context, d Versions, opts BuildOptions) (*Build, error) {
-	if err := checkKey("image", opts.Image); err != nil {
+	if err := CheckKey("image", opts.Image); err != nil {
 		return nil, fmt.Errorf("starting a build into the store %s: %w", d.Location(), err)
 	}
 	if opts.Version != "" {
-		if err := checkKey("version", opts.Version); err != nil {
+		if err := CheckKey("version", opts.Version); err != nil {
 			return nil, fmt.Errorf("starting a build of %s into the store %s: %w", opts.Image, d.Location(), err)
 		}
 	}

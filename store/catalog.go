@@ -33,7 +33,7 @@ func (d *Dir) catalogPath(site string) string {
 }
 
 func (d *Dir) readCatalog(site string) (*catalog, error) {
-	if err := checkKey("site", site); err != nil {
+	if err := CheckKey("site", site); err != nil {
 		return nil, err
 	}
 	path := d.catalogPath(site)
@@ -61,7 +61,7 @@ func (d *Dir) readCatalog(site string) (*catalog, error) {
 
 // History implements Store.
 func (d *Dir) History(ctx context.Context, site, image string) ([]Promotion, error) {
-	if err := checkKey("image", image); err != nil {
+	if err := CheckKey("image", image); err != nil {
 		return nil, err
 	}
 	c, err := d.readCatalog(site)
@@ -90,7 +90,7 @@ func (d *Dir) Catalog(ctx context.Context, site string) (map[string][]Promotion,
 // replaces the file atomically (a reader sees the old or the new catalog,
 // never a torn one).
 func (d *Dir) Record(ctx context.Context, site string, p Promotion) error {
-	if err := errors.Join(checkKey("site", site), checkKey("image", p.Image), checkKey("version", p.Version)); err != nil {
+	if err := errors.Join(CheckKey("site", site), CheckKey("image", p.Image), CheckKey("version", p.Version)); err != nil {
 		return fmt.Errorf("recording a promotion: %w", err)
 	}
 	what := fmt.Sprintf("recording %s %s at site %s", p.Image, p.Version, site)

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -193,7 +194,7 @@ func (p *BootPath) check(name string) error {
 
 // isSHA256 says whether s is "sha256:" and 64 lowercase hex digits.
 func isSHA256(s string) bool {
-	h, ok := strings.CutPrefix(s, "sha256:")
+	h, ok := strings.CutPrefix(s, digest.Prefix)
 	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
 }
 
@@ -324,42 +325,10 @@ func AppendBootComparisons(had, add []BootComparison) []BootComparison {
 		}
 		all = append(all, c)
 	}
-	byKey := map[ComparisonKey][]int{}
-	for i, c := range all {
-		byKey[c.Key()] = append(byKey[c.Key()], i)
-	}
-	drop := map[int]bool{}
-	byTime := func(idx []int) {
-		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].MeasuredAt.Before(all[idx[b]].MeasuredAt) })
-	}
-	for _, idx := range byKey {
-		if len(idx) <= KeepPerComparison {
-			continue
-		}
-		byTime(idx)
-		for _, i := range idx[:len(idx)-KeepPerComparison] {
-			drop[i] = true
-		}
-	}
-	var rest []int
-	for i := range all {
-		if !drop[i] {
-			rest = append(rest, i)
-		}
-	}
-	if len(rest) > KeepBootComparisons {
-		byTime(rest)
-		for _, i := range rest[:len(rest)-KeepBootComparisons] {
-			drop[i] = true
-		}
-	}
-	kept := make([]BootComparison, 0, len(all)-len(drop))
-	for i, c := range all {
-		if !drop[i] {
-			kept = append(kept, c)
-		}
-	}
-	return kept
+	measured := func(c BootComparison) time.Time { return c.MeasuredAt }
+	all = keepLatest(all, func(c BootComparison) ComparisonKey { return c.Key() }, measured, KeepPerComparison)
+	// and of all, the KeepBootComparisons latest.
+	return keepLatest(all, func(BootComparison) struct{} { return struct{}{} }, measured, KeepBootComparisons)
 }
 
 // sameMeasure says whether a and b say the same but for who recorded

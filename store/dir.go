@@ -79,7 +79,7 @@ func ReadManifest(a manifest.Files) (*manifest.Manifest, error) {
 	if m.Artifact == nil {
 		return nil, fmt.Errorf("publishing %s: manifest %s has no artifact section (it is a build marker)", a.Tarball, a.Manifest)
 	}
-	if err := errors.Join(checkKey("image", m.Image.Name), checkKey("version", m.Image.Version)); err != nil {
+	if err := errors.Join(CheckKey("image", m.Image.Name), CheckKey("version", m.Image.Version)); err != nil {
 		return nil, fmt.Errorf("publishing %s: manifest %s: %w", a.Tarball, a.Manifest, err)
 	}
 	return m, nil
@@ -343,7 +343,7 @@ func (d *Dir) Images(ctx context.Context) ([]Image, error) {
 	}
 	out := []Image{}
 	for _, e := range entries {
-		if !e.IsDir() || checkKey("image", e.Name()) != nil {
+		if !e.IsDir() || CheckKey("image", e.Name()) != nil {
 			continue
 		}
 		vs, err := d.versions(e.Name())
@@ -368,7 +368,7 @@ func (d *Dir) versions(image string) ([]*Version, error) {
 	}
 	var out []*Version
 	for _, e := range entries {
-		if !e.IsDir() || checkKey("version", e.Name()) != nil {
+		if !e.IsDir() || CheckKey("version", e.Name()) != nil {
 			continue
 		}
 		idx, err := readIndex(filepath.Join(d.Root, image, e.Name()))
@@ -386,7 +386,7 @@ func (d *Dir) versions(image string) ([]*Version, error) {
 
 // Version implements Store.
 func (d *Dir) Version(ctx context.Context, image, version string) (*Version, error) {
-	if err := errors.Join(checkKey("image", image), checkKey("version", version)); err != nil {
+	if err := errors.Join(CheckKey("image", image), CheckKey("version", version)); err != nil {
 		return nil, err
 	}
 	idx, err := readIndex(filepath.Join(d.Root, image, version))

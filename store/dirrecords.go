@@ -92,12 +92,7 @@ func (d *Dir) readEvidence(site, image, version string, f *evidenceFile) error {
 	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
 		return err
 	}
-	for i, e := range f.Evidence {
-		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
-			return fmt.Errorf("reading %s: result %d is of %s %s at site %q", p, i+1, e.Result.Image, e.Result.Version, e.Site)
-		}
-	}
-	return nil
+	return CheckEvidenceFile(p, site, image, version, f.Evidence)
 }
 
 // readRevocations reads an image's revocation file into f, refusing a
@@ -107,12 +102,7 @@ func (d *Dir) readRevocations(image string, f *revocationFile) error {
 	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
 		return err
 	}
-	for i, r := range f.Revocations {
-		if r.Image != image {
-			return fmt.Errorf("reading %s: revocation %d is of image %q", p, i+1, r.Image)
-		}
-	}
-	return nil
+	return CheckRevocationFile(p, image, f.Revocations)
 }
 
 // createRecords starts writing a records file atomically (published by
@@ -149,7 +139,7 @@ func writeRecords(path string, v any) error {
 // Evidence implements Promotions.
 func (d *Dir) Evidence(ctx context.Context, site, image, version string) ([]Evidence, error) {
 	what := fmt.Sprintf("reading the evidence of %s at site %s in %s", image, site, d.Root)
-	if err := errors.Join(checkKey("site", site), checkKey("image", image)); err != nil {
+	if err := errors.Join(CheckKey("site", site), CheckKey("image", image)); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	versions, err := keysOr(filepath.Dir(d.evidencePath(site, image, "v")), "version", version)
@@ -174,7 +164,7 @@ func keysOr(dir, kind, key string) ([]string, error) {
 	if key == "" {
 		return listKeys(dir, kind)
 	}
-	if err := checkKey(kind, key); err != nil {
+	if err := CheckKey(kind, key); err != nil {
 		return nil, err
 	}
 	return []string{key}, nil
@@ -189,7 +179,7 @@ func listKeys(dir, kind string) ([]string, error) {
 	}
 	var keys []string
 	for _, e := range entries {
-		if k, ok := strings.CutSuffix(e.Name(), ".json"); ok && checkKey(kind, k) == nil {
+		if k, ok := strings.CutSuffix(e.Name(), ".json"); ok && CheckKey(kind, k) == nil {
 			keys = append(keys, k)
 		}
 	}
@@ -311,18 +301,13 @@ func (d *Dir) readRackProofs(site, image, version string, f *rackProofFile) erro
 	if err := readRecords(p, f, &f.SchemaVersion); err != nil {
 		return err
 	}
-	for i, r := range f.RackProofs {
-		if r.Site != site || r.Image != image || r.Version != version {
-			return fmt.Errorf("reading %s: rack proof %d is of %s %s at site %q", p, i+1, r.Image, r.Version, r.Site)
-		}
-	}
-	return nil
+	return CheckRackProofFile(p, site, image, version, f.RackProofs)
 }
 
 // RackProofs implements Promotions.
 func (d *Dir) RackProofs(ctx context.Context, site, image, version string) ([]RackProof, error) {
 	what := fmt.Sprintf("reading the rack proofs of %s %s at site %s in %s", image, version, site, d.Root)
-	if err := errors.Join(checkKey("site", site), checkKey("image", image), checkKey("version", version)); err != nil {
+	if err := errors.Join(CheckKey("site", site), CheckKey("image", image), CheckKey("version", version)); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var f rackProofFile
@@ -379,7 +364,7 @@ func (d *Dir) readBootComparisons(image, version string, f *comparisonFile) erro
 // BootComparisons implements Promotions.
 func (d *Dir) BootComparisons(ctx context.Context, image, version string) ([]BootComparison, error) {
 	what := fmt.Sprintf("reading the boot comparisons of %s %s in %s", image, version, d.Root)
-	if err := errors.Join(checkKey("image", image), checkKey("version", version)); err != nil {
+	if err := errors.Join(CheckKey("image", image), CheckKey("version", version)); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var f comparisonFile

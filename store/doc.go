@@ -9,8 +9,9 @@
 // (Dir keeps them in .sites/, .evidence/, .rackproofs/, .revocations/
 // and .comparisons/,
 // each read strictly,
-// its keys checked against its path, within a bound, and written within
-// it). A promotion of a revoked version is refused where it is recorded
+// its keys checked against its path (CheckEvidenceFile, CheckRackProofFile,
+// CheckRevocationFile, CheckBootComparisons: the rules store/gitcatalog
+// reads by too), within a bound, and written within it). A promotion of a revoked version is refused where it is recorded
 // (ErrRevoked); an evidence file keeps a host's latest KeepPerHost
 // results (AppendEvidence), each within MaxEvidenceResult.
 //

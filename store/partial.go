@@ -40,7 +40,7 @@ func SortVersions(vs []*Version) {
 // LatestOf is Versions.Latest over l: the most recently published version
 // of image, in full; nil when there is none.
 func LatestOf(ctx context.Context, l Lister, image string) (*Version, error) {
-	if err := checkKey("image", image); err != nil {
+	if err := CheckKey("image", image); err != nil {
 		return nil, err
 	}
 	vs, err := l.ListVersions(ctx, image)
@@ -57,7 +57,7 @@ var reDated = regexp.MustCompile(`^([0-9]{8})\.([0-9]+)$`)
 // the day's next sequence number no name of the image takes, such as
 // 20261122.1.
 func NextVersionOf(ctx context.Context, l Lister, image string, now time.Time) (string, error) {
-	if err := checkKey("image", image); err != nil {
+	if err := CheckKey("image", image); err != nil {
 		return "", err
 	}
 	names, err := l.ListNames(ctx, image)

@@ -60,31 +60,71 @@ func (e *Evidence) Check() error {
 // files with it.
 func AppendEvidence(had, add []Evidence) []Evidence {
 	all := append(append([]Evidence{}, had...), add...)
-	byHost := map[string][]int{}
-	for i, e := range all {
-		k := hostKey(e.Result.MachineID, e.Result.Host)
-		byHost[k] = append(byHost[k], i)
+	return keepLatest(all, func(e Evidence) string { return hostKey(e.Result.MachineID, e.Result.Host) },
+		func(e Evidence) time.Time { return e.RecordedAt }, KeepPerHost)
+}
+
+// keepLatest is all, in its order, with of each key only the n latest by
+// at (the later in all when equal): the one rule of evidence, rack proofs
+// and boot comparisons. It is a new slice, never nil.
+func keepLatest[T any, K comparable](all []T, key func(T) K, at func(T) time.Time, n int) []T {
+	byKey := map[K][]int{}
+	for i, v := range all {
+		byKey[key(v)] = append(byKey[key(v)], i)
 	}
 	drop := map[int]bool{}
-	for _, idx := range byHost {
-		if len(idx) <= KeepPerHost {
+	for _, idx := range byKey {
+		if len(idx) <= n {
 			continue
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].RecordedAt.Before(all[idx[b]].RecordedAt) })
-		for _, i := range idx[:len(idx)-KeepPerHost] {
+		sort.SliceStable(idx, func(a, b int) bool { return at(all[idx[a]]).Before(at(all[idx[b]])) })
+		for _, i := range idx[:len(idx)-n] {
 			drop[i] = true
 		}
 	}
-	if len(drop) == 0 {
-		return all
-	}
-	kept := make([]Evidence, 0, len(all)-len(drop))
-	for i, e := range all {
+	kept := make([]T, 0, len(all)-len(drop))
+	for i, v := range all {
 		if !drop[i] {
-			kept = append(kept, e)
+			kept = append(kept, v)
 		}
 	}
 	return kept
+}
+
+// CheckEvidenceFile says what keeps evs, read from the evidence file of site,
+// image and version (path, for the error), from being what a store wrote
+// there: each a result of that site, image and version.
+func CheckEvidenceFile(path, site, image, version string, evs []Evidence) error {
+	for i, e := range evs {
+		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
+			return fmt.Errorf("reading %s: result %d is of %s %s at site %q", path, i+1, e.Result.Image, e.Result.Version, e.Site)
+		}
+	}
+	return nil
+}
+
+// CheckRevocationFile says what keeps rs, read from image's revocation file
+// (path, for the error), from being what a store wrote there: each of
+// that image.
+func CheckRevocationFile(path, image string, rs []Revocation) error {
+	for i, r := range rs {
+		if r.Image != image {
+			return fmt.Errorf("reading %s: revocation %d is of image %q", path, i+1, r.Image)
+		}
+	}
+	return nil
+}
+
+// CheckRackProofFile says what keeps ps, read from the rack proof file of
+// site, image and version (path, for the error), from being what a store
+// wrote there: each of that site, image and version.
+func CheckRackProofFile(path, site, image, version string, ps []RackProof) error {
+	for i, r := range ps {
+		if r.Site != site || r.Image != image || r.Version != version {
+			return fmt.Errorf("reading %s: rack proof %d is of %s %s at site %q", path, i+1, r.Image, r.Version, r.Site)
+		}
+	}
+	return nil
 }
 
 func hostKey(machineID, host string) string {
@@ -223,27 +263,7 @@ func rackKey(p RackProof) string {
 // KeepPerRack latest by At (the later in the file when equal).
 func AppendRackProofs(had, add []RackProof) []RackProof {
 	all := append(append([]RackProof{}, had...), add...)
-	byRack := map[string][]int{}
-	for i, p := range all {
-		byRack[rackKey(p)] = append(byRack[rackKey(p)], i)
-	}
-	drop := map[int]bool{}
-	for _, idx := range byRack {
-		if len(idx) <= KeepPerRack {
-			continue
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return all[idx[a]].At.Before(all[idx[b]].At) })
-		for _, i := range idx[:len(idx)-KeepPerRack] {
-			drop[i] = true
-		}
-	}
-	kept := make([]RackProof, 0, len(all)-len(drop))
-	for i, p := range all {
-		if !drop[i] {
-			kept = append(kept, p)
-		}
-	}
-	return kept
+	return keepLatest(all, rackKey, func(p RackProof) time.Time { return p.At }, KeepPerRack)
 }
 
 // LatestRackProofs is each rack's latest verdict of ps (by At, the later

@@ -435,11 +435,7 @@ func lastIndex(s []string, v string) int {
 // every store keeps to the same keys. Image names and versions follow the
 // manifest's one rule for them (manifest.CheckImageName, CheckVersion),
 // site names the one rule for names (manifest.ValidName), at most 200 bytes.
-func CheckKey(kind, s string) error { return checkKey(kind, s) }
-
-// checkKey says what is wrong with an image name, version or site name
-// as a store key, nil when it is valid.
-func checkKey(kind, s string) error {
+func CheckKey(kind, s string) error {
 	switch kind {
 	case "image":
 		return manifest.CheckImageName(s)

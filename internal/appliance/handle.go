@@ -198,13 +198,7 @@ func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode f
 		return h.Upload(ctx, bytes.NewReader(content), p, mode)
 	}
 	err := h.Call(ctx, func(g *guestfs.Guestfs) error {
-		if err := g.Mkdir_p(path.Dir(p)); err != nil {
-			return err
-		}
-		if err := g.Write(p, content); err != nil {
-			return err
-		}
-		return g.Chmod(int(fsmode.ToUnix(mode)), p)
+		return place(g, p, mode, func() error { return g.Write(p, content) })
 	})
 	if err != nil {
 		return fmt.Errorf("writing %s in the guest: %w", p, err)
@@ -218,18 +212,24 @@ func (h *Handle) WriteFile(ctx context.Context, p string, content []byte, mode f
 // host's disk. A read error of r fails it.
 func (h *Handle) Upload(ctx context.Context, r io.Reader, p string, mode fs.FileMode) error {
 	err := h.streamIn(ctx, r, func(g *guestfs.Guestfs, src string) error {
-		if err := g.Mkdir_p(path.Dir(p)); err != nil {
-			return err
-		}
-		if err := g.Upload(src, p); err != nil {
-			return err
-		}
-		return g.Chmod(int(fsmode.ToUnix(mode)), p)
+		return place(g, p, mode, func() error { return g.Upload(src, p) })
 	})
 	if err != nil {
 		return fmt.Errorf("uploading %s into the guest: %w", p, err)
 	}
 	return nil
+}
+
+// place makes the file p in the guest, as WriteFile and Upload do: its
+// parent directories, then put writing it, then its mode.
+func place(g *guestfs.Guestfs, p string, mode fs.FileMode, put func() error) error {
+	if err := g.Mkdir_p(path.Dir(p)); err != nil {
+		return err
+	}
+	if err := put(); err != nil {
+		return err
+	}
+	return g.Chmod(int(fsmode.ToUnix(mode)), p)
 }
 
 // ReadFile reads a file of the guest.

@@ -97,10 +97,8 @@ func (c *Catalog) decodeEvidence(site, image, version string, b []byte) ([]store
 	if err := c.decodeVersionFile(p, site, image, version, b, &f); err != nil {
 		return nil, err
 	}
-	for i, e := range f.Evidence {
-		if e.Site != site || e.Result.Image != image || e.Result.Version != version {
-			return nil, fmt.Errorf("reading %s in %s: result %d is of %s %s at site %q", p, c.Location(), i+1, e.Result.Image, e.Result.Version, e.Site)
-		}
+	if err := store.CheckEvidenceFile(p+" in "+c.Location(), site, image, version, f.Evidence); err != nil {
+		return nil, err
 	}
 	return f.Evidence, nil
 }
@@ -120,10 +118,8 @@ func (c *Catalog) decodeRevocations(image string, b []byte) ([]store.Revocation,
 	if f.Image != image {
 		return nil, fmt.Errorf("reading %s in %s: it holds image %q", p, c.Location(), f.Image)
 	}
-	for i, r := range f.Revocations {
-		if r.Image != image {
-			return nil, fmt.Errorf("reading %s in %s: revocation %d is of image %q", p, c.Location(), i+1, r.Image)
-		}
+	if err := store.CheckRevocationFile(p+" in "+c.Location(), image, f.Revocations); err != nil {
+		return nil, err
 	}
 	return f.Revocations, nil
 }
@@ -413,10 +409,8 @@ func (c *Catalog) decodeRackProofs(site, image, version string, b []byte) ([]sto
 	if err := c.decodeVersionFile(p, site, image, version, b, &f); err != nil {
 		return nil, err
 	}
-	for i, r := range f.RackProofs {
-		if r.Site != site || r.Image != image || r.Version != version {
-			return nil, fmt.Errorf("reading %s in %s: rack proof %d is of %s %s at site %q", p, c.Location(), i+1, r.Image, r.Version, r.Site)
-		}
+	if err := store.CheckRackProofFile(p+" in "+c.Location(), site, image, version, f.RackProofs); err != nil {
+		return nil, err
 	}
 	return f.RackProofs, nil
 }

@@ -176,9 +176,6 @@ func AtLeast(v string, major, minor, patch int) bool {
 // URL is the MAAS root the client talks to.
 func (c *Client) URL() string { return c.cfg.URL }
 
-// VersionLess orders set versions as MAAS's YYYYmmdd[.N].
-func VersionLess(a, b string) bool { return versionLess(a, b) }
-
 // maxAnswer bounds each answer of the calls here (rack controllers,
 // fabrics, a rack's images, the version): gomaasclient reads an answer
 // whole before it is decoded.

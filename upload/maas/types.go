@@ -48,7 +48,7 @@ func (r *Resource) NewestSet() (Set, bool) {
 	var best Set
 	found := false
 	for _, s := range r.Sets {
-		if !found || versionLess(best.Version, s.Version) {
+		if !found || VersionLess(best.Version, s.Version) {
 			best, found = s, true
 		}
 	}
@@ -68,7 +68,8 @@ func (r *Resource) File() *File {
 	return nil
 }
 
-func versionLess(a, b string) bool {
+// VersionLess orders set versions as MAAS's YYYYmmdd[.N].
+func VersionLess(a, b string) bool {
 	pa, pb := versionParts(a), versionParts(b)
 	for i := 0; i < 2; i++ {
 		if pa[i] != pb[i] {
