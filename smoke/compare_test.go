@@ -1,10 +1,14 @@
 package smoke
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +21,9 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -306,7 +313,7 @@ func TestComparison(t *testing.T) {
 	bakedRx, firstRx := int64(900), int64(16000)
 	baked.ReceivedBytes, first.ReceivedBytes = &bakedRx, &firstRx
 	baked.ArtifactSHA256 = "sha256:" + strings.Repeat("ab", 32)
-	c := newComparison(baked, nil, first, nil, now)
+	c := newComparison(baked, nil, first, nil, now, nil)
 	if c.Ratio == nil || *c.Ratio != 0.25 || !c.Baked.Passed || !c.FirstBoot.Passed || c.FirstBoot.DownloadBytes != 5000 ||
 		*c.FirstBoot.Reboot != true || *c.FirstBoot.FirstBootSeconds != 28 || c.Baked.DownloadBytes != 0 ||
 		c.ArtifactSHA256 != baked.ArtifactSHA256 || c.MemoryMB != 2048 || *c.Baked.DeploySeconds != 12.346 || *c.FirstBoot.ReceivedBytes != 16000 {
@@ -366,7 +373,7 @@ func TestComparison(t *testing.T) {
 	// A failed path is a failure with its reason, never a time, and there
 	// is no ratio.
 	failed := passedResult(t, 5, &FirstBoot{Console: firstboot.Console{Status: "failed", FailedStep: 2, Steps: 3, Errors: []string{"apt-get install failed"}, DownloadBytes: 10}})
-	c = newComparison(baked, nil, failed, fmt.Errorf("%w: x", ErrFailed), now)
+	c = newComparison(baked, nil, failed, fmt.Errorf("%w: x", ErrFailed), now, nil)
 	if c.Ratio != nil || c.FirstBoot.Passed || c.FirstBoot.ValidatedSeconds != nil || !strings.Contains(c.FirstBoot.Failure, "failed at step 2 of 3") || c.FirstBoot.DownloadBytes != 10 {
 		t.Errorf("%+v", c.FirstBoot)
 	}
@@ -382,7 +389,7 @@ func TestComparison(t *testing.T) {
 	}
 	// A path that failed to boot (an error, not ErrFailed) says the error;
 	// one that never started says so.
-	c = newComparison(nil, errors.New("no UEFI firmware"), nil, nil, now)
+	c = newComparison(nil, errors.New("no UEFI firmware"), nil, nil, now, nil)
 	if c.Baked.Failure != "no UEFI firmware" || c.FirstBoot.Failure != "it did not start" || c.Ratio != nil {
 		t.Errorf("%+v", c)
 	}
@@ -469,11 +476,11 @@ func TestUnannouncedReboot(t *testing.T) {
 	r := passedResult(t, 33, fb)
 	r.Timeline.Milestones = append(r.Timeline.Milestones, Milestone{Name: MilestoneRebootMultiUser, Seconds: 40})
 	r.Timeline.Find(MilestoneFirstBootDone).Seconds = 300
-	p := newPath(r, nil)
+	p := newPath(r, nil, nil)
 	if p.Passed || p.ValidatedSeconds != nil || !strings.Contains(p.Failure, "firstboot-done at 300.0 s") || !strings.Contains(p.Failure, "reboot-multi-user at 40.0 s") {
 		t.Errorf("path %+v", p)
 	}
-	c := newComparison(passedResult(t, 20, nil), nil, r, nil, time.Now())
+	c := newComparison(passedResult(t, 20, nil), nil, r, nil, time.Now(), nil)
 	if c.Ratio != nil || c.FirstBoot.Passed {
 		t.Errorf("a ratio %v, first boot %+v, from a path timed on two boots", c.Ratio, c.FirstBoot)
 	}
@@ -573,7 +580,7 @@ func TestComparisonDifferences(t *testing.T) {
 		t.Errorf("the baked path's differences %q", d)
 	}
 	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 28}}
-	c := newComparison(passedResult(t, 20, nil), nil, passedResult(t, 80, fb), nil, time.Now())
+	c := newComparison(passedResult(t, 20, nil), nil, passedResult(t, 80, fb), nil, time.Now(), nil)
 	if strings.Contains(c.Text(), "not like for like") {
 		t.Errorf("like for like, yet:\n%s", c.Text())
 	}
@@ -624,7 +631,7 @@ func TestPairsComparison(t *testing.T) {
 	now := time.Now()
 	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 28}}
 	pair := func(baked, first float64) *Comparison {
-		return newComparison(passedResult(t, baked, nil), nil, passedResult(t, first, fb), nil, now)
+		return newComparison(passedResult(t, baked, nil), nil, passedResult(t, first, fb), nil, now, nil)
 	}
 	one := pair(20, 80)
 	if c := pairsComparison([]*Comparison{one}); c != one || c.Ratios != nil || c.Spread != nil {
@@ -648,7 +655,7 @@ func TestPairsComparison(t *testing.T) {
 	if c := pairsComparison([]*Comparison{x, y, z}); c != z || !slices.Equal(c.Ratios, []float64{0.3, 0.25, 0.27}) {
 		t.Errorf("three pairs: %v %v", *c.Ratio, c.Ratios)
 	}
-	failed := newComparison(passedResult(t, 20, nil), nil, nil, errors.New("no base"), now)
+	failed := newComparison(passedResult(t, 20, nil), nil, nil, errors.New("no base"), now, nil)
 	if c := pairsComparison([]*Comparison{pair(20, 80), failed}); c != failed || c.Ratios != nil || c.Ratio != nil {
 		t.Errorf("a failed pair: %+v", c)
 	}
@@ -657,5 +664,78 @@ func TestPairsComparison(t *testing.T) {
 	}
 	if got := pairFile("/o/x.json", 0); got != "/o/x.json" {
 		t.Errorf("pairFile %s", got)
+	}
+}
+
+// A path's failure goes through redact.Text and the recipe's sensitive
+// values (Compare's hide), whichever path and whether it started or not.
+func TestComparisonHidesSecrets(t *testing.T) {
+	hide := func(s string) string { return strings.ReplaceAll(s, "site-token-4711", "[sensitive]") }
+	failed := firstBootResult()
+	failed.FirstBoot.Status = "failed"
+	failed.FirstBoot.Errors = []string{"apt: 401 with site-token-4711 from https://user:pw-4711@mirror.example/debian"}
+	c := newComparison(nil, errors.New("fetching https://user:pw-4711@mirror.example/x with site-token-4711"), failed,
+		fmt.Errorf("%w: x", ErrFailed), time.Now(), hide)
+	for _, f := range []string{c.Baked.Failure, c.FirstBoot.Failure} {
+		if f == "" || strings.Contains(f, "4711") {
+			t.Errorf("a failure shows a secret, or says nothing: %q", f)
+		}
+	}
+	testenv.Holds(t, "the baked path's failure", c.Baked.Failure, "[sensitive]", "mirror.example/x")
+}
+
+// The base image's URL is given without its credentials in the base
+// phase's event, packBase's errors (a download that fails) and its log
+// line (a base packed).
+func TestPackBaseHidesCredentials(t *testing.T) {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("no mkfs.ext4")
+	}
+	const secret = "pw-s3cret-4711"
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("builder", secret)
+	u.Path = "/base.raw"
+	var events []event.Event
+	rep := event.Reporter(func(e event.Event) { events = append(events, e) })
+	p := &plan.Plan{Manifest: &manifest.Manifest{Base: manifest.Base{Source: u.String(), Format: "raw",
+		SHA256: "sha256:" + strings.Repeat("0", 64)}}}
+	_, _, err := packBase(context.Background(), p, t.TempDir(), srv.Client(), t.TempDir(), rep)
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("a failed download: %v", err)
+	}
+	// A base image on disk (a bare ext4 filesystem with /etc/os-release)
+	// whose source is the URL: packed, and said so without its password.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "os-release"), []byte("ID=debian\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(t.TempDir(), "base.raw")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-d", root, img, "8M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	sum, err := digest.File(context.Background(), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Manifest.Base.SHA256 = sum.String()
+	p.Inputs.BasePath = img
+	if _, _, err := packBase(context.Background(), p, "", nil, t.TempDir(), rep); err != nil {
+		t.Fatal(err)
+	}
+	logged := false
+	for _, e := range events {
+		b, _ := json.Marshal(e)
+		if strings.Contains(string(b), secret) {
+			t.Errorf("an event shows the base URL's password: %s", b)
+		}
+		logged = logged || (e.Type == event.TypeLog && strings.Contains(e.Message, "packed for the first-boot path"))
+	}
+	if !logged {
+		t.Errorf("no log line for the packed base in %v", events)
 	}
 }
