@@ -137,13 +137,20 @@ func TestFirstBootSmokeScript(t *testing.T) {
 	}
 }
 
+// bootOne and bootTwo are the boot ids of the consoles below' first and
+// second boots (the kernel's /proc/sys/kernel/random/boot_id).
+const (
+	bootOne = "5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31"
+	bootTwo = "b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9"
+)
+
 // firstBootConsole is a first-boot path's console at stage converged: the
 // first boot runs the script (which requires a reboot), the smoke script
 // reports it and reboots, and the second boot runs the site bootstrap and
 // validates.
 const firstBootConsole = `BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE clock=20.0 boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31
 IMAGECTL_SMOKE multi-user
 [   21.0] cloud-init[600]: IMAGECTL_FIRSTBOOT time firstboot-start=22.00
 IMAGECTL_FIRSTBOOT step=1/3 time=2026-11-26T18:00:00Z uptime=22.10 start packages: jq
@@ -152,30 +159,30 @@ IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_bo
 IMAGECTL_SMOKE state=running
 IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro console=ttyS0,115200
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
-IMAGECTL_SMOKE systemd unit=manager UserspaceTimestampMonotonic=3000000 FinishTimestampMonotonic=54000000
-IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=19000000
+IMAGECTL_SMOKE systemd unit=manager boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31 UserspaceTimestampMonotonic=3000000 FinishTimestampMonotonic=54000000
+IMAGECTL_SMOKE systemd unit=multi-user.target boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31 ActiveEnterTimestampMonotonic=19000000
 IMAGECTL_SMOKE received-bytes=16000000
-IMAGECTL_SMOKE clock=55.0
+IMAGECTL_SMOKE clock=55.0 boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31
 IMAGECTL_SMOKE reboot
 BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=10.0
+IMAGECTL_SMOKE clock=10.0 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE multi-user
 IMAGECTL_SMOKE state=running
 IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro intel_iommu=on console=ttyS0,115200
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
-IMAGECTL_SMOKE time bootstrap-start=10.50
+IMAGECTL_SMOKE time bootstrap-start=10.50 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_BOOTSTRAP modprobe vfio_pci
-IMAGECTL_SMOKE time bootstrap-done=10.80
+IMAGECTL_SMOKE time bootstrap-done=10.80 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE bootstrap-exit=0
-IMAGECTL_SMOKE time validation-start=11.00
+IMAGECTL_SMOKE time validation-start=11.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_VALIDATE status=PASS check=kernel-arg:intel_iommu=on:cmdline detail=in%20/proc/cmdline
 IMAGECTL_VALIDATE summary profile=slice stage=converged checks=1 failures=0 warnings=0
 IMAGECTL_SMOKE validate-exit=0
-IMAGECTL_SMOKE time validation-done=13.00
+IMAGECTL_SMOKE time validation-done=13.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE received-bytes=4000
-IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=9000000
-IMAGECTL_SMOKE clock=14.0
+IMAGECTL_SMOKE systemd unit=multi-user.target boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9 ActiveEnterTimestampMonotonic=9000000
+IMAGECTL_SMOKE clock=14.0 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE done
 `
 
@@ -188,8 +195,8 @@ func feedFirstBoot(t *testing.T, res *Result) (bool, error) {
 	// line at 25 s read 20.0); every guest line arrives a second after
 	// its reading. The reboot at 61 s; the second kernel at 70 s (its
 	// clock zero there).
-	at := map[string]float64{"IMAGECTL_SMOKE clock=20.0": 25, "IMAGECTL_SMOKE clock=55.0": 60, "IMAGECTL_SMOKE reboot": 61,
-		"IMAGECTL_SMOKE clock=10.0": 80, "IMAGECTL_SMOKE clock=14.0": 84}
+	at := map[string]float64{"IMAGECTL_SMOKE clock=20.0 boot=" + bootOne: 25, "IMAGECTL_SMOKE clock=55.0 boot=" + bootOne: 60,
+		"IMAGECTL_SMOKE reboot": 61, "IMAGECTL_SMOKE clock=10.0 boot=" + bootTwo: 80, "IMAGECTL_SMOKE clock=14.0 boot=" + bootTwo: 84}
 	now := 0.0
 	kernels := []float64{5, 70}
 	for _, l := range strings.Split(strings.TrimSuffix(firstBootConsole, "\n"), "\n") {
@@ -443,21 +450,21 @@ func TestFirstBootRebootTranscript(t *testing.T) {
 // timed on the first boot's clock zero.
 const unannouncedRebootConsole = `BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE clock=20.0 boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31
 IMAGECTL_FIRSTBOOT time firstboot-start=22.00
 IMAGECTL_FIRSTBOOT time firstboot-done=300.00
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
 [  301.000000] reboot: Restarting system
 BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE clock=20.0 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE multi-user
 IMAGECTL_SMOKE state=running
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
-IMAGECTL_SMOKE time validation-start=24.00
+IMAGECTL_SMOKE time validation-start=24.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_VALIDATE status=PASS check=x detail=y
 IMAGECTL_SMOKE validate-exit=0
-IMAGECTL_SMOKE time validation-done=28.00
+IMAGECTL_SMOKE time validation-done=28.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE done
 `
 
@@ -737,5 +744,89 @@ func TestPackBaseHidesCredentials(t *testing.T) {
 	}
 	if !logged {
 		t.Errorf("no log line for the packed base in %v", events)
+	}
+}
+
+// The boot ids of the timed lines: a second boot that the console shows
+// no kernel banner of (a quiet or lost console) but whose smoke script
+// reports a new boot id, without the announced reboot, fails the run on
+// either path; so does a line of the boot before the announced reboot
+// once it was announced; a timed line without an id is not used.
+func TestBootIDs(t *testing.T) {
+	var quiet []string
+	for _, l := range strings.Split(unannouncedRebootConsole, "\n") {
+		if !strings.Contains(l, "Linux version") || len(quiet) < 3 {
+			quiet = append(quiet, l)
+		}
+	}
+	for _, res := range []*Result{firstBootResult(), {}} {
+		res.Bootstrap = nil
+		done, err := feedAll(t, newWatcher(res, nil), strings.Join(quiet, "\n"))
+		if done || err == nil || !strings.Contains(err.Error(), "rebooted without the smoke script's reboot: a timed line of boot "+bootTwo+" while boot "+bootOne+" was timed") {
+			t.Errorf("first boot %v: done %v, err %v", res.FirstBoot != nil, done, err)
+		}
+		if res.observed.guest[MilestoneValidationDone] != 0 {
+			t.Errorf("first boot %v: the second boot's validation-done was placed", res.FirstBoot != nil)
+		}
+	}
+	// The first boot's id again after the announced reboot.
+	stale := strings.Replace(firstBootConsole, "clock=10.0 boot="+bootTwo, "clock=10.0 boot="+bootOne, 1)
+	if done, err := feedAll(t, newWatcher(firstBootResult(), nil), stale); done || err == nil || !strings.Contains(err.Error(), "after the smoke script announced its reboot") {
+		t.Errorf("a line of the first boot after the reboot: done %v, err %v", done, err)
+	}
+	// The announced reboot's second boot, then the first boot's id again.
+	back := strings.Replace(firstBootConsole, "validation-done=13.00 boot="+bootTwo, "validation-done=13.00 boot="+bootOne, 1)
+	if done, err := feedAll(t, newWatcher(firstBootResult(), nil), back); done || err == nil || !strings.Contains(err.Error(), "a boot before the announced reboot") {
+		t.Errorf("a line of the first boot in the second: done %v, err %v", done, err)
+	}
+	// A validation-done without its boot id: no time to validated.
+	res := firstBootResult()
+	noID := strings.Replace(firstBootConsole, "validation-done=13.00 boot="+bootTwo, "validation-done=13.00", 1)
+	if done, err := feedAll(t, newWatcher(res, nil), noID); !done || err != nil {
+		t.Fatalf("done %v, err %v", done, err)
+	}
+	if _, ok := res.observed.guest[MilestoneValidationDone]; ok {
+		t.Error("a validation-done without a boot id was used")
+	}
+	if p := newPath(res, nil, nil); p.Passed || !strings.Contains(p.Failure, "no "+MilestoneValidationDone) {
+		t.Errorf("path %+v", p)
+	}
+}
+
+// A console whose validation ends, on the guest's clock, before the
+// first-boot script's end in the same boot (times that cannot be of one
+// boot: the first-boot script's lines carry no boot id) gives a timeline
+// that did not pass, and a run that fails saying why.
+func TestTimelineOutOfOrderFromConsole(t *testing.T) {
+	console := `BdsDxe: starting Boot0001
+[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
+IMAGECTL_SMOKE clock=20.0 boot=` + bootOne + `
+IMAGECTL_SMOKE multi-user
+IMAGECTL_FIRSTBOOT time firstboot-start=22.00
+IMAGECTL_FIRSTBOOT time firstboot-done=300.00
+IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
+IMAGECTL_SMOKE state=running
+IMAGECTL_SMOKE time validation-start=24.00 boot=` + bootOne + `
+IMAGECTL_VALIDATE status=PASS check=x detail=y
+IMAGECTL_VALIDATE summary profile=bare-metal stage=image checks=1 failures=0 warnings=0
+IMAGECTL_SMOKE validate-exit=0
+IMAGECTL_SMOKE time validation-done=28.00 boot=` + bootOne + `
+IMAGECTL_SMOKE clock=29.0 boot=` + bootOne + `
+IMAGECTL_SMOKE done
+`
+	res := &Result{Image: "demo", Version: "1", Profile: "bare-metal", Stage: "image", FirstBoot: &FirstBoot{}}
+	if done, err := feedAll(t, newWatcher(res, nil), console); !done || err != nil {
+		t.Fatalf("done %v, err %v", done, err)
+	}
+	if why := res.Failure(); why != "" {
+		t.Fatalf("the checks alone failed: %s", why)
+	}
+	res.Timeline = newTimeline(res, res.Passed())
+	if res.Timeline.Passed {
+		t.Errorf("a timeline with validation-done before firstboot-done passed: %+v", res.Timeline.Milestones)
+	}
+	testenv.Holds(t, "the run's failure", res.Failure(), "firstboot-done at", "the times are not of one boot")
+	if p := newPath(res, nil, nil); p.Passed || p.ValidatedSeconds != nil {
+		t.Errorf("path %+v", p)
 	}
 }
