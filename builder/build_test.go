@@ -112,6 +112,26 @@ func TestPhases(t *testing.T) {
 	}
 }
 
+// TestVerifyBaseSummaryHidesCredentials: a base image given by a URL
+// with credentials reaches the build's events without them.
+func TestVerifyBaseSummaryHidesCredentials(t *testing.T) {
+	m := &manifest.Manifest{}
+	m.Base.Source = "https://builder:s3cret-pw@images.example.invalid/debian.qcow2"
+	b := &build{plan: &plan.Plan{Manifest: m}}
+	for _, ph := range phases {
+		if ph.name != PhaseVerifyBase {
+			continue
+		}
+		got := ph.summary(b)
+		if strings.Contains(got, "s3cret-pw") || strings.Contains(got, "builder:") {
+			t.Errorf("the %s phase's summary %q shows the URL's credentials", ph.name, got)
+		}
+		testenv.Holds(t, "the summary", got, "images.example.invalid/debian.qcow2")
+		return
+	}
+	t.Fatalf("no %s phase", PhaseVerifyBase)
+}
+
 // TestLayerTimings: a layer's packages figures are what the applier added
 // while it ran, and its other steps' time is commands.
 func TestLayerTimings(t *testing.T) {

@@ -290,11 +290,10 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		c := newComparison(baked, bakedErr, first, fbErr, time.Now())
-		c.Differences = differences(first, m.Packages)
 		// What came from the runs may hold the recipe's sensitive values.
 		hide := func(s string) string { return string(p.Redact([]byte(s))) }
-		c.Baked.Failure, c.FirstBoot.Failure = hide(c.Baked.Failure), hide(c.FirstBoot.Failure)
+		c := newComparison(baked, bakedErr, first, fbErr, time.Now(), hide)
+		c.Differences = differences(first, m.Packages)
 		for i := range c.Differences {
 			c.Differences[i] = hide(c.Differences[i])
 		}
@@ -389,7 +388,11 @@ func packBase(ctx context.Context, p *plan.Plan, cache string, client *http.Clie
 		rep.Progress(PhaseBase, done, total)
 	})
 	if err != nil {
-		return "", "", fmt.Errorf("resolving base image %s: %w", source, err)
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		// base's errors quote the source as the recipe gave it.
+		return "", "", fmt.Errorf("resolving base image %s: %s", source, redact.Text(err.Error()))
 	}
 	raw := filepath.Join(work, "base.raw")
 	if err := base.ToRaw(ctx, image, b.Format, raw); err != nil {
@@ -461,16 +464,17 @@ func rootPartition(ctx context.Context, raw string) (int, error) {
 }
 
 // newComparison compares two runs: each path's result (nil when it never
-// started) and error.
-func newComparison(baked *Result, bakedErr error, first *Result, firstErr error, now time.Time) *Comparison {
+// started) and error; hide redacts the recipe's sensitive values from
+// what the runs said (nil: none).
+func newComparison(baked *Result, bakedErr error, first *Result, firstErr error, now time.Time, hide func(string) string) *Comparison {
 	c := &Comparison{SchemaVersion: ComparisonSchemaVersion, MeasuredAt: now.UTC().Truncate(time.Second),
 		BakedResult: baked, FirstBootResult: first}
 	if baked != nil {
 		c.Image, c.Version, c.Profile, c.Stage, c.Accelerator = baked.Image, baked.Version, baked.Profile, baked.Stage, baked.Accelerator
 		c.MemoryMB, c.ArtifactSHA256 = baked.MemoryMB, baked.ArtifactSHA256
 	}
-	c.Baked = newPath(baked, bakedErr)
-	c.FirstBoot = newPath(first, firstErr)
+	c.Baked = newPath(baked, bakedErr, hide)
+	c.FirstBoot = newPath(first, firstErr, hide)
 	if first != nil && first.FirstBoot != nil {
 		fb := first.FirstBoot
 		c.FirstBoot.DownloadBytes, c.FirstBoot.ArchiveBytes, c.FirstBoot.IndexBytes = fb.DownloadBytes, fb.ArchiveBytes, fb.IndexBytes
@@ -497,14 +501,22 @@ func newComparison(baked *Result, bakedErr error, first *Result, firstErr error,
 }
 
 // newPath is one path of a comparison: a failure with its reason, or the
-// time to validated.
-func newPath(r *Result, err error) Path {
+// time to validated. Its failure goes through redact.Text (credentials,
+// registered secrets) and hide (the recipe's sensitive values; nil: none).
+func newPath(r *Result, err error, hide func(string) string) Path {
+	clean := func(s string) string {
+		s = redact.Text(s)
+		if hide != nil {
+			s = hide(s)
+		}
+		return s
+	}
 	if r == nil {
 		why := "it did not start"
 		if err != nil {
 			why = err.Error()
 		}
-		return Path{Failure: redact.Text(why)}
+		return Path{Failure: clean(why)}
 	}
 	p := Path{Artifact: r.Artifact, ConsoleLog: r.ConsoleLog, TimelineFile: r.TimelineFile,
 		Checks: len(r.Lines), Failures: r.Failures, Warnings: r.Warnings, ReceivedBytes: r.ReceivedBytes}
@@ -518,7 +530,7 @@ func newPath(r *Result, err error) Path {
 	case err != nil || !r.Passed():
 		p.Failure = r.Failure()
 	}
-	p.Failure = redact.Text(p.Failure)
+	p.Failure = clean(p.Failure)
 	if p.Failure != "" {
 		return p
 	}

@@ -1,10 +1,14 @@
 package smoke
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +21,9 @@ import (
 
 	"github.com/gpuaas/imagectl/builder/firstboot"
 	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -130,13 +137,20 @@ func TestFirstBootSmokeScript(t *testing.T) {
 	}
 }
 
+// bootOne and bootTwo are the boot ids of the consoles below' first and
+// second boots (the kernel's /proc/sys/kernel/random/boot_id).
+const (
+	bootOne = "5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31"
+	bootTwo = "b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9"
+)
+
 // firstBootConsole is a first-boot path's console at stage converged: the
 // first boot runs the script (which requires a reboot), the smoke script
 // reports it and reboots, and the second boot runs the site bootstrap and
 // validates.
 const firstBootConsole = `BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE clock=20.0 boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31
 IMAGECTL_SMOKE multi-user
 [   21.0] cloud-init[600]: IMAGECTL_FIRSTBOOT time firstboot-start=22.00
 IMAGECTL_FIRSTBOOT step=1/3 time=2026-11-26T18:00:00Z uptime=22.10 start packages: jq
@@ -145,30 +159,30 @@ IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_bo
 IMAGECTL_SMOKE state=running
 IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro console=ttyS0,115200
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
-IMAGECTL_SMOKE systemd unit=manager UserspaceTimestampMonotonic=3000000 FinishTimestampMonotonic=54000000
-IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=19000000
+IMAGECTL_SMOKE systemd unit=manager boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31 UserspaceTimestampMonotonic=3000000 FinishTimestampMonotonic=54000000
+IMAGECTL_SMOKE systemd unit=multi-user.target boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31 ActiveEnterTimestampMonotonic=19000000
 IMAGECTL_SMOKE received-bytes=16000000
-IMAGECTL_SMOKE clock=55.0
+IMAGECTL_SMOKE clock=55.0 boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31
 IMAGECTL_SMOKE reboot
 BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=10.0
+IMAGECTL_SMOKE clock=10.0 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE multi-user
 IMAGECTL_SMOKE state=running
 IMAGECTL_SMOKE cmdline=BOOT_IMAGE=/vmlinuz root=UUID=x ro intel_iommu=on console=ttyS0,115200
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=yes seconds=28.000
-IMAGECTL_SMOKE time bootstrap-start=10.50
+IMAGECTL_SMOKE time bootstrap-start=10.50 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_BOOTSTRAP modprobe vfio_pci
-IMAGECTL_SMOKE time bootstrap-done=10.80
+IMAGECTL_SMOKE time bootstrap-done=10.80 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE bootstrap-exit=0
-IMAGECTL_SMOKE time validation-start=11.00
+IMAGECTL_SMOKE time validation-start=11.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_VALIDATE status=PASS check=kernel-arg:intel_iommu=on:cmdline detail=in%20/proc/cmdline
 IMAGECTL_VALIDATE summary profile=slice stage=converged checks=1 failures=0 warnings=0
 IMAGECTL_SMOKE validate-exit=0
-IMAGECTL_SMOKE time validation-done=13.00
+IMAGECTL_SMOKE time validation-done=13.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE received-bytes=4000
-IMAGECTL_SMOKE systemd unit=multi-user.target ActiveEnterTimestampMonotonic=9000000
-IMAGECTL_SMOKE clock=14.0
+IMAGECTL_SMOKE systemd unit=multi-user.target boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9 ActiveEnterTimestampMonotonic=9000000
+IMAGECTL_SMOKE clock=14.0 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE done
 `
 
@@ -181,8 +195,8 @@ func feedFirstBoot(t *testing.T, res *Result) (bool, error) {
 	// line at 25 s read 20.0); every guest line arrives a second after
 	// its reading. The reboot at 61 s; the second kernel at 70 s (its
 	// clock zero there).
-	at := map[string]float64{"IMAGECTL_SMOKE clock=20.0": 25, "IMAGECTL_SMOKE clock=55.0": 60, "IMAGECTL_SMOKE reboot": 61,
-		"IMAGECTL_SMOKE clock=10.0": 80, "IMAGECTL_SMOKE clock=14.0": 84}
+	at := map[string]float64{"IMAGECTL_SMOKE clock=20.0 boot=" + bootOne: 25, "IMAGECTL_SMOKE clock=55.0 boot=" + bootOne: 60,
+		"IMAGECTL_SMOKE reboot": 61, "IMAGECTL_SMOKE clock=10.0 boot=" + bootTwo: 80, "IMAGECTL_SMOKE clock=14.0 boot=" + bootTwo: 84}
 	now := 0.0
 	kernels := []float64{5, 70}
 	for _, l := range strings.Split(strings.TrimSuffix(firstBootConsole, "\n"), "\n") {
@@ -306,7 +320,7 @@ func TestComparison(t *testing.T) {
 	bakedRx, firstRx := int64(900), int64(16000)
 	baked.ReceivedBytes, first.ReceivedBytes = &bakedRx, &firstRx
 	baked.ArtifactSHA256 = "sha256:" + strings.Repeat("ab", 32)
-	c := newComparison(baked, nil, first, nil, now)
+	c := newComparison(baked, nil, first, nil, now, nil)
 	if c.Ratio == nil || *c.Ratio != 0.25 || !c.Baked.Passed || !c.FirstBoot.Passed || c.FirstBoot.DownloadBytes != 5000 ||
 		*c.FirstBoot.Reboot != true || *c.FirstBoot.FirstBootSeconds != 28 || c.Baked.DownloadBytes != 0 ||
 		c.ArtifactSHA256 != baked.ArtifactSHA256 || c.MemoryMB != 2048 || *c.Baked.DeploySeconds != 12.346 || *c.FirstBoot.ReceivedBytes != 16000 {
@@ -366,7 +380,7 @@ func TestComparison(t *testing.T) {
 	// A failed path is a failure with its reason, never a time, and there
 	// is no ratio.
 	failed := passedResult(t, 5, &FirstBoot{Console: firstboot.Console{Status: "failed", FailedStep: 2, Steps: 3, Errors: []string{"apt-get install failed"}, DownloadBytes: 10}})
-	c = newComparison(baked, nil, failed, fmt.Errorf("%w: x", ErrFailed), now)
+	c = newComparison(baked, nil, failed, fmt.Errorf("%w: x", ErrFailed), now, nil)
 	if c.Ratio != nil || c.FirstBoot.Passed || c.FirstBoot.ValidatedSeconds != nil || !strings.Contains(c.FirstBoot.Failure, "failed at step 2 of 3") || c.FirstBoot.DownloadBytes != 10 {
 		t.Errorf("%+v", c.FirstBoot)
 	}
@@ -382,7 +396,7 @@ func TestComparison(t *testing.T) {
 	}
 	// A path that failed to boot (an error, not ErrFailed) says the error;
 	// one that never started says so.
-	c = newComparison(nil, errors.New("no UEFI firmware"), nil, nil, now)
+	c = newComparison(nil, errors.New("no UEFI firmware"), nil, nil, now, nil)
 	if c.Baked.Failure != "no UEFI firmware" || c.FirstBoot.Failure != "it did not start" || c.Ratio != nil {
 		t.Errorf("%+v", c)
 	}
@@ -436,21 +450,21 @@ func TestFirstBootRebootTranscript(t *testing.T) {
 // timed on the first boot's clock zero.
 const unannouncedRebootConsole = `BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE clock=20.0 boot=5d3c8a0e-4f1b-4a57-9c2e-1b7f0d6e9a31
 IMAGECTL_FIRSTBOOT time firstboot-start=22.00
 IMAGECTL_FIRSTBOOT time firstboot-done=300.00
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
 [  301.000000] reboot: Restarting system
 BdsDxe: starting Boot0001
 [    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
-IMAGECTL_SMOKE clock=20.0
+IMAGECTL_SMOKE clock=20.0 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE multi-user
 IMAGECTL_SMOKE state=running
 IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
-IMAGECTL_SMOKE time validation-start=24.00
+IMAGECTL_SMOKE time validation-start=24.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_VALIDATE status=PASS check=x detail=y
 IMAGECTL_SMOKE validate-exit=0
-IMAGECTL_SMOKE time validation-done=28.00
+IMAGECTL_SMOKE time validation-done=28.00 boot=b81f2e47-09ac-4d3e-8f65-2c4a7e1d03b9
 IMAGECTL_SMOKE done
 `
 
@@ -469,11 +483,11 @@ func TestUnannouncedReboot(t *testing.T) {
 	r := passedResult(t, 33, fb)
 	r.Timeline.Milestones = append(r.Timeline.Milestones, Milestone{Name: MilestoneRebootMultiUser, Seconds: 40})
 	r.Timeline.Find(MilestoneFirstBootDone).Seconds = 300
-	p := newPath(r, nil)
+	p := newPath(r, nil, nil)
 	if p.Passed || p.ValidatedSeconds != nil || !strings.Contains(p.Failure, "firstboot-done at 300.0 s") || !strings.Contains(p.Failure, "reboot-multi-user at 40.0 s") {
 		t.Errorf("path %+v", p)
 	}
-	c := newComparison(passedResult(t, 20, nil), nil, r, nil, time.Now())
+	c := newComparison(passedResult(t, 20, nil), nil, r, nil, time.Now(), nil)
 	if c.Ratio != nil || c.FirstBoot.Passed {
 		t.Errorf("a ratio %v, first boot %+v, from a path timed on two boots", c.Ratio, c.FirstBoot)
 	}
@@ -573,7 +587,7 @@ func TestComparisonDifferences(t *testing.T) {
 		t.Errorf("the baked path's differences %q", d)
 	}
 	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 28}}
-	c := newComparison(passedResult(t, 20, nil), nil, passedResult(t, 80, fb), nil, time.Now())
+	c := newComparison(passedResult(t, 20, nil), nil, passedResult(t, 80, fb), nil, time.Now(), nil)
 	if strings.Contains(c.Text(), "not like for like") {
 		t.Errorf("like for like, yet:\n%s", c.Text())
 	}
@@ -624,7 +638,7 @@ func TestPairsComparison(t *testing.T) {
 	now := time.Now()
 	fb := &FirstBoot{Console: firstboot.Console{Status: "ok", Seconds: 28}}
 	pair := func(baked, first float64) *Comparison {
-		return newComparison(passedResult(t, baked, nil), nil, passedResult(t, first, fb), nil, now)
+		return newComparison(passedResult(t, baked, nil), nil, passedResult(t, first, fb), nil, now, nil)
 	}
 	one := pair(20, 80)
 	if c := pairsComparison([]*Comparison{one}); c != one || c.Ratios != nil || c.Spread != nil {
@@ -648,7 +662,7 @@ func TestPairsComparison(t *testing.T) {
 	if c := pairsComparison([]*Comparison{x, y, z}); c != z || !slices.Equal(c.Ratios, []float64{0.3, 0.25, 0.27}) {
 		t.Errorf("three pairs: %v %v", *c.Ratio, c.Ratios)
 	}
-	failed := newComparison(passedResult(t, 20, nil), nil, nil, errors.New("no base"), now)
+	failed := newComparison(passedResult(t, 20, nil), nil, nil, errors.New("no base"), now, nil)
 	if c := pairsComparison([]*Comparison{pair(20, 80), failed}); c != failed || c.Ratios != nil || c.Ratio != nil {
 		t.Errorf("a failed pair: %+v", c)
 	}
@@ -657,5 +671,162 @@ func TestPairsComparison(t *testing.T) {
 	}
 	if got := pairFile("/o/x.json", 0); got != "/o/x.json" {
 		t.Errorf("pairFile %s", got)
+	}
+}
+
+// A path's failure goes through redact.Text and the recipe's sensitive
+// values (Compare's hide), whichever path and whether it started or not.
+func TestComparisonHidesSecrets(t *testing.T) {
+	hide := func(s string) string { return strings.ReplaceAll(s, "site-token-4711", "[sensitive]") }
+	failed := firstBootResult()
+	failed.FirstBoot.Status = "failed"
+	failed.FirstBoot.Errors = []string{"apt: 401 with site-token-4711 from https://user:pw-4711@mirror.example/debian"}
+	c := newComparison(nil, errors.New("fetching https://user:pw-4711@mirror.example/x with site-token-4711"), failed,
+		fmt.Errorf("%w: x", ErrFailed), time.Now(), hide)
+	for _, f := range []string{c.Baked.Failure, c.FirstBoot.Failure} {
+		if f == "" || strings.Contains(f, "4711") {
+			t.Errorf("a failure shows a secret, or says nothing: %q", f)
+		}
+	}
+	testenv.Holds(t, "the baked path's failure", c.Baked.Failure, "[sensitive]", "mirror.example/x")
+}
+
+// The base image's URL is given without its credentials in the base
+// phase's event, packBase's errors (a download that fails) and its log
+// line (a base packed).
+func TestPackBaseHidesCredentials(t *testing.T) {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("no mkfs.ext4")
+	}
+	const secret = "pw-s3cret-4711"
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("builder", secret)
+	u.Path = "/base.raw"
+	var events []event.Event
+	rep := event.Reporter(func(e event.Event) { events = append(events, e) })
+	p := &plan.Plan{Manifest: &manifest.Manifest{Base: manifest.Base{Source: u.String(), Format: "raw",
+		SHA256: "sha256:" + strings.Repeat("0", 64)}}}
+	_, _, err := packBase(context.Background(), p, t.TempDir(), srv.Client(), t.TempDir(), rep)
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("a failed download: %v", err)
+	}
+	// A base image on disk (a bare ext4 filesystem with /etc/os-release)
+	// whose source is the URL: packed, and said so without its password.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "os-release"), []byte("ID=debian\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(t.TempDir(), "base.raw")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-d", root, img, "8M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	sum, err := digest.File(context.Background(), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Manifest.Base.SHA256 = sum.String()
+	p.Inputs.BasePath = img
+	if _, _, err := packBase(context.Background(), p, "", nil, t.TempDir(), rep); err != nil {
+		t.Fatal(err)
+	}
+	logged := false
+	for _, e := range events {
+		b, _ := json.Marshal(e)
+		if strings.Contains(string(b), secret) {
+			t.Errorf("an event shows the base URL's password: %s", b)
+		}
+		logged = logged || (e.Type == event.TypeLog && strings.Contains(e.Message, "packed for the first-boot path"))
+	}
+	if !logged {
+		t.Errorf("no log line for the packed base in %v", events)
+	}
+}
+
+// The boot ids of the timed lines: a second boot that the console shows
+// no kernel banner of (a quiet or lost console) but whose smoke script
+// reports a new boot id, without the announced reboot, fails the run on
+// either path; so does a line of the boot before the announced reboot
+// once it was announced; a timed line without an id is not used.
+func TestBootIDs(t *testing.T) {
+	var quiet []string
+	for _, l := range strings.Split(unannouncedRebootConsole, "\n") {
+		if !strings.Contains(l, "Linux version") || len(quiet) < 3 {
+			quiet = append(quiet, l)
+		}
+	}
+	for _, res := range []*Result{firstBootResult(), {}} {
+		res.Bootstrap = nil
+		done, err := feedAll(t, newWatcher(res, nil), strings.Join(quiet, "\n"))
+		if done || err == nil || !strings.Contains(err.Error(), "rebooted without the smoke script's reboot: a timed line of boot "+bootTwo+" while boot "+bootOne+" was timed") {
+			t.Errorf("first boot %v: done %v, err %v", res.FirstBoot != nil, done, err)
+		}
+		if res.observed.guest[MilestoneValidationDone] != 0 {
+			t.Errorf("first boot %v: the second boot's validation-done was placed", res.FirstBoot != nil)
+		}
+	}
+	// The first boot's id again after the announced reboot.
+	stale := strings.Replace(firstBootConsole, "clock=10.0 boot="+bootTwo, "clock=10.0 boot="+bootOne, 1)
+	if done, err := feedAll(t, newWatcher(firstBootResult(), nil), stale); done || err == nil || !strings.Contains(err.Error(), "after the smoke script announced its reboot") {
+		t.Errorf("a line of the first boot after the reboot: done %v, err %v", done, err)
+	}
+	// The announced reboot's second boot, then the first boot's id again.
+	back := strings.Replace(firstBootConsole, "validation-done=13.00 boot="+bootTwo, "validation-done=13.00 boot="+bootOne, 1)
+	if done, err := feedAll(t, newWatcher(firstBootResult(), nil), back); done || err == nil || !strings.Contains(err.Error(), "a boot before the announced reboot") {
+		t.Errorf("a line of the first boot in the second: done %v, err %v", done, err)
+	}
+	// A validation-done without its boot id: no time to validated.
+	res := firstBootResult()
+	noID := strings.Replace(firstBootConsole, "validation-done=13.00 boot="+bootTwo, "validation-done=13.00", 1)
+	if done, err := feedAll(t, newWatcher(res, nil), noID); !done || err != nil {
+		t.Fatalf("done %v, err %v", done, err)
+	}
+	if _, ok := res.observed.guest[MilestoneValidationDone]; ok {
+		t.Error("a validation-done without a boot id was used")
+	}
+	if p := newPath(res, nil, nil); p.Passed || !strings.Contains(p.Failure, "no "+MilestoneValidationDone) {
+		t.Errorf("path %+v", p)
+	}
+}
+
+// A console whose validation ends, on the guest's clock, before the
+// first-boot script's end in the same boot (times that cannot be of one
+// boot: the first-boot script's lines carry no boot id) gives a timeline
+// that did not pass, and a run that fails saying why.
+func TestTimelineOutOfOrderFromConsole(t *testing.T) {
+	console := `BdsDxe: starting Boot0001
+[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org)
+IMAGECTL_SMOKE clock=20.0 boot=` + bootOne + `
+IMAGECTL_SMOKE multi-user
+IMAGECTL_FIRSTBOOT time firstboot-start=22.00
+IMAGECTL_FIRSTBOOT time firstboot-done=300.00
+IMAGECTL_FIRSTBOOT result status=ok steps=3 ran=3 already_done=0 not_at_first_boot=0 download_bytes=5000 archive_bytes=4000 index_bytes=1000 missing_optional=- reboot_required=no seconds=278.000
+IMAGECTL_SMOKE state=running
+IMAGECTL_SMOKE time validation-start=24.00 boot=` + bootOne + `
+IMAGECTL_VALIDATE status=PASS check=x detail=y
+IMAGECTL_VALIDATE summary profile=bare-metal stage=image checks=1 failures=0 warnings=0
+IMAGECTL_SMOKE validate-exit=0
+IMAGECTL_SMOKE time validation-done=28.00 boot=` + bootOne + `
+IMAGECTL_SMOKE clock=29.0 boot=` + bootOne + `
+IMAGECTL_SMOKE done
+`
+	res := &Result{Image: "demo", Version: "1", Profile: "bare-metal", Stage: "image", FirstBoot: &FirstBoot{}}
+	if done, err := feedAll(t, newWatcher(res, nil), console); !done || err != nil {
+		t.Fatalf("done %v, err %v", done, err)
+	}
+	if why := res.Failure(); why != "" {
+		t.Fatalf("the checks alone failed: %s", why)
+	}
+	res.Timeline = newTimeline(res, res.Passed())
+	if res.Timeline.Passed {
+		t.Errorf("a timeline with validation-done before firstboot-done passed: %+v", res.Timeline.Milestones)
+	}
+	testenv.Holds(t, "the run's failure", res.Failure(), "firstboot-done at", "the times are not of one boot")
+	if p := newPath(res, nil, nil); p.Passed || p.ValidatedSeconds != nil {
+		t.Errorf("path %+v", p)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,14 @@ type watcher struct {
 	// receivedBefore is what the guest received in the boots before an
 	// announced reboot (the counters start again at 0).
 	receivedBefore int64
+	// bootID is the boot the timed lines come from (the kernel's boot id,
+	// which the smoke's scripts print with every clock, time and systemd
+	// line); earlierBoots are those it replaced, and rebootAnnounced says
+	// that the smoke script announced its reboot and the next boot's id
+	// has not come yet: the one change of boot id allowed.
+	bootID          string
+	earlierBoots    []string
+	rebootAnnounced bool
 }
 
 var (
@@ -144,6 +153,14 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 		key, val = m[:i], m[i+1:]
 	}
 	switch key {
+	case "clock", "time", "systemd":
+		var id string
+		val, id = cutBoot(val)
+		if use, err := w.checkBoot(id); !use {
+			return false, err
+		}
+	}
+	switch key {
 	case "multi-user":
 		w.setStage(stageMultiUser)
 	case "state":
@@ -182,6 +199,7 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 			return false, fmt.Errorf("the VM rebooted, which only the first-boot path does, once: %s", w.context())
 		}
 		w.res.FirstBoot.Rebooted = true
+		w.rebootAnnounced = true
 		if w.res.ReceivedBytes != nil {
 			w.receivedBefore, w.res.ReceivedBytes = *w.res.ReceivedBytes, nil
 		}
@@ -199,6 +217,48 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 		return true, nil
 	}
 	return false, nil
+}
+
+// cutBoot takes the boot=ID field out of a timed line's value: the rest,
+// and the id ("" when the line has none, or an empty one).
+func cutBoot(val string) (rest, id string) {
+	fields := strings.Fields(val)
+	kept := fields[:0]
+	for _, f := range fields {
+		if v, ok := strings.CutPrefix(f, "boot="); ok {
+			id = v
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return strings.Join(kept, " "), id
+}
+
+// checkBoot decides on a timed line of boot id: used when it is the boot
+// being timed (the first id seen starts it), or the first line of the
+// boot after the smoke script's announced reboot; a line without an id
+// is not used (its time could be any boot's); a line of any other boot
+// fails the run, since its time would be placed on another boot's clock:
+// the VM rebooted without the smoke script's reboot (or came back from a
+// boot before it).
+func (w *watcher) checkBoot(id string) (use bool, err error) {
+	switch {
+	case id == "":
+		return false, nil
+	case w.bootID == "":
+		w.bootID = id
+	case id == w.bootID && !w.rebootAnnounced:
+	case id == w.bootID:
+		return false, fmt.Errorf("a timed line of boot %s after the smoke script announced its reboot, before any line of the next boot: %s", id, w.context())
+	case w.rebootAnnounced && !slices.Contains(w.earlierBoots, id):
+		w.earlierBoots = append(w.earlierBoots, w.bootID)
+		w.bootID, w.rebootAnnounced = id, false
+	case slices.Contains(w.earlierBoots, id):
+		return false, fmt.Errorf("a timed line of boot %s, a boot before the announced reboot, while boot %s was timed: %s", id, w.bootID, w.context())
+	default:
+		return false, fmt.Errorf("the VM rebooted without the smoke script's reboot: a timed line of boot %s while boot %s was timed: %s", id, w.bootID, w.context())
+	}
+	return true, nil
 }
 
 // guestTime records "MILESTONE=SECONDS", a milestone the guest's scripts

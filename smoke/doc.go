@@ -6,7 +6,10 @@
 // with UEFI firmware, and reads the image's own validation script's
 // results for one profile and stage from the serial console, with the
 // first boot's timeline (written beside the console log, comparable
-// between runs). On request the seed also authorizes SSH keys for a login
+// between runs): every time the guest reports carries its boot id, and a
+// time from a boot the smoke script did not announce (its one reboot on
+// the first-boot path) fails the run, as does a timeline whose validation
+// ends before a milestone that precedes it. On request the seed also authorizes SSH keys for a login
 // with passwordless sudo, QEMU forwards a loopback port to the guest's ssh,
 // and the VM stays up after its validation until the caller's checks
 // (Options.WhileUp) return, when QEMU presses its power button. The deploy runs in a libguestfs appliance

@@ -263,8 +263,14 @@ func sayFunc(tty string, journal bool) string {
 	printf '%s\r\n' "$*" >>` + shell.Quote(tty) + ` 2>/dev/null` + also + `
 }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
+boot_id() { cat /proc/sys/kernel/random/boot_id 2>/dev/null; }
 `
 }
+
+// bootField ends every clock, time and systemd line of the smoke's guest
+// scripts: the boot it was read in (the kernel's boot id), so that the
+// watcher places no time on another boot's clock (watcher.checkBoot).
+const bootField = " boot=$(boot_id)"
 
 // bootstrapScript runs the site bootstrap as user-data's runcmd does, in
 // cloud-final: the bundle's entrypoint, in the bundle's directory, with the
@@ -291,10 +297,10 @@ mkfifo "$state/bootstrap.fifo"
 	done <"$state/bootstrap.fifo"
 ) &
 relay=$!
-say "` + markerPrefix + `time ` + MilestoneBootstrapStart + `=$(uptime_s)"
+say "` + markerPrefix + `time ` + MilestoneBootstrapStart + `=$(uptime_s)` + bootField + `"
 (cd ` + shell.Quote(b.dir) + ` && ` + strings.Join(run, " ") + `) >"$state/bootstrap.fifo" 2>&1 </dev/null
 rc=$?
-say "` + markerPrefix + `time ` + MilestoneBootstrapDone + `=$(uptime_s)"
+say "` + markerPrefix + `time ` + MilestoneBootstrapDone + `=$(uptime_s)` + bootField + `"
 i=0
 while kill -0 "$relay" 2>/dev/null && [ "$i" -lt 50 ]; do
 	sleep 0.1
@@ -331,7 +337,7 @@ func smokeScriptFor(p guestPlan, g guestPaths) string {
 	return `#!/bin/sh
 # Written by imagectl smoke into its scratch disk only; never part of an image.
 ` + sayFunc(g.tty, true) + rxBytesFunc + `dmesg -n 1 2>/dev/null
-say "` + markerPrefix + `clock=$(uptime_s)"
+say "` + markerPrefix + `clock=$(uptime_s)` + bootField + `"
 say "` + markerPrefix + `multi-user"
 # Report what is still starting, once a minute, until the boot settles.
 (
@@ -347,7 +353,7 @@ systemctl list-units --failed --no-legend --plain 2>/dev/null | while read -r un
 	say "` + markerPrefix + `failed-unit=$unit"
 done
 say "` + markerPrefix + `cmdline=$(cat /proc/cmdline)"
-` + firstBootReport(p, g) + bootstrapReport(p, g) + `say "` + markerPrefix + `time ` + MilestoneValidationStart + `=$(uptime_s)"
+` + firstBootReport(p, g) + bootstrapReport(p, g) + `say "` + markerPrefix + `time ` + MilestoneValidationStart + `=$(uptime_s)` + bootField + `"
 if [ -f ` + shell.Quote(p.validation) + ` ]; then
 	{
 		sh ` + shell.Quote(p.validation) + ` --profile ` + shell.Quote(p.profile) + ` --stage ` + shell.Quote(p.stage) + ` 2>&1
@@ -356,9 +362,9 @@ if [ -f ` + shell.Quote(p.validation) + ` ]; then
 else
 	say "` + markerPrefix + `no-validation-script="` + shell.Quote(p.validation) + `
 fi
-say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)"
+say "` + markerPrefix + `time ` + MilestoneValidationDone + `=$(uptime_s)` + bootField + `"
 say "` + markerPrefix + `received-bytes=$(rx_bytes)"
-` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)"
+` + systemdReport() + `say "` + markerPrefix + `clock=$(uptime_s)` + bootField + `"
 say "` + markerPrefix + `done"
 ` + powerOffLine(p)
 }
@@ -412,7 +418,7 @@ func firstBootReport(p guestPlan, g guestPaths) string {
 fi
 if [ ! -e ` + rebooted + ` ] && ` + rebootPending(g) + `; then
 ` + indent(systemdReport()) + `	say "` + markerPrefix + `received-bytes=$(rx_bytes)"
-	say "` + markerPrefix + `clock=$(uptime_s)"
+	say "` + markerPrefix + `clock=$(uptime_s)` + bootField + `"
 	mkdir -p "$(dirname ` + rebooted + `)"
 	: >` + rebooted + `
 	sync
@@ -479,7 +485,7 @@ func systemdReport() string {
 		if unit != systemdManager {
 			args = append(args, unit)
 		}
-		fmt.Fprintf(&b, "say \"%ssystemd unit=%s $(%s 2>/dev/null | tr '\\n' ' ')\"\n", markerPrefix, unit, strings.Join(args, " "))
+		fmt.Fprintf(&b, "say \"%ssystemd unit=%s%s $(%s 2>/dev/null | tr '\\n' ' ')\"\n", markerPrefix, unit, bootField, strings.Join(args, " "))
 	}
 	return b.String()
 }

@@ -96,6 +96,10 @@ exit 3
 	if _, ok := res.observed.guest[MilestoneBootstrapDone]; !ok {
 		t.Errorf("no bootstrap-done on the console:\n%s", console)
 	}
+	// Its time lines carry the boot they were read in: this host's.
+	if id, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil && w.bootID != strings.TrimSpace(string(id)) {
+		t.Errorf("the time lines' boot %q, this host's %q:\n%s", w.bootID, id, console)
+	}
 	f := res.bootstrapFailure()
 	if !strings.Contains(f, "the site bootstrap demo ("+b.entrypoint+") exited 3 after") || !strings.Contains(f, "to stderr | no newline at the end") {
 		t.Errorf("failure: %s", f)
@@ -162,7 +166,7 @@ func TestGuestFiles(t *testing.T) {
 func TestStalledInTheBootstrap(t *testing.T) {
 	res := &Result{Bootstrap: &Bootstrap{Bundle: "h200-ib"}}
 	w := newWatcher(res, nil)
-	feedAll(t, w, markerPrefix+"clock=50.00\r\n"+markerPrefix+"multi-user\r\n"+markerPrefix+"time bootstrap-start=61.30\r\n"+
+	feedAll(t, w, markerPrefix+"clock=50.00 boot="+bootOne+"\r\n"+markerPrefix+"multi-user\r\n"+markerPrefix+"time bootstrap-start=61.30 boot="+bootOne+"\r\n"+
 		bootstrapPrefix+"installing DOCA\r\n")
 	if s := w.stalled(); !strings.Contains(s, "the site bootstrap h200-ib was still running") {
 		t.Errorf("stalled: %s", s)

@@ -211,6 +211,11 @@ func (r *Result) Failure() string {
 	if s := r.summaryMismatch(); s != "" {
 		why = append(why, s)
 	}
+	if r.Timeline != nil {
+		if s := r.Timeline.validatedOutOfOrder(); s != "" {
+			why = append(why, s)
+		}
+	}
 	if r.manifestChecked && !r.ManifestMatches {
 		why = append(why, "the tgz is not the artifact its manifest describes (sha256 differs)")
 	}

@@ -164,24 +164,20 @@ func (t *Timeline) Find(name string) *Milestone {
 	return nil
 }
 
-// beforeValidated are the milestones a passed run has before its
-// validation ended, whatever the path: a validation-done earlier than one
-// of them was timed on another boot's clock.
-var beforeValidated = []string{MilestoneKernel, MilestoneMultiUser, MilestoneFirstBootStart, MilestoneFirstBootDone,
-	MilestoneBootstrapDone, MilestoneReboot, MilestoneRebootKernel, MilestoneRebootMultiUser, MilestoneValidationStart}
-
 // validatedOutOfOrder names the milestones of t that come after its
-// validation-done although they must precede it ("" when none does, or
-// t has no validation-done).
+// validation-done ("" when none does, or t has no validation-done): every
+// other milestone of the catalog precedes the validation's end, on either
+// path (the first-boot path's first boot, reboot and second boot
+// included), so one placed after it was timed on another boot's clock.
 func (t *Timeline) validatedOutOfOrder() string {
 	v := t.Find(MilestoneValidationDone)
 	if v == nil {
 		return ""
 	}
 	var late []string
-	for _, name := range beforeValidated {
-		if m := t.Find(name); m != nil && m.Seconds > v.Seconds {
-			late = append(late, fmt.Sprintf("%s at %.1f s", name, m.Seconds))
+	for _, m := range t.Milestones {
+		if m.Name != MilestoneValidationDone && m.Seconds > v.Seconds {
+			late = append(late, fmt.Sprintf("%s at %.1f s", m.Name, m.Seconds))
 		}
 	}
 	if len(late) == 0 {
@@ -324,7 +320,8 @@ func (o *observations) milestone(name, source string) (Milestone, bool) {
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
-// newTimeline is the timeline of a run that booted, passed or not.
+// newTimeline is the timeline of a run that booted, passed or not (passed:
+// by its checks; a timeline out of order is not passed).
 func newTimeline(r *Result, passed bool) *Timeline {
 	o := &r.observed
 	t := &Timeline{SchemaVersion: TimelineSchemaVersion, Image: r.Image, Version: r.Version, Profile: r.Profile,
@@ -334,6 +331,9 @@ func newTimeline(r *Result, passed bool) *Timeline {
 		t.GuestClockOffset = &z
 	}
 	t.Milestones, t.Missing = o.timeline(r.Bootstrap != nil, r.FirstBoot != nil)
+	// A run whose validation ended before a milestone that precedes it
+	// did not pass, whatever its checks said (Result.Failure says why).
+	t.Passed = passed && t.validatedOutOfOrder() == ""
 	return t
 }
 

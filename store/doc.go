@@ -31,7 +31,9 @@
 // build's side of any version store: the version (the next date-and-sequence one
 // when none is given), the refusal of a version already published, the
 // parent, and a staging directory the build writes into and Publish moves
-// from.
+// from. OneView scopes a command's reads of a remote catalog to one fetch
+// (ViewFetch, which store/gitcatalog honours): show reads a version's
+// revocation and comparisons from one state.
 //
 // The top-level package release builds promotion, rollback, status and
 // gc of a MAAS site on top of it; store itself only stores.

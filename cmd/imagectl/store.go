@@ -155,6 +155,8 @@ in JSON): the version and its revocation are still shown.`,
 }
 
 func runShow(ctx context.Context, f *listFlags, args []string, s streams, env []string) error {
+	// One fetch of a git catalog for the revocation and the comparisons.
+	ctx = store.OneView(ctx)
 	st, err := f.open(ctx, env)
 	if err != nil {
 		return err

@@ -123,8 +123,11 @@ func (c *Catalog) lockedFetch(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("reading the catalog %s: %w", c.Location(), err)
 	}
 	defer unlock()
-	return c.fetch(ctx)
+	return store.ViewFetch(ctx, c.viewKey(), func() (string, error) { return c.fetch(ctx) })
 }
+
+// viewKey is the catalog's key in a store.OneView view.
+func (c *Catalog) viewKey() string { return c.remote + "\x00" + c.branch }
 
 // maxHistory bounds the promotion history file read: a promotion is a
 // few hundred bytes, and a site's history of tens of thousands fits (the

@@ -234,7 +234,7 @@ func Open(ctx context.Context, remote string, opts Options) (*Catalog, error) {
 	if err := c.initClone(ctx); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if _, err := c.fetch(ctx); err != nil {
+	if _, err := store.ViewFetch(ctx, c.viewKey(), func() (string, error) { return c.fetch(ctx) }); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return c, nil
