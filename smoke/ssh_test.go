@@ -2,6 +2,7 @@ package smoke
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,8 +163,11 @@ func TestPowerDownThroughQMP(t *testing.T) {
 		cmd.Process.Kill()
 		<-exited
 	}()
+	// Up when the monitor accepts a connection: the socket file exists
+	// from its bind, a moment before QEMU listens on it.
 	for range 200 {
-		if _, serr := os.Stat(sock); serr == nil {
+		if c, derr := net.Dial("unix", sock); derr == nil {
+			c.Close()
 			break
 		}
 		select {
