@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
+	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -36,12 +38,12 @@ var ErrChecksum = errors.New("checksum mismatch")
 func (c Cache) Resolve(ctx context.Context, b manifest.Base, localPath string, progress func(done, total int64)) (string, error) {
 	sum, err := digest.Parse(b.SHA256)
 	if err != nil {
-		return "", fmt.Errorf("base image %s: checksum: %w", b.Source, err)
+		return "", fmt.Errorf("base image %s: checksum: %w", redact.Userinfo(b.Source), err)
 	}
 	want := digest.Digest{Sum: sum}
 	if localPath != "" {
 		if err := verifyFile(ctx, localPath, want, progress); err != nil {
-			return "", fmt.Errorf("base image %s: %w", b.Source, err)
+			return "", fmt.Errorf("base image %s: %w", redact.Userinfo(b.Source), err)
 		}
 		return localPath, nil
 	}
@@ -53,7 +55,12 @@ func (c Cache) Resolve(ctx context.Context, b manifest.Base, localPath string, p
 		return "", fmt.Errorf("base image cache: %w", err)
 	}
 	if err := c.download(ctx, b.Source, cached, want, progress); err != nil {
-		return "", fmt.Errorf("downloading base image %s: %w", b.Source, err)
+		// The client's own errors name the URL too: its password masked
+		// by net/http, its user not.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			ue.URL = redact.Userinfo(ue.URL)
+		}
+		return "", fmt.Errorf("downloading base image %s: %w", redact.Userinfo(b.Source), err)
 	}
 	return cached, nil
 }

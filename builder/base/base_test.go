@@ -82,3 +82,24 @@ func TestCache(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// A base URL's credentials are in no error of Resolve's.
+func TestResolveHidesCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	src := strings.Replace(srv.URL, "http://", "http://builder:s3cret-pw@", 1) + "/img"
+	sum := "sha256:" + strings.Repeat("0", 64)
+	for _, b := range []manifest.Base{{Source: src, SHA256: sum}, {Source: src, SHA256: "sha256:nothex"}} {
+		_, err := Cache{Dir: t.TempDir()}.Resolve(context.Background(), b, "", nil)
+		if err == nil || strings.Contains(err.Error(), "s3cret-pw") || strings.Contains(err.Error(), "builder") {
+			t.Errorf("got %v, want an error without the URL's credentials", err)
+		}
+	}
+	// Refused at the connection: net/http's error names the URL too.
+	dead := strings.Replace(srv.URL, "http://", "http://builder:s3cret-pw@", 1) + "/img"
+	srv.Close()
+	_, err := Cache{Dir: t.TempDir()}.Resolve(context.Background(), manifest.Base{Source: dead, SHA256: sum}, "", nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") || strings.Contains(err.Error(), "builder") {
+		t.Errorf("refused: got %v, want an error without the URL's credentials", err)
+	}
+}
