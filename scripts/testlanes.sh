@@ -83,8 +83,10 @@ pkgs() {
 }
 
 # Every job runs one test binary at a time (-p 1): a lane is one core.
-full_test() { run "$go" test -count=1 -vet=off -p 1 -tags "$tags" -timeout 60m "$@"; }
-race_test() { run "$go" test -count=1 -vet=off -p 1 -race -short -tags "$tags" "$@"; }
+# Tests run with -v, into the job's log (see lane): the times of every
+# test are kept for the run's summary, and a failed job's log is shown whole.
+full_test() { run "$go" test -v -count=1 -vet=off -p 1 -tags "$tags" -timeout 60m "$@"; }
+race_test() { run "$go" test -v -count=1 -vet=off -p 1 -race -short -tags "$tags" "$@"; }
 
 job() {
 	local list p
@@ -108,7 +110,7 @@ job() {
 	nocgo)
 		list=$(pkgs nocgo) || return 1
 		mapfile -t p <<<"$list"
-		[ -z "$list" ] || run env CGO_ENABLED=0 "$go" test -count=1 -vet=off -p 1 -short "${p[@]}"
+		[ -z "$list" ] || run env CGO_ENABLED=0 "$go" test -v -count=1 -vet=off -p 1 -short "${p[@]}"
 		;;
 	fuzz) run "${MAKE:-make}" --no-print-directory fuzz GO="$go" ;;
 	dry-run)
@@ -125,8 +127,14 @@ job() {
 	esac
 }
 
+# What a job shows as it runs: go test -v's lines less the test logs
+# (indented), the === lines and the tests that passed; a failure is shown
+# whole once the job has ended.
+shown='^(--- FAIL|[^[:space:]=-])|^[[:space:]]+--- FAIL'
+
 # lane N: takes the next job nobody has taken until none is left; a job is
-# taken by making its directory (mkdir is atomic).
+# taken by making its directory (mkdir is atomic). The job's whole output
+# is kept in its directory (log) until the run ends.
 lane() {
 	local n=$1 start=$SECONDS i name t0 rc
 	for i in "${!jobs[@]}"; do
@@ -134,13 +142,14 @@ lane() {
 		mkdir "$state/taken.$name" 2>/dev/null || continue
 		echo "lane $n: $name started"
 		t0=$SECONDS
-		(job "$name") 2>&1 | sed -u "s/^/$name: /"
+		(job "$name") 2>&1 | tee "$state/taken.$name/log" | grep --line-buffered -E "$shown" | sed -u "s/^/$name: /"
 		rc=${PIPESTATUS[0]}
 		echo "$name $rc $((SECONDS - t0)) $n" >"$state/taken.$name/result"
 		if [ "$rc" -eq 0 ]; then
 			echo "lane $n: $name passed in $((SECONDS - t0)) s"
 		else
-			echo "lane $n: $name FAILED (exit $rc) in $((SECONDS - t0)) s"
+			echo "lane $n: $name FAILED (exit $rc) in $((SECONDS - t0)) s; its whole output:"
+			grep -v '^=== ' "$state/taken.$name/log" | sed "s/^/$name| /"
 		fi
 	done
 	echo "lane $n: no job left after $((SECONDS - start)) s"
@@ -202,6 +211,12 @@ for n in $(printf '%s\n' "${!busy[@]}" | sort -n); do
 	echo "lane $n: busy ${busy[$n]} s"
 done
 echo "tests: $((SECONDS - start)) s in ${TEST_LANES:-2} lanes"
+# Where the time went: the slowest tests of the run (go test -v's times).
+echo "slowest tests:"
+for name in "${jobs[@]}"; do
+	[ -f "$state/taken.$name/log" ] || continue
+	sed -n -E "s/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)$/\3 $name \2 \1/p" "$state/taken.$name/log"
+done | sort -rn | head -n 25 | awk '{printf "  %8.1f s  %-14s %s %s\n", $1, $2, $3, ($4 == "FAIL" ? "(FAILED)" : "")}'
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "failed: ${failed[*]}"
 	exit 1
