@@ -5,12 +5,11 @@
 # BASE_VARS set and the run's package cache exported.
 #
 # What runs, and why once is enough:
-#   - every package under -race -short (the race detector over every test
-#     that needs no appliance);
-#   - in full, without -race, only the packages whose tests read
-#     testing.Short() (scripts/testpkgs.sh short: the appliance tests and
-#     the few others -short trims); for every other package the -race
-#     -short run is its full run;
+#   - every package under -race (the race detector over every test that
+#     needs no appliance): with -short the packages whose -short leaves
+#     out builds, boots and appliance launches (scripts/testpkgs.sh
+#     appliance), in full every other (their -short trims little);
+#   - in full, without -race, those appliance packages;
 #   - the CGO-free build's tests (-short) of the packages whose file set
 #     differs without cgo and the guestfs tag (scripts/testpkgs.sh nocgo);
 #   - the fuzz targets (make fuzz) and the dry-runs of the shipped recipes.
@@ -46,11 +45,11 @@ compare='TestCompareFirstBoot.*'
 jobs=(
 	smoke-standin # ~1855: the stand-in build, its boots, the release loop
 	guestfs       # 1469: builder/guestfs, real builds
-	race          # ~553 and builds: -race -short, all but cmd/imagectl
+	race          # ~553 and builds: -race, all but cmd/imagectl
 	cmd           # 571: cmd/imagectl in full
 	smoke-compare # ~540: the first-boot comparison (issue 24)
 	race-cmd      # 192: cmd/imagectl under -race -short
-	full          # ~194: the other packages that read testing.Short, in full
+	full          # ~90: the other appliance packages, in full
 	fuzz          # ~60: make fuzz, four targets (50 s) and their builds
 	smoke-rest    # ~54: the boots of a blank disk, the smoke unit tests
 	nocgo         # ~51: the CGO-free build's tests
@@ -86,7 +85,7 @@ pkgs() {
 # Tests run with -v, into the job's log (see lane): the times of every
 # test are kept for the run's summary, and a failed job's log is shown whole.
 full_test() { run "$go" test -v -count=1 -vet=off -p 1 -tags "$tags" -timeout 60m "$@"; }
-race_test() { run "$go" test -v -count=1 -vet=off -p 1 -race -short -tags "$tags" "$@"; }
+race_test() { run "$go" test -v -count=1 -vet=off -p 1 -race -tags "$tags" -timeout 30m "$@"; }
 
 job() {
 	local list p
@@ -97,16 +96,22 @@ job() {
 	guestfs) full_test ./builder/guestfs ;;
 	cmd) full_test ./cmd/imagectl ;;
 	full)
-		list=$(pkgs short smoke builder/guestfs cmd/imagectl) || return 1
+		list=$(pkgs appliance smoke builder/guestfs cmd/imagectl) || return 1
 		mapfile -t p <<<"$list"
 		[ -z "$list" ] || full_test "${p[@]}"
 		;;
 	race)
+		# The appliance packages with -short, then the others in full.
+		local heavy rc=0
+		heavy=$(pkgs appliance cmd/imagectl) || return 1
 		list=$(pkgs all cmd/imagectl) || return 1
-		mapfile -t p <<<"$list"
-		race_test "${p[@]}"
+		mapfile -t p <<<"$heavy"
+		[ -z "$heavy" ] || race_test -short "${p[@]}" || rc=1
+		mapfile -t p < <(grep -vxF -f <(echo "$heavy") <<<"$list")
+		race_test "${p[@]}" || rc=1
+		return $rc
 		;;
-	race-cmd) race_test ./cmd/imagectl ;;
+	race-cmd) race_test -short ./cmd/imagectl ;;
 	nocgo)
 		list=$(pkgs nocgo) || return 1
 		mapfile -t p <<<"$list"
