@@ -153,8 +153,8 @@ $(STATICCHECK):
 # The tests, fuzzing and dry-runs, as jobs that two lanes (the two cores
 # CI has) take from one queue, longest first (scripts/testlanes.sh says
 # what each job runs and why): the tagged build's tests in full where
-# -short trims them, the race detector over every test that needs no
-# appliance, the CGO-free build's tests where its file set differs
+# -short leaves out builds and boots, the race detector over every test
+# that needs no appliance, the CGO-free build's tests where its file set differs
 # (scripts/testpkgs.sh computes both lists), make fuzz, the dry-runs.
 # smoke runs as three processes, the tagged builds' longest package beside
 # the others from the start. make fails if any job does, naming it. The

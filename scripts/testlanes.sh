@@ -5,12 +5,11 @@
 # BASE_VARS set and the run's package cache exported.
 #
 # What runs, and why once is enough:
-#   - every package under -race -short (the race detector over every test
-#     that needs no appliance);
-#   - in full, without -race, only the packages whose tests read
-#     testing.Short() (scripts/testpkgs.sh short: the appliance tests and
-#     the few others -short trims); for every other package the -race
-#     -short run is its full run;
+#   - every package under -race (the race detector over every test that
+#     needs no appliance): with -short the packages whose -short leaves
+#     out builds, boots and appliance launches (scripts/testpkgs.sh
+#     appliance), in full every other (their -short trims little);
+#   - in full, without -race, those appliance packages;
 #   - the CGO-free build's tests (-short) of the packages whose file set
 #     differs without cgo and the guestfs tag (scripts/testpkgs.sh nocgo);
 #   - the fuzz targets (make fuzz) and the dry-runs of the shipped recipes.
@@ -46,11 +45,11 @@ compare='TestCompareFirstBoot.*'
 jobs=(
 	smoke-standin # ~1855: the stand-in build, its boots, the release loop
 	guestfs       # 1469: builder/guestfs, real builds
-	race          # ~553 and builds: -race -short, all but cmd/imagectl
+	race          # ~553 and builds: -race, all but cmd/imagectl
 	cmd           # 571: cmd/imagectl in full
 	smoke-compare # ~540: the first-boot comparison (issue 24)
 	race-cmd      # 192: cmd/imagectl under -race -short
-	full          # ~194: the other packages that read testing.Short, in full
+	full          # ~90: the other appliance packages, in full
 	fuzz          # ~60: make fuzz, four targets (50 s) and their builds
 	smoke-rest    # ~54: the boots of a blank disk, the smoke unit tests
 	nocgo         # ~51: the CGO-free build's tests
@@ -83,8 +82,10 @@ pkgs() {
 }
 
 # Every job runs one test binary at a time (-p 1): a lane is one core.
-full_test() { run "$go" test -count=1 -vet=off -p 1 -tags "$tags" -timeout 60m "$@"; }
-race_test() { run "$go" test -count=1 -vet=off -p 1 -race -short -tags "$tags" "$@"; }
+# Tests run with -v, into the job's log (see lane): the times of every
+# test are kept for the run's summary, and a failed job's log is shown whole.
+full_test() { run "$go" test -v -count=1 -vet=off -p 1 -tags "$tags" -timeout 60m "$@"; }
+race_test() { run "$go" test -v -count=1 -vet=off -p 1 -race -tags "$tags" -timeout 30m "$@"; }
 
 job() {
 	local list p
@@ -95,20 +96,26 @@ job() {
 	guestfs) full_test ./builder/guestfs ;;
 	cmd) full_test ./cmd/imagectl ;;
 	full)
-		list=$(pkgs short smoke builder/guestfs cmd/imagectl) || return 1
+		list=$(pkgs appliance smoke builder/guestfs cmd/imagectl) || return 1
 		mapfile -t p <<<"$list"
 		[ -z "$list" ] || full_test "${p[@]}"
 		;;
 	race)
+		# The appliance packages with -short, then the others in full.
+		local heavy rc=0
+		heavy=$(pkgs appliance cmd/imagectl) || return 1
 		list=$(pkgs all cmd/imagectl) || return 1
-		mapfile -t p <<<"$list"
-		race_test "${p[@]}"
+		mapfile -t p <<<"$heavy"
+		[ -z "$heavy" ] || race_test -short "${p[@]}" || rc=1
+		mapfile -t p < <(grep -vxF -f <(echo "$heavy") <<<"$list")
+		race_test "${p[@]}" || rc=1
+		return $rc
 		;;
-	race-cmd) race_test ./cmd/imagectl ;;
+	race-cmd) race_test -short ./cmd/imagectl ;;
 	nocgo)
 		list=$(pkgs nocgo) || return 1
 		mapfile -t p <<<"$list"
-		[ -z "$list" ] || run env CGO_ENABLED=0 "$go" test -count=1 -vet=off -p 1 -short "${p[@]}"
+		[ -z "$list" ] || run env CGO_ENABLED=0 "$go" test -v -count=1 -vet=off -p 1 -short "${p[@]}"
 		;;
 	fuzz) run "${MAKE:-make}" --no-print-directory fuzz GO="$go" ;;
 	dry-run)
@@ -125,8 +132,14 @@ job() {
 	esac
 }
 
+# What a job shows as it runs: go test -v's lines less the test logs
+# (indented), the === lines and the tests that passed; a failure is shown
+# whole once the job has ended.
+shown='^(--- FAIL|[^[:space:]=-])|^[[:space:]]+--- FAIL'
+
 # lane N: takes the next job nobody has taken until none is left; a job is
-# taken by making its directory (mkdir is atomic).
+# taken by making its directory (mkdir is atomic). The job's whole output
+# is kept in its directory (log) until the run ends.
 lane() {
 	local n=$1 start=$SECONDS i name t0 rc
 	for i in "${!jobs[@]}"; do
@@ -134,13 +147,14 @@ lane() {
 		mkdir "$state/taken.$name" 2>/dev/null || continue
 		echo "lane $n: $name started"
 		t0=$SECONDS
-		(job "$name") 2>&1 | sed -u "s/^/$name: /"
+		(job "$name") 2>&1 | tee "$state/taken.$name/log" | grep --line-buffered -E "$shown" | sed -u "s/^/$name: /"
 		rc=${PIPESTATUS[0]}
 		echo "$name $rc $((SECONDS - t0)) $n" >"$state/taken.$name/result"
 		if [ "$rc" -eq 0 ]; then
 			echo "lane $n: $name passed in $((SECONDS - t0)) s"
 		else
-			echo "lane $n: $name FAILED (exit $rc) in $((SECONDS - t0)) s"
+			echo "lane $n: $name FAILED (exit $rc) in $((SECONDS - t0)) s; its whole output:"
+			grep -v '^=== ' "$state/taken.$name/log" | sed "s/^/$name| /"
 		fi
 	done
 	echo "lane $n: no job left after $((SECONDS - start)) s"
@@ -202,6 +216,12 @@ for n in $(printf '%s\n' "${!busy[@]}" | sort -n); do
 	echo "lane $n: busy ${busy[$n]} s"
 done
 echo "tests: $((SECONDS - start)) s in ${TEST_LANES:-2} lanes"
+# Where the time went: the slowest tests of the run (go test -v's times).
+echo "slowest tests:"
+for name in "${jobs[@]}"; do
+	[ -f "$state/taken.$name/log" ] || continue
+	sed -n -E "s/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)$/\3 $name \2 \1/p" "$state/taken.$name/log"
+done | sort -rn | head -n 25 | awk '{printf "  %8.1f s  %-14s %s %s\n", $1, $2, $3, ($4 == "FAIL" ? "(FAILED)" : "")}'
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "failed: ${failed[*]}"
 	exit 1

@@ -15,11 +15,16 @@
 #          build's tests run for these. The standard library's own cgo
 #          variants (net's resolver, os/user) are Go's to test and are not
 #          compared, or every package using net would count.
+#   appliance  the short packages whose test binary links libguestfs's Go
+#          binding (the tagged cgo build): their -short run leaves out
+#          builds, boots or appliance launches, so their full run is left
+#          without -race. Any other short package's full run is cheap
+#          enough for the race detector, and make test runs it once, there.
 #
 # -why prints, after each package, what put it on the list.
 # GO and TAGS come from the environment (make passes them).
 set -euo pipefail
-which=${1:?usage: testpkgs.sh short|nocgo [-why]}
+which=${1:?usage: testpkgs.sh short|appliance|nocgo [-why]}
 why=${2:-}
 go=${GO:-go}
 tags=${TAGS:-guestfs}
@@ -50,8 +55,8 @@ report() {
 		  if (n != "") { print $1; if (why != "") print "  because of:" n } }' "$1" "$work/deps"
 }
 
-case $which in
-short)
+# short: the packages that read -short (see above), with why when asked.
+short() {
 	files "$work/files" 1 "$tags"
 	deps "$work/deps" 1 "$tags"
 	# A package reads -short when one of its compiled files does.
@@ -60,6 +65,15 @@ short)
 			if grep -q 'testing\.Short()' "$file"; then echo "$pkg"; fi
 		done | sort -u >"$work/hit"
 	report "$work/hit"
+}
+
+case $which in
+short) short ;;
+appliance)
+	why='' short | sort >"$work/short"
+	echo libguestfs.org/guestfs >"$work/guestfs"
+	why='' report "$work/guestfs" | sort >"$work/links"
+	comm -12 "$work/short" "$work/links"
 	;;
 nocgo)
 	files "$work/files.cgo" 1 "$tags"
@@ -80,7 +94,7 @@ nocgo)
 	report "$work/hit"
 	;;
 *)
-	echo "testpkgs.sh: $which: want short or nocgo" >&2
+	echo "testpkgs.sh: $which: want short, appliance or nocgo" >&2
 	exit 2
 	;;
 esac

@@ -140,11 +140,11 @@ func (a target) deploy(ctx context.Context, tgz string, c deployConfig, log func
 	// A kernel and its initrd: curtin installs linux-generic on Ubuntu
 	// when the image has none; the smoke test has no archive to install
 	// from, so a tgz without one cannot boot.
-	kernels, err := a.run(ctx, "looking for a kernel", `ls -1 /boot | sed -n 's/^vmlinu[xz]-//p'`)
+	kernels, err := a.kernels(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(kernels) == "" {
+	if len(kernels) == 0 {
 		return nil, errors.New("the tgz has no kernel: no /boot/vmlinuz-* in it (curtin would try to install linux-generic from the archive; ship the kernel in the image)")
 	}
 	for _, pkg := range []string{"grub-efi-amd64", "grub-efi-amd64-bin"} {
@@ -198,7 +198,7 @@ func (a target) deploy(ctx context.Context, tgz string, c deployConfig, log func
 	update := ":"
 	if c.initramfs {
 		update = `update-initramfs -u -k "$k"`
-		log("updating the initramfs of kernel " + strings.Join(strings.Fields(kernels), ", ") + " as curtin does")
+		log("updating the initramfs of kernel " + strings.Join(kernels, ", ") + " as curtin does")
 	}
 	if out, err := a.run(ctx, "update-initramfs", `set -e
 for k in $(ls -1 /boot | sed -n 's/^vmlinu[xz]-//p'); do
@@ -267,6 +267,36 @@ grub-install --target=x86_64-efi --efi-directory=/boot/efi --bootloader-id="${ID
 }
 
 // write writes a file into the target with Unix permission bits.
+// kernels are the versions of the kernels in the target's /boot
+// (vmlinuz-VERSION or vmlinux-VERSION), read through the appliance's API
+// rather than a shell in the target: a tgz too broken to run one is still
+// told what it lacks.
+func (a target) kernels(ctx context.Context) ([]string, error) {
+	var names []string
+	err := a.Call(ctx, func(g *guestfs.Guestfs) error {
+		if ok, err := g.Is_dir("/boot", nil); err != nil || !ok {
+			return err
+		}
+		var err error
+		names, err = g.Ls("/boot")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking for a kernel in /boot: %w", err)
+	}
+	var versions []string
+	for _, n := range names {
+		v, ok := strings.CutPrefix(n, "vmlinuz-")
+		if !ok {
+			v, ok = strings.CutPrefix(n, "vmlinux-")
+		}
+		if ok && v != "" {
+			versions = append(versions, v)
+		}
+	}
+	return versions, nil
+}
+
 func (a target) write(ctx context.Context, p, content string, mode int) error {
 	return a.WriteFile(ctx, p, []byte(content), fsmode.FromUnix(uint32(mode)))
 }
