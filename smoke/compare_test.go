@@ -791,6 +791,47 @@ func TestBootIDs(t *testing.T) {
 	if p := newPath(res, nil, nil); p.Passed || !strings.Contains(p.Failure, "no "+MilestoneValidationDone) {
 		t.Errorf("path %+v", p)
 	}
+	// A boot id garbled by a kernel message written into the line is no
+	// other boot's: the line is not used, and the run goes on.
+	res = firstBootResult()
+	garbled := strings.Replace(firstBootConsole, "validation-done=13.00 boot="+bootTwo, "validation-done=13.00 boot="+bootTwo[:10]+"[   97.1]", 1)
+	if done, err := feedAll(t, newWatcher(res, nil), garbled); !done || err != nil {
+		t.Fatalf("a garbled boot id: done %v, err %v", done, err)
+	}
+	if _, ok := res.observed.guest[MilestoneValidationDone]; ok {
+		t.Error("a validation-done with a garbled boot id was used")
+	}
+}
+
+// No line of the first boot carried its id: the first id seen, after the
+// announced reboot, is the second boot's, and its lines are used.
+func TestBootIDFirstSeenAfterTheReboot(t *testing.T) {
+	res := firstBootResult()
+	console := strings.ReplaceAll(firstBootConsole, " boot="+bootOne, "")
+	if console == firstBootConsole || !strings.Contains(console, "boot="+bootTwo) {
+		t.Fatal("the first-boot console no longer carries both boots' ids")
+	}
+	if done, err := feedAll(t, newWatcher(res, nil), console); !done || err != nil {
+		t.Fatalf("done %v, err %v", done, err)
+	}
+	if _, ok := res.observed.guest[MilestoneValidationDone]; !ok {
+		t.Error("the second boot's validation-done was not used")
+	}
+}
+
+// cutBoot keeps only what has the shape of a boot id.
+func TestCutBoot(t *testing.T) {
+	for val, want := range map[string][2]string{
+		"13.00 boot=" + bootOne:                  {"13.00", bootOne},
+		"13.00":                                  {"13.00", ""},
+		"13.00 boot=":                            {"13.00", ""},
+		"13.00 boot=" + bootOne[:12] + "[":       {"13.00", ""},
+		"13.00 boot=" + strings.ToUpper(bootOne): {"13.00", ""},
+	} {
+		if rest, id := cutBoot(val); rest != want[0] || id != want[1] {
+			t.Errorf("cutBoot(%q) = %q, %q; want %q, %q", val, rest, id, want[0], want[1])
+		}
+	}
 }
 
 // A console whose validation ends, on the guest's clock, before the

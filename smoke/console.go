@@ -219,14 +219,21 @@ func (w *watcher) marker(m string, at time.Duration) (bool, error) {
 	return false, nil
 }
 
+// bootIDRE is the shape of /proc/sys/kernel/random/boot_id.
+var bootIDRE = regexp.MustCompile(`^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$`)
+
 // cutBoot takes the boot=ID field out of a timed line's value: the rest,
-// and the id ("" when the line has none, or an empty one).
+// and the id ("" when the line has none, an empty one, or one that is not
+// a boot id: a kernel message written into the middle of the line on the
+// serial console garbles it, and a garbled id is no other boot's).
 func cutBoot(val string) (rest, id string) {
 	fields := strings.Fields(val)
 	kept := fields[:0]
 	for _, f := range fields {
 		if v, ok := strings.CutPrefix(f, "boot="); ok {
-			id = v
+			if bootIDRE.MatchString(v) {
+				id = v
+			}
 			continue
 		}
 		kept = append(kept, f)
@@ -246,7 +253,9 @@ func (w *watcher) checkBoot(id string) (use bool, err error) {
 	case id == "":
 		return false, nil
 	case w.bootID == "":
-		w.bootID = id
+		// The first id seen, before or after an announced reboot: the
+		// boot being timed from now on.
+		w.bootID, w.rebootAnnounced = id, false
 	case id == w.bootID && !w.rebootAnnounced:
 	case id == w.bootID:
 		return false, fmt.Errorf("a timed line of boot %s after the smoke script announced its reboot, before any line of the next boot: %s", id, w.context())

@@ -266,7 +266,6 @@ grub-install --target=x86_64-efi --efi-directory=/boot/efi --bootloader-id="${ID
 	return dep, nil
 }
 
-// write writes a file into the target with Unix permission bits.
 // kernels are the versions of the kernels in the target's /boot
 // (vmlinuz-VERSION or vmlinux-VERSION), read through the appliance's API
 // rather than a shell in the target: a tgz too broken to run one is still
@@ -274,7 +273,8 @@ grub-install --target=x86_64-efi --efi-directory=/boot/efi --bootloader-id="${ID
 func (a target) kernels(ctx context.Context) ([]string, error) {
 	var names []string
 	err := a.Call(ctx, func(g *guestfs.Guestfs) error {
-		if ok, err := g.Is_dir("/boot", nil); err != nil || !ok {
+		// /boot may be a link to the directory, as ls /boot would follow.
+		if ok, err := g.Is_dir("/boot", &guestfs.OptargsIs_dir{Followsymlinks_is_set: true, Followsymlinks: true}); err != nil || !ok {
 			return err
 		}
 		var err error
@@ -297,6 +297,7 @@ func (a target) kernels(ctx context.Context) ([]string, error) {
 	return versions, nil
 }
 
+// write writes a file into the target with Unix permission bits.
 func (a target) write(ctx context.Context, p, content string, mode int) error {
 	return a.WriteFile(ctx, p, []byte(content), fsmode.FromUnix(uint32(mode)))
 }
