@@ -89,7 +89,8 @@ func TestResolveHidesCredentials(t *testing.T) {
 	defer srv.Close()
 	src := strings.Replace(srv.URL, "http://", "http://builder:s3cret-pw@", 1) + "/img"
 	sum := "sha256:" + strings.Repeat("0", 64)
-	for _, b := range []manifest.Base{{Source: src, SHA256: sum}, {Source: src, SHA256: "sha256:nothex"}} {
+	presigned := srv.URL + "/img?X-Amz-Credential=builder&X-Amz-Signature=s3cret-pw"
+	for _, b := range []manifest.Base{{Source: src, SHA256: sum}, {Source: src, SHA256: "sha256:nothex"}, {Source: presigned, SHA256: sum}} {
 		_, err := Cache{Dir: t.TempDir()}.Resolve(context.Background(), b, "", nil)
 		if err == nil || strings.Contains(err.Error(), "s3cret-pw") || strings.Contains(err.Error(), "builder") {
 			t.Errorf("got %v, want an error without the URL's credentials", err)
