@@ -39,20 +39,19 @@ module=github.com/gpuaas/imagectl
 standin='TestSmokeH200StandIn|TestSmokeNoKernel|TestSmokeCancelledDuringDeploy'
 compare='TestCompareFirstBoot.*'
 
-# The jobs, longest first: the seconds each took on an idle two-core
-# machine at fee802d (go test's times; smoke-rest measured alone, on a
-# loaded machine; smoke-compare is the estimate for the new test).
+# The jobs, longest first (cmd's place after race balances the lanes):
+# the seconds each took on an idle two-core machine at f0169bc.
 jobs=(
-	smoke-standin # ~1855: the stand-in build, its boots, the release loop
-	guestfs       # 1469: builder/guestfs, real builds
-	race          # ~553 and builds: -race, all but cmd/imagectl
-	cmd           # 571: cmd/imagectl in full
-	smoke-compare # ~540: the first-boot comparison (issue 24)
-	race-cmd      # 192: cmd/imagectl under -race -short
-	full          # ~90: the other appliance packages, in full
-	fuzz          # ~60: make fuzz, four targets (50 s) and their builds
-	smoke-rest    # ~54: the boots of a blank disk, the smoke unit tests
-	nocgo         # ~51: the CGO-free build's tests
+	smoke-standin # 2436: the stand-in build, its boots, the release loop
+	guestfs       # 1863: builder/guestfs, real builds
+	race          # 866: -race, all but cmd/imagectl
+	cmd           # 671: cmd/imagectl in full
+	smoke-compare # 818: the first-boot comparison (issue 24)
+	race-cmd      # 218: cmd/imagectl under -race -short
+	full          # 79: the other appliance packages, in full
+	fuzz          # 65: make fuzz, four targets (50 s) and their builds
+	smoke-rest    # 55: the boots of a blank disk, the smoke unit tests
+	nocgo         # 100: the CGO-free build's tests
 	dry-run       # ~1: the shipped recipes' dry-runs
 )
 
