@@ -39,7 +39,7 @@ module=github.com/gpuaas/imagectl
 standin='TestSmokeH200StandIn|TestSmokeNoKernel|TestSmokeCancelledDuringDeploy'
 compare='TestCompareFirstBoot.*'
 
-# The jobs, longest first (cmd's place after race balances the lanes):
+# The jobs, about longest first (the order the last runs balanced well):
 # the seconds each took on an idle two-core machine at f0169bc.
 jobs=(
 	smoke-standin # 2436: the stand-in build, its boots, the release loop
