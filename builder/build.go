@@ -29,7 +29,6 @@ import (
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
-	"github.com/gpuaas/imagectl/internal/redact"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/provenance"
 	"github.com/gpuaas/imagectl/validate"
@@ -230,7 +229,7 @@ type phase struct {
 // phases are a build, in order.
 var phases = []phase{
 	// The base image, verified before anything else happens.
-	{name: PhaseVerifyBase, summary: func(b *build) string { return redact.Userinfo(b.plan.Manifest.Base.Source) }, run: (*build).verifyBase, timing: baseTime},
+	{name: PhaseVerifyBase, summary: func(b *build) string { return base.Shown(b.plan.Manifest.Base.Source) }, run: (*build).verifyBase, timing: baseTime},
 	// A raw working copy of the base in a work directory removed on every
 	// path: the appliance customizes it, and the packer reads the root
 	// filesystem from it on the host afterwards.

@@ -222,7 +222,7 @@ func Compare(ctx context.Context, tgz string, opts CompareOptions) (*Comparison,
 			return fmt.Errorf("comparing %s with its first boot: scratch directory: %w", tgz, err)
 		}
 		cleanup = func() { os.RemoveAll(work) }
-		end := rep.Phase(PhaseBase, "resolve the base image "+redact.Userinfo(p.Manifest.Base.Source)+" and pack its root filesystem for the first-boot path")
+		end := rep.Phase(PhaseBase, "resolve the base image "+base.Shown(p.Manifest.Base.Source)+" and pack its root filesystem for the first-boot path")
 		baseImage, baseTgz, err = packBase(ctx, p, opts.BaseCache, opts.HTTPClient, work, rep)
 		end(err)
 		if err != nil {
@@ -383,16 +383,13 @@ func firstBootScript(ctx context.Context, m *manifest.Manifest, r *recipes.Recip
 // the host into a tgz there.
 func packBase(ctx context.Context, p *plan.Plan, cache string, client *http.Client, work string, rep event.Reporter) (image, tgz string, err error) {
 	b := p.Manifest.Base
-	source := redact.Userinfo(b.Source)
+	source := base.Shown(b.Source)
 	image, err = base.Cache{Dir: cache, Client: client}.Resolve(ctx, b, p.Inputs.BasePath, func(done, total int64) {
 		rep.Progress(PhaseBase, done, total)
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return "", "", ctx.Err()
-		}
-		// base's errors quote the source as the recipe gave it.
-		return "", "", fmt.Errorf("resolving base image %s: %s", source, redact.Text(err.Error()))
+		// Resolve's errors name the source as base.Shown shows it.
+		return "", "", fmt.Errorf("resolving the base image: %w", err)
 	}
 	raw := filepath.Join(work, "base.raw")
 	if err := base.ToRaw(ctx, image, b.Format, raw); err != nil {
@@ -434,7 +431,7 @@ func baseReachable(p *plan.Plan, cache string, cacheErr error) error {
 	if cacheErr != nil {
 		why += ": " + cacheErr.Error()
 	}
-	return fmt.Errorf("base image %s: %s", redact.Userinfo(p.Manifest.Base.Source), why)
+	return fmt.Errorf("base image %s: %s", base.Shown(p.Manifest.Base.Source), why)
 }
 
 // rootPartition is the partition of the raw disk whose ext4 filesystem

@@ -38,12 +38,12 @@ var ErrChecksum = errors.New("checksum mismatch")
 func (c Cache) Resolve(ctx context.Context, b manifest.Base, localPath string, progress func(done, total int64)) (string, error) {
 	sum, err := digest.Parse(b.SHA256)
 	if err != nil {
-		return "", fmt.Errorf("base image %s: checksum: %w", shown(b.Source), err)
+		return "", fmt.Errorf("base image %s: checksum: %w", Shown(b.Source), err)
 	}
 	want := digest.Digest{Sum: sum}
 	if localPath != "" {
 		if err := verifyFile(ctx, localPath, want, progress); err != nil {
-			return "", fmt.Errorf("base image %s: %w", shown(b.Source), err)
+			return "", fmt.Errorf("base image %s: %w", Shown(b.Source), err)
 		}
 		return localPath, nil
 	}
@@ -58,16 +58,17 @@ func (c Cache) Resolve(ctx context.Context, b manifest.Base, localPath string, p
 		// The client's own errors name the URL too: its password masked
 		// by net/http, its user not.
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			ue.URL = shown(ue.URL)
+			ue.URL = Shown(ue.URL)
 		}
-		return "", fmt.Errorf("downloading base image %s: %w", shown(b.Source), err)
+		return "", fmt.Errorf("downloading base image %s: %w", Shown(b.Source), err)
 	}
 	return cached, nil
 }
 
-// shown is a base URL as errors show it: without its user and password,
-// and with a presigned URL's signature or token masked.
-func shown(url string) string { return redact.URL(redact.Userinfo(url)) }
+// Shown is a base image's source as imagectl shows it (errors, events,
+// summaries): without a URL's user and password, and with a presigned
+// URL's signature or token masked.
+func Shown(source string) string { return redact.URL(redact.Userinfo(source)) }
 
 // download fetches url into dest, hashing it on the way, and keeps it only
 // when its sha256 is want's.
