@@ -15,11 +15,13 @@
 #          build's tests run for these. The standard library's own cgo
 #          variants (net's resolver, os/user) are Go's to test and are not
 #          compared, or every package using net would count.
-#   appliance  the short packages whose test binary links libguestfs's Go
-#          binding (the tagged cgo build): their -short run leaves out
-#          builds, boots or appliance launches, so their full run is left
-#          without -race. Any other short package's full run is cheap
-#          enough for the race detector, and make test runs it once, there.
+#   appliance  the short packages whose -short leaves out builds, boots or
+#          appliance launches: they read testing.Short() through
+#          internal/testbase (the test base image) or in test files of
+#          their own that link libguestfs's Go binding (the tagged cgo
+#          build), so their full run is left without -race. Any other
+#          short package's full run is cheap enough for the race detector,
+#          and make test runs it once, there.
 #
 # -why prints, after each package, what put it on the list.
 # GO and TAGS come from the environment (make passes them).
@@ -28,6 +30,7 @@ which=${1:?usage: testpkgs.sh short|appliance|nocgo [-why]}
 why=${2:-}
 go=${GO:-go}
 tags=${TAGS:-guestfs}
+module=$("$go" list -m)
 work=$(mktemp -d -t imagectl-testpkgs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -70,10 +73,15 @@ short() {
 case $which in
 short) short ;;
 appliance)
-	why='' short | sort >"$work/short"
+	why='' short >/dev/null
 	echo libguestfs.org/guestfs >"$work/guestfs"
 	why='' report "$work/guestfs" | sort >"$work/links"
-	comm -12 "$work/short" "$work/links"
+	# Of the readers of -short, internal/testbase and the test variants
+	# ("p [p.test]") of packages that link libguestfs.
+	awk -v tb="$module/internal/testbase" 'NR == FNR { links[$0] = 1; next }
+		$0 == tb || ($2 ~ /^\[/ && ($1 in links))' "$work/links" "$work/hit" >"$work/hit.appliance"
+	mv "$work/hit.appliance" "$work/hit"
+	why='' report "$work/hit"
 	;;
 nocgo)
 	files "$work/files.cgo" 1 "$tags"
