@@ -177,6 +177,9 @@ func BenchmarkBuildTimes(b *testing.B) {
 		}
 		r := row{name: name, wall: time.Since(start).Seconds(), t: *res.Manifest.Build.Timings}
 		rows = append(rows, r)
+		// Each build's figures as it ends, so a run that fails later
+		// still says where the earlier builds' time went.
+		fmt.Fprintf(os.Stderr, "bench: %s %.1fs %+v\n", name, r.wall, r.t)
 		return r
 	}
 	for b.Loop() {
@@ -188,6 +191,7 @@ func BenchmarkBuildTimes(b *testing.B) {
 		virtCustomizeDemo(b, base, env)
 		vc := row{name: "virt-customize", wall: time.Since(start).Seconds()}
 		rows = append(rows, vc)
+		fmt.Fprintf(os.Stderr, "bench: %s %.1fs\n", vc.name, vc.wall)
 		cold := build("demo-cold", demo(), layers, packages)
 		build("demo-warm", demo(), layers, packages)
 		first := build("demo-first-layer", demo("version=0.1.1"), layers, packages)
