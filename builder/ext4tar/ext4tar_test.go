@@ -396,11 +396,22 @@ func TestOpenPartition(t *testing.T) {
 	if _, err := Open(disk, 1); !IsUnsupported(err) {
 		t.Fatalf("Open of a non-ext4 partition: %v, want an UnsupportedError", err)
 	}
+	if err := ProbeFeatures(disk, 2); err != nil {
+		t.Fatalf("ProbeFeatures of partition 2: %v", err)
+	}
+	if err := ProbeFeatures(disk, 1); !IsUnsupported(err) {
+		t.Fatalf("ProbeFeatures of a non-ext4 partition: %v, want an UnsupportedError", err)
+	}
+	if err := ProbeFeatures(disk, 3); err == nil || !strings.Contains(err.Error(), "no partition 3") {
+		t.Fatalf("ProbeFeatures of a missing partition: %v", err)
+	}
 }
 
 // TestRefusals: each filesystem the host-side reader does not support is
 // refused with a reason, before anything is read, so the build packs it
-// through the appliance instead.
+// through the appliance instead. ProbeFeatures refuses the same features
+// and passes what a mounted filesystem's state gives (a build asks it
+// while the appliance still has the filesystem mounted).
 func TestRefusals(t *testing.T) {
 	need(t, "mke2fs", "debugfs")
 	src := t.TempDir()
@@ -411,6 +422,7 @@ func TestRefusals(t *testing.T) {
 		opts    []string
 		debugfs string // a debugfs -w request that patches the image
 		want    string
+		state   bool // the filesystem's state, not its features: ProbeFeatures passes it
 	}{
 		{name: "inline data", opts: []string{"-O", "inline_data"}, want: "inline_data"},
 		{name: "128-byte inodes", opts: []string{"-I", "128"}, want: "128-byte inodes"},
@@ -418,10 +430,10 @@ func TestRefusals(t *testing.T) {
 		{name: "no extents", opts: []string{"-O", "^extent,^64bit"}, want: "no extents"},
 		{name: "bigalloc", opts: []string{"-O", "bigalloc", "-C", "16384"}, want: "bigalloc"},
 		{name: "meta_bg", opts: []string{"-O", "meta_bg,^resize_inode"}, want: "meta_bg"},
-		{name: "not cleanly unmounted", debugfs: "ssv state 0", want: "not cleanly unmounted"},
-		{name: "journal needs recovery", debugfs: "feature needs_recovery", want: "journal needs recovery"},
-		{name: "orphans", debugfs: "ssv last_orphan 12", want: "orphaned inodes"},
-		{name: "errors", debugfs: "ssv state 3", want: "filesystem errors"},
+		{name: "not cleanly unmounted", debugfs: "ssv state 0", want: "not cleanly unmounted", state: true},
+		{name: "journal needs recovery", debugfs: "feature needs_recovery", want: "journal needs recovery", state: true},
+		{name: "orphans", debugfs: "ssv last_orphan 12", want: "orphaned inodes", state: true},
+		{name: "errors", debugfs: "ssv state 3", want: "filesystem errors", state: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -438,8 +450,20 @@ func TestRefusals(t *testing.T) {
 			if !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Open: %v; want an UnsupportedError mentioning %q", err, c.want)
 			}
+			err = ProbeFeatures(img, 0)
+			switch {
+			case c.state && err != nil:
+				t.Errorf("ProbeFeatures: %v; want nil (state, not a feature)", err)
+			case !c.state && (!IsUnsupported(err) || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("ProbeFeatures: %v; want an UnsupportedError mentioning %q", err, c.want)
+			}
 		})
 	}
+	t.Run("supported", func(t *testing.T) {
+		if err := ProbeFeatures(mkfs(t, src, "32M"), 0); err != nil {
+			t.Fatalf("ProbeFeatures of a default ext4: %v", err)
+		}
+	})
 	t.Run("not ext4", func(t *testing.T) {
 		img := filepath.Join(t.TempDir(), "zero.raw")
 		run(t, "truncate", "-s", "4M", img)

@@ -157,6 +157,23 @@ func (f *rawFS) problems() []string {
 	if f.lastOrphan != 0 || f.rocompat&roOrphanPresent != 0 {
 		p = append(p, "orphaned inodes are waiting to be processed")
 	}
+	p = append(p, f.featureProblems()...)
+	if f.compat&compatHasJournal != 0 && f.journalInum != 0 {
+		// s_state alone misses a journal that still holds transactions.
+		if dirty, err := f.journalDirty(); err != nil {
+			p = append(p, "the journal superblock cannot be read: "+err.Error())
+		} else if dirty {
+			p = append(p, "the journal holds transactions not yet written back")
+		}
+	}
+	return p
+}
+
+// featureProblems lists the reasons not to read the filesystem on the host
+// that its features and geometry give: fixed when it was made, unlike its
+// state, so they hold while it is still mounted.
+func (f *rawFS) featureProblems() []string {
+	var p []string
 	if f.inodeSize < 160 {
 		p = append(p, fmt.Sprintf("%d-byte inodes (at least 160 needed)", f.inodeSize))
 	}
@@ -194,14 +211,6 @@ func (f *rawFS) problems() []string {
 	}
 	if u := f.rocompat &^ roKnown; u != 0 {
 		p = append(p, fmt.Sprintf("unknown read-only features %#x", u))
-	}
-	if f.compat&compatHasJournal != 0 && f.journalInum != 0 {
-		// s_state alone misses a journal that still holds transactions.
-		if dirty, err := f.journalDirty(); err != nil {
-			p = append(p, "the journal superblock cannot be read: "+err.Error())
-		} else if dirty {
-			p = append(p, "the journal holds transactions not yet written back")
-		}
 	}
 	return p
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/backend"
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/ext4"
 )
@@ -40,35 +41,10 @@ func Open(path string, part int) (f *FS, err error) {
 			fh.Close()
 		}
 	}()
-	st, err := fh.Stat()
+	storage := file.New(fh, true)
+	start, size, sector, err := partition(fh, storage, path, part)
 	if err != nil {
 		return nil, err
-	}
-	start, size := int64(0), st.Size()
-	storage := file.New(fh, true)
-	sector := int64(512)
-	if part > 0 {
-		d, err := diskfs.OpenBackend(storage, diskfs.WithOpenMode(diskfs.ReadOnly))
-		if err != nil {
-			return nil, fmt.Errorf("opening %s: %w", path, err)
-		}
-		table, err := d.GetPartitionTable()
-		if err != nil {
-			return nil, fmt.Errorf("reading the partition table of %s: %w", path, err)
-		}
-		found := false
-		for _, p := range table.GetPartitions() {
-			if p != nil && p.GetIndex() == part {
-				start, size, found = p.GetStart(), p.GetSize(), true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("%s has no partition %d", path, part)
-		}
-		sector = d.LogicalBlocksize
-	}
-	if start < 0 || size <= 0 || start+size > st.Size() {
-		return nil, fmt.Errorf("partition %d of %s lies outside the image", part, path)
 	}
 	raw, err := openRaw(io.NewSectionReader(fh, start, size))
 	if err != nil {
@@ -82,6 +58,67 @@ func Open(path string, part int) (f *FS, err error) {
 		return nil, &UnsupportedError{Reasons: []string{"go-diskfs: " + err.Error()}}
 	}
 	return &FS{file: fh, raw: raw, fs: efs}, nil
+}
+
+// ProbeFeatures checks what Open checks that cannot change while the
+// filesystem is mounted: its superblock, geometry and features, not its
+// state or journal. A builder asks it before shutting the appliance down,
+// so a filesystem the host cannot read is packed through the session still
+// open rather than a second one. An *UnsupportedError says why; Open still
+// has the last word.
+func ProbeFeatures(path string, part int) (err error) {
+	defer recoverInto(&err, "")
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	start, size, _, err := partition(fh, file.New(fh, true), path, part)
+	if err != nil {
+		return err
+	}
+	raw, err := openRaw(io.NewSectionReader(fh, start, size))
+	if err != nil {
+		return err
+	}
+	if p := raw.featureProblems(); len(p) > 0 {
+		return &UnsupportedError{Reasons: p}
+	}
+	return nil
+}
+
+// partition finds partition part (0: the whole image) of the raw disk image
+// fh at path: its start and size in bytes and the disk's sector size.
+func partition(fh *os.File, storage backend.Storage, path string, part int) (start, size, sector int64, err error) {
+	st, err := fh.Stat()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	start, size, sector = 0, st.Size(), 512
+	if part > 0 {
+		d, err := diskfs.OpenBackend(storage, diskfs.WithOpenMode(diskfs.ReadOnly))
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("opening %s: %w", path, err)
+		}
+		table, err := d.GetPartitionTable()
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("reading the partition table of %s: %w", path, err)
+		}
+		found := false
+		for _, p := range table.GetPartitions() {
+			if p != nil && p.GetIndex() == part {
+				start, size, found = p.GetStart(), p.GetSize(), true
+			}
+		}
+		if !found {
+			return 0, 0, 0, fmt.Errorf("%s has no partition %d", path, part)
+		}
+		sector = d.LogicalBlocksize
+	}
+	if start < 0 || size <= 0 || start+size > st.Size() {
+		return 0, 0, 0, fmt.Errorf("partition %d of %s lies outside the image", part, path)
+	}
+	return start, size, sector, nil
 }
 
 // Close releases the image.

@@ -695,6 +695,11 @@ rm %[3]s`, base, raw, part))
 		said := false
 		for _, e := range events {
 			said = said || (e.Type == "log" && strings.Contains(e.Message, "packing through the appliance") && strings.Contains(e.Message, "metadata_csum"))
+			// The filesystem's features say so before the appliance is
+			// shut down: it packs through the same session.
+			if strings.Contains(e.Message, "launching it again") {
+				t.Errorf("the build launched the appliance a second time to pack: %s", e.Message)
+			}
 		}
 		if !said {
 			t.Error("the build did not say why it packed through the appliance")

@@ -239,8 +239,10 @@ type Root struct {
 // shut down first, so the filesystem is clean, and the disk is read
 // directly, much faster than a tar-out through the appliance. When the
 // guest's layout or filesystem is one the host-side reader does not
-// support, it packs through the appliance instead and says why; the two
-// are never mixed in one tgz. It returns the temporary file that becomes
+// support, it packs through the appliance instead and says why: through
+// the open session when the layout or the filesystem's features say so
+// before it is shut down, else through a new one; the two are never mixed
+// in one tgz. It returns the temporary file that becomes
 // the tgz when published, and which packer made it.
 func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount, tgzPath string) (*atomicfile.File, Result, string, error) {
 	mode := p.Mode
@@ -264,6 +266,16 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 		return f, res, "appliance", err
 	}
 	if sess != nil {
+		// A filesystem whose features the host cannot read is packed
+		// through the session still open, not a second one after it.
+		if err := ext4tar.ProbeFeatures(p.Disk, mounts[0].Partition); err != nil && ext4tar.IsUnsupported(err) {
+			if mode == "host" {
+				return nil, Result{}, "", fmt.Errorf("packing the root filesystem on the host: %w", err)
+			}
+			p.Log(fmt.Sprintf("packing through the appliance: %v", err))
+			f, res, err := packSession(ctx, sess, tgzPath, p.Level, p.Epoch)
+			return f, res, "appliance", err
+		}
 		if err := sess.Close(); err != nil {
 			return nil, Result{}, "", fmt.Errorf("shutting the appliance down before packing: %w", err)
 		}
