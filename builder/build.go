@@ -139,7 +139,8 @@ func Build(ctx context.Context, plan *plan.Plan, opts BuildOptions) (*Result, er
 	b.tgzPath = filepath.Join(b.outDir, plan.Output.Files.Tarball)
 	b.m = plan.Manifest.Clone()
 	b.m.Build.Started = started
-	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy(), KeepDpkgSyncs: opts.KeepDpkgSyncs}
+	b.ap = &apply.Applier{Events: b.rep, Client: opts.HTTPClient, AptProxy: plan.AptProxy(), KeepDpkgSyncs: opts.KeepDpkgSyncs,
+		NoTranslations: compile.RemovesAptLists(plan.Layers)}
 	if opts.PackageCache != "" {
 		b.ap.Debs = &debcache.Fetcher{Cache: debcache.Cache{Dir: opts.PackageCache}, Client: debcache.ProxyClient(opts.Env)}
 	}

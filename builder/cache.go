@@ -55,7 +55,8 @@ type layerCache struct {
 // marker records (extra: the source revision, the parent version). A
 // source date from $SOURCE_DATE_EPOCH (sourceDate, "" for none) is in
 // every key: the guest's commands run with it; the default one is the base
-// image's, which the root already covers.
+// image's, which the root already covers. So is whether the plan removes
+// apt's lists at the end: apt-get update then fetches less.
 func cacheKeys(plan *plan.Plan, sourceDate string, extra ...string) (root string, keys []string, volatile []bool, err error) {
 	h := func(parts ...string) string {
 		w := digest.NewWriter(nil)
@@ -67,6 +68,11 @@ func cacheKeys(plan *plan.Plan, sourceDate string, extra ...string) (root string
 	root = h("imagectl layer cache v1", buildinfo.Version, plan.BaseChecksum(), plan.Manifest.Base.Format, fmt.Sprint(plan.Manifest.Base.Size))
 	if sourceDate != "" {
 		root = h(root, "SOURCE_DATE_EPOCH="+sourceDate)
+	}
+	if compile.RemovesAptLists(plan.Layers) {
+		// Its snapshots hold apt's lists without the Translation indexes
+		// (apply.Applier.NoTranslations): not for a plan that keeps them.
+		root = h(root, "apt lists without translations")
 	}
 	static, err := json.Marshal(plan.Manifest)
 	if err != nil {

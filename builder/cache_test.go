@@ -1,11 +1,13 @@
 package builder
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gpuaas/imagectl/builder/compile"
 	"github.com/gpuaas/imagectl/builder/plan"
+	"github.com/gpuaas/imagectl/builder/steps"
 	"github.com/gpuaas/imagectl/recipes"
 )
 
@@ -66,6 +68,31 @@ func TestCacheKeys(t *testing.T) {
 		}
 		if n == compile.FinalizeLayer && !changed {
 			t.Error("@finalize writes the marker with the version but kept its key")
+		}
+	}
+	// A plan that keeps apt's lists fetches the Translation indexes its
+	// snapshots then hold: every key changes.
+	p := loadPlan(t, "examples/demo.hcl", recipes.Inputs{Flags: []string{"base_image=/var/cache/base.qcow2", "base_checksum=sha256:" + strings.Repeat("ab", 32)}}, plan.Options{}, false)
+	if !compile.RemovesAptLists(p.Layers) {
+		t.Fatal("the demo's clean-up does not remove apt's lists")
+	}
+	for _, l := range p.Layers {
+		for i, st := range l.Steps {
+			if c, ok := st.(steps.Cleanup); ok {
+				l.Steps[i] = steps.Cleanup{Actions: slices.DeleteFunc(slices.Clone(c.Actions), func(a string) bool { return a == steps.CleanAptCache })}
+			}
+		}
+	}
+	if compile.RemovesAptLists(p.Layers) {
+		t.Fatal("a clean-up without apt-cache removes apt's lists")
+	}
+	_, kept, _, err := cacheKeys(p, sourceDate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range kept {
+		if same[i] != "" && k == same[i] {
+			t.Errorf("apt's lists kept: layer %s kept its key", names[i])
 		}
 	}
 	// A source date from SOURCE_DATE_EPOCH reaches every layer's commands:

@@ -94,6 +94,13 @@ type Applier struct {
 	// same tgz bytes either way (TestPackageCache builds both).
 	KeepDpkgSyncs bool
 
+	// NoTranslations leaves the Translation indexes (packages' long
+	// descriptions, which only apt-cache show prints) out of apt-get
+	// update: for builds whose clean-up removes apt's lists
+	// (steps.CleanAptCache), where they never reach the image. Under TCG
+	// they are half of what an update fetches and decompresses.
+	NoTranslations bool
+
 	aptSync bool // apt lists are current for the configured repositories
 }
 
@@ -182,11 +189,22 @@ func (a *Applier) aptUpdate(ctx context.Context) error {
 		return nil
 	}
 	defer a.timed(&a.Timings.Download)()
-	if _, err := a.run(ctx, aptEnv+"apt-get update -q"); err != nil {
+	if _, err := a.run(ctx, a.aptUpdateCmd()); err != nil {
 		return fmt.Errorf("apt-get update: %w", err)
 	}
 	a.aptSync = true
 	return nil
+}
+
+// aptUpdateCmd is the apt-get update command line: without the
+// Translation indexes when NoTranslations, an option of this command line
+// only, so nothing of it reaches the guest's configuration.
+func (a *Applier) aptUpdateCmd() string {
+	cmd := aptEnv + "apt-get update -q"
+	if a.NoTranslations {
+		cmd += " -o Acquire::Languages=none"
+	}
+	return cmd
 }
 
 // aptInstallCmd is the apt-get install command line of a packages step:

@@ -17,6 +17,7 @@ package compile
 import (
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -105,6 +106,24 @@ func Image(img *recipes.Image) ([]*Layer, error) {
 		parent = l.Key
 	}
 	return out, nil
+}
+
+// RemovesAptLists reports whether the layers end by removing apt's lists
+// (a clean-up with steps.CleanAptCache in an enabled layer): what apt-get
+// update fetched then never reaches the image, nor stays on a host that
+// ran them at first boot.
+func RemovesAptLists(layers []*Layer) bool {
+	for _, l := range layers {
+		if !l.Enabled {
+			continue
+		}
+		for _, st := range l.Steps {
+			if c, ok := st.(steps.Cleanup); ok && slices.Contains(c.Actions, steps.CleanAptCache) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func chainKey(parent, layer string) string {

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -196,6 +197,15 @@ func TestBuildEveryStepKind(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "var/lib/every-step-ran")); err != nil {
 		t.Error("the run step left no trace")
+	}
+	// The clean-up removes apt's lists, so apt-get update left out the
+	// Translation indexes: the lists the run step saw have the suites'
+	// Packages and no Translation.
+	if b, err := os.ReadFile(filepath.Join(root, "var/lib/every-step-lists")); err != nil || !strings.Contains(string(b), "_Packages") || strings.Contains(string(b), "_Translation-") {
+		t.Errorf("apt's lists after the packages step: %v\n%s", err, b)
+	}
+	if entries, err := os.ReadDir(filepath.Join(root, "var/lib/apt/lists")); err != nil || slices.ContainsFunc(entries, func(e os.DirEntry) bool { return strings.Contains(e.Name(), "_Packages") }) {
+		t.Errorf("apt's lists in the tgz: %v %v", entries, err)
 	}
 	for _, f := range []string{"etc/default/grub", "etc/default/grub.d/99-imagectl-kernel-args.cfg"} {
 		b, _ := os.ReadFile(filepath.Join(root, f))

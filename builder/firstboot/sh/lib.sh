@@ -3,9 +3,9 @@
 # once (a rerun skips the steps it finished before), files written whole
 # and checked against the plan's sha256, apt with its downloads counted, the
 # result line. The generated script sets PREFIX, STATE_DIR, STEPS, IMAGE,
-# VERSION, the milestones' names and DONE_MARKER before them;
-# firstboot.Script copies what follows this comment into it as it is.
-# shellcheck disable=SC2153 # PREFIX, STATE_DIR, STEPS and the names are the generated script's
+# VERSION, the milestones' names, DONE_MARKER and APT_NO_TRANSLATIONS before
+# them; firstboot.Script copies what follows this comment into it as it is.
+# shellcheck disable=SC2153 # PREFIX, STATE_DIR, STEPS, the names and APT_NO_TRANSLATIONS are the generated script's
 
 DONE=0
 SKIPPED=0
@@ -215,11 +215,15 @@ pk_fail() {
 
 # apt_update: apt-get update once after the sources changed, adding what
 # apt says it fetched (rounded by apt) to INDEX_BYTES. A lists lock held by
-# another apt is waited for (APT_LOCK_TIMEOUT), as dpkg's is.
+# another apt is waited for (APT_LOCK_TIMEOUT), as dpkg's is. Without the
+# Translation indexes when APT_NO_TRANSLATIONS=yes (the script's clean-up
+# removes apt's lists), as the build's apt-get update.
 apt_update() {
 	[ "$APT_FRESH" = yes ] && return 0
 	au_waited=0
-	until logged apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" update -q; do
+	set -- -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT"
+	[ "$APT_NO_TRANSLATIONS" = yes ] && set -- "$@" -o Acquire::Languages=none
+	until logged apt-get "$@" update -q; do
 		if ! grep -q 'Could not get lock\|Unable to lock' "$STATE_DIR/output.log" || [ "$au_waited" -ge "$APT_LOCK_TIMEOUT" ]; then
 			fail "apt-get update failed"
 		fi

@@ -52,7 +52,7 @@ image "every-step" {
       mode     = "0755"
     }
 
-    run = ["touch /var/lib/every-step-ran", "setcap cap_net_raw+ep /usr/bin/ping"]
+    run = ["touch /var/lib/every-step-ran", "setcap cap_net_raw+ep /usr/bin/ping", "ls /var/lib/apt/lists > /var/lib/every-step-lists"]
 
     services {
       enable  = ["cron"]
