@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -163,9 +164,10 @@ func BenchmarkBuildTimes(b *testing.B) {
 			Inputs: recipes.Inputs{Files: []string{vars}, Flags: []string{"site_bootstrap_dir=" + bundles}}})
 	}
 	type row struct {
-		name string
-		wall float64
-		t    manifest.Timings
+		name   string
+		wall   float64
+		t      manifest.Timings
+		sha256 string
 	}
 	var rows []row
 	build := func(name string, p *plan.Plan, layers, packages string) row {
@@ -175,11 +177,11 @@ func BenchmarkBuildTimes(b *testing.B) {
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}
-		r := row{name: name, wall: time.Since(start).Seconds(), t: *res.Manifest.Build.Timings}
+		r := row{name: name, wall: time.Since(start).Seconds(), t: *res.Manifest.Build.Timings, sha256: res.Manifest.Artifact.SHA256}
 		rows = append(rows, r)
 		// Each build's figures as it ends, so a run that fails later
 		// still says where the earlier builds' time went.
-		fmt.Fprintf(os.Stderr, "bench: %s %.1fs %+v\n", name, r.wall, r.t)
+		fmt.Fprintf(os.Stderr, "bench: %s %.1fs sha256:%s %+v\n", name, r.wall, r.sha256, r.t)
 		return r
 	}
 	for b.Loop() {
@@ -221,6 +223,21 @@ func BenchmarkBuildTimes(b *testing.B) {
 		ratio("h200-warm-packages/h200-no-caches", h200Warm, h200Before, 0.6)
 		ratio("demo-netdata/demo-cold", netdata, cold, 0.25)
 		b.ReportMetric(float64(first.t.DownloadBytes), "first-layer-downloaded-bytes")
+		// The same inputs give the same bytes, with or without the caches:
+		// the demo before and after them, the stand-in's three builds
+		// (users and groups its packages add included).
+		for _, same := range [][]string{{"demo-no-caches", "demo-cold", "demo-warm"}, {"h200-no-caches", "h200-fill", "h200-warm-packages"}} {
+			sums := map[string][]string{}
+			for _, r := range rows {
+				if slices.Contains(same, r.name) {
+					sums[r.sha256] = append(sums[r.sha256], r.name)
+				}
+			}
+			if len(sums) != 1 {
+				b.Errorf("builds of the same inputs gave other tgz bytes: %v", sums)
+			}
+			fmt.Fprintf(&out, "%-52s %d tgz digest(s) for %d builds\n", strings.Join(same, ", "), len(sums), len(same))
+		}
 		b.Log("\n" + out.String())
 	}
 }
