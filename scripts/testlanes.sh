@@ -46,7 +46,7 @@ jobs=(
 	smoke-standin # 2436: the stand-in build, its boots, the release loop
 	guestfs       # 1863: builder/guestfs, real builds
 	race          # 866: -race, all but cmd/imagectl
-	cmd           # ~800: cmd/imagectl under -race -short, then its appliance tests
+	cmd           # 682: cmd/imagectl under -race -short, then the tests it skipped
 	smoke-compare # 818: the first-boot comparison (issue 24)
 	full          # 79: the other appliance packages, in full
 	fuzz          # 65: make fuzz, four targets (50 s) and their builds
