@@ -95,10 +95,11 @@ type Applier struct {
 	KeepDpkgSyncs bool
 
 	// NoTranslations leaves the Translation indexes (packages' long
-	// descriptions, which only apt-cache show prints) out of apt-get
-	// update: for builds whose clean-up removes apt's lists
-	// (steps.CleanAptCache), where they never reach the image. Under TCG
-	// they are half of what an update fetches and decompresses.
+	// descriptions, which no build step reads: the index records the
+	// package cache reads keep no description) out of apt-get update: for
+	// builds whose clean-up removes apt's lists (steps.CleanAptCache),
+	// where they never reach the image. Under TCG they are half of what an
+	// update fetches and decompresses.
 	NoTranslations bool
 
 	aptSync bool // apt lists are current for the configured repositories

@@ -108,10 +108,10 @@ func Image(img *recipes.Image) ([]*Layer, error) {
 	return out, nil
 }
 
-// RemovesAptLists reports whether the layers end by removing apt's lists
-// (a clean-up with steps.CleanAptCache in an enabled layer): what apt-get
-// update fetched then never reaches the image, nor stays on a host that
-// ran them at first boot.
+// RemovesAptLists reports whether a clean-up of an enabled layer removes
+// apt's lists (steps.CleanAptCache; today the finalize layer's default
+// clean-up always does): what apt-get update fetched then never reaches
+// the image, nor stays on a host that ran the layers at first boot.
 func RemovesAptLists(layers []*Layer) bool {
 	for _, l := range layers {
 		if !l.Enabled {

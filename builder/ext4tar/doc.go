@@ -1,7 +1,8 @@
 // Package ext4tar reads an ext4 root filesystem straight from a raw disk
 // image on the host, after the appliance has shut down, and streams its
 // entries as tar headers and file contents (or the headers alone) in a
-// fixed order.
+// fixed order. Its feature probe (ProbeFeatures) may run before, while the
+// appliance still has the filesystem mounted.
 //
 // It owns the decision whether that is safe. go-diskfs (v1.9.4) lists
 // directories, decodes inodes and returns xattr values correctly, so it is

@@ -170,8 +170,10 @@ func (f *rawFS) problems() []string {
 }
 
 // featureProblems lists the reasons not to read the filesystem on the host
-// that its features and geometry give: fixed when it was made, unlike its
-// state, so they hold while it is still mounted.
+// that its features and geometry give: none of them is one a mount sets
+// for a while (needs_recovery and orphan_present are state, checked by
+// problems), so they hold while it is still mounted. A feature added while
+// mounted (an online resize's meta_bg) is caught by Open.
 func (f *rawFS) featureProblems() []string {
 	var p []string
 	if f.inodeSize < 160 {

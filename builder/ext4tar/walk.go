@@ -60,9 +60,8 @@ func Open(path string, part int) (f *FS, err error) {
 	return &FS{file: fh, raw: raw, fs: efs}, nil
 }
 
-// ProbeFeatures checks what Open checks that cannot change while the
-// filesystem is mounted: its superblock, geometry and features, not its
-// state or journal. A builder asks it before shutting the appliance down,
+// ProbeFeatures checks what Open checks that a mount does not set for a
+// while: its superblock, geometry and features, not its state or journal. A builder asks it before shutting the appliance down,
 // so a filesystem the host cannot read is packed through the session still
 // open rather than a second one. An *UnsupportedError says why; Open still
 // has the last word.

@@ -357,3 +357,34 @@ func TestNoCandidate(t *testing.T) {
 		t.Errorf("exit %d: %s", code, out)
 	}
 }
+
+// TestAptUpdateTranslations: apt_update runs apt-get update once, without
+// the Translation indexes when APT_NO_TRANSLATIONS=yes (the script's
+// clean-up removes apt's lists) and with them otherwise, counting what apt
+// says it fetched; an unset APT_NO_TRANSLATIONS (lib.sh run without the
+// generated header) keeps them.
+func TestAptUpdateTranslations(t *testing.T) {
+	for _, c := range []struct{ set, want string }{
+		{"APT_NO_TRANSLATIONS=yes", "-o DPkg::Lock::Timeout=600 -o Acquire::Languages=none update -q"},
+		{"APT_NO_TRANSLATIONS=no", "-o DPkg::Lock::Timeout=600 update -q"},
+		{"", "-o DPkg::Lock::Timeout=600 update -q"},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "bin")
+			if err := os.MkdirAll(bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			calls := filepath.Join(dir, "apt-get.calls")
+			stub := "#!/bin/sh\necho \"$*\" >>" + calls + "\necho 'Fetched 1,234 B in 0s (10.0 kB/s)'\n"
+			if err := os.WriteFile(filepath.Join(bin, "apt-get"), []byte(stub), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			out, code := libShell(t, dir, c.set+"\napt_update\napt_update\necho index=$INDEX_BYTES\n")
+			b, _ := os.ReadFile(calls)
+			if code != 0 || string(b) != c.want+"\n" || !strings.Contains(out, "index=1234") {
+				t.Errorf("exit %d, apt-get called with %q (want %q once): %s", code, b, c.want, out)
+			}
+		})
+	}
+}

@@ -222,7 +222,7 @@ apt_update() {
 	[ "$APT_FRESH" = yes ] && return 0
 	au_waited=0
 	set -- -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT"
-	[ "$APT_NO_TRANSLATIONS" = yes ] && set -- "$@" -o Acquire::Languages=none
+	[ "${APT_NO_TRANSLATIONS:-no}" = yes ] && set -- "$@" -o Acquire::Languages=none
 	until logged apt-get "$@" update -q; do
 		if ! grep -q 'Could not get lock\|Unable to lock' "$STATE_DIR/output.log" || [ "$au_waited" -ge "$APT_LOCK_TIMEOUT" ]; then
 			fail "apt-get update failed"
