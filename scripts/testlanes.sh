@@ -41,17 +41,18 @@ standin='TestSmokeH200StandIn|TestSmokeNoKernel|TestSmokeCancelledDuringDeploy'
 compare='TestCompareFirstBoot.*'
 
 # The jobs, about longest first (the order the last runs balanced well):
-# the seconds each took on an idle two-core machine at f0169bc.
+# the seconds each took in a local CI run (CI=true .ci/run, a clean clone,
+# idle two-core machine) at c838271.
 jobs=(
-	smoke-standin # 2436: the stand-in build, its boots, the release loop
-	guestfs       # 1863: builder/guestfs, real builds
-	race          # 866: -race, all but cmd/imagectl
-	cmd           # 682: cmd/imagectl under -race -short, then the tests it skipped
-	smoke-compare # 818: the first-boot comparison (issue 24)
-	full          # 79: the other appliance packages, in full
-	fuzz          # 65: make fuzz, four targets (50 s) and their builds
-	smoke-rest    # 55: the boots of a blank disk, the smoke unit tests
-	nocgo         # 100: the CGO-free build's tests
+	smoke-standin # 2338: the stand-in build, its boots, the release loop
+	guestfs       # 1817: builder/guestfs, real builds
+	smoke-compare # 823: the first-boot comparison (issue 24)
+	cmd           # 827: cmd/imagectl under -race -short, then the tests it skipped
+	race          # 817: -race, all but cmd/imagectl
+	nocgo         # 104: the CGO-free build's tests
+	fuzz          # 64: make fuzz, four targets (50 s) and their builds
+	full          # 61: the other appliance packages, in full
+	smoke-rest    # 56: the boots of a blank disk, the smoke unit tests
 	dry-run       # ~1: the shipped recipes' dry-runs
 )
 
