@@ -42,11 +42,7 @@ func Open(path string, part int) (f *FS, err error) {
 		}
 	}()
 	storage := file.New(fh, true)
-	start, size, sector, err := partition(fh, storage, path, part)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := openRaw(io.NewSectionReader(fh, start, size))
+	raw, start, size, sector, err := openPartition(fh, storage, path, part)
 	if err != nil {
 		return nil, err
 	}
@@ -61,10 +57,11 @@ func Open(path string, part int) (f *FS, err error) {
 }
 
 // ProbeFeatures checks what Open checks that a mount does not set for a
-// while: its superblock, geometry and features, not its state or journal. A builder asks it before shutting the appliance down,
-// so a filesystem the host cannot read is packed through the session still
-// open rather than a second one. An *UnsupportedError says why; Open still
-// has the last word.
+// while: its superblock, geometry and features, not its state or journal.
+// A builder asks it before shutting the appliance down, so a filesystem
+// the host cannot read is packed through the session still open rather
+// than a second one. An *UnsupportedError says why; Open still has the
+// last word.
 func ProbeFeatures(path string, part int) (err error) {
 	defer recoverInto(&err, "")
 	fh, err := os.Open(path)
@@ -72,11 +69,7 @@ func ProbeFeatures(path string, part int) (err error) {
 		return err
 	}
 	defer fh.Close()
-	start, size, _, err := partition(fh, file.New(fh, true), path, part)
-	if err != nil {
-		return err
-	}
-	raw, err := openRaw(io.NewSectionReader(fh, start, size))
+	raw, _, _, _, err := openPartition(fh, file.New(fh, true), path, part)
 	if err != nil {
 		return err
 	}
@@ -84,6 +77,20 @@ func ProbeFeatures(path string, part int) (err error) {
 		return &UnsupportedError{Reasons: p}
 	}
 	return nil
+}
+
+// openPartition reads the superblock of the filesystem on partition part
+// (0: the whole image) of the raw disk image fh at path, and says where
+// the partition lies: its start and size in bytes and the disk's sector
+// size.
+func openPartition(fh *os.File, storage backend.Storage, path string, part int) (raw *rawFS, start, size, sector int64, err error) {
+	if start, size, sector, err = partition(fh, storage, path, part); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	if raw, err = openRaw(io.NewSectionReader(fh, start, size)); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	return raw, start, size, sector, nil
 }
 
 // partition finds partition part (0: the whole image) of the raw disk image
