@@ -233,6 +233,17 @@ for name in "${jobs[@]}"; do
 	sed -n -E "s/^--- (PASS|FAIL): ([^ ]+) \(([0-9.]+)s\)$/\3 $name \2 \1/p" "$state/taken.$name/log"
 done | sort -rn | head -n 25 | awk '{printf "  %8.1f s  %-14s %s %s\n", $1, $2, $3, ($4 == "FAIL" ? "(FAILED)" : "")}'
 if [ ${#failed[@]} -gt 0 ]; then
+	# Why, again at the end, where a reader of only the run's last lines
+	# looks: each failed job's failure lines (a test's --- FAIL and the
+	# indented lines it logged before, a panic or a timeout with the tests
+	# still running, a build error), bounded.
+	for name in "${failed[@]}"; do
+		echo "why $name failed:"
+		[ -f "$state/taken.$name/log" ] || continue
+		grep -v '^=== ' "$state/taken.$name/log" |
+			grep -E -B 8 -A 4 '^[[:space:]]*--- FAIL|^panic:|^FAIL|^fatal error:|timed out|running tests:|\[build failed\]|^[^[:space:]]+\.go:[0-9]+:[0-9]+: ' |
+			tail -n 60 | cut -c 1-300 | sed "s/^/  $name| /"
+	done
 	echo "failed: ${failed[*]}"
 	exit 1
 fi
