@@ -66,6 +66,8 @@ type bootConfig struct {
 	// sshPort, when set, is the port on 127.0.0.1 QEMU forwards to the
 	// guest's port 22.
 	sshPort int
+	// portHold, when set, holds sshPort (reservePort) until QEMU starts.
+	portHold io.Closer
 	// monitor, when set, is the unix socket of QEMU's monitor (QMP), which
 	// presses the power button of a VM kept up.
 	monitor string
@@ -171,6 +173,9 @@ func newVM(c bootConfig, res *Result) (*vm, error) {
 // start starts QEMU, the console's reader and the timeout; stop ends
 // them.
 func (v *vm) start() error {
+	if v.c.portHold != nil {
+		v.c.portHold.Close()
+	}
 	started := time.Now()
 	if err := v.cmd.Start(); err != nil {
 		return fmt.Errorf("starting QEMU: %w", err)

@@ -176,11 +176,11 @@ func TestRunRefusesBadInput(t *testing.T) {
 func TestKeptUpThenPoweredOff(t *testing.T) {
 	fw := needQEMU(t)
 	c, res, events := blankBoot(t, fw, time.Hour)
-	port, err := freePort()
+	hold, port, err := reservePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.sshPort, c.monitor, c.stopAfterDone = port, filepath.Join(c.work, "qmp.sock"), 2*time.Second
+	c.sshPort, c.portHold, c.monitor, c.stopAfterDone = port, hold, filepath.Join(c.work, "qmp.sock"), 2*time.Second
 	res.SSH = &SSH{Host: "127.0.0.1", Port: port, User: DefaultSSHUser}
 	var got SSH
 	dialed := error(nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -389,10 +390,18 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 	if opts.SSHPort < 0 || opts.SSHPort > 65535 {
 		return nil, fmt.Errorf("smoke test of %s: ssh port %d: not a TCP port", tgz, opts.SSHPort)
 	}
+	var portHold io.Closer
+	made := false
 	if opts.SSHPort == 0 && (plan.login != nil || plan.keepUp) {
-		if opts.SSHPort, err = freePort(); err != nil {
+		if portHold, opts.SSHPort, err = reservePort(); err != nil {
 			return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
 		}
+		// Closed when QEMU starts (or by the run's close), else here.
+		defer func() {
+			if !made {
+				portHold.Close()
+			}
+		}()
 	}
 	if err := canDeploy(); err != nil {
 		return nil, err
@@ -439,7 +448,7 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 	}
 	sr := &run{tgz: disk, opts: opts, rep: r, m: m, guest: plan, res: res, boot: bootConfig{
 		disk: filepath.Join(work, "disk.raw"), work: work, firmware: fw, accel: accel, memoryMB: opts.MemoryMB,
-		timeout: opts.Timeout, reporter: r, sshPort: opts.SSHPort, reboot: fb != nil,
+		timeout: opts.Timeout, reporter: r, sshPort: opts.SSHPort, portHold: portHold, reboot: fb != nil,
 	}}
 	if plan.keepUp {
 		// A unix socket's path holds at most 107 bytes: the monitor's
@@ -454,6 +463,7 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 			sr.monitorDir, sr.boot.monitor = dir, filepath.Join(dir, "qmp.sock")
 		}
 	}
+	made = true
 	return sr, nil
 }
 
@@ -503,6 +513,9 @@ type run struct {
 func (r *run) close() {
 	if r.vm != nil {
 		r.vm.stop()
+	}
+	if r.boot.portHold != nil {
+		r.boot.portHold.Close()
 	}
 	if r.console != nil {
 		if err := r.console.Commit(); err != nil {

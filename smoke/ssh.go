@@ -80,15 +80,17 @@ func checkPublicKey(k string) error {
 	return nil
 }
 
-// freePort is a free TCP port on 127.0.0.1 for QEMU to forward; it is
-// free when asked, and QEMU fails saying so should another take it first.
-func freePort() (int, error) {
+// reservePort finds a free TCP port on 127.0.0.1 for QEMU to forward and
+// holds it, listening, until QEMU starts (bootConfig.portHold): the deploy
+// before the boot takes minutes under TCG, and a port merely found free
+// before it could be another process's listener by then. QEMU fails
+// saying so should another take it in the instant between.
+func reservePort() (net.Listener, int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("finding a free port for ssh: %w", err)
+		return nil, 0, fmt.Errorf("finding a free port for ssh: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l, l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // maxQMPMessage bounds one message of QEMU's monitor: its greeting and

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,24 @@ func TestPowerDownThroughQMP(t *testing.T) {
 	if err := powerDown(ctx, sock); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The port reserved for ssh stays the smoke run's until QEMU starts: no
+// other listener can take it meanwhile, and it is free once let go.
+func TestReservePortHeldUntilReleased(t *testing.T) {
+	hold, port, err := reservePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("another listener took the reserved port %d", port)
+	}
+	hold.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the port %d is not free once released: %v", port, err)
+	}
+	l.Close()
 }
