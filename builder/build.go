@@ -368,6 +368,12 @@ func (b *build) launch(ctx context.Context) error {
 	b.onEnd(func() { stop() })
 	b.m.Builder.Accelerator = sess.Accelerator()
 	b.mounts = sess.Mounts()
+	if b.opts.Packer == "host" {
+		// Refused now, not after every layer has been applied.
+		if err := pack.HostRefusal(b.disk, b.mounts); err != nil {
+			return err
+		}
+	}
 	if !b.sourceDate.IsZero() {
 		b.ap.Session = sess
 		return b.ap.KeepClockPast(ctx, b.sourceDate)

@@ -683,11 +683,18 @@ rm %[3]s`, base, raw, part))
 	plan := loadPlan(t, recipe, recipes.Options{})
 
 	t.Run("host only", func(t *testing.T) {
-		opts := buildOptions(t, t.TempDir(), nil)
+		var events []event.Event
+		opts := buildOptions(t, t.TempDir(), &events)
 		opts.Packer = "host"
 		_, err := builder.Build(context.Background(), plan, opts)
-		if err == nil || !strings.Contains(err.Error(), "metadata_csum") {
-			t.Fatalf("got %v, want a refusal naming metadata_csum", err)
+		if err == nil || !strings.Contains(err.Error(), "metadata_csum") || !strings.Contains(err.Error(), "packer host") {
+			t.Fatalf("got %v, want a refusal naming metadata_csum and the packer", err)
+		}
+		// Refused once the appliance is up, before any layer is applied.
+		for _, e := range events {
+			if e.Type == event.TypeStep || e.Phase == builder.PhasePack {
+				t.Errorf("the refused build went on: %+v", e)
+			}
 		}
 		for _, d := range []string{opts.OutputDir, opts.WorkDir} {
 			if entries, _ := os.ReadDir(d); len(entries) > 0 {

@@ -254,7 +254,7 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 	case mode != "auto" && mode != "host" && mode != "appliance":
 		return nil, Result{}, "", fmt.Errorf("unknown packer %q (auto, host or appliance)", mode)
 	case mode == "host" && why != "":
-		return nil, Result{}, "", fmt.Errorf("packing on the host: %s", why)
+		return nil, Result{}, "", hostRefused(errors.New(why))
 	case mode == "appliance" || why != "":
 		if why != "" {
 			p.Log("packing through the appliance: " + why)
@@ -270,7 +270,7 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 		// through the session still open, not a second one after it.
 		if err := ext4tar.ProbeFeatures(p.Disk, mounts[0].Partition); err != nil && ext4tar.IsUnsupported(err) {
 			if mode == "host" {
-				return nil, Result{}, "", fmt.Errorf("packing the root filesystem on the host: %w", err)
+				return nil, Result{}, "", hostRefused(err)
 			}
 			p.Log(fmt.Sprintf("packing through the appliance: %v", err))
 			f, res, err := packSession(ctx, sess, tgzPath, p.Level, p.Epoch)
@@ -294,6 +294,28 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 	}
 	p.Log(fmt.Sprintf("packing through the appliance (launching it again): %v", err))
 	return p.appliance(ctx, tgzPath)
+}
+
+// HostRefusal says why the host-side reader will not pack the guest on
+// disk, as far as its layout (mounts) and the filesystem's features tell
+// while the appliance still has it mounted, or nil. A build that must pack
+// on the host (--packer host) asks right after the appliance starts, so it
+// refuses before applying any layer rather than after all of them; Pack
+// asks again, and the reader has the last word.
+func HostRefusal(disk string, mounts []guest.Mount) error {
+	if why := hostUnpackable(mounts); why != "" {
+		return hostRefused(errors.New(why))
+	}
+	if err := ext4tar.ProbeFeatures(disk, mounts[0].Partition); err != nil && ext4tar.IsUnsupported(err) {
+		return hostRefused(err)
+	}
+	return nil
+}
+
+// hostRefused is the error of a build that must pack on the host and
+// cannot.
+func hostRefused(err error) error {
+	return fmt.Errorf("packing the root filesystem on the host (packer host): %w", err)
 }
 
 // appliance packs through a new appliance session on the disk.

@@ -199,3 +199,42 @@ func TestPackRelaunchesForALaterRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestHostRefusal: what a build that must pack on the host checks right
+// after the appliance starts. The layout and the filesystem's features
+// refuse at once; an inode the reader refuses is seen only when packing,
+// so the probe passes it.
+func TestHostRefusal(t *testing.T) {
+	for _, tool := range []string{"mke2fs", "debugfs"} {
+		testenv.Tool(t, tool, "make deps installs e2fsprogs")
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, noCsum, compressed := filepath.Join(dir, "good.ext4"), filepath.Join(dir, "nocsum.ext4"), filepath.Join(dir, "compressed.ext4")
+	ext4tartest.Mkfs(t, src, good, "16M")
+	ext4tartest.Mkfs(t, src, noCsum, "16M", "-O", "^metadata_csum")
+	ext4tartest.Mkfs(t, src, compressed, "16M")
+	ext4tartest.Run(t, "debugfs", "-w", "-R", "sif /f flags 0x80004", compressed) // extents | COMPR
+	whole := []guest.Mount{{Point: "/", Device: "/dev/sda", Partition: 0, Type: "ext4"}}
+	for _, c := range []struct {
+		disk   string
+		mounts []guest.Mount
+		want   string
+	}{
+		{good, whole, ""},
+		{compressed, whole, ""},
+		{noCsum, whole, "metadata_csum"},
+		{good, []guest.Mount{{Point: "/", Device: "/dev/sda", Partition: 0, Type: "xfs"}}, "xfs, not ext4"},
+	} {
+		err := HostRefusal(c.disk, c.mounts)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want no refusal", filepath.Base(c.disk), err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "packer host")):
+			t.Errorf("%s: %v, want a refusal naming %q and the packer", filepath.Base(c.disk), err, c.want)
+		}
+	}
+}
