@@ -162,13 +162,7 @@ func TestHostUnpackable(t *testing.T) {
 // mode; neither leaves a tgz behind. The session is this test's error: no
 // appliance is launched.
 func TestPackRelaunchesForALaterRefusal(t *testing.T) {
-	for _, tool := range []string{"mke2fs", "debugfs"} {
-		testenv.Tool(t, tool, "make deps installs e2fsprogs")
-	}
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "f"), []byte("data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	src := oneFileTree(t)
 	img := filepath.Join(t.TempDir(), "root.ext4")
 	ext4tartest.Mkfs(t, src, img, "16M")
 	ext4tartest.Run(t, "debugfs", "-w", "-R", "sif /f flags 0x80004", img) // extents | COMPR
@@ -205,13 +199,7 @@ func TestPackRelaunchesForALaterRefusal(t *testing.T) {
 // refuse at once; an inode the reader refuses is seen only when packing,
 // so the probe passes it.
 func TestHostRefusal(t *testing.T) {
-	for _, tool := range []string{"mke2fs", "debugfs"} {
-		testenv.Tool(t, tool, "make deps installs e2fsprogs")
-	}
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "f"), []byte("data\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	src := oneFileTree(t)
 	dir := t.TempDir()
 	good, noCsum, compressed := filepath.Join(dir, "good.ext4"), filepath.Join(dir, "nocsum.ext4"), filepath.Join(dir, "compressed.ext4")
 	ext4tartest.Mkfs(t, src, good, "16M")
@@ -237,4 +225,18 @@ func TestHostRefusal(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal naming %q and the packer", filepath.Base(c.disk), err, c.want)
 		}
 	}
+}
+
+// oneFileTree is a directory holding one small file, f, for mke2fs -d;
+// the tests that use it also need debugfs.
+func oneFileTree(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"mke2fs", "debugfs"} {
+		testenv.Tool(t, tool, "make deps installs e2fsprogs")
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return src
 }
