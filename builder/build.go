@@ -371,7 +371,7 @@ func (b *build) launch(ctx context.Context) error {
 	if b.opts.Packer == "host" {
 		// Refused now, not after every layer has been applied.
 		if err := pack.HostRefusal(b.disk, b.mounts); err != nil {
-			return err
+			return fmt.Errorf("base image %s: %w", base.Shown(b.plan.Manifest.Base.Source), err)
 		}
 	}
 	if !b.sourceDate.IsZero() {

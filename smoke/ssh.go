@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 )
@@ -80,17 +82,30 @@ func checkPublicKey(k string) error {
 	return nil
 }
 
-// reservePort finds a free TCP port on 127.0.0.1 for QEMU to forward and
-// holds it, listening, until QEMU starts (bootConfig.portHold): the deploy
-// before the boot takes minutes under TCG, and a port merely found free
-// before it could be another process's listener by then. QEMU fails
-// saying so should another take it in the instant between.
-func reservePort() (net.Listener, int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// reservePort reserves a free TCP port on 127.0.0.1 for QEMU to forward
+// and holds it until QEMU starts (bootConfig.portHold): the deploy before
+// the boot takes minutes under TCG, and a port merely found free before it
+// could be another process's listener by then. The hold is a socket bound
+// to the port that never listens, without SO_REUSEADDR: no other socket
+// may bind the port meanwhile, and a connection to it is refused, as it
+// is until QEMU forwards it. QEMU binds it once the hold is closed, and
+// fails saying so should another take it in the instant between.
+func reservePort() (io.Closer, int, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("finding a free port for ssh: %w", err)
+		return nil, 0, fmt.Errorf("reserving a port on 127.0.0.1 for ssh: %w", err)
 	}
-	return l, l.Addr().(*net.TCPAddr).Port, nil
+	hold := os.NewFile(uintptr(fd), "the port held for ssh")
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		hold.Close()
+		return nil, 0, fmt.Errorf("reserving a port on 127.0.0.1 for ssh: %w", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		hold.Close()
+		return nil, 0, fmt.Errorf("reserving a port on 127.0.0.1 for ssh: %w", err)
+	}
+	return hold, sa.(*syscall.SockaddrInet4).Port, nil
 }
 
 // maxQMPMessage bounds one message of QEMU's monitor: its greeting and

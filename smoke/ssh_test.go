@@ -183,7 +183,9 @@ func TestPowerDownThroughQMP(t *testing.T) {
 }
 
 // The port reserved for ssh stays the smoke run's until QEMU starts: no
-// other listener can take it meanwhile, and it is free once let go.
+// other socket can bind it meanwhile, not even with SO_REUSEADDR (Go's
+// listeners set it), a connection to it is refused as before QEMU
+// forwards it, and it is free once let go.
 func TestReservePortHeldUntilReleased(t *testing.T) {
 	hold, port, err := reservePort()
 	if err != nil {
@@ -193,6 +195,14 @@ func TestReservePortHeldUntilReleased(t *testing.T) {
 	if l, err := net.Listen("tcp", addr); err == nil {
 		l.Close()
 		t.Fatalf("another listener took the reserved port %d", port)
+	}
+	if l, err := net.Listen("tcp", net.JoinHostPort("0.0.0.0", strconv.Itoa(port))); err == nil {
+		l.Close()
+		t.Fatalf("a listener on every address took the reserved port %d", port)
+	}
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		c.Close()
+		t.Fatalf("a connection to the reserved port %d was accepted", port)
 	}
 	hold.Close()
 	l, err := net.Listen("tcp", addr)

@@ -687,7 +687,7 @@ rm %[3]s`, base, raw, part))
 		opts := buildOptions(t, t.TempDir(), &events)
 		opts.Packer = "host"
 		_, err := builder.Build(context.Background(), plan, opts)
-		if err == nil || !strings.Contains(err.Error(), "metadata_csum") || !strings.Contains(err.Error(), "packer host") {
+		if err == nil || !strings.Contains(err.Error(), "metadata_csum") || !strings.Contains(err.Error(), "--packer host") {
 			t.Fatalf("got %v, want a refusal naming metadata_csum and the packer", err)
 		}
 		// Refused once the appliance is up, before any layer is applied.

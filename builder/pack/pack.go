@@ -300,8 +300,10 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 // disk, as far as its layout (mounts) and the filesystem's features tell
 // while the appliance still has it mounted, or nil. A build that must pack
 // on the host (--packer host) asks right after the appliance starts, so it
-// refuses before applying any layer rather than after all of them; Pack
-// asks again, and the reader has the last word.
+// refuses before applying the layers left to apply rather than after them;
+// Pack asks again, and the reader has the last word: the journal's state
+// and each inode are read only then, and a probe that fails for another
+// reason (the disk unreadable) is left to it.
 func HostRefusal(disk string, mounts []guest.Mount) error {
 	if why := hostUnpackable(mounts); why != "" {
 		return hostRefused(errors.New(why))
@@ -315,7 +317,7 @@ func HostRefusal(disk string, mounts []guest.Mount) error {
 // hostRefused is the error of a build that must pack on the host and
 // cannot.
 func hostRefused(err error) error {
-	return fmt.Errorf("packing the root filesystem on the host (packer host): %w", err)
+	return fmt.Errorf("--packer host refuses the guest: %w (--packer auto packs it through the appliance)", err)
 }
 
 // appliance packs through a new appliance session on the disk.

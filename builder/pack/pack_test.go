@@ -221,7 +221,7 @@ func TestHostRefusal(t *testing.T) {
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v, want no refusal", filepath.Base(c.disk), err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "packer host")):
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "--packer host")):
 			t.Errorf("%s: %v, want a refusal naming %q and the packer", filepath.Base(c.disk), err, c.want)
 		}
 	}
