@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
+
+	"github.com/gpuaas/imagectl/internal/tcpport"
 )
 
 // SSH is where a smoke VM answers ssh while Options.WhileUp runs: QEMU's
@@ -85,27 +85,16 @@ func checkPublicKey(k string) error {
 // reservePort reserves a free TCP port on 127.0.0.1 for QEMU to forward
 // and holds it until QEMU starts (bootConfig.portHold): the deploy before
 // the boot takes minutes under TCG, and a port merely found free before it
-// could be another process's listener by then. The hold is a socket bound
-// to the port that never listens, without SO_REUSEADDR: no other socket
-// may bind the port meanwhile, and a connection to it is refused, as it
-// is until QEMU forwards it. QEMU binds it once the hold is closed, and
-// fails saying so should another take it in the instant between.
+// could be another process's listener by then. While held, nothing else
+// may bind it and a connection to it is refused, as it is until QEMU
+// forwards it (tcpport). QEMU binds it once the hold is closed, and fails
+// saying so should another take it in the instant between.
 func reservePort() (io.Closer, int, error) {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	hold, port, err := tcpport.Reserve()
 	if err != nil {
-		return nil, 0, fmt.Errorf("reserving a port on 127.0.0.1 for ssh: %w", err)
+		return nil, 0, fmt.Errorf("the port for ssh: %w", err)
 	}
-	hold := os.NewFile(uintptr(fd), "the port held for ssh")
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		hold.Close()
-		return nil, 0, fmt.Errorf("reserving a port on 127.0.0.1 for ssh: %w", err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		hold.Close()
-		return nil, 0, fmt.Errorf("reserving a port on 127.0.0.1 for ssh: %w", err)
-	}
-	return hold, sa.(*syscall.SockaddrInet4).Port, nil
+	return hold, port, nil
 }
 
 // maxQMPMessage bounds one message of QEMU's monitor: its greeting and

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,34 +179,4 @@ func TestPowerDownThroughQMP(t *testing.T) {
 	if err := powerDown(ctx, sock); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// The port reserved for ssh stays the smoke run's until QEMU starts: no
-// other socket can bind it meanwhile, not even with SO_REUSEADDR (Go's
-// listeners set it), a connection to it is refused as before QEMU
-// forwards it, and it is free once let go.
-func TestReservePortHeldUntilReleased(t *testing.T) {
-	hold, port, err := reservePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if l, err := net.Listen("tcp", addr); err == nil {
-		l.Close()
-		t.Fatalf("another listener took the reserved port %d", port)
-	}
-	if l, err := net.Listen("tcp", net.JoinHostPort("0.0.0.0", strconv.Itoa(port))); err == nil {
-		l.Close()
-		t.Fatalf("a listener on every address took the reserved port %d", port)
-	}
-	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Fatalf("a connection to the reserved port %d was accepted", port)
-	}
-	hold.Close()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("the port %d is not free once released: %v", port, err)
-	}
-	l.Close()
 }

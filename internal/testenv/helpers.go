@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gpuaas/imagectl/internal/tcpport"
 )
 
 // Holds checks that got, an output (what says which), holds each of wants,
@@ -53,8 +55,15 @@ func FreePort(t testing.TB) int {
 }
 
 // RefusedAddr is the host:port of a local TCP port that refuses
-// connections (a FreePort no server is started on).
+// connections for as long as the test runs: held (tcpport) until its
+// cleanup, so no server another test or process starts meanwhile can
+// take it.
 func RefusedAddr(t testing.TB) string {
 	t.Helper()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+	hold, port, err := tcpport.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Close() })
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

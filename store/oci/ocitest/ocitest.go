@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func Start(t testing.TB) *Registry {
 	defer client.CloseIdleConnections()
 
 	for attempt := 0; attempt < 3; attempt++ {
-		r.Host = testenv.RefusedAddr(t)
+		r.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 		config := filepath.Join(dir, "config.yml")
 		write(t, config, fmt.Sprintf(`version: 0.1
 log:
