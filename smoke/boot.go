@@ -66,7 +66,7 @@ type bootConfig struct {
 	// sshPort, when set, is the port on 127.0.0.1 QEMU forwards to the
 	// guest's port 22.
 	sshPort int
-	// portHold, when set, holds sshPort (reservePort) until QEMU starts.
+	// portHold, when set, holds sshPort (tcpport) until QEMU starts.
 	portHold io.Closer
 	// monitor, when set, is the unix socket of QEMU's monitor (QMP), which
 	// presses the power button of a VM kept up.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/event"
 	"github.com/gpuaas/imagectl/internal/qemuproc"
+	"github.com/gpuaas/imagectl/internal/tcpport"
 	"github.com/gpuaas/imagectl/internal/testenv"
 	"github.com/gpuaas/imagectl/manifest"
 )
@@ -176,7 +177,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 func TestKeptUpThenPoweredOff(t *testing.T) {
 	fw := needQEMU(t)
 	c, res, events := blankBoot(t, fw, time.Hour)
-	hold, port, err := reservePort()
+	hold, port, err := tcpport.Reserve()
 	if err != nil {
 		t.Fatal(err)
 	}

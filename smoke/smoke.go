@@ -15,6 +15,7 @@ import (
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/tcpport"
 	"github.com/gpuaas/imagectl/manifest"
 )
 
@@ -393,10 +394,14 @@ func newRun(ctx context.Context, tgz string, opts Options, fb *firstBootSource) 
 	var portHold io.Closer
 	made := false
 	if opts.SSHPort == 0 && (plan.login != nil || plan.keepUp) {
-		if portHold, opts.SSHPort, err = reservePort(); err != nil {
-			return nil, fmt.Errorf("smoke test of %s: %w", tgz, err)
+		// Held until QEMU starts (bootConfig.portHold): the deploy before
+		// the boot takes minutes under TCG, and a port merely found free
+		// now could be another process's by then. Until QEMU forwards it,
+		// a connection to it is refused. Closed when QEMU starts (or by
+		// the run's close), else here.
+		if portHold, opts.SSHPort, err = tcpport.Reserve(); err != nil {
+			return nil, fmt.Errorf("smoke test of %s: the port for ssh: %w", tgz, err)
 		}
-		// Closed when QEMU starts (or by the run's close), else here.
 		defer func() {
 			if !made {
 				portHold.Close()

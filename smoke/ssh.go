@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/gpuaas/imagectl/internal/tcpport"
 )
 
 // SSH is where a smoke VM answers ssh while Options.WhileUp runs: QEMU's
@@ -80,21 +78,6 @@ func checkPublicKey(k string) error {
 		return fmt.Errorf("%s key: its key data is not a %s key", f[0], f[0])
 	}
 	return nil
-}
-
-// reservePort reserves a free TCP port on 127.0.0.1 for QEMU to forward
-// and holds it until QEMU starts (bootConfig.portHold): the deploy before
-// the boot takes minutes under TCG, and a port merely found free before it
-// could be another process's listener by then. While held, nothing else
-// may bind it and a connection to it is refused, as it is until QEMU
-// forwards it (tcpport). QEMU binds it once the hold is closed, and fails
-// saying so should another take it in the instant between.
-func reservePort() (io.Closer, int, error) {
-	hold, port, err := tcpport.Reserve()
-	if err != nil {
-		return nil, 0, fmt.Errorf("the port for ssh: %w", err)
-	}
-	return hold, port, nil
 }
 
 // maxQMPMessage bounds one message of QEMU's monitor: its greeting and

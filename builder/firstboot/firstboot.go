@@ -591,11 +591,11 @@ func header(w *strings.Builder, m *manifest.Manifest, n int, noTranslations bool
 	fmt.Fprintf(w, "PREFIX=%s\nSTATE_DIR=${%s:-%s}\nSTEPS=%d\n", Prefix, StateDirEnv, StateDir, n)
 	fmt.Fprintf(w, "IMAGE=%s\nVERSION=%s\n", shell.Quote(m.Image.Name), shell.Quote(m.Image.Version))
 	fmt.Fprintf(w, "MILESTONE_START=%s\nMILESTONE_DONE=%s\nDONE_MARKER=%s\n", MilestoneStart, MilestoneDone, DoneMarker)
+	translations := "no"
 	if noTranslations {
-		fmt.Fprintf(w, "APT_NO_TRANSLATIONS=yes\n")
-	} else {
-		fmt.Fprintf(w, "APT_NO_TRANSLATIONS=no\n")
+		translations = "yes"
 	}
+	fmt.Fprintf(w, "APT_NO_TRANSLATIONS=%s\n", translations)
 }
 
 //go:embed sh/lib.sh

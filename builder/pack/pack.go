@@ -268,7 +268,7 @@ func (p Root) Pack(ctx context.Context, sess guest.Session, mounts []guest.Mount
 	if sess != nil {
 		// A filesystem whose features the host cannot read is packed
 		// through the session still open, not a second one after it.
-		if err := ext4tar.ProbeFeatures(p.Disk, mounts[0].Partition); err != nil && ext4tar.IsUnsupported(err) {
+		if err := featureRefusal(p.Disk, mounts); err != nil {
 			if mode == "host" {
 				return nil, Result{}, "", hostRefused(err)
 			}
@@ -308,8 +308,18 @@ func HostRefusal(disk string, mounts []guest.Mount) error {
 	if why := hostUnpackable(mounts); why != "" {
 		return hostRefused(errors.New(why))
 	}
-	if err := ext4tar.ProbeFeatures(disk, mounts[0].Partition); err != nil && ext4tar.IsUnsupported(err) {
+	if err := featureRefusal(disk, mounts); err != nil {
 		return hostRefused(err)
+	}
+	return nil
+}
+
+// featureRefusal is the host reader's refusal of the root filesystem's
+// features (ext4tar.ProbeFeatures), or nil; a probe that fails otherwise
+// is left to the reader.
+func featureRefusal(disk string, mounts []guest.Mount) error {
+	if err := ext4tar.ProbeFeatures(disk, mounts[0].Partition); err != nil && ext4tar.IsUnsupported(err) {
+		return err
 	}
 	return nil
 }
