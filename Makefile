@@ -41,7 +41,8 @@ export IMAGECTL_TEST_BASE_VARS := $(BASE_VARS)
 
 # The real cosign CLI, which the signing tests check imagectl's keys,
 # signatures and bundles against: built once from the module proxy and kept
-# per version outside the checkout. test and bench build it; other targets
+# per version outside the checkout, static (no cgo: it builds before, and
+# whether or not, deps installs gcc). test and bench build it; other targets
 # pass it to the tests when it is there (without it they skip, except CI=true).
 COSIGN_VERSION := v2.6.5
 TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/imagectl/tools
@@ -51,7 +52,7 @@ test bench: export IMAGECTL_COSIGN := $(COSIGN)
 
 # syft (anchore/syft), an SBOM tool independent of imagectl's: the tests
 # compare the packages of imagectl's SBOM with what syft finds in the same
-# tree extracted from a built tgz. Built like cosign, static (no cgo).
+# tree extracted from a built tgz. Built like cosign.
 SYFT_VERSION := v1.57.0
 SYFT := $(TOOLS_CACHE)/syft-$(SYFT_VERSION)/syft
 export IMAGECTL_SYFT := $(if $(wildcard $(SYFT)),$(SYFT))
@@ -63,7 +64,7 @@ test: export IMAGECTL_SYFT := $(SYFT)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS_CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build deps guestfs-binding unit test test-tools lint fuzz bench demo base-image cosign syft staticcheck clean
+.PHONY: all build deps guestfs-binding unit test test-setup lint fuzz bench demo base-image cosign syft staticcheck clean
 
 all: build
 
@@ -112,8 +113,8 @@ fuzz:
 base-image: $(BASE_VARS)
 
 # No prerequisite on the script: a fresh clone's mtimes are new, and the
-# script's content is already in the path.
-$(BASE_VARS):
+# script's content is already in the path. deps installs mmdebstrap first.
+$(BASE_VARS): | deps
 	@mkdir -p $(BASE_DIR)
 	scripts/mkbase.sh $(BASE_IMAGE).tmp
 	mv $(BASE_IMAGE).tmp $(BASE_IMAGE)
@@ -121,15 +122,18 @@ $(BASE_VARS):
 		$$(sha256sum $(BASE_IMAGE) | cut -d' ' -f1) > $@.tmp
 	mv $@.tmp $@
 
-# What the tests need beside the code, made side by side: the base image
-# is mostly downloads and disk, the tools compiles.
-test-tools:
-	@$(MAKE) --no-print-directory -j3 base-image cosign syft staticcheck
+# lint and what the tests need beside the code, made side by side: the
+# tools (Go only) compile while deps installs the packages, then the base
+# image and lint join them. On a fresh machine all of it is CPU bound but
+# the downloads, which now overlap the compiles. Each target's output is
+# printed whole when it ends (-O).
+test-setup:
+	@$(MAKE) --no-print-directory -j4 -O lint base-image cosign syft
 
 cosign: $(COSIGN)
 $(COSIGN):
 	@mkdir -p $(@D).tmp
-	GOBIN=$(@D).tmp $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
+	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
 	@mkdir -p $(@D)
 	mv $(@D).tmp/cosign $@
 	rmdir $(@D).tmp
@@ -145,7 +149,7 @@ $(SYFT):
 staticcheck: $(STATICCHECK)
 $(STATICCHECK):
 	@mkdir -p $(@D).tmp
-	GOBIN=$(@D).tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@mkdir -p $(@D)
 	mv $(@D).tmp/staticcheck $@
 	rmdir $(@D).tmp
@@ -162,7 +166,7 @@ $(STATICCHECK):
 # for each run, so each .deb is fetched once a run, on the host, by
 # whichever test needs it first. (The recipe names no $(MAKE), so that
 # make -n test shows it and runs nothing; the fuzz job calls make itself.)
-test: lint test-tools
+test: test-setup
 	@pkgs=$$(mktemp -d -t imagectl-test-packages.XXXXXX) || exit 1; export IMAGECTL_TEST_PACKAGE_CACHE=$$pkgs; \
 	trap 'rm -rf "$$pkgs"' EXIT; trap 'exit 130' INT TERM; \
 	GO=$(GO) TAGS=$(TAGS) BIN=$(BIN) BASE_VARS=$(BASE_VARS) scripts/testlanes.sh; rc=$$?; \
