@@ -164,9 +164,36 @@ func TestRunRefusesBadInput(t *testing.T) {
 			t.Errorf("%+v: got %v, want %q", tc.opts, err, tc.want)
 		}
 	}
+	// A run that holds a port for ssh (it keeps the VM up) and then fails
+	// before QEMU starts (its work directory cannot be made, or QEMU or
+	// the firmware is missing) lets go of the port: no socket is left open.
+	before := openSockets(t)
+	if _, err := Run(context.Background(), tgz, Options{Profile: "slice", WorkDir: tgz,
+		WhileUp: func(context.Context, SSH) error { return nil }}); err == nil {
+		t.Error("a run whose work directory is a file started")
+	}
+	if after := openSockets(t); after != before {
+		t.Errorf("%d sockets open after the failed run, %d before", after, before)
+	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("left behind: %v", entries)
 	}
+}
+
+// openSockets counts the sockets this process has open.
+func openSockets(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+			n++
+		}
+	}
+	return n
 }
 
 // A VM kept up: once the smoke script is done (the firmware here stands
