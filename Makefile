@@ -42,7 +42,8 @@ export IMAGECTL_TEST_BASE_VARS := $(BASE_VARS)
 # The real cosign CLI, which the signing tests check imagectl's keys,
 # signatures and bundles against: built once from the module proxy and kept
 # per version outside the checkout, static (no cgo: it builds before, and
-# whether or not, deps installs gcc). test and bench build it; other targets
+# whether or not, deps installs gcc) and without symbol tables or DWARF
+# (-s -w: less for the linker to write). test and bench build it; other targets
 # pass it to the tests when it is there (without it they skip, except CI=true).
 COSIGN_VERSION := v2.6.5
 TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/imagectl/tools
@@ -133,7 +134,7 @@ test-setup:
 cosign: $(COSIGN)
 $(COSIGN):
 	@mkdir -p $(@D).tmp
-	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
+	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install -ldflags '-s -w' github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
 	@mkdir -p $(@D)
 	mv $(@D).tmp/cosign $@
 	rmdir $(@D).tmp
@@ -149,7 +150,7 @@ $(SYFT):
 staticcheck: $(STATICCHECK)
 $(STATICCHECK):
 	@mkdir -p $(@D).tmp
-	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	CGO_ENABLED=0 GOBIN=$(@D).tmp $(GO) install -ldflags '-s -w' honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@mkdir -p $(@D)
 	mv $(@D).tmp/staticcheck $@
 	rmdir $(@D).tmp
