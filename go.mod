@@ -26,6 +26,9 @@ require (
 	github.com/juju/gomaasapi/v2 v2.3.0
 	// Parallel gzip for the tgz: curtin reads gzip, not zstd.
 	github.com/klauspost/pgzip v1.3.0
+	// Read-ahead in a goroutine of its own: the racks check reads a rack's
+	// socket while it hashes what came before (racks).
+	github.com/klauspost/readahead v1.4.0
 	// dpkg's version ordering for imagectl diff (upgraded vs downgraded).
 	github.com/knqyf263/go-deb-version v0.0.0-20241115132648-6f4aee6ccd23
 	// OCI descriptor and manifest types and digests for store/oci (oras-go's own types).
@@ -43,6 +46,7 @@ require (
 	// The SPDX project's Go library: the SBOM's SPDX 2.3 document, written and read (sbom).
 	github.com/spdx/tools-golang v0.5.7
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
 	github.com/zclconf/go-cty v1.19.0
 	// protojson: a bundle's JSON form is protobuf's JSON mapping, as cosign writes it.
 	google.golang.org/protobuf v1.36.12
@@ -87,7 +91,6 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.26 // indirect
 	github.com/pkg/xattr v0.4.12 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/ulikunitz/xz v0.5.15 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 	golang.org/x/mod v0.38.0 // indirect
