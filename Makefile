@@ -3,6 +3,8 @@
 #   make build       the imagectl binary in bin/ (with libguestfs support)
 #   make unit        the fast tests, for the edit loop (no appliance)
 #   make test        everything CI runs, installing what it needs first
+#   make lint        gofmt, go vet, staticcheck, shellcheck, imagectl fmt --check
+#   make test-setup  lint, the base image, cosign and syft, side by side (make test's first step)
 #   make bench       benchmarks
 #   make demo        builds examples/demo.hcl into a tgz, manifest and validation script
 #   make base-image  the Debian test base image (built once per machine, cached by content)
@@ -65,18 +67,21 @@ test: export IMAGECTL_SYFT := $(SYFT)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS_CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build deps guestfs-binding unit test test-setup lint fuzz bench demo base-image cosign syft staticcheck clean
+.PHONY: all build deps apt-deps guestfs-binding unit test test-setup lint fuzz bench demo base-image cosign syft staticcheck clean
 
 all: build
 
-deps:
+deps: apt-deps
+	$(MAKE) --no-print-directory guestfs-binding
+	$(GO) mod download
+
+# The Debian packages of APT_PACKAGES that are missing, installed.
+apt-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	$(MAKE) --no-print-directory guestfs-binding
-	$(GO) mod download
 
 # Debian ships libguestfs's Go binding as source only; third_party/guestfs is
 # the module that holds it (see its doc.go).
@@ -114,8 +119,8 @@ fuzz:
 base-image: $(BASE_VARS)
 
 # No prerequisite on the script: a fresh clone's mtimes are new, and the
-# script's content is already in the path. deps installs mmdebstrap first.
-$(BASE_VARS): | deps
+# script's content is already in the path. mkbase.sh needs mmdebstrap.
+$(BASE_VARS): | apt-deps
 	@mkdir -p $(BASE_DIR)
 	scripts/mkbase.sh $(BASE_IMAGE).tmp
 	mv $(BASE_IMAGE).tmp $(BASE_IMAGE)
@@ -126,10 +131,10 @@ $(BASE_VARS): | deps
 # lint and what the tests need beside the code, made side by side: the
 # tools (Go only) compile while deps installs the packages, then the base
 # image and lint join them. On a fresh machine all of it is CPU bound but
-# the downloads, which now overlap the compiles. Each target's output is
-# printed whole when it ends (-O).
+# the downloads, which now overlap the compiles. Lines from the targets
+# interleave, each line whole (--output-sync=line).
 test-setup:
-	@$(MAKE) --no-print-directory -j4 -O lint base-image cosign syft
+	@$(MAKE) --no-print-directory -j4 --output-sync=line lint base-image cosign syft
 
 cosign: $(COSIGN)
 $(COSIGN):

@@ -528,8 +528,10 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			return r
 		}
 		n, err := io.Copy(h, ahead)
-		ahead.Close()
+		// The body first: ahead's Close waits for a read in flight, which
+		// a closed body ends at once.
 		resp.Body.Close()
+		ahead.Close()
 		done()
 		r.Duration = time.Since(start)
 		r.Bytes, r.SHA256 = n, hex.EncodeToString(h.Sum(nil))

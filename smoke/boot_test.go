@@ -172,7 +172,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		WhileUp: func(context.Context, SSH) error { return nil }}); err == nil {
 		t.Error("a run whose work directory is a file started")
 	}
-	if after := openSockets(t); after != before {
+	if after := openSockets(t); after > before {
 		t.Errorf("%d sockets open after the failed run, %d before", after, before)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {

@@ -33,6 +33,13 @@ func gpuFixtures(t *testing.T) []string {
 	return dirs
 }
 
+// The fixtures some tests name: the first H100 capture (replayed from its
+// CSV query, values with units) and the H200 capture (every field).
+const (
+	h100CSV = "testdata/nvidia-smi/h100-80gb-hbm3-580"
+	h200All = "testdata/nvidia-smi/h200-141gb-hbm3e-580"
+)
+
 // fixtureModel is the GPU model a fixture's directory names: h200-... is H200.
 func fixtureModel(fixture string) string {
 	return strings.ToUpper(strings.SplitN(filepath.Base(fixture), "-", 2)[0])
@@ -179,7 +186,7 @@ func TestGPULinkGenIdle(t *testing.T) {
 // bare-metal; nvidia-fabricmanager is still asked on bare-metal.
 func TestGPUUnavailable(t *testing.T) {
 	t.Parallel()
-	fx := gpuFixtures(t)[0]
+	fx := h100CSV
 	for _, mode := range []string{"absent", "failing"} {
 		for _, profile := range manifest.Profiles {
 			t.Run(mode+"/"+profile, func(t *testing.T) {
@@ -229,7 +236,7 @@ func TestGPUUnavailable(t *testing.T) {
 // On slice, GPUs bound to vfio-pci are out of NVML's sight: fewer WARN.
 func TestGPUCountOnSlice(t *testing.T) {
 	t.Parallel()
-	fx := gpuFixtures(t)[1]
+	fx := h200All
 	h := gpuHost(t, "awk", fx, 6)
 	healthySlice(h)
 	o := h.run(gpuManifest(fx, 8), "--profile", "slice")
@@ -243,7 +250,7 @@ func TestGPUCountOnSlice(t *testing.T) {
 
 func TestGPUFabricManager(t *testing.T) {
 	t.Parallel()
-	fx := gpuFixtures(t)[0]
+	fx := h100CSV
 	m := gpuManifest(fx, 1)
 	m.Validation.GPU.NVSwitch = true
 	h := gpuHost(t, "awk", fx, 1)
@@ -259,7 +266,7 @@ func TestGPUFabricManager(t *testing.T) {
 
 func TestGPUOffline(t *testing.T) {
 	t.Parallel()
-	fx := gpuFixtures(t)[0]
+	fx := h100CSV
 	h := gpuHost(t, "awk", fx, 1)
 	o := h.run(gpuManifest(fx, 1), "--root", h.root)
 	for _, l := range o.with("gpu:") {
@@ -273,7 +280,7 @@ func TestGPUOffline(t *testing.T) {
 }
 
 // The fields the script asks for are fields nvidia-smi knows (its
-// --help-query-gpu) and that both fixtures answer, so the replay of each
+// --help-query-gpu) and that every fixture answers, so the replay of each
 // answers the query; the idle fields are known by one of their names.
 func TestGPUFieldsAreKnown(t *testing.T) {
 	t.Parallel()
@@ -330,36 +337,46 @@ func TestGPUFieldsAreKnown(t *testing.T) {
 	}
 }
 
-// The replay answers as the real nvidia-smi did: on the host a capture
-// was taken on, the generated script printed validate-gpu.txt (every GPU
-// line, of a manifest that expects that host's one GPU: fixtureModel,
-// driver branch 580, persistence and ECC on, no NVSwitch), and the same
-// script on the capture's replay prints the same lines, byte for byte.
+// The replay answers as the real nvidia-smi did. On the host a capture
+// was taken on, the validation script of recipes/h200.hcl with -var
+// gpu_model=H100 -var gpu_count=1 -var nvswitch=false printed
+// validate-gpu.txt, the same GPU lines under both profiles: that recipe's
+// GPU block is gpuManifest's for one H100 (driver branch 580, persistence
+// and ECC on, no NVSwitch), and the GPU lines depend on nothing else. The
+// replay of the capture must give every check the same status, and each
+// detail the same values (its numbers, in order); the wording around them
+// may change with the script.
 func TestReplayMatchesRealHost(t *testing.T) {
 	t.Parallel()
 	real, err := filepath.Glob("testdata/nvidia-smi/*/validate-gpu.txt")
 	if err != nil || len(real) == 0 {
 		t.Fatalf("no validate-gpu.txt: %v", err)
 	}
+	numbers := regexp.MustCompile(`[0-9]+(\.[0-9]+)*`)
 	for _, path := range real {
 		fx := filepath.Dir(path)
-		t.Run(filepath.Base(fx), func(t *testing.T) {
-			t.Parallel()
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := gpuHost(t, "awk", fx, 1).run(gpuManifest(fx, 1))
-			var got []string
-			for _, l := range strings.Split(o.out, "\n") {
-				if strings.Contains(l, " check=gpu:") {
-					got = append(got, l)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &outcome{out: string(data) + Prefix + " summary\n"}
+		want.parse(t)
+		for _, profile := range manifest.Profiles {
+			t.Run(filepath.Base(fx)+"/"+profile, func(t *testing.T) {
+				t.Parallel()
+				got := gpuHost(t, "awk", fx, 1).run(gpuManifest(fx, 1), "--profile", profile).with("gpu:")
+				if len(got) != len(want.lines) {
+					t.Fatalf("the replay printed %d GPU lines, the real host %d:\n%+v", len(got), len(want.lines), got)
 				}
-			}
-			if w := strings.Split(strings.TrimSuffix(string(want), "\n"), "\n"); !slices.Equal(got, w) {
-				t.Errorf("the replay's GPU lines:\n%s\nthe real host's:\n%s", strings.Join(got, "\n"), want)
-			}
-		})
+				for i, w := range want.lines {
+					g := got[i]
+					if g.check != w.check || g.status != w.status ||
+						!slices.Equal(numbers.FindAllString(g.detail, -1), numbers.FindAllString(w.detail, -1)) {
+						t.Errorf("the replay: %s %s %q; the real host: %s %s %q", g.status, g.check, g.detail, w.status, w.check, w.detail)
+					}
+				}
+			})
+		}
 	}
 }
 
