@@ -131,10 +131,11 @@ $(BASE_VARS): | apt-deps
 # lint and what the tests need beside the code, made side by side: the
 # tools (Go only) compile while deps installs the packages, then the base
 # image and lint join them. On a fresh machine all of it is CPU bound but
-# the downloads, which now overlap the compiles. Lines from the targets
-# interleave, each line whole (--output-sync=line).
+# the downloads, which now overlap the compiles. Their output interleaves as
+# it comes (no --output-sync: make would hold a command's output until it
+# ends, and a hung apt-get or mkbase.sh would show nothing).
 test-setup:
-	@$(MAKE) --no-print-directory -j4 --output-sync=line lint base-image cosign syft
+	@$(MAKE) --no-print-directory -j4 lint base-image cosign syft
 
 cosign: $(COSIGN)
 $(COSIGN):
