@@ -43,8 +43,8 @@ export IMAGECTL_TEST_BASE_VARS := $(BASE_VARS)
 
 # The real cosign CLI, which the signing tests check imagectl's keys,
 # signatures and bundles against: built once from the module proxy and kept
-# per version outside the checkout, static (no cgo: it builds before, and
-# whether or not, deps installs gcc) and without symbol tables or DWARF
+# per version outside the checkout, static (no cgo: it may build before
+# apt-deps has installed gcc) and without symbol tables or DWARF
 # (-s -w: less for the linker to write). test and bench build it; other targets
 # pass it to the tests when it is there (without it they skip, except CI=true).
 COSIGN_VERSION := v2.6.5
@@ -129,7 +129,7 @@ $(BASE_VARS): | apt-deps
 	mv $@.tmp $@
 
 # lint and what the tests need beside the code, made side by side: the
-# tools (Go only) compile while deps installs the packages, then the base
+# tools (Go only) compile while apt-deps installs the packages, then the base
 # image and lint join them. On a fresh machine all of it is CPU bound but
 # the downloads, which now overlap the compiles. Their output interleaves as
 # it comes (no --output-sync: make would hold a command's output until it
