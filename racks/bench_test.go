@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -95,65 +97,99 @@ func cpuTime(tb testing.TB) time.Duration {
 // BenchmarkWarmRacks checks (and warms) 4 racks of a 1 GiB version, all
 // at once, and reads the same bytes from 4 other cold racks with plain
 // GETs: the check's speed as a share of theirs ("ratio", at least 0.8
-// wanted), and the live heap's growth during the check. The racks serve
-// in this process, so each side's CPU time per byte, serving included,
-// is reported too: where the CPU is what bounds both (a small machine),
-// "ratio" cannot pass "cpu-ratio", their quotient, whatever the clock
-// says on a busy machine.
+// wanted), and the live heap's growth during the check. It checks as
+// promote and warm-racks do with a directory store, each rack's stream
+// compared with the store's tgz (a file here) that is hashed once
+// ("local-copy"), and as they do without a local copy, each stream
+// hashed ("hash-each-stream"). The racks serve in this process, so each
+// side's CPU time per byte, serving included, is reported too: where the
+// CPU is what bounds both (a small machine), "ratio" cannot pass
+// "cpu-ratio", their quotient, whatever the clock says on a busy machine.
 func BenchmarkWarmRacks(b *testing.B) {
 	const n, size = 4, 1 << 30
 	content := newRepeated(size)
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		simPlain, _, _ := bigSite(b, n, size, content)
-		simCheck, c, tg := bigSite(b, n, size, content)
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		b.StartTimer()
-
-		stop := heappeak.Start()
-		cpu, start := cpuTime(b), time.Now()
-		rep, err := racks.Check(context.Background(), c, tg, racks.Options{Parallel: n, Port: simCheck.RackPort()})
-		check, checkCPU := time.Since(start), cpuTime(b)-cpu
-		peak := stop()
-		if err != nil || rep.Verdict != racks.Passed {
-			b.Fatalf("check: %v %+v", err, rep)
+	tgz := filepath.Join(b.TempDir(), "x.tgz")
+	f, err := os.Create(tgz)
+	if err == nil {
+		_, err = io.Copy(f, io.NewSectionReader(content, 0, size))
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
-		cpu, start = cpuTime(b), time.Now()
-		plainGETs(b, simPlain, rep.Path)
-		plain, plainCPU := time.Since(start), cpuTime(b)-cpu
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"local-copy", "hash-each-stream"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				simPlain, _, _ := bigSite(b, n, size, content)
+				simCheck, c, tg := bigSite(b, n, size, content)
+				var local *os.File
+				if mode == "local-copy" {
+					if local, err = os.Open(tgz); err != nil {
+						b.Fatal(err)
+					}
+					tg.Local = local
+				}
+				runtime.GC()
+				var before runtime.MemStats
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
 
-		total := float64(n) * size
-		b.ReportMetric(total/check.Seconds()/1e6, "check-MB/s")
-		b.ReportMetric(total/plain.Seconds()/1e6, "plain-MB/s")
-		b.ReportMetric(plain.Seconds()/check.Seconds(), "ratio")
-		b.ReportMetric(float64(checkCPU.Nanoseconds())/total, "check-cpu-ns/B")
-		b.ReportMetric(float64(plainCPU.Nanoseconds())/total, "plain-cpu-ns/B")
-		b.ReportMetric(plainCPU.Seconds()/checkCPU.Seconds(), "cpu-ratio")
-		b.ReportMetric(float64(int64(peak)-int64(before.HeapAlloc))/(1<<20), "heap-growth-MiB")
+				stop := heappeak.Start()
+				cpu, start := cpuTime(b), time.Now()
+				rep, err := racks.Check(context.Background(), c, tg, racks.Options{Parallel: n, Port: simCheck.RackPort()})
+				check, checkCPU := time.Since(start), cpuTime(b)-cpu
+				peak := stop()
+				if local != nil {
+					local.Close()
+				}
+				if err != nil || rep.Verdict != racks.Passed {
+					b.Fatalf("check: %v %+v", err, rep)
+				}
+				cpu, start = cpuTime(b), time.Now()
+				plainGETs(b, simPlain, rep.Path)
+				plain, plainCPU := time.Since(start), cpuTime(b)-cpu
+
+				total := float64(n) * size
+				b.ReportMetric(total/check.Seconds()/1e6, "check-MB/s")
+				b.ReportMetric(total/plain.Seconds()/1e6, "plain-MB/s")
+				b.ReportMetric(plain.Seconds()/check.Seconds(), "ratio")
+				b.ReportMetric(float64(checkCPU.Nanoseconds())/total, "check-cpu-ns/B")
+				b.ReportMetric(float64(plainCPU.Nanoseconds())/total, "plain-cpu-ns/B")
+				b.ReportMetric(plainCPU.Seconds()/checkCPU.Seconds(), "cpu-ratio")
+				b.ReportMetric(float64(int64(peak)-int64(before.HeapAlloc))/(1<<20), "heap-growth-MiB")
+			}
+		})
 	}
 }
 
 // TestCheckMemoryIsFlat checks 2 racks of 256 MiB and requires the live
 // heap never to grow by more than a few buffers: the bytes stream
-// through sha256 and are never held.
+// through sha256, or are compared with a local copy, and are never held.
 func TestCheckMemoryIsFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads 512 MiB")
 	}
 	const size = 256 << 20
-	sim, c, tg := bigSite(t, 2, size, newRepeated(size))
-	runtime.GC()
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
-	stop := heappeak.Start()
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
-	peak := stop()
-	if err != nil || rep.Verdict != racks.Passed {
-		t.Fatalf("%v %+v", err, rep)
-	}
-	if grew := int64(peak) - int64(before.HeapAlloc); grew > 32<<20 {
-		t.Errorf("live heap grew by %d MiB while 2 racks served 256 MiB each", grew>>20)
+	content := newRepeated(size)
+	for _, withLocal := range []bool{false, true} {
+		sim, c, tg := bigSite(t, 2, size, content)
+		if withLocal {
+			tg.Local = content
+		}
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		stop := heappeak.Start()
+		rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+		peak := stop()
+		if err != nil || rep.Verdict != racks.Passed {
+			t.Fatalf("local copy %v: %v %+v", withLocal, err, rep)
+		}
+		if grew := int64(peak) - int64(before.HeapAlloc); grew > 32<<20 {
+			t.Errorf("local copy %v: live heap grew by %d MiB while 2 racks served 256 MiB each", withLocal, grew>>20)
+		}
 	}
 }

@@ -1,11 +1,13 @@
 package racks
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -42,6 +44,16 @@ type Target struct {
 	Architecture string
 	SHA256       string
 	Size         int64
+	// Local, when not nil, reads the version's bytes on this host (the
+	// store's tgz). The check then hashes them once, against SHA256 and
+	// Size, while the racks serve, and compares each rack's stream with
+	// them byte for byte instead of hashing every stream: bytes equal to
+	// bytes of that sha256 have it, and comparing costs a small part of
+	// what hashing does, so a rack's stream is no longer bound by one
+	// core's sha256 (docs/speed.md). A rack that differs is still named
+	// with the sha256 of what it served. A local copy that is not the
+	// version makes the check an error.
+	Local io.ReaderAt
 }
 
 // Options adjust a check.
@@ -87,9 +99,13 @@ type Report struct {
 	SHA256       string `json:"sha256"`
 	Size         int64  `json:"size"`
 	// Path is what each rack was asked for, after its address and port.
-	Path    string  `json:"path"`
-	Racks   []Rack  `json:"racks"`
-	Verdict Verdict `json:"verdict"`
+	Path string `json:"path"`
+	// ComparedWithLocalCopy is set when each rack's bytes were compared
+	// with a local copy of the version, hashed once (Target.Local),
+	// rather than each hashed.
+	ComparedWithLocalCopy bool    `json:"compared_with_local_copy,omitempty"`
+	Racks                 []Rack  `json:"racks"`
+	Verdict               Verdict `json:"verdict"`
 }
 
 // Rack is one rack controller's result.
@@ -147,7 +163,7 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 			doing, f.SHA256, f.Size, t.SHA256, t.Size)
 	}
 	rep := &Report{MAASVersion: version, Name: res.Name, Architecture: res.Architecture, SHA256: t.SHA256, Size: t.Size,
-		Path: imagePath(version, res, f)}
+		Path: imagePath(version, res, f), ComparedWithLocalCopy: t.Local != nil}
 	controllers, err := c.RackControllers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", doing, err)
@@ -170,6 +186,10 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 
 	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	var local *localCopy
+	if t.Local != nil {
+		local = hashLocal(tctx, t)
+	}
 	rep.Racks = make([]Rack, len(controllers))
 	sem := make(chan struct{}, o.Parallel)
 	var wg sync.WaitGroup
@@ -201,7 +221,7 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 				notStarted()
 				return
 			}
-			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t)
+			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t, local)
 			rep.Racks[i] = r
 			if o.Progress != nil {
 				mu.Lock()
@@ -212,7 +232,16 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
+		if local != nil {
+			<-local.done
+		}
 		return nil, err
+	}
+	if local != nil {
+		<-local.done // it reads t.Local, which the caller closes after
+		if local.err != nil {
+			return nil, fmt.Errorf("%s: %w", doing, local.err)
+		}
 	}
 	slices.SortFunc(rep.Racks, func(a, b Rack) int { return strings.Compare(a.Hostname, b.Hostname) })
 	rep.Verdict = Overall(rep.Racks)
@@ -359,7 +388,7 @@ func requiredServices(version string) []string {
 }
 
 func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, res *maas.Resource, path string,
-	rc maas.RackController, vlans map[int]maas.VLAN, t Target) (r Rack) {
+	rc maas.RackController, vlans map[int]maas.VLAN, t Target, local *localCopy) (r Rack) {
 	r = rackOf(rc, vlans)
 	r.At = o.Now().UTC()
 	// Only a service MAAS says is dead or off fails the rack unfetched;
@@ -391,7 +420,7 @@ func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, 
 			return done
 		}
 	}
-	return o.fetch(ctx, r, version, path, t)
+	return o.fetch(ctx, r, version, path, t, local)
 }
 
 // imported makes sure a 3.4 rack holds the image (its own list), asking
@@ -462,11 +491,12 @@ func (o Options) timedOut(r Rack, err error) Rack {
 }
 
 // fetch GETs the image from the rack's first address that answers, as
-// curtin does: no Range, every byte read through sha256 and counted,
-// never more than the version's size. A rack that sends nothing for
-// StallTimeout, or is connected to when the check's time runs out,
-// fails: it is reachable but not serving.
-func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target) Rack {
+// curtin does: no Range, every byte read through sha256 (or compared with
+// the local copy, when there is one) and counted, never more than the
+// version's size. A rack that sends nothing for StallTimeout, or is
+// connected to when the check's time runs out, fails: it is reachable but
+// not serving.
+func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target, local *localCopy) Rack {
 	client := &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	var unreachable []string
 	for _, addr := range r.Addresses {
@@ -512,13 +542,16 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 				http.StatusText(resp.StatusCode), path, statusHint(version, resp.StatusCode))
 			return r
 		}
-		h := sha256.New()
-		// Large reads: fewer system calls per byte hashed; each read that
+		// Large reads: fewer system calls per byte checked; each read that
 		// brings bytes puts the stall deadline off. The socket is read
-		// ahead of the hashing, by a goroutine of its own into 4 buffers
+		// ahead of the checking, by a goroutine of its own into 4 buffers
 		// of 256 KiB: sha256 cannot be split across cores, so a rack's
-		// stream is bound by the slower of reading and hashing, not by
+		// stream is bound by the slower of reading and checking, not by
 		// their sum (docs/speed.md).
+		var sink streamCheck = &hashed{h: sha256.New()}
+		if local != nil {
+			sink = &matched{local: local.r}
+		}
 		body := &progressReader{r: io.LimitReader(resp.Body, t.Size+1), stall: stall, after: o.StallTimeout}
 		ahead, err := readahead.NewReaderSize(body, 4, 256<<10)
 		if err != nil {
@@ -527,29 +560,54 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: reading ahead: %v", r.Hostname, err)
 			return r
 		}
-		n, err := io.Copy(h, ahead)
+		n, err := io.Copy(sink, ahead)
 		// The body first: ahead's Close waits for a read in flight, which
 		// a closed body ends at once.
 		resp.Body.Close()
 		ahead.Close()
 		done()
 		r.Duration = time.Since(start)
-		r.Bytes, r.SHA256 = n, hex.EncodeToString(h.Sum(nil))
+		r.Bytes = n
 		if s := r.Duration.Seconds(); s > 0 {
 			r.BytesPerSecond = float64(n) / s
 		}
+		var lerr *localError
 		switch {
+		case errors.As(err, &lerr):
+			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: %v", r.Hostname, err)
 		case err != nil && (ctx.Err() != nil || stalled.Load()):
 			return o.notServing(r, addr, true, stalled.Load(), n, t, err)
 		case err != nil:
+			r.SHA256 = sink.partial()
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: the transfer broke after %d of %d bytes: %v", r.Hostname, n, t.Size, err)
 		case n > t.Size:
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: more than the %d bytes of %s (read no further)", r.Hostname, t.Size, t.SHA256)
-			r.SHA256 = ""
-		case n != t.Size || r.SHA256 != t.SHA256:
+		case n != t.Size || !sink.same(t.SHA256):
+			sum, err := sink.sum()
+			if err != nil {
+				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served other bytes than the local copy: %v", r.Hostname, err)
+				break
+			}
+			r.SHA256 = sum
+			if n == t.Size && sum == t.SHA256 {
+				// Other bytes than the local copy's, but the version's:
+				// the copy is not the version, which the check says.
+				r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
+				break
+			}
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: sha256 %s (%d bytes), want %s (%d bytes)",
 				r.Hostname, r.SHA256, n, t.SHA256, t.Size)
+		case local != nil:
+			// Equal to the local copy: the rack passes when the copy is
+			// the version.
+			if err := local.wait(ctx); err != nil {
+				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served the same bytes as the local copy, but %v", r.Hostname, err)
+				break
+			}
+			r.SHA256 = t.SHA256
+			r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
 		default:
+			r.SHA256 = t.SHA256
 			r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
 		}
 		return r
@@ -657,4 +715,151 @@ func lockFill(ctx context.Context, url string) (unlock func(), err error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// streamCheck is where a rack's stream goes: through sha256, or compared
+// with the local copy.
+type streamCheck interface {
+	io.Writer
+	// same reports whether the bytes written are the version's, whose
+	// sha256 is want, as far as the stream alone can say (a matched
+	// stream also needs its local copy proved).
+	same(want string) bool
+	// sum is the sha256 of the bytes written, in hex.
+	sum() (string, error)
+	// partial is sum, or "" when it cannot be had.
+	partial() string
+}
+
+// hashed checks a stream by its sha256.
+type hashed struct{ h hash.Hash }
+
+func (s *hashed) Write(p []byte) (int, error) { return s.h.Write(p) }
+func (s *hashed) same(want string) bool       { return hex.EncodeToString(s.h.Sum(nil)) == want }
+func (s *hashed) sum() (string, error)        { return hex.EncodeToString(s.h.Sum(nil)), nil }
+func (s *hashed) partial() string             { return hex.EncodeToString(s.h.Sum(nil)) }
+
+// matched checks a stream by comparing it with the local copy at the
+// same offsets. From the first byte that differs on, it hashes instead:
+// the copy up to there (the bytes the rack sent), then the rest of the
+// stream, so that a rack serving other bytes is named by their sha256.
+type matched struct {
+	local io.ReaderAt
+	off   int64     // bytes written
+	buf   []byte    // the local copy's bytes at off
+	h     hash.Hash // from the first difference on; nil before
+}
+
+// localError is a failure to read the local copy: it says nothing of the
+// rack.
+type localError struct{ err error }
+
+func (e *localError) Error() string { return "reading the local copy of the version: " + e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
+func (s *matched) Write(p []byte) (int, error) {
+	if s.h != nil {
+		s.off += int64(len(p))
+		return s.h.Write(p)
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, 256<<10)
+	}
+	for done := 0; done < len(p); {
+		want := s.buf[:min(len(s.buf), len(p)-done)]
+		n, err := s.local.ReadAt(want, s.off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return done, &localError{err}
+		}
+		got := p[done : done+len(want)]
+		if n == len(want) && bytes.Equal(got, want) {
+			done += n
+			s.off += int64(n)
+			continue
+		}
+		i := 0
+		for i < n && got[i] == want[i] {
+			i++
+		}
+		// The stream differs from the copy at s.off+i: hash the copy's
+		// bytes before that, which the rack sent too, then the rest.
+		s.h = sha256.New()
+		if _, err := io.Copy(s.h, io.NewSectionReader(s.local, 0, s.off+int64(i))); err != nil {
+			s.h = nil
+			return done, &localError{err}
+		}
+		rest := p[done+i:]
+		s.off += int64(i) + int64(len(rest))
+		s.h.Write(rest)
+		return len(p), nil
+	}
+	return len(p), nil
+}
+
+func (s *matched) same(string) bool { return s.h == nil }
+
+func (s *matched) sum() (string, error) {
+	if s.h != nil {
+		return hex.EncodeToString(s.h.Sum(nil)), nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(s.local, 0, s.off)); err != nil {
+		return "", &localError{err}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (s *matched) partial() string {
+	sum, _ := s.sum()
+	return sum
+}
+
+// localCopy is the local copy of the version, hashed once while the racks
+// serve: err says, when done is closed, whether it is the version.
+type localCopy struct {
+	r    io.ReaderAt
+	done chan struct{}
+	err  error
+}
+
+// hashLocal starts hashing t.Local, until ctx ends.
+func hashLocal(ctx context.Context, t Target) *localCopy {
+	l := &localCopy{r: t.Local, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		h := sha256.New()
+		// One byte past the size: a longer copy is not the version.
+		n, err := io.CopyBuffer(h, &ctxReader{ctx: ctx, r: io.NewSectionReader(t.Local, 0, t.Size+1)}, make([]byte, 1<<20))
+		sum := hex.EncodeToString(h.Sum(nil))
+		switch {
+		case err != nil:
+			l.err = &localError{err}
+		case n != t.Size || sum != t.SHA256:
+			l.err = fmt.Errorf("the local copy of the version has sha256 %s (%d bytes), not %s (%d bytes): it cannot stand for the version", sum, n, t.SHA256, t.Size)
+		}
+	}()
+	return l
+}
+
+// wait waits for the local copy's hash: nil when it is the version.
+func (l *localCopy) wait(ctx context.Context) error {
+	select {
+	case <-l.done:
+		return l.err
+	case <-ctx.Done():
+		return fmt.Errorf("the local copy was not hashed yet when the check ended: %w", ctx.Err())
+	}
+}
+
+// ctxReader stops reading when its context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

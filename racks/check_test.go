@@ -2,6 +2,8 @@ package racks_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"strings"
@@ -112,20 +114,99 @@ func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
 }
 
 func TestRackServingOtherBytesFailsNamingItAndTheDigest(t *testing.T) {
-	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Verdict != racks.Failed || verdicts(rep)["r1"] != racks.Passed {
-		t.Fatalf("verdicts %v, overall %s", verdicts(rep), rep.Verdict)
-	}
-	bad := rep.Racks[1]
-	if bad.Verdict != racks.Failed || !strings.Contains(bad.Detail, "rack stale serves other bytes") ||
-		!strings.Contains(bad.Detail, "want "+tg.SHA256) || !strings.Contains(bad.Detail, bad.SHA256) || bad.SHA256 == tg.SHA256 {
-		t.Fatalf("stale rack: %+v", bad)
+	// Each rack's stream hashed, and compared with a local copy.
+	for _, withLocal := range []bool{false, true} {
+		sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+		if withLocal {
+			tg.Local = p
+		}
+		rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Verdict != racks.Failed || verdicts(rep)["r1"] != racks.Passed || rep.Racks[0].SHA256 != tg.SHA256 {
+			t.Fatalf("local copy %v: verdicts %v, overall %s, r1's sha256 %s", withLocal, verdicts(rep), rep.Verdict, rep.Racks[0].SHA256)
+		}
+		// What the stale rack served: the version with its first byte flipped.
+		served, err := io.ReadAll(io.NewSectionReader(p, 0, tg.Size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		served[0] ^= 0xff
+		sum := sha256.Sum256(served)
+		bad := rep.Racks[1]
+		if bad.Verdict != racks.Failed || !strings.Contains(bad.Detail, "rack stale serves other bytes") ||
+			!strings.Contains(bad.Detail, "want "+tg.SHA256) || bad.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(bad.Detail, bad.SHA256) {
+			t.Fatalf("local copy %v: stale rack: %+v", withLocal, bad)
+		}
 	}
 }
+
+// With a local copy of the version, every rack passes and is warm after,
+// as when each stream is hashed.
+func TestAllRacksPassComparedWithALocalCopy(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 3<<20, maassim.RackSpec{}, maassim.RackSpec{})
+	tg.Local = p
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err != nil || rep.Verdict != racks.Passed {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	for i, r := range rep.Racks {
+		rk := sim.Racks()[i]
+		rk.Idle()
+		if r.Bytes != tg.Size || r.SHA256 != tg.SHA256 || !rk.Cached(tg.SHA256[:7]) {
+			t.Errorf("rack %s: %+v, warm %v", r.Hostname, r, rk.Cached(tg.SHA256[:7]))
+		}
+	}
+}
+
+// A local copy that is not the version cannot vouch for any rack: the
+// check is an error, whatever the racks served, and each rack's verdict
+// as it ended speaks of its own bytes.
+func TestLocalCopyThatIsNotTheVersionIsAnError(t *testing.T) {
+	for name, local := range map[string]func(p *pattern) io.ReaderAt{
+		"other bytes": func(p *pattern) io.ReaderAt { return flipped{p} },
+		"shorter":     func(p *pattern) io.ReaderAt { return io.NewSectionReader(p, 0, p.size-1) },
+		"longer":      func(p *pattern) io.ReaderAt { return &pattern{size: p.size + 1} },
+		"unreadable":  func(*pattern) io.ReaderAt { return failing{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{}, maassim.RackSpec{})
+			tg.Local = local(p)
+			var mu sync.Mutex
+			var seen []racks.Rack
+			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Progress: func(r racks.Rack) {
+				mu.Lock()
+				defer mu.Unlock()
+				seen = append(seen, r)
+			}})
+			if err == nil || !strings.Contains(err.Error(), "local copy") || rep != nil {
+				t.Fatalf("%v %+v", err, rep)
+			}
+			for _, r := range seen {
+				if r.Verdict == racks.Failed {
+					t.Errorf("rack %s, which served the version, was told failed: %s", r.Hostname, r.Detail)
+				}
+			}
+		})
+	}
+}
+
+// flipped is r with its last byte flipped.
+type flipped struct{ p *pattern }
+
+func (f flipped) ReadAt(b []byte, off int64) (int, error) {
+	n, err := f.p.ReadAt(b, off)
+	if last := f.p.size - 1 - off; last >= 0 && last < int64(n) {
+		b[last] ^= 0xff
+	}
+	return n, err
+}
+
+// failing fails every read.
+type failing struct{}
+
+func (failing) ReadAt([]byte, int64) (int, error) { return 0, errors.New("disk gone") }
 
 func TestUnreachableRackIsUnknownNeverPassed(t *testing.T) {
 	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "away", State: maassim.RackUnreachable})
@@ -199,17 +280,24 @@ func TestMAASWithoutTheVersionOrWithOtherBytesIsAnError(t *testing.T) {
 }
 
 func TestCancelStopsTheCheck(t *testing.T) {
-	sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{}, maassim.RackSpec{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p.onRead = func(off int64) {
-		if off > 8<<20 {
-			cancel()
+	// Also while the local copy is hashed (it is the racks' bytes here,
+	// whose reads cancel).
+	for _, withLocal := range []bool{false, true} {
+		sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{}, maassim.RackSpec{})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		p.onRead = func(off int64) {
+			if off > 8<<20 {
+				cancel()
+			}
 		}
-	}
-	_, err := racks.Check(ctx, c, tg, racks.Options{Port: sim.RackPort()})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("want the context's error, got %v", err)
+		if withLocal {
+			tg.Local = p
+		}
+		_, err := racks.Check(ctx, c, tg, racks.Options{Port: sim.RackPort()})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("local copy %v: want the context's error, got %v", withLocal, err)
+		}
 	}
 }
 

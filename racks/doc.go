@@ -6,8 +6,10 @@
 // machines use (its links on the VLANs where it serves DHCP, else all its
 // addresses), checks its services (rackd, http, and from 3.5 the agent),
 // then fetches the image through the rack's :5248 exactly as curtin will:
-// one plain GET, no Range, no authentication, streamed through sha256 and
-// a byte count and never held whole. The URL is
+// one plain GET, no Range, no authentication, counted and never held
+// whole, each rack's stream either read through sha256 or, when the caller
+// has a local copy of the version (Target.Local), compared with that copy,
+// which is hashed once. The URL is
 // /images/<filename_on_disk>/custom/<arch>/<subarch>/<series>/uploaded/<filename>
 // from 3.5 (the agent's caching proxy fills its cache only on such a full
 // read, so the check warms the rack for the mass deploy), and on 3.4

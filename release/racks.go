@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/store"
@@ -55,7 +57,7 @@ func (e *RacksError) Error() string {
 // MAAS must be those of its manifest. A report that did not pass is a
 // result, not an error: the caller says what its verdict means.
 func WarmRacks(ctx context.Context, image, version string, o Options) (*RacksResult, error) {
-	_, m, err := stored(ctx, o.Store, image, version)
+	v, m, err := stored(ctx, o.Store, image, version)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +66,10 @@ func WarmRacks(ctx context.Context, image, version string, o Options) (*RacksRes
 	}
 	t := racks.Target{Name: manifest.VersionedName(m.MAASName(), m.Image.Version), Architecture: o.Site.Architecture,
 		SHA256: strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, digest.Prefix)), Size: m.Artifact.Size}
+	if local := localTarball(v); local != nil {
+		defer local.Close()
+		t.Local = local
+	}
 	rep, err := o.checkRacks(ctx, t)
 	if err != nil {
 		return nil, err
@@ -91,6 +97,21 @@ func (o Options) recordRacks(ctx context.Context, image, version, via string, re
 		return fmt.Errorf("the racks of site %s were checked (%s), but recording it failed: %w", o.Site.Name, rep.Verdict, err)
 	}
 	return nil
+}
+
+// localTarball opens v's tgz when it is on this host's disk, for the
+// racks check to compare each rack's stream with (racks.Target.Local:
+// hashed once instead of once a rack); nil when it is not (an OCI store's
+// blob not fetched), or cannot be opened: then each stream is hashed.
+func localTarball(v *store.Version) *os.File {
+	if v == nil || v.Tarball == "" {
+		return nil
+	}
+	f, err := readlimit.Open(v.Tarball)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // checkRacks runs the racks check at the site.
@@ -125,11 +146,16 @@ func (o Options) wantRacks() bool {
 // promotion with a RacksError unless Override; then missing says what
 // did not pass, for the record. A rollback is never stopped: what did not
 // pass (or the check's own error) is in missing, for its warnings.
-func (o Options) warmRacksAfterUpload(ctx context.Context, up *upload.Result, rollback bool) (rep *racks.Report, missing []string, err error) {
+func (o Options) warmRacksAfterUpload(ctx context.Context, v *store.Version, up *upload.Result, rollback bool) (rep *racks.Report, missing []string, err error) {
 	if !o.wantRacks() {
 		return nil, nil, nil
 	}
-	rep, err = o.checkRacks(ctx, racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size})
+	t := racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size}
+	if local := localTarball(v); local != nil {
+		defer local.Close()
+		t.Local = local
+	}
+	rep, err = o.checkRacks(ctx, t)
 	if err != nil {
 		if rollback {
 			return nil, []string{"checking the racks failed: " + err.Error()}, nil

@@ -32,7 +32,9 @@ func TestPromoteWarmsRacksBeforeTheProfileIsPointed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Racks == nil || res.Racks.Verdict != racks.Passed || len(res.Racks.Racks) != 2 || selected() != "demo-1-0-0" {
+			// The store is a directory: each rack's bytes are compared
+			// with its tgz.
+			if res.Racks == nil || res.Racks.Verdict != racks.Passed || len(res.Racks.Racks) != 2 || selected() != "demo-1-0-0" || !res.Racks.ComparedWithLocalCopy {
 				t.Fatalf("racks %+v, profile selects %s", res.Racks, selected())
 			}
 			for _, rk := range f.sim.Racks() {
@@ -47,7 +49,7 @@ func TestPromoteWarmsRacksBeforeTheProfileIsPointed(t *testing.T) {
 			}
 			// The same check alone says the same.
 			w, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts)
-			if err != nil || w.Verdict != racks.Passed || w.Site != "sim" {
+			if err != nil || w.Verdict != racks.Passed || w.Site != "sim" || !w.ComparedWithLocalCopy {
 				t.Fatalf("WarmRacks: %v %+v", err, w)
 			}
 		})

@@ -200,7 +200,7 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	if err != nil {
 		return nil, fmt.Errorf("%s %s %s at site %s: %w", doing, image, version, o.Site.Name, err)
 	}
-	res, err := Upload(ctx, image, version, o)
+	res, v, err := uploadStored(ctx, image, version, o)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s %s at site %s: %w", doing, image, version, o.Site.Name, err)
 	}
@@ -208,7 +208,7 @@ func promote(ctx context.Context, image, version string, h []store.Promotion, ro
 	res.ProfileDistroSeries = value
 	res.Policy = verdict
 	var racksMissing []string
-	res.Racks, racksMissing, err = o.warmRacksAfterUpload(ctx, res.Upload, rollback)
+	res.Racks, racksMissing, err = o.warmRacksAfterUpload(ctx, v, res.Upload, rollback)
 	via := "promote"
 	if rollback {
 		via = "rollback"
@@ -354,43 +354,49 @@ func stored(ctx context.Context, st store.Versions, image, version string) (*sto
 // sha256 and signatures) and uploads it to the site's MAAS unless MAAS
 // already holds it. Nothing is sent when a check fails.
 func Upload(ctx context.Context, image, version string, o Options) (*Result, error) {
+	res, _, err := uploadStored(ctx, image, version, o)
+	return res, err
+}
+
+// uploadStored is Upload, which also returns the stored version.
+func uploadStored(ctx context.Context, image, version string, o Options) (*Result, *store.Version, error) {
 	v, m, err := stored(ctx, o.Store, image, version)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The signatures prove who built the artifact, not which version it
 	// is: a validly signed old build filed under another version would
 	// otherwise reach MAAS under the old name while the catalog records
 	// the new one.
 	if m.Image.Name != image || m.Image.Version != version {
-		return nil, fmt.Errorf("the store's %s %s holds the manifest of %s %s: refusing it", image, version, m.Image.Name, m.Image.Version)
+		return nil, nil, fmt.Errorf("the store's %s %s holds the manifest of %s %s: refusing it", image, version, m.Image.Name, m.Image.Version)
 	}
 	if errs := m.DeployErrors(); len(errs) > 0 {
 		var msgs []string
 		for _, f := range errs {
 			msgs = append(msgs, fmt.Sprintf("%s: %s", f.Check, f.Message))
 		}
-		return nil, fmt.Errorf("%s %s failed its deployability check (imagectl check says why and how to fix it):\n  %s",
+		return nil, nil, fmt.Errorf("%s %s failed its deployability check (imagectl check says why and how to fix it):\n  %s",
 			image, version, strings.Join(msgs, "\n  "))
 	}
 	// The tgz streams from the store, its reads checked against the
 	// version's sha256: the signatures are verified against that digest
 	// rather than by hashing it first, which a remote tgz could not be.
 	if err := o.mayUpload(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	blob, err := v.OpenTarball(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer blob.Close()
 	up, err := o.verifyThenUpload(ctx, tarballPath(v), upload.Options{Manifest: v.Manifest,
 		Content: &upload.Content{R: blob, SHA256: v.SHA256, Size: v.Size}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return &Result{Image: image, Version: version, Site: o.Site.Name, Upload: up, DistroSeries: up.DistroSeries,
-		Verified: o.Verifier != nil}, nil
+		Verified: o.Verifier != nil}, v, nil
 }
 
 // FileOptions adjust UploadFile.

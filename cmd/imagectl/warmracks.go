@@ -91,7 +91,11 @@ func runWarmRacks(ctx context.Context, f *warmRacksFlags, args []string, s strea
 
 // racksText prints a racks report: a line per rack, then the verdict.
 func racksText(w io.Writer, rep *racks.Report) error {
-	textsafe.Fprintf(w, "%s (sha256 %s, %d bytes) on MAAS %s: %s\n", rep.Name, rep.SHA256, rep.Size, rep.MAASVersion, rep.Path)
+	how := ""
+	if rep.ComparedWithLocalCopy {
+		how = " (each rack's bytes compared with the store's tgz)"
+	}
+	textsafe.Fprintf(w, "%s (sha256 %s, %d bytes) on MAAS %s: %s%s\n", rep.Name, rep.SHA256, rep.Size, rep.MAASVersion, rep.Path, how)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RACK\tVERDICT\tCACHE\tBYTES\tTIME\tMB/S\tDETAIL")
 	for _, r := range rep.Racks {
