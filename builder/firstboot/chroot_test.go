@@ -137,6 +137,10 @@ func TestScriptInAChroot(t *testing.T) {
 	if _, err := os.Lstat(wants); !os.IsNotExist(err) {
 		t.Errorf("%s is still enabled: %v", unit, err)
 	}
+	// Services were held while apt ran, and are not held after.
+	if _, err := os.Lstat(filepath.Join(root, "usr/sbin/policy-rc.d")); !os.IsNotExist(err) {
+		t.Errorf("the script left a policy-rc.d: %v", err)
+	}
 	if !strings.Contains(out, "step=5/5 partly: not on a live host: machine-id: ") {
 		t.Errorf("the clean-up does not say what it left:\n%s", out)
 	}

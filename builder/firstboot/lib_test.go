@@ -388,3 +388,79 @@ func TestAptUpdateTranslations(t *testing.T) {
 		})
 	}
 }
+
+// TestServicesHeldWhilePackagesInstall: apt installs with a policy-rc.d
+// that refuses every start (exit 101, as the build's), removed after apt
+// ends, failed or not, and when the script fails; a policy-rc.d the host
+// has of its own is left as it is, one a killed run left is taken back.
+// apt-get is a stand-in here that records whether the policy was there and
+// what it said (the chroot test runs the real apt with it).
+func TestServicesHeldWhilePackagesInstall(t *testing.T) {
+	dir := t.TempDir()
+	bin, policy, seen := filepath.Join(dir, "apt"), filepath.Join(dir, "policy-rc.d"), filepath.Join(dir, "seen")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The stand-in answers --print-uris with nothing; an install records
+	// the policy's exit status and exits as $APT_EXIT says.
+	apt := "#!/bin/sh\ncase \"$*\" in *--print-uris*) exit 0 ;; esac\n" +
+		"if [ -x " + policy + " ]; then " + policy + " docker.service start; echo $? >>" + seen + "; else echo none >>" + seen + "; fi\nexit ${APT_EXIT:-0}\n"
+	if err := os.WriteFile(filepath.Join(bin, "apt-get"), []byte(apt), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(body string) (string, int) {
+		os.Remove(seen)
+		return libShell(t, dir, "PATH="+bin+":$PATH\nPOLICY_RC="+policy+"\n"+body)
+	}
+	saw := func() string {
+		b, _ := os.ReadFile(seen)
+		return strings.TrimSpace(string(b))
+	}
+	gone := func(when string) {
+		t.Helper()
+		if _, err := os.Lstat(policy); !os.IsNotExist(err) {
+			t.Errorf("%s: the policy-rc.d is still there (%v)", when, err)
+		}
+	}
+
+	if out, code := run("apt_install - docker.io\n"); code != 0 || saw() != "101" {
+		t.Fatalf("install: exit %d, the policy said %q: %s", code, saw(), out)
+	}
+	gone("after an install")
+	if out, code := run("APT_EXIT=100; export APT_EXIT\napt_install - docker.io || echo failed\n"); code != 0 || saw() != "101" || !strings.Contains(out, "failed") {
+		t.Fatalf("failed install: exit %d, the policy said %q: %s", code, saw(), out)
+	}
+	gone("after a failed install")
+	// A step that fails while services are held: finish releases them.
+	if out, code := run("trap finish EXIT\nhold_services\nfail broken\n"); code == 0 {
+		t.Fatalf("a failing step exited 0: %s", out)
+	}
+	gone("after a failed step")
+
+	// The host's own policy stays, and is what apt sees.
+	own := "#!/bin/sh\n# the site's own\nexit 0\n"
+	if err := os.WriteFile(policy, []byte(own), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run("apt_install - docker.io\n"); code != 0 || saw() != "0" {
+		t.Fatalf("host's policy: exit %d, the policy said %q: %s", code, saw(), out)
+	}
+	if b, err := os.ReadFile(policy); err != nil || string(b) != own {
+		t.Errorf("the host's policy-rc.d was changed: %q %v", b, err)
+	}
+	// One a killed run left (a run that held and never released) is this
+	// script's: held, then removed.
+	if err := os.Remove(policy); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run("hold_services\n"); code != 0 {
+		t.Fatalf("hold: exit %d: %s", code, out)
+	}
+	if b, err := os.ReadFile(policy); err != nil || !strings.Contains(string(b), "exit 101") {
+		t.Fatalf("the killed run's policy-rc.d: %q %v", b, err)
+	}
+	if out, code := run("apt_install - docker.io\n"); code != 0 || saw() != "101" {
+		t.Fatalf("a leftover policy: exit %d, the policy said %q: %s", code, saw(), out)
+	}
+	gone("after an install over a leftover policy")
+}

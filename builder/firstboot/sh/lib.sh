@@ -16,6 +16,9 @@ ARCHIVE_BYTES=0
 INDEX_BYTES=0
 START=
 GRUB_DEFAULT_FILE=/etc/default/grub
+POLICY_RC=/usr/sbin/policy-rc.d
+POLICY_RC_MARK='# imagectl first boot: no services start while packages install'
+SERVICES_HELD=no
 # apt and dpkg wait up to 10 minutes for a lock another apt holds at first
 # boot (apt-daily, unattended-upgrades, cloud-init's own package modules).
 APT_LOCK_TIMEOUT=600
@@ -240,19 +243,59 @@ apt_update() {
 	APT_FRESH=yes
 }
 
+# hold_services: the services packages install do not start while apt
+# runs, as in the build (its policy-rc.d, which this one is word for word
+# but for the comment): the recipe's services steps decide what runs, and
+# a service it disables never starts on the way (dnsmasq, installed beside
+# systemd-resolved, would fail for port 53). A policy-rc.d the host has
+# of its own is left as it is; one a killed run of this script left is
+# this script's.
+hold_services() {
+	if [ -e "$POLICY_RC" ] && ! grep -qxF "$POLICY_RC_MARK" "$POLICY_RC"; then
+		return 0
+	fi
+	if ! { printf '#!/bin/sh\n%s\nexit 101\n' "$POLICY_RC_MARK" >"$POLICY_RC.imagectl-firstboot" &&
+		chmod 0755 "$POLICY_RC.imagectl-firstboot" &&
+		mv -f -- "$POLICY_RC.imagectl-firstboot" "$POLICY_RC"; }; then
+		rm -f -- "$POLICY_RC.imagectl-firstboot"
+		fail "writing $POLICY_RC failed"
+	fi
+	SERVICES_HELD=yes
+}
+
+# release_services: undoes hold_services.
+release_services() {
+	[ "$SERVICES_HELD" = yes ] || return 0
+	rm -f -- "$POLICY_RC"
+	SERVICES_HELD=no
+}
+
+# start_boot_services: starts, without waiting, what the image's boot
+# starts (the default target and all it wants), so that the services the
+# packages enabled while held run as on the baked host. Not when a reboot
+# follows: the next boot starts them.
+start_boot_services() {
+	[ "$(reboot_required)" = yes ] && return 0
+	systemctl start --no-block default.target || say "WARN starting default.target failed: the services the packages enabled may not run until the next boot"
+}
+
 # apt_install OPTION|- PACKAGE...: apt-get install as the build's packages
-# steps run it (OPTION is --no-install-recommends or -), counting the bytes
-# of the archives apt downloads (its --print-uris) in ARCHIVE_BYTES.
+# steps run it (OPTION is --no-install-recommends or -; services held),
+# counting the bytes of the archives apt downloads (its --print-uris) in
+# ARCHIVE_BYTES.
 apt_install() {
 	ai_opt=$1
 	shift
 	[ "$ai_opt" = - ] && ai_opt=
 	ai_n=$(apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" install -y -qq --print-uris ${ai_opt:+"$ai_opt"} "$@" 2>/dev/null |
 		awk -v q="'" 'substr($1, 1, 1) == q { s += $3 } END { printf "%.0f", s }') || ai_n=0
+	hold_services
 	if logged apt-get -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT" install -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold ${ai_opt:+"$ai_opt"} "$@"; then
+		release_services
 		ARCHIVE_BYTES=$((ARCHIVE_BYTES + ${ai_n:-0}))
 		return 0
 	fi
+	release_services
 	return 1
 }
 
@@ -392,6 +435,7 @@ result() {
 finish() {
 	rc=$?
 	trap - EXIT
+	release_services
 	if [ "$rc" -ne 0 ]; then
 		say "step=$STEP/$STEPS time=$(now) uptime=$(uptime_s) failed exit=$rc"
 		result failed
@@ -415,6 +459,7 @@ begin() {
 
 # end: the done milestone and marker, the result line.
 end() {
+	start_boot_services
 	t=$(uptime_s)
 	: >"$STATE_DIR/$DONE_MARKER"
 	say "time $MILESTONE_DONE=$t"
