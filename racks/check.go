@@ -232,9 +232,8 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		if local != nil {
-			<-local.done
-		}
+		// The local hash stops at its next read; a read of a file the
+		// caller closes meanwhile fails, harmlessly.
 		return nil, err
 	}
 	if local != nil {
@@ -550,7 +549,13 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		// their sum (docs/speed.md).
 		var sink streamCheck = &hashed{h: sha256.New()}
 		if local != nil {
-			sink = &matched{local: local.r}
+			// The stall timer stops while the copy is hashed up to a
+			// difference: the rack waits on the check then, not the
+			// check on the rack.
+			sink = &matched{ctx: ctx, local: local.r, size: t.Size, pause: func() (resume func()) {
+				stall.Stop()
+				return func() { stall.Reset(o.StallTimeout) }
+			}}
 		}
 		body := &progressReader{r: io.LimitReader(resp.Body, t.Size+1), stall: stall, after: o.StallTimeout}
 		ahead, err := readahead.NewReaderSize(body, 4, 256<<10)
@@ -743,11 +748,19 @@ func (s *hashed) partial() string             { return hex.EncodeToString(s.h.Su
 // same offsets. From the first byte that differs on, it hashes instead:
 // the copy up to there (the bytes the rack sent), then the rest of the
 // stream, so that a rack serving other bytes is named by their sha256.
+// Past the version's size it only counts: such a stream is not the version
+// whatever its digest.
 type matched struct {
+	ctx   context.Context
 	local io.ReaderAt
+	size  int64
+	// pause, when set, is called while the copy is hashed up to a
+	// difference, and what it returns after.
+	pause func() (resume func())
 	off   int64     // bytes written
 	buf   []byte    // the local copy's bytes at off
 	h     hash.Hash // from the first difference on; nil before
+	over  bool      // bytes past size were written
 }
 
 // localError is a failure to read the local copy: it says nothing of the
@@ -758,9 +771,24 @@ func (e *localError) Error() string { return "reading the local copy of the vers
 func (e *localError) Unwrap() error { return e.err }
 
 func (s *matched) Write(p []byte) (int, error) {
+	n := len(p)
+	if s.off+int64(len(p)) > s.size {
+		s.over = true
+		p = p[:max(0, s.size-s.off)]
+	}
+	if err := s.write(p); err != nil {
+		return 0, err
+	}
+	s.off += int64(n - len(p)) // what is past the size, counted
+	return n, nil
+}
+
+// write checks p, which ends at the size at the latest.
+func (s *matched) write(p []byte) error {
 	if s.h != nil {
 		s.off += int64(len(p))
-		return s.h.Write(p)
+		s.h.Write(p)
+		return nil
 	}
 	if s.buf == nil {
 		s.buf = make([]byte, 256<<10)
@@ -769,7 +797,7 @@ func (s *matched) Write(p []byte) (int, error) {
 		want := s.buf[:min(len(s.buf), len(p)-done)]
 		n, err := s.local.ReadAt(want, s.off)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return done, &localError{err}
+			return &localError{err}
 		}
 		got := p[done : done+len(want)]
 		if n == len(want) && bytes.Equal(got, want) {
@@ -783,28 +811,43 @@ func (s *matched) Write(p []byte) (int, error) {
 		}
 		// The stream differs from the copy at s.off+i: hash the copy's
 		// bytes before that, which the rack sent too, then the rest.
-		s.h = sha256.New()
-		if _, err := io.Copy(s.h, io.NewSectionReader(s.local, 0, s.off+int64(i))); err != nil {
-			s.h = nil
-			return done, &localError{err}
+		h, err := s.hashLocal(s.off + int64(i))
+		if err != nil {
+			return err
 		}
+		s.h = h
 		rest := p[done+i:]
 		s.off += int64(i) + int64(len(rest))
 		s.h.Write(rest)
-		return len(p), nil
+		return nil
 	}
-	return len(p), nil
+	return nil
 }
 
-func (s *matched) same(string) bool { return s.h == nil }
-
-func (s *matched) sum() (string, error) {
-	if s.h != nil {
-		return hex.EncodeToString(s.h.Sum(nil)), nil
+// hashLocal hashes the local copy's first n bytes.
+func (s *matched) hashLocal(n int64) (hash.Hash, error) {
+	if s.pause != nil {
+		defer s.pause()()
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(s.local, 0, s.off)); err != nil {
-		return "", &localError{err}
+	if _, err := io.Copy(h, &ctxReader{ctx: s.ctx, r: io.NewSectionReader(s.local, 0, n)}); err != nil {
+		return nil, &localError{err}
+	}
+	return h, nil
+}
+
+func (s *matched) same(string) bool { return s.h == nil && !s.over }
+
+func (s *matched) sum() (string, error) {
+	if s.over {
+		return "", errors.New("more bytes than the version's size: no digest taken")
+	}
+	h := s.h
+	if h == nil {
+		var err error
+		if h, err = s.hashLocal(s.off); err != nil {
+			return "", err
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

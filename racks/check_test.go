@@ -148,7 +148,7 @@ func TestAllRacksPassComparedWithALocalCopy(t *testing.T) {
 	sim, c, tg, p := site(t, "3.7", 3<<20, maassim.RackSpec{}, maassim.RackSpec{})
 	tg.Local = p
 	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
-	if err != nil || rep.Verdict != racks.Passed {
+	if err != nil || rep.Verdict != racks.Passed || !rep.ComparedWithLocalCopy {
 		t.Fatalf("%v %+v", err, rep)
 	}
 	for i, r := range rep.Racks {
@@ -190,6 +190,38 @@ func TestLocalCopyThatIsNotTheVersionIsAnError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A local copy with the same wrong bytes as a rack cannot pass it: the
+// check is an error, and the rack is never told passed.
+func TestRackServingTheWrongLocalCopysBytesNeverPasses(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "good"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+	tg.Local = firstFlipped{p} // what the stale rack serves
+	var mu sync.Mutex
+	got := map[string]racks.Verdict{}
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Progress: func(r racks.Rack) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[r.Hostname] = r.Verdict
+	}})
+	if err == nil || rep != nil || !strings.Contains(err.Error(), "local copy") {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	if got["stale"] == racks.Passed || got["good"] != racks.Passed {
+		t.Errorf("verdicts as they ended: %v", got)
+	}
+}
+
+// firstFlipped is p with its first byte flipped, as maassim's other-bytes
+// rack serves it.
+type firstFlipped struct{ p *pattern }
+
+func (f firstFlipped) ReadAt(b []byte, off int64) (int, error) {
+	n, err := f.p.ReadAt(b, off)
+	if off == 0 && n > 0 {
+		b[0] ^= 0xff
+	}
+	return n, err
 }
 
 // flipped is r with its last byte flipped.

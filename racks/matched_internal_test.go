@@ -2,6 +2,7 @@ package racks
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -38,7 +39,7 @@ func TestMatchedNamesTheDigestOfWhatWasServed(t *testing.T) {
 		{"empty", nil, true},
 	} {
 		for _, cut := range []int{1 << 20, 4096, 77_777} {
-			m := &matched{local: bytes.NewReader(local)}
+			m := &matched{ctx: context.Background(), local: bytes.NewReader(local), size: size}
 			for rest := c.stream; len(rest) > 0; {
 				n := min(len(rest), 1+rnd.IntN(cut))
 				if w, err := m.Write(rest[:n]); err != nil || w != n {
@@ -48,7 +49,14 @@ func TestMatchedNamesTheDigestOfWhatWasServed(t *testing.T) {
 			}
 			sum := sha256.Sum256(c.stream)
 			want := hex.EncodeToString(sum[:])
-			if got, err := m.sum(); err != nil || got != want {
+			got, err := m.sum()
+			switch {
+			case len(c.stream) > size:
+				// More than the version: not hashed, never the version.
+				if err == nil {
+					t.Errorf("%s, writes up to %d: a digest %s of more than the size", c.name, cut, got)
+				}
+			case err != nil || got != want:
 				t.Errorf("%s, writes up to %d: sum %s, %v; want %s", c.name, cut, got, err, want)
 			}
 			if m.same("") != c.same || m.off != int64(len(c.stream)) {
@@ -65,10 +73,29 @@ func (failingReaderAt) ReadAt([]byte, int64) (int, error) { return 0, errors.New
 
 // A local copy that cannot be read says so, apart from the rack's bytes.
 func TestMatchedLocalReadFailureIsNotTheRacks(t *testing.T) {
-	m := &matched{local: failingReaderAt{}}
+	m := &matched{ctx: context.Background(), local: failingReaderAt{}, size: 10}
 	_, err := m.Write([]byte("abc"))
 	var le *localError
 	if !errors.As(err, &le) {
 		t.Fatalf("%v, want a localError", err)
+	}
+}
+
+// The copy is hashed up to a difference with the stall timer paused (the
+// rack waits on the check then), once.
+func TestMatchedPausesWhileItCatchesUp(t *testing.T) {
+	local := bytes.Repeat([]byte("imagectl"), 1<<16)
+	stream := bytes.Clone(local)
+	stream[300_000] ^= 1
+	var paused, resumed int
+	m := &matched{ctx: context.Background(), local: bytes.NewReader(local), size: int64(len(local)),
+		pause: func() func() { paused++; return func() { resumed++ } }}
+	for rest := stream; len(rest) > 0; rest = rest[min(len(rest), 100_000):] {
+		if _, err := m.Write(rest[:min(len(rest), 100_000)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if paused != 1 || resumed != 1 {
+		t.Errorf("paused %d times, resumed %d; want once each", paused, resumed)
 	}
 }

@@ -3,9 +3,11 @@ package release
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/digest"
@@ -66,11 +68,7 @@ func WarmRacks(ctx context.Context, image, version string, o Options) (*RacksRes
 	}
 	t := racks.Target{Name: manifest.VersionedName(m.MAASName(), m.Image.Version), Architecture: o.Site.Architecture,
 		SHA256: strings.ToLower(strings.TrimPrefix(m.Artifact.SHA256, digest.Prefix)), Size: m.Artifact.Size}
-	if local := localTarball(v); local != nil {
-		defer local.Close()
-		t.Local = local
-	}
-	rep, err := o.checkRacks(ctx, t)
+	rep, err := o.checkRacksWith(ctx, t, localTarball(v))
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +97,20 @@ func (o Options) recordRacks(ctx context.Context, image, version, via string, re
 	return nil
 }
 
-// localTarball opens v's tgz when it is on this host's disk, for the
+// localTgz is a stored version's tgz on this host's disk, open for the
 // racks check to compare each rack's stream with (racks.Target.Local:
-// hashed once instead of once a rack); nil when it is not (an OCI store's
-// blob not fetched), or cannot be opened: then each stream is hashed.
-func localTarball(v *store.Version) *os.File {
+// hashed once instead of once a rack).
+type localTgz struct {
+	*os.File
+	st *syscall.Stat_t
+}
+
+// localTarball opens v's tgz when it is on this host's disk and no one
+// but its owner (root or this user) can change it: one file, one link,
+// written by no group or other. Else nil (an OCI store's blob, a file
+// others may write, one that cannot be opened): then each rack's stream
+// is hashed instead.
+func localTarball(v *store.Version) *localTgz {
 	if v == nil || v.Tarball == "" {
 		return nil
 	}
@@ -111,7 +118,52 @@ func localTarball(v *store.Version) *os.File {
 	if err != nil {
 		return nil
 	}
-	return f
+	st, err := fstat(f)
+	if err != nil || st.Nlink != 1 || st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
+		f.Close()
+		return nil
+	}
+	return &localTgz{File: f, st: st}
+}
+
+// unchanged says whether the tgz is as it was opened: the same file, size,
+// modification and change times. A write while the racks were compared
+// with it would change them, and the comparison would prove nothing.
+func (l *localTgz) unchanged() error {
+	st, err := fstat(l.File)
+	if err == nil && (st.Dev != l.st.Dev || st.Ino != l.st.Ino || st.Size != l.st.Size || st.Mtim != l.st.Mtim || st.Ctim != l.st.Ctim) {
+		err = errors.New("it changed meanwhile")
+	}
+	if err != nil {
+		return fmt.Errorf("the racks were compared with the store's tgz %s, but %w: check them again", l.Name(), err)
+	}
+	return nil
+}
+
+func fstat(f *os.File) (*syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// checkRacksWith runs the racks check of t at the site, its streams
+// compared with local when there is one.
+func (o Options) checkRacksWith(ctx context.Context, t racks.Target, local *localTgz) (*racks.Report, error) {
+	if local == nil {
+		return o.checkRacks(ctx, t)
+	}
+	defer local.Close()
+	t.Local = local
+	rep, err := o.checkRacks(ctx, t)
+	if err == nil {
+		err = local.unchanged()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 // checkRacks runs the racks check at the site.
@@ -151,11 +203,7 @@ func (o Options) warmRacksAfterUpload(ctx context.Context, v *store.Version, up 
 		return nil, nil, nil
 	}
 	t := racks.Target{Name: up.Name, Architecture: o.Site.Architecture, SHA256: up.SHA256, Size: up.Size}
-	if local := localTarball(v); local != nil {
-		defer local.Close()
-		t.Local = local
-	}
-	rep, err = o.checkRacks(ctx, t)
+	rep, err = o.checkRacksWith(ctx, t, localTarball(v))
 	if err != nil {
 		if rollback {
 			return nil, []string{"checking the racks failed: " + err.Error()}, nil

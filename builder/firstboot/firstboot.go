@@ -102,7 +102,7 @@ var cleanupAtFirstBoot = map[string]string{
 	steps.CleanCloudInit:     "cloud-init is running this script, its state is this boot's",
 	steps.CleanSSHHostKeys:   "made at this boot, clients may know them already",
 	steps.CleanLogs:          "they are this boot's record, cloud-init's log included, which the timeline reads",
-	steps.CleanPolicyRCD:     "",
+	steps.CleanPolicyRCD:     "a policy-rc.d on a live host is the site's own (the script removes the one it holds services with)",
 	steps.CleanCloudInitNet:  "cloud-init wrote it at this boot and the host's network runs on it",
 	steps.CleanInstallerCfgs: "",
 	steps.CleanPerBuild:      "it keeps a build's bytes the same from build to build; on a live host they are the host's own (its random seed, dpkg's and debconf's backups)",
@@ -111,7 +111,6 @@ var cleanupAtFirstBoot = map[string]string{
 // cleanupShell is what each clean-up action that runs at first boot runs.
 var cleanupShell = map[string]string{
 	steps.CleanAptCache:      "apt-get clean; rm -rf /var/lib/apt/lists/*; APT_FRESH=no",
-	steps.CleanPolicyRCD:     "rm -f /usr/sbin/policy-rc.d",
 	steps.CleanInstallerCfgs: "rm -f /etc/cloud/cloud.cfg.d/99-installer.cfg /etc/cloud/cloud.cfg.d/subiquity-disable-cloudinit-networking.cfg",
 }
 
@@ -155,7 +154,7 @@ func executor(st steps.Step) (Verdict, render) {
 		}
 	case steps.Run:
 		return Verdict{Runs: Yes, Why: "on the running host, not in a chroot"}, func(g *gen) error {
-			return g.line("(cd / && sh -c %s)", g.q(s.Command))
+			return g.line("run_command %s", g.q(s.Command))
 		}
 	case steps.Services:
 		return Verdict{Runs: Yes, Why: "also started or stopped, without waiting"}, func(g *gen) error { return g.services(s) }

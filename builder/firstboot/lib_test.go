@@ -390,11 +390,12 @@ func TestAptUpdateTranslations(t *testing.T) {
 }
 
 // TestServicesHeldWhilePackagesInstall: apt installs with a policy-rc.d
-// that refuses every start (exit 101, as the build's), removed after apt
-// ends, failed or not, and when the script fails; a policy-rc.d the host
-// has of its own is left as it is, one a killed run left is taken back.
-// apt-get is a stand-in here that records whether the policy was there and
-// what it said (the chroot test runs the real apt with it).
+// that refuses every start (exit 101, as the build's) and lets a running
+// service restart, removed after apt ends, failed or not, and when the
+// script fails or is killed by a signal; a policy-rc.d the host has of its
+// own is left as it is, one a killed run left is taken back. apt-get is a
+// stand-in here that records what the policy said (the chroot test runs
+// the real apt with it).
 func TestServicesHeldWhilePackagesInstall(t *testing.T) {
 	dir := t.TempDir()
 	bin, policy, seen := filepath.Join(dir, "apt"), filepath.Join(dir, "policy-rc.d"), filepath.Join(dir, "seen")
@@ -402,15 +403,17 @@ func TestServicesHeldWhilePackagesInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stand-in answers --print-uris with nothing; an install records
-	// the policy's exit status and exits as $APT_EXIT says.
+	// what the policy says of a start and of a restart, and exits as
+	// $APT_EXIT says.
 	apt := "#!/bin/sh\ncase \"$*\" in *--print-uris*) exit 0 ;; esac\n" +
-		"if [ -x " + policy + " ]; then " + policy + " docker.service start; echo $? >>" + seen + "; else echo none >>" + seen + "; fi\nexit ${APT_EXIT:-0}\n"
+		"if [ -x " + policy + " ]; then " + policy + " --quiet docker.service start; s=$?; " + policy + " docker.service restart; echo \"start=$s restart=$?\" >>" + seen +
+		"; else echo none >>" + seen + "; fi\nexit ${APT_EXIT:-0}\n"
 	if err := os.WriteFile(filepath.Join(bin, "apt-get"), []byte(apt), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	run := func(body string) (string, int) {
 		os.Remove(seen)
-		return libShell(t, dir, "PATH="+bin+":$PATH\nPOLICY_RC="+policy+"\n"+body)
+		return libShell(t, dir, "PATH="+bin+":$PATH\nPOLICY_RC="+policy+"\nIMAGE=i VERSION=v MILESTONE_START=s MILESTONE_DONE=d DONE_MARKER=m\n"+body)
 	}
 	saw := func() string {
 		b, _ := os.ReadFile(seen)
@@ -422,45 +425,79 @@ func TestServicesHeldWhilePackagesInstall(t *testing.T) {
 			t.Errorf("%s: the policy-rc.d is still there (%v)", when, err)
 		}
 	}
+	const held = "start=101 restart=0"
 
-	if out, code := run("apt_install - docker.io\n"); code != 0 || saw() != "101" {
+	if out, code := run("apt_install - docker.io\n"); code != 0 || saw() != held {
 		t.Fatalf("install: exit %d, the policy said %q: %s", code, saw(), out)
 	}
 	gone("after an install")
-	if out, code := run("APT_EXIT=100; export APT_EXIT\napt_install - docker.io || echo failed\n"); code != 0 || saw() != "101" || !strings.Contains(out, "failed") {
+	if out, code := run("APT_EXIT=100; export APT_EXIT\napt_install - docker.io || echo failed\n"); code != 0 || saw() != held || !strings.Contains(out, "failed") {
 		t.Fatalf("failed install: exit %d, the policy said %q: %s", code, saw(), out)
 	}
 	gone("after a failed install")
+	// A run step is held too, and released.
+	if out, code := run("run_command \"apt-get install docker.io\"\n"); code != 0 || saw() != held {
+		t.Fatalf("run step: exit %d, the policy said %q: %s", code, saw(), out)
+	}
+	gone("after a run step")
 	// A step that fails while services are held: finish releases them.
-	if out, code := run("trap finish EXIT\nhold_services\nfail broken\n"); code == 0 {
+	if out, code := run("begin\nhold_services\nfail broken\n"); code == 0 {
 		t.Fatalf("a failing step exited 0: %s", out)
 	}
 	gone("after a failed step")
+	// So does a signal (sh runs no EXIT trap when a signal ends it).
+	for _, sig := range []string{"TERM", "INT", "HUP"} {
+		if out, code := run("begin\nhold_services\nkill -" + sig + " $$\nsleep 5\necho not-killed\n"); code == 0 || strings.Contains(out, "not-killed") {
+			t.Fatalf("SIG%s: exit %d: %s", sig, code, out)
+		}
+		gone("after SIG" + sig)
+	}
 
-	// The host's own policy stays, and is what apt sees.
-	own := "#!/bin/sh\n# the site's own\nexit 0\n"
-	if err := os.WriteFile(policy, []byte(own), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, code := run("apt_install - docker.io\n"); code != 0 || saw() != "0" {
-		t.Fatalf("host's policy: exit %d, the policy said %q: %s", code, saw(), out)
-	}
-	if b, err := os.ReadFile(policy); err != nil || string(b) != own {
-		t.Errorf("the host's policy-rc.d was changed: %q %v", b, err)
-	}
-	// One a killed run left (a run that held and never released) is this
-	// script's: held, then removed.
-	if err := os.Remove(policy); err != nil {
-		t.Fatal(err)
-	}
+	// A run killed by KILL leaves its policy: the next run's begin takes
+	// it away, and an install holds and releases as before.
 	if out, code := run("hold_services\n"); code != 0 {
 		t.Fatalf("hold: exit %d: %s", code, out)
 	}
 	if b, err := os.ReadFile(policy); err != nil || !strings.Contains(string(b), "exit 101") {
 		t.Fatalf("the killed run's policy-rc.d: %q %v", b, err)
 	}
-	if out, code := run("apt_install - docker.io\n"); code != 0 || saw() != "101" {
-		t.Fatalf("a leftover policy: exit %d, the policy said %q: %s", code, saw(), out)
+	if out, code := run("begin\ntrap - EXIT\n"); code != 0 {
+		t.Fatalf("begin: exit %d: %s", code, out)
 	}
-	gone("after an install over a leftover policy")
+	gone("after begin over a leftover policy")
+
+	// The host's own policy stays, and is what apt sees.
+	own := "#!/bin/sh\n# the site's own\nexit 0\n"
+	if err := os.WriteFile(policy, []byte(own), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run("begin\napt_install - docker.io\ntrap - EXIT\n"); code != 0 || saw() != "start=0 restart=0" {
+		t.Fatalf("host's policy: exit %d, the policy said %q: %s", code, saw(), out)
+	}
+	if b, err := os.ReadFile(policy); err != nil || string(b) != own {
+		t.Errorf("the host's policy-rc.d was changed: %q %v", b, err)
+	}
+}
+
+// TestEndStartsWhatTheBootStarts: the script's end starts the default
+// target without waiting (what the image's boot starts); a failure is a
+// warning. systemctl is a stand-in that records its arguments.
+func TestEndStartsWhatTheBootStarts(t *testing.T) {
+	dir := t.TempDir()
+	bin, calls := filepath.Join(dir, "systemd"), filepath.Join(dir, "calls")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte("#!/bin/sh\necho \"$*\" >>"+calls+"\nexit ${SYSTEMCTL_EXIT:-0}\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "PATH=" + bin + ":$PATH\nIMAGE=i VERSION=v MILESTONE_START=s MILESTONE_DONE=d DONE_MARKER=m\nbegin\nend\n"
+	out, code := libShell(t, dir, body)
+	if b, _ := os.ReadFile(calls); code != 0 || strings.TrimSpace(string(b)) != "start --no-block default.target" {
+		t.Fatalf("exit %d, systemctl %q: %s", code, b, out)
+	}
+	out, code = libShell(t, dir, "SYSTEMCTL_EXIT=1; export SYSTEMCTL_EXIT\n"+body)
+	if code != 0 || !strings.Contains(out, "WARN starting default.target failed") || !strings.Contains(out, "result status=ok") {
+		t.Fatalf("a failing start: exit %d: %s", code, out)
+	}
 }

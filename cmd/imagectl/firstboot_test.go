@@ -78,7 +78,7 @@ image "s" {
 		mode os.FileMode
 		want string
 	}{
-		{nil, 0o700, "sh -c 'register --token hunter2-secret'"},
+		{nil, 0o700, "run_command 'register --token hunter2-secret'"},
 		{[]string{"--user-data"}, 0o600, "#cloud-config\n"},
 		{[]string{"-var", "token=", "--user-data"}, 0o644, "#cloud-config\n"},
 		{[]string{"-var", "token="}, 0o755, "#!/bin/sh\n"},

@@ -17,7 +17,9 @@ INDEX_BYTES=0
 START=
 GRUB_DEFAULT_FILE=/etc/default/grub
 POLICY_RC=/usr/sbin/policy-rc.d
-POLICY_RC_MARK='# imagectl first boot: no services start while packages install'
+POLICY_RC_MARK='# imagectl first boot: no service starts while packages install'
+# shellcheck disable=SC2016 # the policy's own shell, written as it is
+POLICY_RC_BODY='for a; do [ "$a" = start ] && exit 101; done; exit 0'
 SERVICES_HELD=no
 # apt and dpkg wait up to 10 minutes for a lock another apt holds at first
 # boot (apt-daily, unattended-upgrades, cloud-init's own package modules).
@@ -243,18 +245,20 @@ apt_update() {
 	APT_FRESH=yes
 }
 
-# hold_services: the services packages install do not start while apt
-# runs, as in the build (its policy-rc.d, which this one is word for word
-# but for the comment): the recipe's services steps decide what runs, and
-# a service it disables never starts on the way (dnsmasq, installed beside
-# systemd-resolved, would fail for port 53). A policy-rc.d the host has
-# of its own is left as it is; one a killed run of this script left is
-# this script's.
+# hold_services: while apt or a run step runs, services are not started,
+# as the build keeps them from starting (its policy-rc.d): the recipe's
+# services steps decide what runs, so a service it disables never starts on
+# the way (dnsmasq, installed beside systemd-resolved, would fail for port
+# 53). Unlike the build's, this policy lets a service that runs be
+# restarted, reloaded or stopped: a package upgraded under it on a live
+# host restarts as apt would restart it. A policy-rc.d the host has of its
+# own is left as it is; one a killed run of this script left is this
+# script's.
 hold_services() {
-	if [ -e "$POLICY_RC" ] && ! grep -qxF "$POLICY_RC_MARK" "$POLICY_RC"; then
+	if [ -e "$POLICY_RC" ] && ! held_policy; then
 		return 0
 	fi
-	if ! { printf '#!/bin/sh\n%s\nexit 101\n' "$POLICY_RC_MARK" >"$POLICY_RC.imagectl-firstboot" &&
+	if ! { printf '#!/bin/sh\n%s\n%s\n' "$POLICY_RC_MARK" "$POLICY_RC_BODY" >"$POLICY_RC.imagectl-firstboot" &&
 		chmod 0755 "$POLICY_RC.imagectl-firstboot" &&
 		mv -f -- "$POLICY_RC.imagectl-firstboot" "$POLICY_RC"; }; then
 		rm -f -- "$POLICY_RC.imagectl-firstboot"
@@ -263,20 +267,32 @@ hold_services() {
 	SERVICES_HELD=yes
 }
 
-# release_services: undoes hold_services.
+# held_policy: POLICY_RC is this script's (it carries the mark).
+held_policy() { grep -qxF -- "$POLICY_RC_MARK" "$POLICY_RC" 2>/dev/null; }
+
+# release_services: undoes hold_services; a policy-rc.d that is not this
+# script's (a package's, written meanwhile) stays.
 release_services() {
 	[ "$SERVICES_HELD" = yes ] || return 0
-	rm -f -- "$POLICY_RC"
+	if held_policy; then
+		rm -f -- "$POLICY_RC"
+	fi
 	SERVICES_HELD=no
 }
 
 # start_boot_services: starts, without waiting, what the image's boot
 # starts (the default target and all it wants), so that the services the
-# packages enabled while held run as on the baked host. Not when a reboot
-# follows: the next boot starts them.
+# packages enabled while held run as on the baked host.
 start_boot_services() {
-	[ "$(reboot_required)" = yes ] && return 0
 	systemctl start --no-block default.target || say "WARN starting default.target failed: the services the packages enabled may not run until the next boot"
+}
+
+# run_command COMMAND: a run step, from /, with services held as in the
+# build.
+run_command() {
+	hold_services
+	(cd / && sh -c "$1")
+	release_services
 }
 
 # apt_install OPTION|- PACKAGE...: apt-get install as the build's packages
@@ -453,6 +469,15 @@ begin() {
 	touch -- "$STATE_DIR/missing-optional"
 	START=$(uptime_s)
 	trap finish EXIT
+	# sh runs the EXIT trap on exit, not when a signal ends it: a
+	# signal exits, so that finish releases what the script holds.
+	trap 'exit 129' HUP
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	# A run killed before that (or by KILL) left its policy-rc.d.
+	if held_policy; then
+		rm -f -- "$POLICY_RC"
+	fi
 	say "time $MILESTONE_START=$START"
 	say "image=$IMAGE version=$VERSION steps=$STEPS time=$(now) state=$STATE_DIR"
 }
