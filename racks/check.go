@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
+	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/klauspost/readahead"
@@ -597,7 +598,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			if n == t.Size && sum == t.SHA256 {
 				// Other bytes than the local copy's, but the version's:
 				// the copy is not the version, which the check says.
-				r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
+				r = served(r)
 				break
 			}
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: sha256 %s (%d bytes), want %s (%d bytes)",
@@ -610,16 +611,22 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 				break
 			}
 			r.SHA256 = t.SHA256
-			r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
+			r = served(r)
 		default:
 			r.SHA256 = t.SHA256
-			r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
+			r = served(r)
 		}
 		return r
 	}
 	r.Verdict = Unknown
 	r.Detail = fmt.Sprintf("rack %s cannot be reached from this host (%s): run the check where deploying machines are, or fix the route",
 		r.Hostname, strings.Join(unreachable, "; "))
+	return r
+}
+
+// served is a rack's result when it served the version.
+func served(r Rack) Rack {
+	r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
 	return r
 }
 
@@ -830,7 +837,7 @@ func (s *matched) hashLocal(n int64) (hash.Hash, error) {
 		defer s.pause()()
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, &ctxReader{ctx: s.ctx, r: io.NewSectionReader(s.local, 0, n)}); err != nil {
+	if _, err := io.Copy(h, readlimit.WithContext(s.ctx, io.NewSectionReader(s.local, 0, n))); err != nil {
 		return nil, &localError{err}
 	}
 	return h, nil
@@ -872,7 +879,7 @@ func hashLocal(ctx context.Context, t Target) *localCopy {
 		defer close(l.done)
 		h := sha256.New()
 		// One byte past the size: a longer copy is not the version.
-		n, err := io.CopyBuffer(h, &ctxReader{ctx: ctx, r: io.NewSectionReader(t.Local, 0, t.Size+1)}, make([]byte, 1<<20))
+		n, err := io.CopyBuffer(h, readlimit.WithContext(ctx, io.NewSectionReader(t.Local, 0, t.Size+1)), make([]byte, 1<<20))
 		sum := hex.EncodeToString(h.Sum(nil))
 		switch {
 		case err != nil:
@@ -892,17 +899,4 @@ func (l *localCopy) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("the local copy was not hashed yet when the check ended: %w", ctx.Err())
 	}
-}
-
-// ctxReader stops reading when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

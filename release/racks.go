@@ -141,11 +141,15 @@ func (l *localTgz) unchanged() error {
 }
 
 func fstat(f *os.File) (*syscall.Stat_t, error) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, err
 	}
-	return &st, nil
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, errors.New("no file status from the system")
+	}
+	return st, nil
 }
 
 // checkRacksWith runs the racks check of t at the site, its streams
