@@ -55,6 +55,12 @@ type Target struct {
 	// with the sha256 of what it served. A local copy that is not the
 	// version makes the check an error.
 	Local io.ReaderAt
+	// LocalHashed says the caller knows Local holds the version: it was
+	// hashed before and has not changed since (internal/hashstamp). It
+	// is not hashed again, so the racks' streams are bound by nothing
+	// but comparing. A rack that serves the version but not Local's
+	// bytes still proves Local wrong, and makes the check an error.
+	LocalHashed bool
 }
 
 // Options adjust a check.
@@ -104,7 +110,10 @@ type Report struct {
 	// ComparedWithLocalCopy is set when each rack's bytes were compared
 	// with a local copy of the version, hashed once (Target.Local),
 	// rather than each hashed.
-	ComparedWithLocalCopy bool    `json:"compared_with_local_copy,omitempty"`
+	ComparedWithLocalCopy bool `json:"compared_with_local_copy,omitempty"`
+	// LocalCopyHashedBefore is set when that copy was not hashed by this
+	// check, known unchanged since an earlier one did (Target.LocalHashed).
+	LocalCopyHashedBefore bool    `json:"local_copy_hashed_before,omitempty"`
 	Racks                 []Rack  `json:"racks"`
 	Verdict               Verdict `json:"verdict"`
 }
@@ -164,7 +173,8 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 			doing, f.SHA256, f.Size, t.SHA256, t.Size)
 	}
 	rep := &Report{MAASVersion: version, Name: res.Name, Architecture: res.Architecture, SHA256: t.SHA256, Size: t.Size,
-		Path: imagePath(version, res, f), ComparedWithLocalCopy: t.Local != nil}
+		Path: imagePath(version, res, f), ComparedWithLocalCopy: t.Local != nil,
+		LocalCopyHashedBefore: t.Local != nil && t.LocalHashed}
 	controllers, err := c.RackControllers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", doing, err)
@@ -188,7 +198,10 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	var local *localCopy
-	if t.Local != nil {
+	switch {
+	case t.Local != nil && t.LocalHashed:
+		local = hashedBefore(t)
+	case t.Local != nil:
 		local = hashLocal(tctx, t)
 	}
 	rep.Racks = make([]Rack, len(controllers))
@@ -241,6 +254,9 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		<-local.done // it reads t.Local, which the caller closes after
 		if local.err != nil {
 			return nil, fmt.Errorf("%s: %w", doing, local.err)
+		}
+		if t.LocalHashed && local.wrong.Load() {
+			return nil, fmt.Errorf("%s: a rack served the version with other bytes than the local copy, said to have been hashed before: it cannot stand for the version", doing)
 		}
 	}
 	slices.SortFunc(rep.Racks, func(a, b Rack) int { return strings.Compare(a.Hostname, b.Hostname) })
@@ -598,6 +614,9 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			if n == t.Size && sum == t.SHA256 {
 				// Other bytes than the local copy's, but the version's:
 				// the copy is not the version, which the check says.
+				if local != nil {
+					local.wrong.Store(true)
+				}
 				r = served(r)
 				break
 			}
@@ -870,6 +889,15 @@ type localCopy struct {
 	r    io.ReaderAt
 	done chan struct{}
 	err  error
+	// wrong is set when a rack served the version with other bytes.
+	wrong atomic.Bool
+}
+
+// hashedBefore is t.Local known to be the version, not hashed again.
+func hashedBefore(t Target) *localCopy {
+	l := &localCopy{r: t.Local, done: make(chan struct{})}
+	close(l.done)
+	return l
 }
 
 // hashLocal starts hashing t.Local, until ctx ends.

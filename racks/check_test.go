@@ -212,6 +212,54 @@ func TestRackServingTheWrongLocalCopysBytesNeverPasses(t *testing.T) {
 	}
 }
 
+// A local copy hashed before (Target.LocalHashed) is read only to be
+// compared with, once per rack, and not hashed again; every rack passes.
+func TestLocalCopyHashedBeforeIsOnlyCompared(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 3<<20, maassim.RackSpec{}, maassim.RackSpec{})
+	local := &counting{r: p}
+	tg.Local, tg.LocalHashed = local, true
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err != nil || rep.Verdict != racks.Passed || !rep.ComparedWithLocalCopy || !rep.LocalCopyHashedBefore {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	if got, want := local.n.Load(), 2*tg.Size; got != want {
+		t.Errorf("the local copy was read for %d bytes, want %d: one comparison per rack, no hash", got, want)
+	}
+}
+
+// A local copy said to have been hashed before that is not the version
+// is found out by a rack that serves the version: the check is an error,
+// and that rack is not told failed.
+func TestLocalCopyWronglySaidHashedIsAnError(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "good"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+	tg.Local, tg.LocalHashed = firstFlipped{p}, true // what the stale rack serves
+	var mu sync.Mutex
+	got := map[string]racks.Verdict{}
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Progress: func(r racks.Rack) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[r.Hostname] = r.Verdict
+	}})
+	if err == nil || rep != nil || !strings.Contains(err.Error(), "hashed before") {
+		t.Fatalf("%v %+v", err, rep)
+	}
+	if got["good"] != racks.Passed {
+		t.Errorf("verdicts as they ended: %v", got)
+	}
+}
+
+// counting counts the bytes read through it.
+type counting struct {
+	r io.ReaderAt
+	n atomic.Int64
+}
+
+func (c *counting) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(b, off)
+	c.n.Add(int64(n))
+	return n, err
+}
+
 // firstFlipped is p with its first byte flipped, as maassim's other-bytes
 // rack serves it.
 type firstFlipped struct{ p *pattern }

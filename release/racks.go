@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/digest"
 	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/racks"
@@ -99,10 +100,12 @@ func (o Options) recordRacks(ctx context.Context, image, version, via string, re
 
 // localTgz is a stored version's tgz on this host's disk, open for the
 // racks check to compare each rack's stream with (racks.Target.Local:
-// hashed once instead of once a rack).
+// hashed once instead of once a rack, or not at all when a check hashed
+// it before and it has not changed since).
 type localTgz struct {
 	*os.File
-	st *syscall.Stat_t
+	id     hashstamp.Identity
+	opened time.Time
 }
 
 // localTarball opens v's tgz when it is on this host's disk and no one
@@ -114,24 +117,31 @@ func localTarball(v *store.Version) *localTgz {
 	if v == nil || v.Tarball == "" {
 		return nil
 	}
+	opened := time.Now()
 	f, err := readlimit.Open(v.Tarball)
 	if err != nil {
 		return nil
 	}
-	st, err := fstat(f)
-	if err != nil || st.Nlink != 1 || st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
+	fi, err := f.Stat()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if err != nil || !ok || st.Nlink != 1 || st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
 		f.Close()
 		return nil
 	}
-	return &localTgz{File: f, st: st}
+	id, err := hashstamp.Of(f)
+	if err != nil {
+		f.Close()
+		return nil
+	}
+	return &localTgz{File: f, id: id, opened: opened}
 }
 
 // unchanged says whether the tgz is as it was opened: the same file, size,
 // modification and change times. A write while the racks were compared
 // with it would change them, and the comparison would prove nothing.
 func (l *localTgz) unchanged() error {
-	st, err := fstat(l.File)
-	if err == nil && (st.Dev != l.st.Dev || st.Ino != l.st.Ino || st.Size != l.st.Size || st.Mtim != l.st.Mtim || st.Ctim != l.st.Ctim) {
+	id, err := hashstamp.Of(l.File)
+	if err == nil && id != l.id {
 		err = errors.New("it changed meanwhile")
 	}
 	if err != nil {
@@ -140,32 +150,31 @@ func (l *localTgz) unchanged() error {
 	return nil
 }
 
-func fstat(f *os.File) (*syscall.Stat_t, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil, errors.New("no file status from the system")
-	}
-	return st, nil
-}
-
 // checkRacksWith runs the racks check of t at the site, its streams
-// compared with local when there is one.
+// compared with local when there is one. A check that hashed local and
+// found it the version records so in o.Hashed, and a later one that finds
+// the record and local unchanged does not hash it again.
 func (o Options) checkRacksWith(ctx context.Context, t racks.Target, local *localTgz) (*racks.Report, error) {
 	if local == nil {
 		return o.checkRacks(ctx, t)
 	}
 	defer local.Close()
 	t.Local = local
+	t.LocalHashed = o.Hashed.Holds(t.SHA256, local.id)
 	rep, err := o.checkRacks(ctx, t)
 	if err == nil {
 		err = local.unchanged()
 	}
 	if err != nil {
+		if t.LocalHashed {
+			// The record may be what was wrong: the next check hashes.
+			_ = o.Hashed.Forget(t.SHA256)
+		}
 		return nil, err
+	}
+	if !t.LocalHashed && o.Hashed != "" {
+		// Not recording costs the next check a hash, nothing else.
+		_, _ = o.Hashed.Record(t.SHA256, local.id, local.opened)
 	}
 	return rep, nil
 }

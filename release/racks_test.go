@@ -2,10 +2,12 @@ package release_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/racks"
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/sites"
@@ -266,5 +268,77 @@ func TestRolloutSaysNotYetForUnknownRacks(t *testing.T) {
 	if s := res.Sites[0]; res.OK() || !res.NotYet() || s.Result != release.RolloutRefused || !strings.Contains(s.Detail, "not yet: ") ||
 		!strings.Contains(s.Detail, "rack far cannot be reached") {
 		t.Fatalf("%+v", res.Sites)
+	}
+}
+
+// A racks check that hashed the store's tgz records it (Options.Hashed),
+// and the next check of the unchanged tgz compares the racks with it
+// without hashing it again; a change to the tgz, or a record that was
+// wrong, has the check hash it again.
+func TestRacksCheckHashesAnUnchangedTgzOnce(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{}, maassim.RackSpec{})
+	f.opts.Hashed = hashstamp.Dir(t.TempDir())
+	if _, err := release.Promote(ctx, "demo", "1.0.0", f.opts); err != nil {
+		t.Fatal(err)
+	}
+	v, err := f.store.Version(ctx, "demo", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, before bool) {
+		t.Helper()
+		w, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts)
+		if err != nil || w.Verdict != racks.Passed || !w.ComparedWithLocalCopy || w.LocalCopyHashedBefore != before {
+			t.Fatalf("%s: want hashed before %v: %v %+v", what, before, err, w)
+		}
+	}
+	// A tgz written less than hashstamp.Settle ago is not recorded: its
+	// times may not move at a write in the same tick.
+	check("fresh tgz", false)
+	check("fresh tgz, again", false)
+	time.Sleep(hashstamp.Settle)
+	check("settled tgz", false)
+	check("unchanged since", true)
+	// A change of its status alone moves its change time.
+	if err := os.Chmod(v.Tarball, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("changed", false)
+	time.Sleep(hashstamp.Settle)
+	check("changed, settled", false)
+	check("unchanged since the change", true)
+
+	// A record that says the tgz is the version when it is not is found
+	// out by the racks, which serve the version: an error, the record
+	// forgotten, and the next check hashes (and refuses) the tgz.
+	b, err := os.ReadFile(v.Tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(v.Tarball, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(hashstamp.Settle)
+	tgz, err := os.Open(v.Tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := hashstamp.Of(tgz)
+	tgz.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.opts.Hashed.Record(v.SHA256, id, time.Now()); !ok || err != nil {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	if _, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts); err == nil || !strings.Contains(err.Error(), "hashed before") {
+		t.Fatalf("wrong record: %v", err)
+	}
+	if f.opts.Hashed.Holds(v.SHA256, id) {
+		t.Error("the wrong record was kept")
+	}
+	if _, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts); err == nil || !strings.Contains(err.Error(), "cannot stand for the version") {
+		t.Fatalf("after the wrong record: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/racks"
@@ -63,6 +64,11 @@ type Options struct {
 	// Warnings. Racks adjusts the check.
 	WarmRacks, NoWarmRacks, AllowUnknownRacks bool
 	Racks                                     racks.Options
+	// Hashed is where the racks check records the store's tgzs it hashed
+	// (internal/hashstamp), so that a later check of an unchanged tgz
+	// compares the racks with it without hashing it again; "" records
+	// and trusts nothing.
+	Hashed hashstamp.Dir
 }
 
 // Result is what a promotion, rollback or upload did.

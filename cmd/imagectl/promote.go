@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/event"
+	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/racks"
@@ -84,6 +87,11 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 	o := release.Options{Store: st, Site: site, Env: env, BaseImage: c.base, Reason: c.reason, By: c.by, InsecureSkipVerify: c.vf.insecure,
 		Override: c.override, WarmRacks: c.warmRacks.v,
 		NoWarmRacks: c.warmRacks.given && !c.warmRacks.v, AllowUnknownRacks: c.allowUnknownRacks}
+	// Without a cache directory, the racks check hashes the store's tgz
+	// every time.
+	if dir, err := cachedir.Default(env); err == nil {
+		o.Hashed = hashstamp.Dir(filepath.Join(dir, cachedir.Hashed))
+	}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
 			return release.Options{}, err

@@ -92,7 +92,10 @@ func runWarmRacks(ctx context.Context, f *warmRacksFlags, args []string, s strea
 // racksText prints a racks report: a line per rack, then the verdict.
 func racksText(w io.Writer, rep *racks.Report) error {
 	how := ""
-	if rep.ComparedWithLocalCopy {
+	switch {
+	case rep.LocalCopyHashedBefore:
+		how = " (each rack's bytes compared with the store's tgz, unchanged since an earlier check hashed it)"
+	case rep.ComparedWithLocalCopy:
 		how = " (each rack's bytes compared with the store's tgz)"
 	}
 	textsafe.Fprintf(w, "%s (sha256 %s, %d bytes) on MAAS %s: %s%s\n", rep.Name, rep.SHA256, rep.Size, rep.MAASVersion, rep.Path, how)

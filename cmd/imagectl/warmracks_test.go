@@ -7,7 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/environ"
+	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/release"
 	"github.com/gpuaas/imagectl/upload/maassim"
 )
@@ -24,7 +28,8 @@ func racksSites(t *testing.T, extra string, specs ...maassim.RackSpec) (sim *maa
 		t.Fatal(err)
 	}
 	dir, pub := stored(t, "1.0.0")
-	return sim, []string{"SIM_MAAS_KEY=" + sim.AdminKey, "IMAGECTL_STORE=" + dir, "IMAGECTL_SITES=" + sites, "USER=alice"}, pub
+	return sim, []string{"SIM_MAAS_KEY=" + sim.AdminKey, "IMAGECTL_STORE=" + dir, "IMAGECTL_SITES=" + sites, "USER=alice",
+		"IMAGECTL_CACHE_DIR=" + filepath.Join(t.TempDir(), "cache")}, pub
 }
 
 func TestWarmRacksCommand(t *testing.T) {
@@ -66,6 +71,26 @@ func TestWarmRacksCommand(t *testing.T) {
 	}
 	if _, errs, code := imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim", "--parallel", "0"); code != 1 || !strings.Contains(errs, "--parallel 0") {
 		t.Fatalf("--parallel 0: exit %d %s", code, errs)
+	}
+}
+
+// The racks check records the store's tgz it hashed in the cache
+// directory, and the next check of it, unchanged, says it did not hash it.
+func TestWarmRacksHashesAnUnchangedTgzOnce(t *testing.T) {
+	_, env, pub := racksSites(t, "", maassim.RackSpec{Hostname: "r1"})
+	if out, errs, code := imagectl(t, env, "promote", "demo", "1.0.0", "--site", "sim", "--key", pub, "--warm-racks"); code != 0 {
+		t.Fatalf("promote --warm-racks: exit %d\n%s%s", code, out, errs)
+	}
+	time.Sleep(hashstamp.Settle) // a tgz written just now is not recorded
+	for i, want := range []string{"(each rack's bytes compared with the store's tgz)", "unchanged since an earlier check hashed it)"} {
+		out, errs, code := imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim")
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("check %d: exit %d, want %q\n%s%s", i+1, code, want, out, errs)
+		}
+	}
+	recs, err := os.ReadDir(filepath.Join(environ.Get(env, cachedir.Env), cachedir.Hashed))
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records in the cache directory: %v %v", recs, err)
 	}
 }
 

@@ -36,7 +36,7 @@ var layers = []layer{
 	{name: "foundation (internal helpers, progress events, the libguestfs appliance)", sideways: true, pkgs: []string{
 		"internal/appliance", "internal/atomicfile", "internal/backoff", "internal/buildinfo", "internal/cachedir", "internal/digest", "internal/environ", "internal/event",
 		"internal/deb822",
-		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hclkit", "internal/hclkit/hclkittest", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/tcpport", "internal/testbase",
+		"internal/filelock", "internal/fsmode", "internal/golden", "internal/hashstamp", "internal/hclkit", "internal/hclkit/hclkittest", "internal/heappeak", "internal/layering", "internal/qemuproc", "internal/readlimit", "internal/redact", "internal/shell", "internal/simfault", "internal/tcpport", "internal/testbase",
 		"internal/testenv", "internal/textsafe", "internal/textsafe/textsafetest", "internal/tgztest",
 	}},
 	{name: "records (the build manifest and the MAAS names beside it)", pkgs: []string{
