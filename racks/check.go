@@ -142,6 +142,10 @@ type Rack struct {
 	Duration       time.Duration `json:"duration_ns"`
 	BytesPerSecond float64       `json:"bytes_per_second"`
 	At             time.Time     `json:"at"`
+	// awaitsLocal is set on a rack that served the local copy's bytes
+	// before the copy's own hash ended: it passes when the hash says the
+	// copy is the version (awaitLocal), out of its --parallel slot.
+	awaitsLocal bool
 }
 
 // Check proves that every rack controller of the MAAS c talks to serves
@@ -230,12 +234,18 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 				notStarted()
 				return
 			}
-			defer func() { <-sem }()
 			if tctx.Err() != nil {
+				<-sem
 				notStarted()
 				return
 			}
 			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t, local)
+			// The slot goes to the next rack before this one waits for
+			// the local copy's hash: its fetch is over.
+			<-sem
+			if r.awaitsLocal {
+				r = awaitLocal(tctx, r, local)
+			}
 			rep.Racks[i] = r
 			if o.Progress != nil {
 				mu.Lock()
@@ -624,13 +634,9 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 				r.Hostname, r.SHA256, n, t.SHA256, t.Size)
 		case local != nil:
 			// Equal to the local copy: the rack passes when the copy is
-			// the version.
-			if err := local.wait(ctx); err != nil {
-				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served the same bytes as the local copy, but %v", r.Hostname, err)
-				break
-			}
+			// the version (awaitLocal).
 			r.SHA256 = t.SHA256
-			r = served(r)
+			r.awaitsLocal = true
 		default:
 			r.SHA256 = t.SHA256
 			r = served(r)
@@ -644,6 +650,18 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 }
 
 // served is a rack's result when it served the version.
+// awaitLocal is the result of a rack that served the local copy's bytes:
+// passed when the copy's hash says it is the version.
+func awaitLocal(ctx context.Context, r Rack, local *localCopy) Rack {
+	r.awaitsLocal = false
+	if err := local.wait(ctx); err != nil {
+		r.SHA256 = ""
+		r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served the same bytes as the local copy, but %v", r.Hostname, err)
+		return r
+	}
+	return served(r)
+}
+
 func served(r Rack) Rack {
 	r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
 	return r

@@ -248,6 +248,52 @@ func TestLocalCopyWronglySaidHashedIsAnError(t *testing.T) {
 	}
 }
 
+// A rack that served the local copy's bytes before the copy's own hash
+// ended gives its --parallel slot to the next rack while it waits: with
+// one slot and the hash held back until both racks served, both pass.
+func TestRackWaitingForTheLocalHashGivesItsSlotBack(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 3<<20, maassim.RackSpec{}, maassim.RackSpec{})
+	release := make(chan struct{})
+	tg.Local = &heldHash{r: p, release: release}
+	var bothServed atomic.Bool
+	go func() {
+		defer close(release)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			served := 0
+			for _, rk := range sim.Racks() {
+				if _, _, requests := rk.Fills(); requests > 0 {
+					served++
+				}
+			}
+			if served == len(sim.Racks()) {
+				bothServed.Store(true)
+				return
+			}
+		}
+	}()
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Parallel: 1})
+	if !bothServed.Load() {
+		t.Fatal("the second rack was not asked while the first waited for the local copy's hash")
+	}
+	if err != nil || rep.Verdict != racks.Passed {
+		t.Fatalf("%v %+v", err, rep)
+	}
+}
+
+// heldHash holds the check's hash of the local copy (its 1 MiB reads)
+// until release is closed; the comparisons read on.
+type heldHash struct {
+	r       io.ReaderAt
+	release chan struct{}
+}
+
+func (h *heldHash) ReadAt(b []byte, off int64) (int, error) {
+	if len(b) == 1<<20 {
+		<-h.release
+	}
+	return h.r.ReadAt(b, off)
+}
+
 // counting counts the bytes read through it.
 type counting struct {
 	r io.ReaderAt

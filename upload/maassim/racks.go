@@ -221,8 +221,8 @@ func (rk *Rack) Imported(name, arch string) bool {
 	return rk.images[name+" "+arch]
 }
 
-// Idle waits until the rack answers no request: a client has read the
-// last byte of a fill a moment before the rack counts it as cached.
+// Idle waits until the rack answers no request: a client may have read
+// the last byte of a response a moment before the rack's handler ended.
 func (rk *Rack) Idle() {
 	rk.mu.Lock()
 	defer rk.mu.Unlock()
@@ -374,14 +374,21 @@ func (rk *Rack) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
-	n, err := io.Copy(w, io.NewSectionReader(content, 0, size))
+	// The proxy has the region's last byte before its client does: the
+	// cache holds the file before the last byte is sent, so a client
+	// that read it all and asks again hits.
+	last := max(size-1, 0)
+	n, err := io.Copy(w, io.NewSectionReader(content, 0, last))
 	rk.mu.Lock()
 	rk.fillsNow--
-	if err == nil && n == size {
+	if err == nil && n == last {
 		rk.fills++
 		rk.cache[f.onDisk] = true
 	}
 	rk.mu.Unlock()
+	if err == nil && n == last {
+		_, _ = io.Copy(w, io.NewSectionReader(content, last, size-last))
+	}
 }
 
 // serve34 serves a 3.4 rack's own copy of an uploaded image (no cache,
