@@ -46,11 +46,11 @@ type Target struct {
 	SHA256       string
 	Size         int64
 	// Local, when not nil, reads the version's bytes on this host (the
-	// store's tgz). The check then hashes them once, against SHA256 and
-	// Size, while the racks serve, and compares each rack's stream with
-	// them byte for byte instead of hashing every stream: bytes equal to
-	// bytes of that sha256 have it, and comparing costs a small part of
-	// what hashing does, so a rack's stream is no longer bound by one
+	// store's tgz). The check then compares each rack's stream with them
+	// byte for byte instead of hashing every stream, and hashes them
+	// once, against SHA256 and Size, while the racks serve: bytes equal
+	// to bytes of that sha256 have it, and comparing costs a small part
+	// of what hashing does, so a rack's stream is no longer bound by one
 	// core's sha256 (docs/speed.md). A rack that differs is still named
 	// with the sha256 of what it served. A local copy that is not the
 	// version makes the check an error.
@@ -58,8 +58,10 @@ type Target struct {
 	// LocalHashed says the caller knows Local holds the version: it was
 	// hashed before and has not changed since (internal/hashstamp). It
 	// is not hashed again, so the racks' streams are bound by nothing
-	// but comparing. A rack that serves the version but not Local's
-	// bytes still proves Local wrong, and makes the check an error.
+	// but comparing, and the check is only as sure as the caller: a rack
+	// that serves Local's bytes passes. A rack that serves the version
+	// with other bytes, or a read of Local that fails, proves the caller
+	// wrong and makes the check an error.
 	LocalHashed bool
 }
 
@@ -144,8 +146,10 @@ type Rack struct {
 	At             time.Time     `json:"at"`
 	// awaitsLocal is set on a rack that served the local copy's bytes
 	// before the copy's own hash ended: it passes when the hash says the
-	// copy is the version (awaitLocal), out of its --parallel slot.
+	// copy is the version (awaitLocal), out of its --parallel slot, and
+	// note is what its Detail says of its services then.
 	awaitsLocal bool
+	note        string
 }
 
 // Check proves that every rack controller of the MAAS c talks to serves
@@ -265,8 +269,8 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		if local.err != nil {
 			return nil, fmt.Errorf("%s: %w", doing, local.err)
 		}
-		if t.LocalHashed && local.wrong.Load() {
-			return nil, fmt.Errorf("%s: a rack served the version with other bytes than the local copy, said to have been hashed before: it cannot stand for the version", doing)
+		if err := local.broken(); t.LocalHashed && err != nil {
+			return nil, fmt.Errorf("%s: the local copy was said to have been hashed before, but %w", doing, err)
 		}
 	}
 	slices.SortFunc(rep.Racks, func(a, b Rack) int { return strings.Compare(a.Hostname, b.Hostname) })
@@ -432,8 +436,12 @@ func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, 
 	}
 	if len(notes) > 0 {
 		defer func() {
-			if r.Verdict != "" {
-				r.Detail += "; note: MAAS says " + strings.Join(notes, ", ")
+			note := "; note: MAAS says " + strings.Join(notes, ", ")
+			switch {
+			case r.awaitsLocal:
+				r.note = note
+			case r.Verdict != "":
+				r.Detail += note
 			}
 		}()
 	}
@@ -606,6 +614,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		var lerr *localError
 		switch {
 		case errors.As(err, &lerr):
+			local.broke(lerr)
 			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: %v", r.Hostname, err)
 		case err != nil && (ctx.Err() != nil || stalled.Load()):
 			return o.notServing(r, addr, true, stalled.Load(), n, t, err)
@@ -617,6 +626,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		case n != t.Size || !sink.same(t.SHA256):
 			sum, err := sink.sum()
 			if err != nil {
+				local.broke(err)
 				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served other bytes than the local copy: %v", r.Hostname, err)
 				break
 			}
@@ -625,7 +635,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 				// Other bytes than the local copy's, but the version's:
 				// the copy is not the version, which the check says.
 				if local != nil {
-					local.wrong.Store(true)
+					local.broke(errors.New("a rack served the version with other bytes than the local copy: it cannot stand for the version"))
 				}
 				r = served(r)
 				break
@@ -649,19 +659,22 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 	return r
 }
 
-// served is a rack's result when it served the version.
 // awaitLocal is the result of a rack that served the local copy's bytes:
 // passed when the copy's hash says it is the version.
 func awaitLocal(ctx context.Context, r Rack, local *localCopy) Rack {
-	r.awaitsLocal = false
+	note := r.note
+	r.awaitsLocal, r.note = false, ""
 	if err := local.wait(ctx); err != nil {
 		r.SHA256 = ""
 		r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served the same bytes as the local copy, but %v", r.Hostname, err)
-		return r
+	} else {
+		r = served(r)
 	}
-	return served(r)
+	r.Detail += note
+	return r
 }
 
+// served is a rack's result when it served the version.
 func served(r Rack) Rack {
 	r.Verdict, r.Detail = Passed, fmt.Sprintf("rack %s serves it (%s)", r.Hostname, cacheWord(r.Cache))
 	return r
@@ -907,8 +920,29 @@ type localCopy struct {
 	r    io.ReaderAt
 	done chan struct{}
 	err  error
-	// wrong is set when a rack served the version with other bytes.
-	wrong atomic.Bool
+	mu   sync.Mutex
+	// brokenBy is the first sign, from the racks' streams, that the copy is
+	// not the version or cannot be read: only a copy hashed before
+	// (Target.LocalHashed) needs it, a hashed one has its own.
+	brokenBy error
+}
+
+// broke records err as a sign that the copy is not the version.
+func (l *localCopy) broke(err error) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.brokenBy == nil {
+		l.brokenBy = err
+	}
+}
+
+func (l *localCopy) broken() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.brokenBy
 }
 
 // hashedBefore is t.Local known to be the version, not hashed again.

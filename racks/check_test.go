@@ -294,6 +294,17 @@ func (h *heldHash) ReadAt(b []byte, off int64) (int, error) {
 	return h.r.ReadAt(b, off)
 }
 
+// A local copy said to have been hashed before that cannot be read is no
+// proof either: the check is an error, never a pass on the racks' word.
+func TestUnreadableLocalCopySaidHashedIsAnError(t *testing.T) {
+	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{}, maassim.RackSpec{})
+	tg.Local, tg.LocalHashed = failing{}, true
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+	if err == nil || rep != nil || !strings.Contains(err.Error(), "hashed before") || !strings.Contains(err.Error(), "disk gone") {
+		t.Fatalf("%v %+v", err, rep)
+	}
+}
+
 // counting counts the bytes read through it.
 type counting struct {
 	r io.ReaderAt
@@ -481,9 +492,13 @@ func TestStalledRackFailsAndGivesItsSlotBack(t *testing.T) {
 }
 
 func TestDegradedServiceIsFetchedAnyway(t *testing.T) {
-	for _, v := range []string{"3.4", "3.7"} {
-		t.Run(v, func(t *testing.T) {
-			sim, c, tg, _ := site(t, v, 1<<20, maassim.RackSpec{Hostname: "half", State: maassim.RackDegraded})
+	for _, name := range []string{"3.4", "3.7", "3.7 with a local copy", "3.7 with a local copy hashed before"} {
+		t.Run(name, func(t *testing.T) {
+			v, how, _ := strings.Cut(name, " ")
+			sim, c, tg, p := site(t, v, 1<<20, maassim.RackSpec{Hostname: "half", State: maassim.RackDegraded})
+			if how != "" {
+				tg.Local, tg.LocalHashed = p, strings.HasSuffix(how, "hashed before")
+			}
 			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), PollInterval: time.Millisecond, ImportTimeout: time.Second})
 			if err != nil {
 				t.Fatal(err)

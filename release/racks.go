@@ -122,9 +122,12 @@ func localTarball(v *store.Version) *localTgz {
 	if err != nil {
 		return nil
 	}
+	var st *syscall.Stat_t
 	fi, err := f.Stat()
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if err != nil || !ok || st.Nlink != 1 || st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
+	if err == nil {
+		st, _ = fi.Sys().(*syscall.Stat_t)
+	}
+	if st == nil || st.Nlink != 1 || st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
 		f.Close()
 		return nil
 	}
@@ -168,7 +171,7 @@ func (o Options) checkRacksWith(ctx context.Context, t racks.Target, local *loca
 	if err != nil {
 		if t.LocalHashed {
 			// The record may be what was wrong: the next check hashes.
-			_ = o.Hashed.Forget(t.SHA256)
+			err = errors.Join(err, o.Hashed.Forget(t.SHA256))
 		}
 		return nil, err
 	}

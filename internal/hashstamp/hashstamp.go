@@ -9,7 +9,12 @@
 //
 // File times tick coarsely, so a write in the same tick as the change
 // before it leaves them as they were: a file changed less than Settle
-// before it was read is not recorded.
+// before it was read is not recorded. The times must come from this
+// host's clock too, which read is measured by: only files on local
+// filesystems (ext4, XFS, Btrfs, F2FS, ZFS, tmpfs, overlay) are recorded,
+// not those on NFS or FUSE, whose times are another machine's. A step
+// back of the system clock is the one thing that could give a changed
+// file its old times again.
 package hashstamp
 
 import (
@@ -22,22 +27,27 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuaas/imagectl/internal/atomicfile"
 	"github.com/gpuaas/imagectl/internal/digest"
-	"github.com/gpuaas/imagectl/internal/readlimit"
 )
 
 // Settle is how long before it was read a file's last change must be for
 // a record of it to be kept: far more than a tick of the file times.
 const Settle = 2 * time.Second
 
-// Identity is what is seen of a file without reading it.
+// Identity is what is seen of a file without reading it: where it is (its
+// path as opened, its filesystem's type, device and inode) and its size
+// and times.
 type Identity struct {
-	Dev   uint64 `json:"dev"`
-	Ino   uint64 `json:"ino"`
-	Size  int64  `json:"size"`
-	Mtime int64  `json:"mtime_ns"`
-	Ctime int64  `json:"ctime_ns"`
+	Path   string `json:"path"`
+	FSType int64  `json:"fs_type"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Size   int64  `json:"size"`
+	Mtime  int64  `json:"mtime_ns"`
+	Ctime  int64  `json:"ctime_ns"`
 }
 
 // Of is the identity of the open file f.
@@ -46,7 +56,25 @@ func Of(f *os.File) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	return Identity{Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, nil
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		return Identity{}, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return Identity{Path: f.Name(), FSType: int64(fs.Type), Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, nil
+}
+
+// zfsSuperMagic is ZFS's statfs type, which x/sys/unix does not name.
+const zfsSuperMagic = 0x2fc12fc1
+
+// local says whether a filesystem of type fs sets a file's times from
+// this host's clock.
+func local(fs int64) bool {
+	switch fs {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.F2FS_SUPER_MAGIC, zfsSuperMagic,
+		unix.TMPFS_MAGIC, unix.OVERLAYFS_SUPER_MAGIC:
+		return true
+	}
+	return false
 }
 
 func stat(f *os.File) (*syscall.Stat_t, error) {
@@ -62,9 +90,15 @@ func stat(f *os.File) (*syscall.Stat_t, error) {
 }
 
 // Dir is a folder of records, one a sha256: Record writes them, Holds
-// reads them. Only records written by root or this user, which nobody
-// else may write, are believed.
+// reads them. Only records written by root or this user in a folder of
+// theirs, which nobody else may write, are believed.
 type Dir string
+
+// record is what a record file holds.
+type record struct {
+	SHA256 string `json:"sha256"`
+	Identity
+}
 
 // maxRecord bounds a record's size when it is read.
 const maxRecord = 4 << 10
@@ -80,17 +114,17 @@ func (d Dir) path(sha256 string) (string, error) {
 // Record records that the file of identity id, whose identity was taken
 // at read (before its first byte was read, and found the same after its
 // last), has sha256. It records nothing, and says so with false, when the
-// file had changed within Settle before read. A record of the same sha256
-// is replaced.
+// file had changed within Settle before read, or is on a filesystem that
+// is not local. A record of the same sha256 is replaced.
 func (d Dir) Record(sha256 string, id Identity, read time.Time) (bool, error) {
 	p, err := d.path(sha256)
 	if err != nil {
 		return false, err
 	}
-	if read.Sub(time.Unix(0, id.Ctime)) < Settle {
+	if read.Sub(time.Unix(0, id.Ctime)) < Settle || !local(id.FSType) {
 		return false, nil
 	}
-	b, err := json.Marshal(id)
+	b, err := json.Marshal(record{SHA256: filepath.Base(p), Identity: id})
 	if err != nil {
 		return false, err
 	}
@@ -114,24 +148,35 @@ func (d Dir) Holds(sha256 string, id Identity) bool {
 	if err != nil {
 		return false
 	}
-	f, err := readlimit.Open(p)
+	if fi, err := os.Lstat(string(d)); err != nil || !fi.IsDir() || !trusted(fi) {
+		return false
+	}
+	// Not through a link, and not blocking on what is not a file.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	st, err := stat(f)
-	if err != nil || st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || !trusted(fi) {
 		return false
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
 	if err != nil || len(b) > maxRecord {
 		return false
 	}
-	var rec Identity
+	var rec record
 	if json.Unmarshal(b, &rec) != nil {
 		return false
 	}
-	return rec == id
+	return rec.SHA256 == filepath.Base(p) && rec.Identity == id
+}
+
+// trusted says whether only root or this user can have written what fi
+// describes: theirs, and writable by no group or other.
+func trusted(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Mode&0o022 == 0 && (st.Uid == 0 || int(st.Uid) == os.Geteuid())
 }
 
 // Forget removes the record of sha256, if there is one.
@@ -141,7 +186,7 @@ func (d Dir) Forget(sha256 string) error {
 		return err
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("forgetting the hash of a file: %w", err)
+		return fmt.Errorf("removing the record that a file had sha256 %s (remove it by hand, or the racks check will keep trusting it): %w", filepath.Base(p), err)
 	}
 	return nil
 }

@@ -52,9 +52,14 @@ func TestRecordHoldsUntilTheFileChanges(t *testing.T) {
 	if !d.Holds(sha, id) || !d.Holds(strings.TrimPrefix(sha, "sha256:"), id) {
 		t.Fatal("a record does not hold")
 	}
-	other := strings.Replace(sha, "9f", "00", 1)
-	if d.Holds(other, id) {
+	if d.Holds(strings.Replace(sha, "9f", "00", 1), id) {
 		t.Error("holds under another digest")
+	}
+	// Times set by another machine's clock (NFS) are not recorded.
+	nfs := id
+	nfs.FSType = 0x6969
+	if ok, err := hashstamp.Dir(t.TempDir()).Record(sha, nfs, read); ok || err != nil {
+		t.Errorf("a file on NFS was recorded: %v %v", ok, err)
 	}
 	if err := os.Chmod(p, 0o600); err != nil {
 		t.Fatal(err)
@@ -129,6 +134,44 @@ func TestOnlyTrustedRecordsHold(t *testing.T) {
 	}
 	if !d.Holds(sha, id) {
 		t.Error("the good record again does not hold")
+	}
+	// Under another digest's name, through a link, or in a folder
+	// others may write: none holds.
+	other := strings.Replace(strings.TrimPrefix(sha, "sha256:"), "9f", "00", 1)
+	if err := os.Rename(rec, filepath.Join(string(d), other)); err != nil {
+		t.Fatal(err)
+	}
+	if d.Holds(other, id) {
+		t.Error("a record renamed to another digest holds")
+	}
+	if err := os.Symlink(other, rec); err != nil {
+		t.Fatal(err)
+	}
+	if d.Holds(sha, id) {
+		t.Error("a record through a link holds")
+	}
+	if err := os.Remove(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(string(d), other), rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(string(d), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if d.Holds(sha, id) {
+		t.Error("a record in a world-writable folder holds")
+	}
+	if err := os.Chmod(string(d), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Holds(sha, id) {
+		t.Error("the record put back does not hold")
+	}
+	moved := id
+	moved.Path += ".old"
+	if d.Holds(sha, moved) {
+		t.Error("a record holds for a file opened by another path")
 	}
 	if hashstamp.Dir("").Holds(sha, id) {
 		t.Error("no folder holds a record")

@@ -207,7 +207,8 @@ func (rk *Rack) SetState(st RackState) error {
 }
 
 // Cached reports whether the rack's cache holds the file stored as
-// filenameOnDisk (3.5+; only a full fill read to the end caches).
+// filenameOnDisk (3.5+; only a full fill caches: one its client read to
+// the end, or to its last byte).
 func (rk *Rack) Cached(filenameOnDisk string) bool {
 	rk.mu.Lock()
 	defer rk.mu.Unlock()
