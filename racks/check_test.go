@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -192,23 +193,31 @@ func TestLocalCopyThatIsNotTheVersionIsAnError(t *testing.T) {
 	}
 }
 
-// A local copy with the same wrong bytes as a rack cannot pass it: the
-// check is an error, and the rack is never told passed.
+// A local copy with the same wrong bytes as a rack cannot pass the check:
+// it is an error, and the rack that served the version is told passed.
+// Hashed by the check, the copy never passes the rack that served its
+// bytes; said to have been hashed before (Target.LocalHashed), the copy
+// is trusted until the rack that served the version proves it wrong.
 func TestRackServingTheWrongLocalCopysBytesNeverPasses(t *testing.T) {
-	sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "good"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
-	tg.Local = firstFlipped{p} // what the stale rack serves
-	var mu sync.Mutex
-	got := map[string]racks.Verdict{}
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Progress: func(r racks.Rack) {
-		mu.Lock()
-		defer mu.Unlock()
-		got[r.Hostname] = r.Verdict
-	}})
-	if err == nil || rep != nil || !strings.Contains(err.Error(), "local copy") {
-		t.Fatalf("%v %+v", err, rep)
-	}
-	if got["stale"] == racks.Passed || got["good"] != racks.Passed {
-		t.Errorf("verdicts as they ended: %v", got)
+	for _, hashedBefore := range []bool{false, true} {
+		t.Run(fmt.Sprint("hashed before ", hashedBefore), func(t *testing.T) {
+			sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "good"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
+			tg.Local, tg.LocalHashed = firstFlipped{p}, hashedBefore // what the stale rack serves
+			var mu sync.Mutex
+			got := map[string]racks.Verdict{}
+			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Progress: func(r racks.Rack) {
+				mu.Lock()
+				defer mu.Unlock()
+				got[r.Hostname] = r.Verdict
+			}})
+			if err == nil || rep != nil || !strings.Contains(err.Error(), "local copy") ||
+				hashedBefore != strings.Contains(err.Error(), "hashed before") {
+				t.Fatalf("%v %+v", err, rep)
+			}
+			if (!hashedBefore && got["stale"] == racks.Passed) || got["good"] != racks.Passed {
+				t.Errorf("verdicts as they ended: %v", got)
+			}
+		})
 	}
 }
 
@@ -225,73 +234,6 @@ func TestLocalCopyHashedBeforeIsOnlyCompared(t *testing.T) {
 	if got, want := local.n.Load(), 2*tg.Size; got != want {
 		t.Errorf("the local copy was read for %d bytes, want %d: one comparison per rack, no hash", got, want)
 	}
-}
-
-// A local copy said to have been hashed before that is not the version
-// is found out by a rack that serves the version: the check is an error,
-// and that rack is not told failed.
-func TestLocalCopyWronglySaidHashedIsAnError(t *testing.T) {
-	sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "good"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
-	tg.Local, tg.LocalHashed = firstFlipped{p}, true // what the stale rack serves
-	var mu sync.Mutex
-	got := map[string]racks.Verdict{}
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Progress: func(r racks.Rack) {
-		mu.Lock()
-		defer mu.Unlock()
-		got[r.Hostname] = r.Verdict
-	}})
-	if err == nil || rep != nil || !strings.Contains(err.Error(), "hashed before") {
-		t.Fatalf("%v %+v", err, rep)
-	}
-	if got["good"] != racks.Passed {
-		t.Errorf("verdicts as they ended: %v", got)
-	}
-}
-
-// A rack that served the local copy's bytes before the copy's own hash
-// ended gives its --parallel slot to the next rack while it waits: with
-// one slot and the hash held back until both racks served, both pass.
-func TestRackWaitingForTheLocalHashGivesItsSlotBack(t *testing.T) {
-	sim, c, tg, p := site(t, "3.7", 3<<20, maassim.RackSpec{}, maassim.RackSpec{})
-	release := make(chan struct{})
-	tg.Local = &heldHash{r: p, release: release}
-	var bothServed atomic.Bool
-	go func() {
-		defer close(release)
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			served := 0
-			for _, rk := range sim.Racks() {
-				if _, _, requests := rk.Fills(); requests > 0 {
-					served++
-				}
-			}
-			if served == len(sim.Racks()) {
-				bothServed.Store(true)
-				return
-			}
-		}
-	}()
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Parallel: 1})
-	if !bothServed.Load() {
-		t.Fatal("the second rack was not asked while the first waited for the local copy's hash")
-	}
-	if err != nil || rep.Verdict != racks.Passed {
-		t.Fatalf("%v %+v", err, rep)
-	}
-}
-
-// heldHash holds the check's hash of the local copy (its 1 MiB reads)
-// until release is closed; the comparisons read on.
-type heldHash struct {
-	r       io.ReaderAt
-	release chan struct{}
-}
-
-func (h *heldHash) ReadAt(b []byte, off int64) (int, error) {
-	if len(b) == 1<<20 {
-		<-h.release
-	}
-	return h.r.ReadAt(b, off)
 }
 
 // A local copy said to have been hashed before that cannot be read is no
