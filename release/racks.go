@@ -100,8 +100,9 @@ func (o Options) recordRacks(ctx context.Context, image, version, via string, re
 
 // localTgz is a stored version's tgz on this host's disk, open for the
 // racks check to compare each rack's stream with (racks.Target.Local:
-// hashed once instead of once a rack, or not at all when a check hashed
-// it before and it has not changed since).
+// hashed once instead of once a rack, or not at all when a check or an
+// upload hashed it before and it has not changed since), and for an
+// upload to read.
 type localTgz struct {
 	*os.File
 	id     hashstamp.Identity

@@ -346,3 +346,23 @@ func TestRacksCheckHashesAnUnchangedTgzOnce(t *testing.T) {
 		t.Fatalf("after the wrong record: %v", err)
 	}
 }
+
+// A promotion that uploads a settled tgz from a directory store hashes it
+// as it reads it, and records so: the racks check that follows compares
+// the racks with it without hashing it again.
+func TestUploadHashesTheTgzForTheRacksCheck(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{})
+	f.opts.Hashed = hashstamp.Dir(t.TempDir())
+	v, err := f.store.Version(ctx, "demo", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(v.Tarball, 0o600); err != nil { // its change time: now
+		t.Fatal(err)
+	}
+	time.Sleep(hashstamp.Settle)
+	res, err := release.Promote(ctx, "demo", "1.0.0", f.opts)
+	if err != nil || res.Upload == nil || res.Racks == nil || res.Racks.Verdict != racks.Passed || !res.Racks.LocalCopyHashedBefore {
+		t.Fatalf("%v %+v", err, res)
+	}
+}

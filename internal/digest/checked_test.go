@@ -32,15 +32,22 @@ func TestCheckedReaderAt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if c.Verified() {
+			t.Fatal("verified before a read")
+		}
 		for range 2 { // an upload that starts over reads from 0 again
 			got, err := readChunks(c, size, 7000)
-			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("read %d bytes, err %v", len(got), err)
+			if err != nil || !bytes.Equal(got, data) || !c.Verified() {
+				t.Fatalf("read %d bytes, err %v, verified %v", len(got), err, c.Verified())
 			}
 		}
-		// A retried chunk re-reads bytes already hashed.
+		// A retried chunk re-reads bytes already hashed; from offset 0,
+		// it starts the check over.
 		if _, err := io.Copy(io.Discard, io.NewSectionReader(c, 0, 7000)); err != nil {
 			t.Fatal(err)
+		}
+		if c.Verified() {
+			t.Fatal("still verified after a read from 0 started over")
 		}
 		if _, err := io.Copy(io.Discard, io.NewSectionReader(c, 0, 7000)); err != nil {
 			t.Fatal(err)
@@ -58,15 +65,15 @@ func TestCheckedReaderAt(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "refusing its last bytes") || !errors.Is(err, ErrMismatch) {
 			t.Fatalf("err = %v", err)
 		}
-		if int64(len(got)) >= size {
-			t.Fatalf("handed out all %d bytes of the wrong content", len(got))
+		if int64(len(got)) >= size || c.Verified() {
+			t.Fatalf("handed out all %d bytes of the wrong content, or verified it: %v", len(got), c.Verified())
 		}
 	})
 
 	t.Run("skipping ahead leaves the end unchecked", func(t *testing.T) {
 		c, _ := NewCheckedReaderAt(bytes.NewReader(data), size, want)
-		if _, err := io.Copy(io.Discard, io.NewSectionReader(c, size-10, 10)); err == nil {
-			t.Fatal("the last bytes were handed out unchecked")
+		if _, err := io.Copy(io.Discard, io.NewSectionReader(c, size-10, 10)); err == nil || c.Verified() {
+			t.Fatalf("the last bytes were handed out unchecked: %v, verified %v", err, c.Verified())
 		}
 	})
 

@@ -194,10 +194,11 @@ type CheckedReaderAt struct {
 	size int64
 	want [sha256.Size]byte
 
-	mu   sync.Mutex
-	h    hash.Hash
-	next int64 // bytes hashed, from 0
-	gap  bool  // a read skipped ahead of next
+	mu       sync.Mutex
+	h        hash.Hash
+	next     int64 // bytes hashed, from 0
+	gap      bool  // a read skipped ahead of next
+	verified bool  // the last byte was handed out, checked
 }
 
 // NewCheckedReaderAt checks reads of r, which holds size bytes with the
@@ -238,7 +239,7 @@ func (c *CheckedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	defer c.mu.Unlock()
 	if off == 0 {
 		c.h.Reset()
-		c.next, c.gap = 0, false
+		c.next, c.gap, c.verified = 0, false, false
 	}
 	end := off + int64(n)
 	switch {
@@ -259,5 +260,15 @@ func (c *CheckedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	if got != c.want {
 		return 0, fmt.Errorf("the content has sha256 %x, expected %x: refusing its last bytes: %w", got, c.want, ErrMismatch)
 	}
+	c.verified = true
 	return n, nil
+}
+
+// Verified reports whether a read handed out the last byte: every byte
+// read in order since the last read from offset 0, and all of them hashed
+// to the sha256.
+func (c *CheckedReaderAt) Verified() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.verified
 }
