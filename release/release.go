@@ -66,10 +66,10 @@ type Options struct {
 	// Warnings. Racks adjusts the check.
 	WarmRacks, NoWarmRacks, AllowUnknownRacks bool
 	Racks                                     racks.Options
-	// Hashed is where the racks check records the store's tgzs it hashed
-	// (internal/hashstamp), so that a later check of an unchanged tgz
-	// compares the racks with it without hashing it again; "" records
-	// and trusts nothing.
+	// Hashed is where the racks check, and an upload of a directory
+	// store's tgz, record the tgzs they hashed (internal/hashstamp), so
+	// that a later racks check of an unchanged tgz compares the racks with
+	// it without hashing it again; "" records and trusts nothing.
 	Hashed hashstamp.Dir
 }
 

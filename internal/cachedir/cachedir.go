@@ -2,9 +2,9 @@
 // laid out: $IMAGECTL_CACHE_DIR, else imagectl/ in the user's cache
 // directory, holding one folder per user of it. Every user (the builder's
 // base images, layer cache and package cache, the registry store's cache,
-// the git catalogs' clones, the racks check's hash records, the cache
-// package's listing and pruning) takes its folder from here, so that one
-// setting moves them all.
+// the git catalogs' clones, the hash records of racks checks and uploads,
+// the cache package's listing and pruning) takes its folder from here, so
+// that one setting moves them all.
 package cachedir
 
 import (
@@ -31,8 +31,9 @@ const (
 	// Packages is the package cache (builder/debcache): the .deb files
 	// builds fetched on the host, by sha256.
 	Packages = "packages"
-	// Hashed holds the racks check's records of the store tgzs it hashed
-	// (internal/hashstamp): a small file a version checked, never pruned.
+	// Hashed holds the records of the store tgzs that a racks check or
+	// promote's upload hashed (internal/hashstamp): a small file a
+	// version, never pruned.
 	Hashed = "hashed"
 )
 
