@@ -128,7 +128,7 @@ func localTarball(v *store.Version) *localTgz {
 	if err == nil {
 		st, _ = fi.Sys().(*syscall.Stat_t)
 	}
-	if st == nil || st.Nlink != 1 || st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
+	if st == nil || st.Nlink != 1 || !hashstamp.OwnerOnly(fi) {
 		f.Close()
 		return nil
 	}

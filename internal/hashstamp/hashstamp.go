@@ -148,7 +148,7 @@ func (d Dir) Holds(sha256 string, id Identity) bool {
 	if err != nil {
 		return false
 	}
-	if fi, err := os.Lstat(string(d)); err != nil || !fi.IsDir() || !trusted(fi) {
+	if fi, err := os.Lstat(string(d)); err != nil || !fi.IsDir() || !OwnerOnly(fi) {
 		return false
 	}
 	// Not through a link, and not blocking on what is not a file.
@@ -158,7 +158,7 @@ func (d Dir) Holds(sha256 string, id Identity) bool {
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || !trusted(fi) {
+	if err != nil || !fi.Mode().IsRegular() || !OwnerOnly(fi) {
 		return false
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
@@ -172,9 +172,9 @@ func (d Dir) Holds(sha256 string, id Identity) bool {
 	return rec.SHA256 == filepath.Base(p) && rec.Identity == id
 }
 
-// trusted says whether only root or this user can have written what fi
+// OwnerOnly says whether only root or this user can have written what fi
 // describes: theirs, and writable by no group or other.
-func trusted(fi os.FileInfo) bool {
+func OwnerOnly(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && st.Mode&0o022 == 0 && (st.Uid == 0 || int(st.Uid) == os.Geteuid())
 }
