@@ -5,8 +5,11 @@
 // (oci/, store/oci: small files of every version read, tgzs fetched whole
 // for check and smoke) and the package cache's .deb archives (packages/,
 // builder/debcache). Prune weighs the three together, least recently used
-// first, under one size bound. The downloaded base images
-// (base/, one per recipe base) and the git catalogs' clones are not its.
+// first, under one size bound. It also lists the records of the tgzs racks
+// checks hashed (hashed/, internal/hashstamp), a few hundred bytes each,
+// which prune removes once their tgz is gone or changed, or all when it
+// empties the cache. The downloaded base images (base/, one per recipe
+// base) and the git catalogs' clones are not its.
 package cache
 
 import (
@@ -20,6 +23,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/filelock"
+	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/store/oci"
 )
 
@@ -40,6 +44,11 @@ type Contents struct {
 	PackagesDir  string           `json:"packages_directory"`
 	Packages     []debcache.Entry `json:"packages"`
 	PackageBytes int64            `json:"package_bytes"`
+	// Hashed are the records of the tgzs racks checks and uploads hashed,
+	// by sha256; HashedBytes counts them.
+	HashedDir   string            `json:"hash_records_directory"`
+	Hashed      []hashstamp.Entry `json:"hash_records"`
+	HashedBytes int64             `json:"hash_record_bytes"`
 }
 
 // Layers is the layer cache of a cache directory.
@@ -55,11 +64,14 @@ func Packages(dir string) debcache.Cache {
 	return debcache.Cache{Dir: filepath.Join(dir, cachedir.Packages)}
 }
 
+// Hashed is the folder of hash records of a cache directory.
+func Hashed(dir string) hashstamp.Dir { return hashstamp.Dir(filepath.Join(dir, cachedir.Hashed)) }
+
 // List reads what the cache directory holds.
 func List(dir string) (*Contents, error) {
-	layers, reg, pkgs := Layers(dir), Registry(dir), Packages(dir)
-	c := &Contents{Dir: dir, LayersDir: layers.Dir, RegistryDir: reg.Dir, PackagesDir: pkgs.Dir,
-		Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, Packages: []debcache.Entry{}}
+	layers, reg, pkgs, hashed := Layers(dir), Registry(dir), Packages(dir), Hashed(dir)
+	c := &Contents{Dir: dir, LayersDir: layers.Dir, RegistryDir: reg.Dir, PackagesDir: pkgs.Dir, HashedDir: string(hashed),
+		Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, Packages: []debcache.Entry{}, Hashed: []hashstamp.Entry{}}
 	if ls, err := layers.List(); err != nil {
 		return nil, fmt.Errorf("listing the layer cache %s: %w", layers.Dir, err)
 	} else if ls != nil {
@@ -88,6 +100,16 @@ func List(dir string) (*Contents, error) {
 	if c.PackageBytes, err = pkgs.Usage(); err != nil {
 		return nil, err
 	}
+	hs, err := hashed.List()
+	if err != nil {
+		return nil, err
+	}
+	if hs != nil {
+		c.Hashed = hs
+	}
+	for _, h := range c.Hashed {
+		c.HashedBytes += h.Bytes
+	}
 	return c, nil
 }
 
@@ -98,13 +120,15 @@ type Pruned struct {
 	Registry   []oci.CachedVersion `json:"registry_removed"`
 	InUse      []oci.CachedVersion `json:"registry_in_use"`
 	Packages   []debcache.Entry    `json:"packages_removed"`
+	Hashed     []hashstamp.Entry   `json:"hash_records_removed"`
 	FreedBytes int64               `json:"freed_bytes"`
 }
 
 // PruneOptions bound the cache.
 type PruneOptions struct {
 	// MaxBytes is the most the three parts may take together (0: no
-	// size limit; negative: remove everything not in use).
+	// size limit; negative: remove everything not in use, hash records
+	// too).
 	MaxBytes int64
 	// OlderThan removes what was not used for this long (0: no age limit).
 	OlderThan time.Duration
@@ -129,7 +153,10 @@ const lockRetry = 500 * time.Millisecond
 // used layer snapshots, registry versions and package archives, of any
 // kind, until the three together take at most MaxBytes, and what crashed
 // builds and downloads left half-written (interrupted package downloads
-// included). It leaves the registry versions read within oci.InUse, whose
+// included), and the hash records whose tgz is gone or changed (all of
+// them when MaxBytes is negative). The records are not weighed: they take
+// a few hundred bytes a version, and each saves a read of a whole tgz. It
+// leaves the registry versions read within oci.InUse, whose
 // readers may not have opened their files yet. It holds the parts' locks
 // exclusive, taking them only together: while a build or a registry read
 // holds one, it waits (until ctx ends) holding none, so that no kind of
@@ -142,11 +169,19 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 	}
 	defer unlock()
 
-	p := &Pruned{Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, InUse: []oci.CachedVersion{}, Packages: []debcache.Entry{}}
+	p := &Pruned{Layers: []layercache.Entry{}, Registry: []oci.CachedVersion{}, InUse: []oci.CachedVersion{}, Packages: []debcache.Entry{},
+		Hashed: []hashstamp.Entry{}}
 	if err := layers.Sweep(); err != nil {
 		return p, err
 	}
-	swept, err := reg.Sweep()
+	hashed := Hashed(dir)
+	stale, swept, err := hashed.Sweep()
+	p.Hashed = append(p.Hashed, stale...)
+	p.FreedBytes += swept
+	if err != nil {
+		return p, err
+	}
+	swept, err = reg.Sweep()
 	p.FreedBytes += swept
 	if err != nil {
 		return p, err
@@ -159,6 +194,15 @@ func Prune(ctx context.Context, dir string, opts PruneOptions) (*Pruned, error) 
 	c, err := List(dir)
 	if err != nil {
 		return p, err
+	}
+	if opts.MaxBytes < 0 {
+		for _, h := range c.Hashed {
+			if err := hashed.Forget(h.SHA256); err != nil {
+				return p, err
+			}
+			p.Hashed = append(p.Hashed, h)
+			p.FreedBytes += h.Bytes
+		}
 	}
 	now := time.Now()
 	var items []item

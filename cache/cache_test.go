@@ -13,6 +13,7 @@ import (
 	"github.com/gpuaas/imagectl/builder/layercache"
 	"github.com/gpuaas/imagectl/cache"
 	"github.com/gpuaas/imagectl/internal/cachedir"
+	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/store"
 	"github.com/gpuaas/imagectl/store/oci"
@@ -236,11 +237,11 @@ func TestPruneBothParts(t *testing.T) {
 func TestEmpty(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "absent")
 	c, err := cache.List(dir)
-	if err != nil || len(c.Layers) != 0 || len(c.Registry) != 0 || c.Layers == nil || c.Registry == nil {
+	if err != nil || len(c.Layers) != 0 || len(c.Registry) != 0 || c.Layers == nil || c.Registry == nil || c.Hashed == nil {
 		t.Fatalf("%+v, %v", c, err)
 	}
 	p, err := cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: -1})
-	if err != nil || len(p.Layers)+len(p.Registry) != 0 || p.FreedBytes != 0 {
+	if err != nil || len(p.Layers)+len(p.Registry)+len(p.Hashed) != 0 || p.FreedBytes != 0 {
 		t.Fatalf("%+v, %v", p, err)
 	}
 }
@@ -287,5 +288,58 @@ func TestPruneWaitsHoldingNeither(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// hashRecord writes a file and records in the cache directory that it
+// had sha; the file's path.
+func hashRecord(t *testing.T, dir, sha string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "v.tgz")
+	if err := os.WriteFile(p, []byte(sha), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	id, err := hashstamp.Of(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := cache.Hashed(dir).Record(sha, id, time.Unix(0, id.Ctime).Add(hashstamp.Settle)); !ok || err != nil {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	return p
+}
+
+// The hash records are listed; a prune with any bound removes those whose
+// tgz is gone, and only those, and emptying the cache removes them all.
+func TestHashRecordsListedAndPruned(t *testing.T) {
+	dir := t.TempDir()
+	kept, gone := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
+	hashRecord(t, dir, kept)
+	if err := os.Remove(hashRecord(t, dir, gone)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.List(dir)
+	if err != nil || len(c.Hashed) != 2 || c.HashedBytes == 0 || c.HashedDir != filepath.Join(dir, cachedir.Hashed) ||
+		!c.Hashed[0].Current || c.Hashed[1].Current {
+		t.Fatalf("listed %+v, %v", c, err)
+	}
+	p, err := cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: 1 << 30, OlderThan: time.Hour})
+	if err != nil || len(p.Hashed) != 1 || p.Hashed[0].SHA256 != gone || p.FreedBytes != c.Hashed[1].Bytes {
+		t.Fatalf("pruned %+v, %v", p, err)
+	}
+	if c, err = cache.List(dir); err != nil || len(c.Hashed) != 1 || c.Hashed[0].SHA256 != kept {
+		t.Fatalf("after pruning: %+v, %v", c.Hashed, err)
+	}
+	p, err = cache.Prune(context.Background(), dir, cache.PruneOptions{MaxBytes: -1})
+	if err != nil || len(p.Hashed) != 1 || p.Hashed[0].SHA256 != kept || p.FreedBytes != c.HashedBytes {
+		t.Fatalf("emptying pruned %+v, %v", p, err)
+	}
+	if c, err = cache.List(dir); err != nil || len(c.Hashed) != 0 || c.Hashed == nil {
+		t.Fatalf("after emptying: %+v, %v", c.Hashed, err)
 	}
 }

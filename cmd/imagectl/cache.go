@@ -36,7 +36,10 @@ layer before, so that rebuilds apply only what changed. The registry cache
 holds what reads of an OCI store fetched: every version's small files, and
 the tgzs check and smoke fetched whole. The package cache holds the .deb
 archives builds fetched on the host, by sha256. ls lists all three; prune
-removes the least recently used of any until the whole fits.`,
+removes the least recently used of any until the whole fits. ls also lists
+the records of the store tgzs that racks checks and promote's uploads
+hashed, which spare later checks the hash while the tgz is unchanged;
+prune removes those whose tgz is gone or changed.`,
 	}
 	cmd.PersistentFlags().StringVar(&f.cacheDir, "cache-dir", "", "the cache directory builds use (default: $IMAGECTL_CACHE_DIR, else $XDG_CACHE_HOME/imagectl)")
 	f.output.registerIn(cmd, cmd.PersistentFlags())
@@ -53,8 +56,9 @@ removes the least recently used of any until the whole fits.`,
 		Short: "Remove the least recently used layer snapshots, registry versions and packages",
 		Long: `Prune removes layer snapshots, fetched registry versions and cached package
 archives not used for --older-than, then the least recently used of any until
-the cache fits in --max-size, the three counted together, and interrupted
-downloads. With neither flag, it empties all three. Registry versions read in
+the cache fits in --max-size, the three counted together, interrupted
+downloads, and the hash records whose tgz is gone or changed. With neither
+flag, it empties all three, and removes every hash record. Registry versions read in
 the last 15 minutes are kept: their readers may still be opening them. It
 waits for running builds and registry reads to finish, and they wait while it
 runs. Downloaded base images are not pruned.`,
@@ -106,6 +110,13 @@ func lsText(w io.Writer, c *cache.Contents, layers layercache.Cache) {
 	}
 	fmt.Fprintf(w, "%d registry versions, %s in %s\n", len(c.Registry), humanBytes(c.RegistryBytes), c.RegistryDir)
 	fmt.Fprintf(w, "%d packages, %s in %s\n", len(c.Packages), humanBytes(c.PackageBytes), c.PackagesDir)
+	current := 0
+	for _, h := range c.Hashed {
+		if h.Current {
+			current++
+		}
+	}
+	fmt.Fprintf(w, "%d hash records (%d of unchanged tgzs), %s in %s\n", len(c.Hashed), current, humanBytes(c.HashedBytes), c.HashedDir)
 }
 
 func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, env []string) error {
@@ -126,7 +137,8 @@ func runCachePrune(ctx context.Context, f *cacheFlags, _ []string, s streams, en
 }
 
 func pruneText(w io.Writer, p *cache.Pruned) {
-	fmt.Fprintf(w, "removed %d snapshots, %d registry versions and %d packages, %s freed\n", len(p.Layers), len(p.Registry), len(p.Packages), humanBytes(p.FreedBytes))
+	fmt.Fprintf(w, "removed %d snapshots, %d registry versions, %d packages and %d hash records, %s freed\n",
+		len(p.Layers), len(p.Registry), len(p.Packages), len(p.Hashed), humanBytes(p.FreedBytes))
 	if len(p.InUse) > 0 {
 		fmt.Fprintf(w, "kept %d registry versions read in the last %s, in use:\n", len(p.InUse), oci.InUse)
 		for _, v := range p.InUse {

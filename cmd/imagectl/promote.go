@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuaas/imagectl/cache"
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/event"
-	"github.com/gpuaas/imagectl/internal/hashstamp"
 	"github.com/gpuaas/imagectl/internal/textsafe"
 	"github.com/gpuaas/imagectl/profile"
 	"github.com/gpuaas/imagectl/racks"
@@ -90,7 +89,7 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 	// Without a cache directory, the racks check hashes the store's tgz
 	// every time.
 	if dir, err := cachedir.Default(env); err == nil {
-		o.Hashed = hashstamp.Dir(filepath.Join(dir, cachedir.Hashed))
+		o.Hashed = cache.Hashed(dir)
 	}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuaas/imagectl/cache"
 	"github.com/gpuaas/imagectl/internal/cachedir"
 	"github.com/gpuaas/imagectl/internal/environ"
 	"github.com/gpuaas/imagectl/internal/hashstamp"
@@ -108,6 +109,28 @@ func TestWarmRacksHashesAnUnchangedTgzOnce(t *testing.T) {
 	recs, err := os.ReadDir(filepath.Join(environ.Get(env, cachedir.Env), cachedir.Hashed))
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records in the cache directory: %v %v", recs, err)
+	}
+	// cache ls lists the record; a prune keeps it while the tgz is
+	// unchanged, and removes it once the tgz has changed.
+	if out, errs, code := imagectl(t, env, "cache", "ls"); code != 0 || !strings.Contains(out, "1 hash records (1 of unchanged tgzs)") {
+		t.Fatalf("cache ls: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := imagectl(t, env, "cache", "prune", "--older-than", "1h"); code != 0 || !strings.Contains(out, "0 hash records") {
+		t.Fatalf("cache prune: exit %d\n%s%s", code, out, errs)
+	}
+	if err := os.Chmod(tgzs[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := imagectl(t, env, "cache", "ls", "-o", "json")
+	var c cache.Contents
+	if code != 0 || json.Unmarshal([]byte(out), &c) != nil || len(c.Hashed) != 1 || c.Hashed[0].Current || c.Hashed[0].Path != tgzs[0] {
+		t.Fatalf("cache ls -o json after the tgz changed: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := imagectl(t, env, "cache", "prune", "--older-than", "1h"); code != 0 || !strings.Contains(out, "1 hash records") {
+		t.Fatalf("cache prune after the tgz changed: exit %d\n%s%s", code, out, errs)
+	}
+	if recs, err := os.ReadDir(filepath.Join(environ.Get(env, cachedir.Env), cachedir.Hashed)); err != nil || len(recs) != 0 {
+		t.Fatalf("records left: %v %v", recs, err)
 	}
 }
 

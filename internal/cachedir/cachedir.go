@@ -33,7 +33,7 @@ const (
 	Packages = "packages"
 	// Hashed holds the records of the store tgzs that a racks check or
 	// promote's upload hashed (internal/hashstamp): a small file a
-	// version, never pruned.
+	// version, pruned once its tgz is gone or changed (cache).
 	Hashed = "hashed"
 )
 

@@ -50,7 +50,8 @@ type Identity struct {
 	Ctime  int64  `json:"ctime_ns"`
 }
 
-// Of is the identity of the open file f.
+// Of is the identity of the open file f, its path made absolute, so that
+// a record names the file whatever folder a later reader runs in.
 func Of(f *os.File) (Identity, error) {
 	st, err := stat(f)
 	if err != nil {
@@ -60,7 +61,11 @@ func Of(f *os.File) (Identity, error) {
 	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
 		return Identity{}, fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	return Identity{Path: f.Name(), FSType: int64(fs.Type), Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, nil
+	path, err := filepath.Abs(f.Name())
+	if err != nil {
+		return Identity{}, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return Identity{Path: path, FSType: int64(fs.Type), Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, nil
 }
 
 // zfsSuperMagic is ZFS's statfs type, which x/sys/unix does not name.
@@ -141,35 +146,42 @@ func (d Dir) Record(sha256 string, id Identity, read time.Time) (bool, error) {
 // is unchanged since. A record that cannot be read, or that others may
 // have written, holds nothing.
 func (d Dir) Holds(sha256 string, id Identity) bool {
-	if d == "" {
-		return false
-	}
 	p, err := d.path(sha256)
 	if err != nil {
 		return false
 	}
+	rec, _, ok := d.read(p)
+	return ok && rec.Identity == id
+}
+
+// read reads the record at p, in d: ok only when d is a folder nobody but
+// its owner may write and the record is a file of theirs, read without
+// following a link, that names its own sha256.
+func (d Dir) read(p string) (rec record, fi os.FileInfo, ok bool) {
+	if d == "" {
+		return rec, nil, false
+	}
 	if fi, err := os.Lstat(string(d)); err != nil || !fi.IsDir() || !OwnerOnly(fi) {
-		return false
+		return rec, nil, false
 	}
 	// Not through a link, and not blocking on what is not a file.
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return false
+		return rec, nil, false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	fi, err = f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || !OwnerOnly(fi) {
-		return false
+		return rec, nil, false
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
 	if err != nil || len(b) > maxRecord {
-		return false
+		return rec, nil, false
 	}
-	var rec record
 	if json.Unmarshal(b, &rec) != nil {
-		return false
+		return rec, nil, false
 	}
-	return rec.SHA256 == filepath.Base(p) && rec.Identity == id
+	return rec, fi, rec.SHA256 == filepath.Base(p)
 }
 
 // OwnerOnly says whether only root or this user can have written what fi
@@ -189,4 +201,105 @@ func (d Dir) Forget(sha256 string) error {
 		return fmt.Errorf("removing the record that a file had sha256 %s (remove it by hand, or the racks check will keep trusting it): %w", filepath.Base(p), err)
 	}
 	return nil
+}
+
+// Entry is a record as List reads it.
+type Entry struct {
+	// SHA256 is the sha256 recorded ("sha256:<hex>").
+	SHA256 string `json:"sha256"`
+	// Path is the file's, as it was opened.
+	Path     string    `json:"path"`
+	Recorded time.Time `json:"recorded"`
+	Bytes    int64     `json:"bytes"`
+	// Current is whether the file at Path has the identity recorded still:
+	// only then can the record save a hash. A record of a file removed or
+	// changed since never can.
+	Current bool `json:"current"`
+}
+
+// List reads the records in d, by sha256; a folder not made yet holds
+// none. What is not a record that Holds would read (a write cut short, a
+// file others may have written) is not listed: Sweep removes it.
+func (d Dir) List() ([]Entry, error) {
+	des, err := os.ReadDir(string(d))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the hash records %s: %w", d, err)
+	}
+	var es []Entry
+	for _, de := range des {
+		rec, fi, ok := d.read(filepath.Join(string(d), de.Name()))
+		if !ok {
+			continue
+		}
+		es = append(es, Entry{SHA256: digest.Prefix + rec.SHA256, Path: rec.Path, Recorded: fi.ModTime(),
+			Bytes: fi.Size(), Current: rec.Identity.current()})
+	}
+	return es, nil
+}
+
+// current says whether the file at id.Path has id's device, inode, size
+// and times now.
+func (id Identity) current() bool {
+	if !filepath.IsAbs(id.Path) {
+		return false
+	}
+	fi, err := os.Stat(id.Path)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && uint64(st.Dev) == id.Dev && st.Ino == id.Ino && st.Size == id.Size &&
+		st.Mtim.Nano() == id.Mtime && st.Ctim.Nano() == id.Ctime
+}
+
+// cutShort is how old a file in d that is not a record must be for Sweep
+// to remove it: a record is written in well under a second, so a younger
+// one may be a write in progress.
+const cutShort = time.Minute
+
+// Sweep removes the records that can never save a hash again (their file
+// removed or changed since: a new record replaces them when it is hashed
+// again), and what is not a record: a write cut short, more than a minute
+// old, or a file Holds would not believe. It returns the records it
+// removed and the bytes it freed. A record written anew while Sweep reads
+// the old one may go with it; that costs one hash, never a wrong answer.
+func (d Dir) Sweep() ([]Entry, int64, error) {
+	des, err := os.ReadDir(string(d))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("sweeping the hash records %s: %w", d, err)
+	}
+	var (
+		removed []Entry
+		freed   int64
+	)
+	for _, de := range des {
+		if de.IsDir() {
+			continue
+		}
+		p := filepath.Join(string(d), de.Name())
+		rec, fi, ok := d.read(p)
+		if ok && rec.Identity.current() {
+			continue
+		}
+		if !ok {
+			fi, err = de.Info()
+			if err != nil || time.Since(fi.ModTime()) < cutShort {
+				continue
+			}
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, freed, fmt.Errorf("sweeping the hash records %s: %w", d, err)
+		}
+		freed += fi.Size()
+		if ok {
+			removed = append(removed, Entry{SHA256: digest.Prefix + rec.SHA256, Path: rec.Path, Recorded: fi.ModTime(), Bytes: fi.Size()})
+		}
+	}
+	return removed, freed, nil
 }

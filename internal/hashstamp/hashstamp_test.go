@@ -3,6 +3,7 @@ package hashstamp_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,95 @@ func TestOnlyTrustedRecordsHold(t *testing.T) {
 	}
 	if _, err := d.Record("not a digest", id, time.Now()); err == nil {
 		t.Error("recorded under a name that is not a digest")
+	}
+}
+
+// recordNew writes a file and records it, settled.
+func recordNew(t *testing.T, d hashstamp.Dir, sha string) string {
+	t.Helper()
+	id, p := identity(t)
+	if ok, err := d.Record(sha, id, time.Unix(0, id.Ctime).Add(hashstamp.Settle)); !ok || err != nil {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	return p
+}
+
+// A record is current while its file is unchanged; Sweep removes the
+// records of files removed or changed since, and old leftovers that are not
+// records, and keeps the current records and a write that may be in
+// progress.
+func TestListAndSweep(t *testing.T) {
+	d := hashstamp.Dir(filepath.Join(t.TempDir(), "hashed"))
+	if es, err := d.List(); err != nil || len(es) != 0 {
+		t.Fatalf("a folder not made yet: %v %v", es, err)
+	}
+	if rm, freed, err := d.Sweep(); err != nil || len(rm) != 0 || freed != 0 {
+		t.Fatalf("sweeping a folder not made yet: %v %d %v", rm, freed, err)
+	}
+	shas := []string{
+		"sha256:" + strings.Repeat("1", 64), // kept
+		"sha256:" + strings.Repeat("2", 64), // its file removed
+		"sha256:" + strings.Repeat("3", 64), // its file changed
+	}
+	var files []string
+	for _, s := range shas {
+		files = append(files, recordNew(t, d, s))
+	}
+	if err := os.Remove(files[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files[2], []byte("tess"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	es, err := d.List()
+	if err != nil || len(es) != 3 {
+		t.Fatalf("listed %+v, %v", es, err)
+	}
+	for i, e := range es {
+		if e.SHA256 != shas[i] || e.Path != files[i] || e.Bytes == 0 || e.Recorded.IsZero() || e.Current != (i == 0) {
+			t.Errorf("entry %d: %+v", i, e)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	leftover := filepath.Join(string(d), "."+strings.Repeat("4", 64)+".tmp-1")
+	inProgress := filepath.Join(string(d), "."+strings.Repeat("5", 64)+".tmp-2")
+	for _, p := range []string{leftover, inProgress} {
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(leftover, old, old); err != nil {
+		t.Fatal(err)
+	}
+	rm, freed, err := d.Sweep()
+	if err != nil || len(rm) != 2 || rm[0].SHA256 != shas[1] || rm[1].SHA256 != shas[2] || freed != es[1].Bytes+es[2].Bytes+1 {
+		t.Fatalf("swept %+v, %d bytes, %v", rm, freed, err)
+	}
+	des, err := os.ReadDir(string(d))
+	var left []string
+	for _, de := range des {
+		left = append(left, de.Name())
+	}
+	if want := []string{filepath.Base(inProgress), strings.Repeat("1", 64)}; err != nil || !slices.Equal(left, want) {
+		t.Errorf("left %v (%v), want %v", left, err, want)
+	}
+	if es, err := d.List(); err != nil || len(es) != 1 || !es[0].Current {
+		t.Errorf("after the sweep: %+v, %v", es, err)
+	}
+}
+
+// A record names its file by its absolute path, whatever folder it was
+// opened from.
+func TestIdentityPathIsAbsolute(t *testing.T) {
+	_, p := identity(t)
+	t.Chdir(filepath.Dir(p))
+	f, err := os.Open(filepath.Base(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	id, err := hashstamp.Of(f)
+	if err != nil || id.Path != p {
+		t.Errorf("path %q, want %q (%v)", id.Path, p, err)
 	}
 }
