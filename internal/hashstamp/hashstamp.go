@@ -263,14 +263,24 @@ const cutShort = time.Minute
 // Sweep removes the records that can never save a hash again (their file
 // removed or changed since: a new record replaces them when it is hashed
 // again), and what is not a record: a write cut short, more than a minute
-// old, or a file Holds would not believe. It returns the records it
+// old, or a file Holds would not believe. A folder that is a link, or that
+// others may write, is an error: nothing in it is removed. It returns the records it
 // removed and the bytes it freed. A record written anew while Sweep reads
 // the old one may go with it; that costs one hash, never a wrong answer.
 func (d Dir) Sweep() ([]Entry, int64, error) {
-	des, err := os.ReadDir(string(d))
+	fi, err := os.Lstat(string(d))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, nil
 	}
+	if err == nil && (!fi.IsDir() || !OwnerOnly(fi)) {
+		// Not through a link, nor where others write: what is there is
+		// not only records.
+		err = errors.New("not a folder of this user's that only they may write: remove or fix it by hand")
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("sweeping the hash records %s: %w", d, err)
+	}
+	des, err := os.ReadDir(string(d))
 	if err != nil {
 		return nil, 0, fmt.Errorf("sweeping the hash records %s: %w", d, err)
 	}

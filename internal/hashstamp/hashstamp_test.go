@@ -271,3 +271,45 @@ func TestIdentityPathIsAbsolute(t *testing.T) {
 		t.Errorf("path %q, want %q (%v)", id.Path, p, err)
 	}
 }
+
+// Sweep removes nothing through a link, or in a folder others may write.
+func TestSweepOnlyItsOwnFolder(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(other, "kept")
+	if err := os.WriteFile(kept, []byte("not a record"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(kept, old, old); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "hashed")
+	if err := os.Symlink(other, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := hashstamp.Dir(link).Sweep(); err == nil || !strings.Contains(err.Error(), link) {
+		t.Errorf("swept through a link: %v", err)
+	}
+	if err := os.Chmod(other, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := hashstamp.Dir(other).Sweep(); err == nil {
+		t.Error("swept a folder others may write")
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("removed: %v", err)
+	}
+	if err := os.Chmod(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if rm, _, err := hashstamp.Dir(other).Sweep(); err != nil || len(rm) != 0 {
+		t.Errorf("sweeping its own folder: %v %v", rm, err)
+	}
+	if _, err := os.Stat(kept); err == nil {
+		t.Error("an old file that is not a record was kept")
+	}
+}
