@@ -56,7 +56,7 @@ type Handle struct {
 // them anew each time: 15,000 to 45,000 new blocks a second through
 // package installs, filling its 1 GiB translation cache every two minutes.
 // Without randomization the same code keeps its translation; in two pairs
-// of demo builds the packages steps took 95 and 109 s instead of 149 and
+// of demo builds the packages steps took 96 and 109 s instead of 149 and
 // 161 s, the builds 189 and 208 s instead of 273 and more (docs/speed.md).
 // The appliance is a throwaway VM that runs only the build's own steps;
 // under KVM, which translates nothing, it keeps randomization.

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,25 @@ func TestHandle(t *testing.T) {
 	defer h.Close()
 	if h.Accelerator() != accel {
 		t.Errorf("Accelerator() = %q, want %q", h.Accelerator(), accel)
+	}
+	// Under TCG the appliance's kernel runs without address space
+	// randomization (tcgAppend); under KVM with. Read from QEMU's own
+	// command line (the Go binding's Get_append returns one character).
+	appended := false
+	for _, pid := range qemuproc.Children() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Split(string(b), "\x00")
+		for i, a := range args[:len(args)-1] {
+			if a == "-append" {
+				appended = appended || slices.Contains(strings.Fields(args[i+1]), tcgAppend)
+			}
+		}
+	}
+	if appended != (accel == "tcg") {
+		t.Errorf("under %s, norandmaps on the appliance kernel's command line: %v", accel, appended)
 	}
 
 	if err := h.Call(ctx, func(g *guestfs.Guestfs) error {
