@@ -234,10 +234,17 @@ func (d Dir) List() ([]Entry, error) {
 		if !ok {
 			continue
 		}
-		es = append(es, Entry{SHA256: digest.Prefix + rec.SHA256, Path: rec.Path, Recorded: fi.ModTime(),
-			Bytes: fi.Size(), Current: rec.Identity.current()})
+		e := rec.entry(fi)
+		e.Current = rec.Identity.current()
+		es = append(es, e)
 	}
 	return es, nil
+}
+
+// entry is the record rec, read from the file fi describes, as List
+// lists it (Current left false).
+func (rec record) entry(fi os.FileInfo) Entry {
+	return Entry{SHA256: digest.Prefix + rec.SHA256, Path: rec.Path, Recorded: fi.ModTime(), Bytes: fi.Size()}
 }
 
 // current says whether the file at id.Path has id's device, inode, size
@@ -308,7 +315,7 @@ func (d Dir) Sweep() ([]Entry, int64, error) {
 		}
 		freed += fi.Size()
 		if ok {
-			removed = append(removed, Entry{SHA256: digest.Prefix + rec.SHA256, Path: rec.Path, Recorded: fi.ModTime(), Bytes: fi.Size()})
+			removed = append(removed, rec.entry(fi))
 		}
 	}
 	return removed, freed, nil
