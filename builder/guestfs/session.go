@@ -33,13 +33,61 @@ type session struct {
 	mounts []guest.Mount
 }
 
+// launchTries bounds how many times Open launches an appliance to get one
+// whose kernel named the image's disk /dev/sda.
+const launchTries = 4
+
+// firstDrive is libguestfs's name for the image's disk.
+const firstDrive = "/dev/sda"
+
 // Open launches the appliance on disk, grows the root filesystem to the
 // disk's size and mounts the guest.
+//
+// The appliance's kernel probes its disks (the image's and the
+// appliance's own) in no fixed order, and on a loaded host names the
+// image's disk /dev/sdb now and then (5 of 21 launches, three at a time
+// on a 2-core machine). libguestfs hides that
+// from its API, but not from the guest's tools: grub-mkconfig, run by
+// update-grub and by kernel packages, writes hd1 instead of hd0 into
+// grub.cfg's search hints, and the same inputs would give other tgz
+// bytes. So Open launches again until the kernel named the image's disk
+// /dev/sda, up to launchTries times, and says when it gives up.
 func (e Executor) Open(ctx context.Context, disk string, opts guest.SessionOptions) (guest.Session, error) {
 	accel, err := appliance.Accelerator(ctx, opts.Accel, opts.Log)
 	if err != nil {
 		return nil, err
 	}
+	log := opts.Log
+	if log == nil {
+		log = func(string) {}
+	}
+	for try := 1; ; try++ {
+		s, root, named, err := e.open(ctx, disk, accel, opts)
+		if err != nil {
+			return nil, err
+		}
+		if named == firstDrive || named == "" {
+			log(fmt.Sprintf("appliance up (%s), guest root %s", accel, root))
+			return s, nil
+		}
+		if try == launchTries {
+			log(fmt.Sprintf("appliance up (%s), guest root %s; its kernel named the image's disk %s in each of %d launches: "+
+				"what tools in the guest write of the disk's name (grub.cfg's search hints) may differ from another build of the same inputs",
+				accel, root, named, launchTries))
+			return s, nil
+		}
+		log(fmt.Sprintf("the appliance's kernel named the image's disk %s, not %s (it probes disks in no fixed order): launching it again, so that the guest's tools see the disk as every build does",
+			named, firstDrive))
+		if err := s.Close(); err != nil {
+			return nil, fmt.Errorf("closing the appliance to launch it again: %w", err)
+		}
+	}
+}
+
+// open launches the appliance once and mounts the guest, returning the
+// guest's root and the name the appliance's kernel gave the image's disk
+// ("" when the guest cannot tell).
+func (e Executor) open(ctx context.Context, disk, accel string, opts guest.SessionOptions) (_ *session, root, named string, err error) {
 	format := opts.Format
 	if format == "" {
 		format = "qcow2"
@@ -50,23 +98,22 @@ func (e Executor) Open(ctx context.Context, disk string, opts guest.SessionOptio
 		Format: format, Discard: true,
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
 	s := &session{Handle: h}
-	var root string
 	err = h.Call(ctx, func(g *guestfs.Guestfs) error {
 		var err error
 		root, err = s.growAndMount(g, opts.Log)
 		return err
 	})
+	if err == nil {
+		named, err = h.FirstDrive(ctx)
+	}
 	if err != nil {
 		h.Close()
-		return nil, err
+		return nil, "", "", err
 	}
-	if opts.Log != nil {
-		opts.Log(fmt.Sprintf("appliance up (%s), guest root %s", accel, root))
-	}
-	return s, nil
+	return s, root, named, nil
 }
 
 // growAndMount finds the guest's root, grows its partition and ext

@@ -175,6 +175,29 @@ func callFor[T any](ctx context.Context, h *Handle, f func(g *guestfs.Guestfs) (
 	return v, err
 }
 
+// firstDriveLink is where udev links the first drive libguestfs adds (it
+// gives its drives the ids hd0, hd1, ..., which QEMU reports as their
+// serial numbers, and translates device names by these links).
+const firstDriveLink = "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_hd0"
+
+// FirstDrive returns the name the appliance's kernel gave the first drive
+// (the disk Launch attached), as tools in the guest see it, or "" where the
+// guest cannot tell. It runs in the guest, so a root must be mounted.
+// libguestfs presents that drive as /dev/sda whatever the kernel named it,
+// and the kernel probes the appliance's disks in no fixed order: on a
+// loaded host the first drive is sometimes /dev/sdb, and tools such as
+// grub-mkconfig write that name into what they generate.
+func (h *Handle) FirstDrive(ctx context.Context) (string, error) {
+	out, code, err := h.Run(ctx, "if [ -e "+firstDriveLink+" ]; then readlink -f "+firstDriveLink+"; fi")
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d: %.200s", code, strings.TrimSpace(out))
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading which disk the appliance's kernel named %s: %w", firstDriveLink, err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
 const exitMarker = "imagectl-exit="
 
 // Run runs a shell script in the guest (libguestfs chroots into the
