@@ -182,18 +182,18 @@ const firstDriveLink = "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_hd0"
 
 // FirstDrive returns the name the appliance's kernel gave the first drive
 // (the disk Launch attached), as tools in the guest see it, or "" where the
-// guest cannot tell. It runs in the guest, so a root must be mounted.
+// guest cannot tell (no such link, no readlink). It runs in the guest, so a root must be mounted.
 // libguestfs presents that drive as /dev/sda whatever the kernel named it,
 // and the kernel probes the appliance's disks in no fixed order: on a
 // loaded host the first drive is sometimes /dev/sdb, and tools such as
 // grub-mkconfig write that name into what they generate.
 func (h *Handle) FirstDrive(ctx context.Context) (string, error) {
 	out, code, err := h.Run(ctx, "if [ -e "+firstDriveLink+" ]; then readlink -f "+firstDriveLink+"; fi")
-	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d: %.200s", code, strings.TrimSpace(out))
-	}
 	if err != nil {
 		return "", fmt.Errorf("reading which disk the appliance's kernel named %s: %w", firstDriveLink, err)
+	}
+	if code != 0 {
+		return "", nil // a guest without readlink cannot tell
 	}
 	return strings.TrimSpace(out), nil
 }
