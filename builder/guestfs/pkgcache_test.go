@@ -219,31 +219,36 @@ func TestPackageCache(t *testing.T) {
 			continue
 		}
 		t.Errorf("the %s build's tgz (sha256 %s) is not the cold build's (%s)", other.name, other.r.res.Manifest.Artifact.SHA256, cold.res.Manifest.Artifact.SHA256)
-		var diffs []string
-		for name, want := range cold.tgz {
-			got, ok := other.r.tgz[name]
-			if !ok {
-				diffs = append(diffs, name+": missing")
-				continue
-			}
-			if got != want {
-				diffs = append(diffs, fmt.Sprintf("%s:\n    cold %s\n    %s %s", name, want, other.name, got))
-			}
-		}
-		for name := range other.r.tgz {
-			if _, ok := cold.tgz[name]; !ok {
-				diffs = append(diffs, name+": only in the "+other.name+" build")
-			}
-		}
-		sort.Strings(diffs)
-		for i, d := range diffs {
-			if i == 20 {
-				t.Errorf("... %d more", len(diffs)-20)
-				break
-			}
+		for _, d := range entryDiffs(cold.tgz, other.r.tgz, "cold", other.name, 20) {
 			t.Errorf("the %s build's tgz differs from the cold build's: %s", other.name, d)
 		}
 	}
+}
+
+// entryDiffs are the entries two tarDigests maps disagree on, sorted, at
+// most n of them and then a count of the rest.
+func entryDiffs(a, b map[string]string, nameA, nameB string, n int) []string {
+	var diffs []string
+	for name, want := range a {
+		got, ok := b[name]
+		if !ok {
+			diffs = append(diffs, name+": only in the "+nameA+" build")
+			continue
+		}
+		if got != want {
+			diffs = append(diffs, fmt.Sprintf("%s:\n    %s %s\n    %s %s", name, nameA, want, nameB, got))
+		}
+	}
+	for name := range b {
+		if _, ok := a[name]; !ok {
+			diffs = append(diffs, name+": only in the "+nameB+" build")
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > n {
+		diffs = append(diffs[:n], fmt.Sprintf("... %d more", len(diffs)-n))
+	}
+	return diffs
 }
 
 var mtimeField = regexp.MustCompile(` mtime=(-?\d+)`)
