@@ -3,7 +3,6 @@
 package guestfs
 
 import (
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -251,7 +250,7 @@ func BenchmarkBuildTimes(b *testing.B) {
 					fmt.Fprintf(&out, "%s and %s: other tgz bytes, but the checkout changed between them (%s, then %s): not compared\n", first.name, r.name, first.rev, r.rev)
 				default:
 					b.Errorf("builds of the same inputs gave other tgz bytes: %s %s, %s %s", first.name, first.sha256, r.name, r.sha256)
-					for _, d := range entryDiffs(benchTgzEntries(b, first.tgz), benchTgzEntries(b, r.tgz), first.name, r.name, 20) {
+					for _, d := range entryDiffs(tgzEntries(b, first.tgz), tgzEntries(b, r.tgz), first.name, r.name, 20) {
 						b.Errorf("%s", d)
 					}
 				}
@@ -293,22 +292,4 @@ func virtCustomizeDemo(b *testing.B, base string, env []string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("%v\n%s", err, out)
 	}
-}
-
-// benchTgzEntries describes each entry of a tgz (tarDigests).
-func benchTgzEntries(b *testing.B, tgz string) map[string]string {
-	f, err := os.Open(tgz)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := map[string]string{}
-	if err := tarDigests(zr, m); err != nil {
-		b.Fatalf("reading %s: %v", tgz, err)
-	}
-	return m
 }

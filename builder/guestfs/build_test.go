@@ -489,19 +489,7 @@ for i in $(seq 1 3000); do : > $d/big/f$i; done`); err != nil {
 	}
 	for _, tgz := range []string{host[0], applianceTGZ} {
 		t.Run(filepath.Base(tgz), func(t *testing.T) {
-			f, err := os.Open(tgz)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			zr, err := gzip.NewReader(bufio.NewReader(f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			packed := map[string]string{}
-			if err := tarDigests(zr, packed); err != nil {
-				t.Fatal(err)
-			}
+			packed := tgzEntries(t, tgz)
 			bad := 0
 			for name, want := range oracle {
 				if name == "./boot/efi" || strings.HasPrefix(name, "./boot/efi/") {
@@ -571,6 +559,25 @@ func tarDigests(r io.Reader, into map[string]string) error {
 		into[name] = d
 	}
 	return nil
+}
+
+// tgzEntries describes each entry of a tgz (tarDigests).
+func tgzEntries(tb testing.TB, tgz string) map[string]string {
+	tb.Helper()
+	f, err := os.Open(tgz)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := map[string]string{}
+	if err := tarDigests(zr, m); err != nil {
+		tb.Fatalf("reading %s: %v", tgz, err)
+	}
+	return m
 }
 
 func fileSHA256(t *testing.T, p string) (string, int64) {

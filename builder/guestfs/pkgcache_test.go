@@ -3,7 +3,6 @@
 package guestfs
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -118,19 +117,7 @@ func TestPackageCache(t *testing.T) {
 				r.logs = append(r.logs, e.Message)
 			}
 		}
-		f, err := os.Open(res.Files.Tarball)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.tgz = map[string]string{}
-		if err := tarDigests(zr, r.tgz); err != nil {
-			t.Fatal(err)
-		}
+		r.tgz = tgzEntries(t, res.Files.Tarball)
 		return r
 	}
 	logged := func(r result, s string) []string {
