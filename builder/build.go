@@ -387,7 +387,12 @@ func (b *build) applyLayers(ctx context.Context) error {
 
 func (b *build) pack(ctx context.Context) error {
 	pk := pack.Root{Mode: b.opts.Packer, Disk: b.disk, Level: b.plan.Output.CompressionLevel, Log: b.rep.Log, Epoch: b.sourceDate,
-		Reopen: func() (guest.Session, error) { return b.opts.Executor.Open(ctx, b.disk, b.sessOpts) }}
+		Reopen: func() (guest.Session, error) {
+			// Only tar-out runs in it: the disk's name does not matter.
+			o := b.sessOpts
+			o.AnyDiskName = true
+			return b.opts.Executor.Open(ctx, b.disk, o)
+		}}
 	var err error
 	if b.tgz, b.packed, b.packer, err = pk.Pack(ctx, b.sess, b.mounts, b.tgzPath); err != nil {
 		return err

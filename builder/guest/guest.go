@@ -32,6 +32,11 @@ type SessionOptions struct {
 	Log func(string)
 	// Format is the disk's format, "raw" or "qcow2" (default "qcow2").
 	Format string
+	// AnyDiskName is set when no tool will run in the guest (the appliance
+	// packer's tar-out): the session is kept whatever name the appliance's
+	// kernel gave the image's disk. Otherwise a session is launched again
+	// until the guest's tools see the disk as /dev/sda (builder/guestfs).
+	AnyDiskName bool
 }
 
 // Mount is one of the guest's filesystems as the session mounted it.

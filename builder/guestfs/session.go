@@ -33,25 +33,18 @@ type session struct {
 	mounts []guest.Mount
 }
 
-// launchTries bounds how many times Open launches an appliance to get one
-// whose kernel named the image's disk /dev/sda.
-const launchTries = 4
-
-// firstDrive is libguestfs's name for the image's disk.
-const firstDrive = "/dev/sda"
-
 // Open launches the appliance on disk, grows the root filesystem to the
 // disk's size and mounts the guest.
 //
 // The appliance's kernel probes its disks (the image's and the
 // appliance's own) in no fixed order, and on a loaded host names the
 // image's disk /dev/sdb now and then (5 of 21 launches, three at a time
-// on a 2-core machine). libguestfs hides that
-// from its API, but not from the guest's tools: grub-mkconfig, run by
-// update-grub and by kernel packages, writes hd1 instead of hd0 into
-// grub.cfg's search hints, and the same inputs would give other tgz
-// bytes. So Open launches again until the kernel named the image's disk
-// /dev/sda, up to launchTries times, and says when it gives up.
+// on a 2-core machine). libguestfs hides that from its API, but not from
+// the guest's tools: grub-mkconfig, run by update-grub and by kernel
+// packages, writes hd1 instead of hd0 into grub.cfg's search hints, and
+// the same inputs would give other tgz bytes. So Open launches again
+// until the kernel named the image's disk /dev/sda (untilFirstDrive),
+// unless opts.AnyDiskName says no tool will run in the guest.
 func (e Executor) Open(ctx context.Context, disk string, opts guest.SessionOptions) (guest.Session, error) {
 	accel, err := appliance.Accelerator(ctx, opts.Accel, opts.Log)
 	if err != nil {
@@ -61,32 +54,27 @@ func (e Executor) Open(ctx context.Context, disk string, opts guest.SessionOptio
 	if log == nil {
 		log = func(string) {}
 	}
-	for try := 1; ; try++ {
-		s, root, named, err := e.open(ctx, disk, accel, opts)
-		if err != nil {
-			return nil, err
-		}
-		if named == firstDrive || named == "" {
-			log(fmt.Sprintf("appliance up (%s), guest root %s", accel, root))
-			return s, nil
-		}
-		if try == launchTries {
-			log(fmt.Sprintf("appliance up (%s), guest root %s; its kernel named the image's disk %s in each of %d launches: "+
-				"what tools in the guest write of the disk's name (grub.cfg's search hints) may differ from another build of the same inputs",
-				accel, root, named, launchTries))
-			return s, nil
-		}
-		log(fmt.Sprintf("the appliance's kernel named the image's disk %s, not %s (it probes disks in no fixed order): launching it again, so that the guest's tools see the disk as every build does",
-			named, firstDrive))
-		if err := s.Close(); err != nil {
-			return nil, fmt.Errorf("closing the appliance to launch it again: %w", err)
-		}
+	var root string
+	s, launches, err := untilFirstDrive(ctx, disk, log, func() (*session, string, error) {
+		s, r, named, err := e.open(ctx, disk, accel, opts)
+		root = r
+		return s, named, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	if launches > 1 {
+		log(fmt.Sprintf("appliance up (%s), guest root %s, after %d launches", accel, root, launches))
+	} else {
+		log(fmt.Sprintf("appliance up (%s), guest root %s", accel, root))
+	}
+	return s, nil
 }
 
 // open launches the appliance once and mounts the guest, returning the
 // guest's root and the name the appliance's kernel gave the image's disk
-// ("" when the guest cannot tell).
+// ("" when the guest cannot tell; firstDrive, unasked, with
+// opts.AnyDiskName).
 func (e Executor) open(ctx context.Context, disk, accel string, opts guest.SessionOptions) (_ *session, root, named string, err error) {
 	format := opts.Format
 	if format == "" {
@@ -106,7 +94,8 @@ func (e Executor) open(ctx context.Context, disk, accel string, opts guest.Sessi
 		root, err = s.growAndMount(g, opts.Log)
 		return err
 	})
-	if err == nil {
+	named = firstDrive
+	if err == nil && !opts.AnyDiskName {
 		named, err = h.FirstDrive(ctx)
 	}
 	if err != nil {

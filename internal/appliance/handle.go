@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -175,28 +176,33 @@ func callFor[T any](ctx context.Context, h *Handle, f func(g *guestfs.Guestfs) (
 	return v, err
 }
 
-// firstDriveLink is where udev links the first drive libguestfs adds (it
-// gives its drives the ids hd0, hd1, ..., which QEMU reports as their
-// serial numbers, and translates device names by these links).
+// firstDriveLink is where udev links the first drive libguestfs adds: it
+// gives its drives the ids hd0, hd1, ..., which QEMU reports in the SCSI
+// device identification, and translates device names by these links.
 const firstDriveLink = "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_hd0"
 
 // FirstDrive returns the name the appliance's kernel gave the first drive
 // (the disk Launch attached), as tools in the guest see it, or "" where the
-// guest cannot tell (no such link, no readlink). It runs in the guest, so a root must be mounted.
-// libguestfs presents that drive as /dev/sda whatever the kernel named it,
-// and the kernel probes the appliance's disks in no fixed order: on a
-// loaded host the first drive is sometimes /dev/sdb, and tools such as
-// grub-mkconfig write that name into what they generate.
+// guest cannot tell (no such link, no readlink). It runs in the guest, so
+// a root must be mounted. libguestfs presents that drive as /dev/sda
+// whatever the kernel named it, and the kernel probes the appliance's
+// disks in no fixed order: on a loaded host the first drive is sometimes
+// /dev/sdb, and tools such as grub-mkconfig write that name into what they
+// generate.
 func (h *Handle) FirstDrive(ctx context.Context) (string, error) {
-	out, code, err := h.Run(ctx, "if [ -e "+firstDriveLink+" ]; then readlink -f "+firstDriveLink+"; fi")
+	out, code, err := h.Run(ctx, "if [ -e "+firstDriveLink+" ]; then readlink -f "+firstDriveLink+" 2>/dev/null; fi")
 	if err != nil {
 		return "", fmt.Errorf("reading which disk the appliance's kernel named %s: %w", firstDriveLink, err)
 	}
-	if code != 0 {
-		return "", nil // a guest without readlink cannot tell
+	name := strings.TrimSpace(out)
+	if code != 0 || !devName.MatchString(name) {
+		return "", nil
 	}
-	return strings.TrimSpace(out), nil
+	return name, nil
 }
+
+// devName is a whole disk's device name.
+var devName = regexp.MustCompile(`^/dev/[a-z]+$`)
 
 const exitMarker = "imagectl-exit="
 
