@@ -2,6 +2,8 @@
 // appliance per build (an internal/appliance handle), with the guest's
 // root grown to the disk and its filesystems mounted, running every step
 // through libguestfs's chrooted commands and file calls (the guest is never
-// booted). It needs cgo and libguestfs, so everything but doc.go is built
-// only with the guestfs tag.
+// booted). It launches the appliance again when its kernel named the
+// image's disk other than libguestfs does (see Open). It needs cgo and
+// libguestfs, so everything but doc.go and that relaunch rule
+// (relaunch.go) is built only with the guestfs tag.
 package guestfs
