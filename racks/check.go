@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/gpuaas/imagectl/internal/backoff"
-	"github.com/gpuaas/imagectl/internal/readlimit"
 	"github.com/gpuaas/imagectl/manifest"
 	"github.com/gpuaas/imagectl/upload/maas"
 	"github.com/klauspost/readahead"
@@ -259,13 +258,15 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		}()
 	}
 	wg.Wait()
+	if local != nil {
+		// It reads t.Local, which the caller closes after: wait for it
+		// (when ctx ended, it stops at its next MiB).
+		<-local.done
+	}
 	if err := ctx.Err(); err != nil {
-		// The local hash stops at its next read; a read of a file the
-		// caller closes meanwhile fails, harmlessly.
 		return nil, err
 	}
 	if local != nil {
-		<-local.done // it reads t.Local, which the caller closes after
 		if local.err != nil {
 			return nil, fmt.Errorf("%s: %w", doing, local.err)
 		}
@@ -606,6 +607,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		resp.Body.Close()
 		ahead.Close()
 		done()
+		defer sink.close()
 		r.Duration = time.Since(start)
 		r.Bytes = n
 		if s := r.Duration.Seconds(); s > 0 {
@@ -791,6 +793,8 @@ type streamCheck interface {
 	sum() (string, error)
 	// partial is sum, or "" when it cannot be had.
 	partial() string
+	// close lets go of what the check holds.
+	close()
 }
 
 // hashed checks a stream by its sha256.
@@ -800,6 +804,7 @@ func (s *hashed) Write(p []byte) (int, error) { return s.h.Write(p) }
 func (s *hashed) same(want string) bool       { return hex.EncodeToString(s.h.Sum(nil)) == want }
 func (s *hashed) sum() (string, error)        { return hex.EncodeToString(s.h.Sum(nil)), nil }
 func (s *hashed) partial() string             { return hex.EncodeToString(s.h.Sum(nil)) }
+func (s *hashed) close()                      {}
 
 // matched checks a stream by comparing it with the local copy at the
 // same offsets. From the first byte that differs on, it hashes instead:
@@ -814,10 +819,10 @@ type matched struct {
 	// pause, when set, is called while the copy is hashed up to a
 	// difference, and what it returns after.
 	pause func() (resume func())
-	off   int64     // bytes written
-	buf   []byte    // the local copy's bytes at off
-	h     hash.Hash // from the first difference on; nil before
-	over  bool      // bytes past size were written
+	off   int64       // bytes written
+	lb    *localBytes // the local copy's bytes, lent; made at the first write
+	h     hash.Hash   // from the first difference on; nil before
+	over  bool        // bytes past size were written
 }
 
 // localError is a failure to read the local copy: it says nothing of the
@@ -833,11 +838,25 @@ func (s *matched) Write(p []byte) (int, error) {
 		s.over = true
 		p = p[:max(0, s.size-s.off)]
 	}
-	if err := s.write(p); err != nil {
+	if s.lb == nil {
+		s.lb = newLocalBytes(s.local, s.size)
+	}
+	if err := guarded(func() error { return s.write(p) }); err != nil {
+		var le *localError
+		if !errors.As(err, &le) {
+			err = &localError{err}
+		}
 		return 0, err
 	}
 	s.off += int64(n - len(p)) // what is past the size, counted
 	return n, nil
+}
+
+// close lets go of the local copy's bytes.
+func (s *matched) close() {
+	if s.lb != nil {
+		s.lb.close()
+	}
 }
 
 // write checks p, which ends at the size at the latest.
@@ -847,23 +866,19 @@ func (s *matched) write(p []byte) error {
 		s.h.Write(p)
 		return nil
 	}
-	if s.buf == nil {
-		s.buf = make([]byte, 256<<10)
-	}
 	for done := 0; done < len(p); {
-		want := s.buf[:min(len(s.buf), len(p)-done)]
-		n, err := s.local.ReadAt(want, s.off)
+		want, err := s.lb.at(s.off, min(256<<10, len(p)-done))
 		if err != nil && !errors.Is(err, io.EOF) {
 			return &localError{err}
 		}
 		got := p[done : done+len(want)]
-		if n == len(want) && bytes.Equal(got, want) {
-			done += n
-			s.off += int64(n)
+		if err == nil && bytes.Equal(got, want) {
+			done += len(want)
+			s.off += int64(len(want))
 			continue
 		}
 		i := 0
-		for i < n && got[i] == want[i] {
+		for i < len(want) && got[i] == want[i] {
 			i++
 		}
 		// The stream differs from the copy at s.off+i: hash the copy's
@@ -886,8 +901,15 @@ func (s *matched) hashLocal(n int64) (hash.Hash, error) {
 	if s.pause != nil {
 		defer s.pause()()
 	}
+	if s.lb == nil {
+		s.lb = newLocalBytes(s.local, s.size)
+	}
 	h := sha256.New()
-	if _, err := io.Copy(h, readlimit.WithContext(s.ctx, io.NewSectionReader(s.local, 0, n))); err != nil {
+	got, err := s.lb.hash(s.ctx, h, 0, n)
+	if err == nil && got < n {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return nil, &localError{err}
 	}
 	return h, nil
@@ -958,8 +980,10 @@ func hashLocal(ctx context.Context, t Target) *localCopy {
 	go func() {
 		defer close(l.done)
 		h := sha256.New()
+		lb := newLocalBytes(t.Local, t.Size)
+		defer lb.close()
 		// One byte past the size: a longer copy is not the version.
-		n, err := io.CopyBuffer(h, readlimit.WithContext(ctx, io.NewSectionReader(t.Local, 0, t.Size+1)), make([]byte, 1<<20))
+		n, err := lb.hash(ctx, h, 0, t.Size+1)
 		sum := hex.EncodeToString(h.Sum(nil))
 		switch {
 		case err != nil:
