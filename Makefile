@@ -188,6 +188,7 @@ bench: build base-image cosign
 	$(GO) test -run '^$$' -bench Rollout20Sites -benchtime 1x ./release
 	$(GO) test -run '^$$' -bench PredeployVsStatus -benchtime 5x ./release
 	$(GO) test -run '^$$' -bench WarmRacks -benchtime 1x ./racks
+	$(GO) test -run '^$$' -bench CompareWithLocalCopy ./racks
 	$(GO) test -run '^$$' -bench 'Scan|ReadTgz|ExtractTgz' -benchtime 3x ./sbom
 	$(GO) test -tags $(TAGS) -run '^$$' -bench 'Pack|BuildTimes' -benchtime 1x -timeout 180m ./builder/guestfs
 	$(GO) test -tags $(TAGS) -run '^$$' -bench CompareFirstBoot -benchtime 1x -timeout 120m ./smoke

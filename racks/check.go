@@ -84,6 +84,13 @@ type Options struct {
 	// image after it was asked to import it (default 10 min), polled every
 	// PollInterval (default 2 s).
 	ImportTimeout, PollInterval time.Duration
+	// SpillDir, when set, is where a check without a local copy keeps
+	// the bytes the racks serve, once, in an unlinked file the version's
+	// size for as long as it runs: each rack's stream is compared with
+	// them and they are hashed once (convoy), instead of each stream
+	// hashed. It should be on a disk (the cache directory), not in
+	// memory (a tmpfs).
+	SpillDir string
 	// Transport carries the fetches; default a clone of
 	// http.DefaultTransport without a proxy (machines fetch from the rack
 	// directly). Compression is always off: the bytes are checked as they
@@ -114,9 +121,15 @@ type Report struct {
 	ComparedWithLocalCopy bool `json:"compared_with_local_copy,omitempty"`
 	// LocalCopyHashedBefore is set when that copy was not hashed by this
 	// check, known unchanged since an earlier one did (Target.LocalHashed).
-	LocalCopyHashedBefore bool    `json:"local_copy_hashed_before,omitempty"`
-	Racks                 []Rack  `json:"racks"`
-	Verdict               Verdict `json:"verdict"`
+	LocalCopyHashedBefore bool `json:"local_copy_hashed_before,omitempty"`
+	// Spilled is set when, without a local copy, the racks' bytes were
+	// kept once in a spill file, each rack's stream compared with them,
+	// and hashed once (Options.SpillDir); SpillError says why a check
+	// that was to spill hashed each stream instead.
+	Spilled    bool    `json:"spilled,omitempty"`
+	SpillError string  `json:"spill_error,omitempty"`
+	Racks      []Rack  `json:"racks"`
+	Verdict    Verdict `json:"verdict"`
 }
 
 // Rack is one rack controller's result.
@@ -205,11 +218,18 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	var local *localCopy
+	var conv *convoy
 	switch {
 	case t.Local != nil && t.LocalHashed:
 		local = hashedBefore(t)
 	case t.Local != nil:
 		local = hashLocal(tctx, t)
+	case o.SpillDir != "":
+		var err error
+		if conv, err = newConvoy(tctx, o.SpillDir, t.Size); err != nil {
+			rep.SpillError = err.Error()
+		}
+		rep.Spilled = conv != nil
 	}
 	rep.Racks = make([]Rack, len(controllers))
 	sem := make(chan struct{}, o.Parallel)
@@ -242,7 +262,7 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 				notStarted()
 				return
 			}
-			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t, local)
+			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t, local, conv)
 			// The slot goes to the next rack before this one waits for
 			// the local copy's hash: its fetch is over.
 			<-sem
@@ -258,6 +278,9 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		}()
 	}
 	wg.Wait()
+	if conv != nil {
+		conv.stop()
+	}
 	if local != nil {
 		// It reads t.Local, which the caller closes after: wait for it
 		// (when ctx ended, it stops at its next MiB).
@@ -419,7 +442,7 @@ func requiredServices(version string) []string {
 }
 
 func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, res *maas.Resource, path string,
-	rc maas.RackController, vlans map[int]maas.VLAN, t Target, local *localCopy) (r Rack) {
+	rc maas.RackController, vlans map[int]maas.VLAN, t Target, local *localCopy, conv *convoy) (r Rack) {
 	r = rackOf(rc, vlans)
 	r.At = o.Now().UTC()
 	// Only a service MAAS says is dead or off fails the rack unfetched;
@@ -455,7 +478,7 @@ func (o Options) checkRack(ctx context.Context, c *maas.Client, version string, 
 			return done
 		}
 	}
-	return o.fetch(ctx, r, version, path, t, local)
+	return o.fetch(ctx, r, version, path, t, local, conv)
 }
 
 // imported makes sure a 3.4 rack holds the image (its own list), asking
@@ -531,7 +554,7 @@ func (o Options) timedOut(r Rack, err error) Rack {
 // version's size. A rack that sends nothing for StallTimeout, or is
 // connected to when the check's time runs out, fails: it is reachable but
 // not serving.
-func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target, local *localCopy) Rack {
+func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target, local *localCopy, conv *convoy) Rack {
 	client := &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	var unreachable []string
 	for _, addr := range r.Addresses {
@@ -556,6 +579,13 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.Detail = fmt.Sprintf("rack %s: the check's timeout of %v ran out while another check filled it", r.Hostname, o.Timeout)
 			return r
 		}
+		// The stall timer stops while the check catches up (the copy
+		// hashed up to a difference, the convoy's hash): the rack waits
+		// on the check then, not the check on the rack.
+		pause := func() (resume func()) {
+			stall.Stop()
+			return func() { stall.Reset(o.StallTimeout) }
+		}
 		stop := done
 		done = func() { stop(); unlock() }
 		start := time.Now()
@@ -577,22 +607,20 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 				http.StatusText(resp.StatusCode), path, statusHint(version, resp.StatusCode))
 			return r
 		}
+		var sink streamCheck = &hashed{h: sha256.New()}
+		switch {
+		case local != nil:
+			sink = &matched{ctx: ctx, local: local.r, size: t.Size, pause: pause}
+		case conv != nil:
+			sink = conv.join(pause)
+		}
+		defer sink.close()
 		// Large reads: fewer system calls per byte checked; each read that
 		// brings bytes puts the stall deadline off. The socket is read
 		// ahead of the checking, by a goroutine of its own into 4 buffers
 		// of 256 KiB: sha256 cannot be split across cores, so a rack's
 		// stream is bound by the slower of reading and checking, not by
 		// their sum (docs/speed.md).
-		var sink streamCheck = &hashed{h: sha256.New()}
-		if local != nil {
-			// The stall timer stops while the copy is hashed up to a
-			// difference: the rack waits on the check then, not the
-			// check on the rack.
-			sink = &matched{ctx: ctx, local: local.r, size: t.Size, pause: func() (resume func()) {
-				stall.Stop()
-				return func() { stall.Reset(o.StallTimeout) }
-			}}
-		}
 		body := &progressReader{r: io.LimitReader(resp.Body, t.Size+1), stall: stall, after: o.StallTimeout}
 		ahead, err := readahead.NewReaderSize(body, 4, 256<<10)
 		if err != nil {
@@ -607,7 +635,6 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		resp.Body.Close()
 		ahead.Close()
 		done()
-		defer sink.close()
 		r.Duration = time.Since(start)
 		r.Bytes = n
 		if s := r.Duration.Seconds(); s > 0 {

@@ -69,13 +69,21 @@ func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
 	// 3.5.0 and 3.5.1 give no filename_on_disk and name files by their
 	// sha256; from 3.5.2 the name on disk is the API's, and the racks
 	// know files by it alone.
-	for _, v := range []string{"3.5", "3.5.1", "3.5.2", "3.7", "3.8"} {
+	// At 3.7 the streams are also checked through a spill (the third
+	// rack starts when one of the first two is done: it compares with
+	// the spill they left).
+	for _, v := range []string{"3.5", "3.5.1", "3.5.2", "3.7", "3.7+spill", "3.8"} {
 		t.Run(v, func(t *testing.T) {
+			v, spill, _ := strings.Cut(v, "+")
 			sim, c, tg, _ := site(t, v, 3<<20, maassim.RackSpec{}, maassim.RackSpec{}, maassim.RackSpec{})
 			var seen atomic.Int32
-			rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Parallel: 2, Progress: func(racks.Rack) { seen.Add(1) }})
-			if err != nil {
-				t.Fatal(err)
+			o := racks.Options{Port: sim.RackPort(), Parallel: 2, Progress: func(racks.Rack) { seen.Add(1) }}
+			if spill != "" {
+				o.SpillDir = t.TempDir()
+			}
+			rep, err := racks.Check(context.Background(), c, tg, o)
+			if err != nil || rep.SpillError != "" {
+				t.Fatal(err, rep.SpillError)
 			}
 			if rep.Verdict != racks.Passed || len(rep.Racks) != 3 || seen.Load() != 3 {
 				t.Fatalf("verdict %s, %d racks, %d reported: %+v", rep.Verdict, len(rep.Racks), seen.Load(), rep.Racks)
@@ -115,18 +123,23 @@ func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
 }
 
 func TestRackServingOtherBytesFailsNamingItAndTheDigest(t *testing.T) {
-	// Each rack's stream hashed, and compared with a local copy.
-	for _, withLocal := range []bool{false, true} {
+	// Each rack's stream hashed, compared with a local copy, and compared
+	// through a spill.
+	for _, withLocal := range []string{"", "local copy", "spill"} {
 		sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
-		if withLocal {
+		o := racks.Options{Port: sim.RackPort()}
+		switch withLocal {
+		case "local copy":
 			tg.Local = p
+		case "spill":
+			o.SpillDir = t.TempDir()
 		}
-		rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+		rep, err := racks.Check(context.Background(), c, tg, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if rep.Verdict != racks.Failed || verdicts(rep)["r1"] != racks.Passed || rep.Racks[0].SHA256 != tg.SHA256 {
-			t.Fatalf("local copy %v: verdicts %v, overall %s, r1's sha256 %s", withLocal, verdicts(rep), rep.Verdict, rep.Racks[0].SHA256)
+			t.Fatalf("with %q: verdicts %v, overall %s, r1's sha256 %s", withLocal, verdicts(rep), rep.Verdict, rep.Racks[0].SHA256)
 		}
 		// What the stale rack served: the version with its first byte flipped.
 		served, err := io.ReadAll(io.NewSectionReader(p, 0, tg.Size))
@@ -138,7 +151,7 @@ func TestRackServingOtherBytesFailsNamingItAndTheDigest(t *testing.T) {
 		bad := rep.Racks[1]
 		if bad.Verdict != racks.Failed || !strings.Contains(bad.Detail, "rack stale serves other bytes") ||
 			!strings.Contains(bad.Detail, "want "+tg.SHA256) || bad.SHA256 != hex.EncodeToString(sum[:]) || !strings.Contains(bad.Detail, bad.SHA256) {
-			t.Fatalf("local copy %v: stale rack: %+v", withLocal, bad)
+			t.Fatalf("with %q: stale rack: %+v", withLocal, bad)
 		}
 	}
 }
@@ -361,7 +374,7 @@ func TestMAASWithoutTheVersionOrWithOtherBytesIsAnError(t *testing.T) {
 func TestCancelStopsTheCheck(t *testing.T) {
 	// Also while the local copy is hashed (it is the racks' bytes here,
 	// whose reads cancel).
-	for _, withLocal := range []bool{false, true} {
+	for _, withLocal := range []string{"", "local copy", "spill"} {
 		sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{}, maassim.RackSpec{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -370,12 +383,16 @@ func TestCancelStopsTheCheck(t *testing.T) {
 				cancel()
 			}
 		}
-		if withLocal {
+		o := racks.Options{Port: sim.RackPort()}
+		switch withLocal {
+		case "local copy":
 			tg.Local = p
+		case "spill":
+			o.SpillDir = t.TempDir()
 		}
-		_, err := racks.Check(ctx, c, tg, racks.Options{Port: sim.RackPort()})
+		_, err := racks.Check(ctx, c, tg, o)
 		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("local copy %v: want the context's error, got %v", withLocal, err)
+			t.Fatalf("with %q: want the context's error, got %v", withLocal, err)
 		}
 	}
 }
@@ -454,13 +471,22 @@ func TestDegradedServiceIsFetchedAnyway(t *testing.T) {
 }
 
 func TestRackServingMoreThanTheVersionIsReadNoFurther(t *testing.T) {
-	sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "endless", State: maassim.RackEndless})
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := rep.Racks[0]; rep.Verdict != racks.Failed || r.Bytes != tg.Size+1 || !strings.Contains(r.Detail, "more than the 1048576 bytes") {
-		t.Fatalf("%s: %+v", rep.Verdict, r)
+	for _, spill := range []bool{false, true} {
+		sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "endless", State: maassim.RackEndless}, maassim.RackSpec{Hostname: "r2"})
+		o := racks.Options{Port: sim.RackPort(), Timeout: 5 * time.Second}
+		if spill {
+			o.SpillDir = t.TempDir()
+		}
+		rep, err := racks.Check(context.Background(), c, tg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := rep.Racks[0]; rep.Verdict != racks.Failed || r.Bytes != tg.Size+1 || !strings.Contains(r.Detail, "more than the 1048576 bytes") {
+			t.Fatalf("spill %v: %s: %+v", spill, rep.Verdict, r)
+		}
+		if r := rep.Racks[1]; r.Verdict != racks.Passed || r.SHA256 != tg.SHA256 {
+			t.Fatalf("spill %v: the other rack: %+v", spill, r)
+		}
 	}
 }
 

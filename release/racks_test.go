@@ -366,3 +366,36 @@ func TestUploadHashesTheTgzForTheRacksCheck(t *testing.T) {
 		t.Fatalf("%v %+v", err, res)
 	}
 }
+
+// A tgz the check cannot take as the version's local copy (others may
+// write it, or it is an OCI store's blob) leaves the racks to be checked
+// by their own bytes: spilled once and hashed once with a spill
+// directory (the cache directory, from the CLI), else each hashed.
+func TestRacksWithoutALocalCopyAreSpilledOnce(t *testing.T) {
+	f, _ := racksFixture(t, "3.7", maassim.RackSpec{}, maassim.RackSpec{}, maassim.RackSpec{})
+	if _, err := release.Promote(ctx, "demo", "1.0.0", f.opts); err != nil {
+		t.Fatal(err)
+	}
+	v, err := f.store.Version(ctx, "demo", "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(v.Tarball, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	for _, spill := range []bool{false, true} {
+		f.opts.Racks.SpillDir = ""
+		if spill {
+			f.opts.Racks.SpillDir = t.TempDir()
+		}
+		w, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts)
+		if err != nil || w.Verdict != racks.Passed || w.ComparedWithLocalCopy || w.Spilled != spill || w.SpillError != "" {
+			t.Fatalf("spill %v: %v %+v", spill, err, w)
+		}
+		for _, r := range w.Racks {
+			if r.SHA256 != v.SHA256 || r.Bytes != v.Size {
+				t.Errorf("spill %v: rack %s: %+v", spill, r.Hostname, r)
+			}
+		}
+	}
+}

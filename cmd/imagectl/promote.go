@@ -87,9 +87,10 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 		Override: c.override, WarmRacks: c.warmRacks.v,
 		NoWarmRacks: c.warmRacks.given && !c.warmRacks.v, AllowUnknownRacks: c.allowUnknownRacks}
 	// Without a cache directory, the racks check hashes the store's tgz
-	// every time.
+	// every time, and without a local tgz each rack's stream.
 	if dir, err := cachedir.Default(env); err == nil {
 		o.Hashed = cache.Hashed(dir)
+		o.Racks.SpillDir = dir
 	}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {
@@ -97,9 +98,8 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 		}
 		o.Events = uploadEvents(s.err, false, isTerminal(s.err, env))
 		// The racks check reports each rack as it lands, as warm-racks does.
-		o.Racks = racks.Options{Parallel: c.racksParallel, Timeout: c.racksTimeout, Progress: func(r racks.Rack) {
-			textsafe.Fprintf(s.err, "%s: %s\n", r.Verdict, r.Detail)
-		}}
+		o.Racks.Parallel, o.Racks.Timeout = c.racksParallel, c.racksTimeout
+		o.Racks.Progress = func(r racks.Rack) { textsafe.Fprintf(s.err, "%s: %s\n", r.Verdict, r.Detail) }
 	}
 	return o, nil
 }

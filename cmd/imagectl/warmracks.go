@@ -67,9 +67,8 @@ func runWarmRacks(ctx context.Context, f *warmRacksFlags, args []string, s strea
 	if err != nil {
 		return err
 	}
-	o.Racks = racks.Options{Parallel: f.parallel, Timeout: f.timeout, Progress: func(r racks.Rack) {
-		textsafe.Fprintf(s.err, "%s: %s\n", r.Verdict, r.Detail)
-	}}
+	o.Racks.Parallel, o.Racks.Timeout = f.parallel, f.timeout
+	o.Racks.Progress = func(r racks.Rack) { textsafe.Fprintf(s.err, "%s: %s\n", r.Verdict, r.Detail) }
 	res, err := release.WarmRacks(ctx, args[0], args[1], o)
 	if err != nil {
 		return err
@@ -97,6 +96,10 @@ func racksText(w io.Writer, rep *racks.Report) error {
 		how = " (each rack's bytes compared with the store's tgz, unchanged since an earlier check hashed it)"
 	case rep.ComparedWithLocalCopy:
 		how = " (each rack's bytes compared with the store's tgz)"
+	case rep.Spilled:
+		how = " (the racks' bytes hashed once, each rack's compared with them)"
+	case rep.SpillError != "":
+		how = " (each rack's bytes hashed: " + rep.SpillError + ")"
 	}
 	textsafe.Fprintf(w, "%s (sha256 %s, %d bytes) on MAAS %s: %s%s\n", rep.Name, rep.SHA256, rep.Size, rep.MAASVersion, rep.Path, how)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

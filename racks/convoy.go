@@ -1,0 +1,352 @@
+package racks
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// chunkSize is the piece the streams of a convoy are compared, lent and
+// hashed in. Tests make it small.
+var chunkSize = 1 << 20
+
+// convoy checks the racks' streams of one check together when there is
+// no local copy of the version: one sha256 pass over the bytes they
+// served, not one a rack, as with a local copy. The first stream to reach
+// a chunk of the version lends it: writes it to the spill, an unlinked
+// file the size of the version, at its offset. The streams that reach it
+// later compare theirs with it there (mapped, as a local copy is), and
+// one hasher hashes the spill's chunks in order, keeping the hash's state
+// at each chunk's start. A stream that matched every chunk to its end
+// has the digest of the spill up to there. A stream that differs from a
+// lent chunk, or would lend one that cannot be the version's (past its
+// size, or shorter than the version's chunk there), goes on alone: it
+// resumes the hash from the state at that chunk and hashes the rest of
+// its own bytes, so a rack serving other bytes is still named by their
+// sha256. No stream waits for another, whenever it starts; memory stays
+// at a chunk a stream, and the spill is the version's size on disk, in
+// the page cache, gone when the check ends.
+type convoy struct {
+	ctx    context.Context
+	size   int64
+	spill  *os.File
+	mu     sync.Mutex
+	change chan struct{} // closed and replaced at every change
+	// lent bytes are in the spill, from its start; lending is set while
+	// a stream writes the next ones. broken, once the spill cannot be
+	// written, sends every stream on alone.
+	lent    int64
+	lending bool
+	broken  error
+	// The hasher's: the chunks hashed, the hash's state at the start of
+	// each chunk up to hashed, and what stopped it.
+	hashed  int64
+	states  [][]byte
+	hashErr error
+	stopped bool
+	done    chan struct{}
+}
+
+// newConvoy opens the spill for a version of size bytes in dir and starts
+// the hasher, until stop or ctx's end.
+func newConvoy(ctx context.Context, dir string, size int64) (*convoy, error) {
+	spill, err := openSpill(dir, size)
+	if err != nil {
+		return nil, err
+	}
+	return startConvoy(ctx, spill, size), nil
+}
+
+// startConvoy starts a convoy's hasher over the spill, until stop or
+// ctx's end.
+func startConvoy(ctx context.Context, spill *os.File, size int64) *convoy {
+	c := &convoy{ctx: ctx, size: size, spill: spill, change: make(chan struct{}), done: make(chan struct{})}
+	c.states = append(c.states, marshalHash(sha256.New()))
+	go c.hash()
+	return c
+}
+
+// openSpill is an unlinked file of size bytes (a hole until written) in
+// dir, made when missing: O_TMPFILE where the file system has it, else a
+// file removed as soon as it is made.
+func openSpill(dir string, size int64) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("making the racks check's spill file: %w", err)
+	}
+	f, err := os.OpenFile(dir, os.O_RDWR|unix.O_TMPFILE, 0o600)
+	if err != nil {
+		if f, err = os.CreateTemp(dir, ".racks-spill-"); err != nil {
+			return nil, fmt.Errorf("making the racks check's spill file in %s: %w", dir, err)
+		}
+		if err := os.Remove(f.Name()); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("making the racks check's spill file in %s: %w", dir, err)
+		}
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("making the racks check's spill file in %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// chunkLen is the length of the version's chunk k, 0 past its end.
+func (c *convoy) chunkLen(k int64) int {
+	return int(max(0, min(int64(chunkSize), c.size-k*int64(chunkSize))))
+}
+
+// join is a new stream of the convoy; pause stops its stall timer while
+// it waits on the check.
+func (c *convoy) join(pause func() (resume func())) *joined {
+	return &joined{c: c, pause: pause, lb: newLocalBytes(c.spill, c.size)}
+}
+
+// stop ends the hasher and closes the spill, once every stream is done.
+func (c *convoy) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.broadcast()
+	c.mu.Unlock()
+	<-c.done
+	c.spill.Close()
+}
+
+func (c *convoy) hash() {
+	defer close(c.done)
+	lb := newLocalBytes(c.spill, c.size)
+	defer lb.close()
+	h := sha256.New()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !c.stopped {
+		k := c.hashed
+		if c.chunkLen(k) == 0 || c.lent < k*int64(chunkSize)+int64(c.chunkLen(k)) {
+			// Not lent whole yet.
+			if c.wait() != nil {
+				return
+			}
+			continue
+		}
+		c.mu.Unlock()
+		// A lent chunk does not change.
+		n, err := lb.hash(c.ctx, h, k*int64(chunkSize), k*int64(chunkSize)+int64(c.chunkLen(k)))
+		if err == nil && n != int64(c.chunkLen(k)) {
+			err = fmt.Errorf("the spill file ended at byte %d", k*int64(chunkSize)+n)
+		}
+		st := marshalHash(h)
+		c.mu.Lock()
+		if err != nil {
+			c.hashErr = fmt.Errorf("hashing the racks' streams: %w", err)
+			c.broadcast()
+			return
+		}
+		c.hashed++
+		c.states = append(c.states, st)
+		c.broadcast()
+	}
+}
+
+// broadcast wakes whoever waits for a change. Called with mu held.
+func (c *convoy) broadcast() {
+	close(c.change)
+	c.change = make(chan struct{})
+}
+
+// wait waits, with mu held, for the next change or ctx's end.
+func (c *convoy) wait() error {
+	ch := c.change
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+}
+
+// stateAt is the hash's state at the start of chunk k, waiting for the
+// hasher to get there (every byte before the chunk is lent). Called with
+// mu held.
+func (c *convoy) stateAt(s *joined, k int64) ([]byte, error) {
+	for c.hashed < k {
+		if c.hashErr != nil {
+			return nil, c.hashErr
+		}
+		if c.stopped {
+			return nil, errors.New("the racks' streams' hash stopped")
+		}
+		if err := c.waitPaused(s); err != nil {
+			return nil, err
+		}
+	}
+	return c.states[k], nil
+}
+
+// waitPaused is wait with the stream's stall timer paused: it waits on
+// the check, not on its rack.
+func (c *convoy) waitPaused(s *joined) error {
+	if s.pause != nil {
+		defer s.pause()()
+	}
+	return c.wait()
+}
+
+// joined is one rack's stream in a convoy.
+type joined struct {
+	c     *convoy
+	pause func() (resume func())
+	lb    *localBytes // the spill's lent bytes
+	off   int64       // bytes written
+	// h is its own hash once it goes on alone; digest and err its end.
+	h      hash.Hash
+	ended  bool
+	digest string
+	err    error
+}
+
+func (s *joined) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && s.h == nil {
+		k, err := s.together(p)
+		if err != nil {
+			return 0, err
+		}
+		p = p[k:]
+	}
+	if len(p) > 0 {
+		s.h.Write(p)
+		s.off += int64(len(p))
+	}
+	return n, nil
+}
+
+// together checks p's first bytes with the convoy: compared with the
+// lent bytes, or lent. It returns how many it checked; when it goes on
+// alone from there, s.h is made.
+func (s *joined) together(p []byte) (int, error) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.broken == nil {
+		if s.off < c.lent {
+			n := int(min(int64(len(p)), c.lent-s.off, int64(chunkSize)))
+			c.mu.Unlock()
+			same := n
+			err := guarded(func() error {
+				lent, err := s.lb.at(s.off, n)
+				if err == nil && !bytes.Equal(p[:n], lent) {
+					same = 0
+					for same < n && p[same] == lent[same] {
+						same++
+					}
+				}
+				return err
+			})
+			c.mu.Lock()
+			if err != nil {
+				return 0, &localError{fmt.Errorf("reading the racks check's spill file: %w", err)}
+			}
+			s.off += int64(same)
+			if same < n {
+				return same, s.alone()
+			}
+			return n, nil
+		}
+		if s.off+int64(len(p)) > c.size {
+			break // past the version's size: never lent
+		}
+		if !c.lending {
+			// s.off == lent: s is the first to get here.
+			c.lending = true
+			c.mu.Unlock()
+			_, err := c.spill.WriteAt(p, s.off)
+			c.mu.Lock()
+			c.lending = false
+			if err != nil {
+				c.broken = fmt.Errorf("writing the racks check's spill file: %w", err)
+				c.broadcast()
+				break
+			}
+			c.lent += int64(len(p))
+			s.off += int64(len(p))
+			c.broadcast()
+			return len(p), nil
+		}
+		if err := c.waitPaused(s); err != nil {
+			return 0, err
+		}
+	}
+	return 0, s.alone()
+}
+
+// alone makes s's own hash of its bytes so far, all lent: the hash's
+// state at the start of their last chunk, then that chunk's lent bytes
+// up to s.off. Called with mu held.
+func (s *joined) alone() error {
+	chunk := s.off / int64(chunkSize)
+	st, err := s.c.stateAt(s, chunk)
+	if err != nil {
+		return &localError{err}
+	}
+	h := sha256.New()
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(st); err != nil {
+		return &localError{fmt.Errorf("resuming the racks' streams' hash: %w", err)}
+	}
+	from := chunk * int64(chunkSize)
+	if n, err := s.lb.hash(s.c.ctx, h, from, s.off); err != nil || n != s.off-from {
+		return &localError{fmt.Errorf("reading the racks check's spill file: %d of %d bytes: %v", n, s.off-from, err)}
+	}
+	s.h = h
+	return nil
+}
+
+// end takes the stream's digest; the stream is over.
+func (s *joined) end() (string, error) {
+	if s.ended {
+		return s.digest, s.err
+	}
+	s.ended = true
+	if s.h == nil {
+		s.c.mu.Lock()
+		s.err = s.alone()
+		s.c.mu.Unlock()
+		if s.err != nil {
+			return "", s.err
+		}
+	}
+	s.digest = hex.EncodeToString(s.h.Sum(nil))
+	return s.digest, nil
+}
+
+func (s *joined) same(want string) bool {
+	d, err := s.end()
+	return err == nil && d == want
+}
+
+func (s *joined) sum() (string, error) { return s.end() }
+
+func (s *joined) partial() string {
+	d, _ := s.end()
+	return d
+}
+
+// close lets go of the spill's mapping.
+func (s *joined) close() { s.lb.close() }
+
+func marshalHash(h hash.Hash) []byte {
+	b, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		panic(err) // crypto/sha256's state always marshals
+	}
+	return b
+}

@@ -1,0 +1,233 @@
+package racks
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// feed writes stream into s in pieces of random sizes up to most, then
+// ends it: its digest.
+func feed(s *joined, stream []byte, rnd *rand.Rand, most int) (string, error) {
+	defer s.close()
+	for rest := stream; len(rest) > 0; {
+		n := min(len(rest), 1+rnd.IntN(most))
+		if w, err := s.Write(rest[:n]); err != nil || w != n {
+			return "", fmt.Errorf("wrote %d of %d: %v", w, n, err)
+		}
+		rest = rest[n:]
+	}
+	return s.sum()
+}
+
+func sumOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Racks fetched at once, each stream cut into writes its own way, each get
+// the digest of what they served, whether they served the version or
+// differ from it anywhere, end early or go on past it; the version's
+// bytes are spilled once.
+func TestConvoyGivesEachStreamItsOwnDigest(t *testing.T) {
+	defer func(c int) { chunkSize = c }(chunkSize)
+	chunkSize = 4096
+	const size = 10*4096 + 123
+	version := make([]byte, size)
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for i := range version {
+		version[i] = byte(rnd.Uint32())
+	}
+	flip := func(at int) []byte {
+		b := bytes.Clone(version)
+		b[at] ^= 0x01
+		return b
+	}
+	streams := map[string][]byte{
+		"the version":                   version,
+		"the version too":               version,
+		"the version, a third":          version,
+		"first byte differs":            flip(0),
+		"a chunk's first byte differs":  flip(3 * 4096),
+		"a chunk's last byte differs":   flip(3*4096 - 1),
+		"the last byte differs":         flip(size - 1),
+		"shorter":                       version[:size-200],
+		"ends at a chunk":               version[:5*4096],
+		"longer":                        append(bytes.Clone(version), 9),
+		"empty":                         nil,
+		"another version of the length": bytes.Repeat([]byte{1}, size),
+	}
+	for round := range 20 {
+		c, err := newConvoy(context.Background(), t.TempDir(), size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		got := map[string]string{}
+		for name, stream := range streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(round), uint64(len(name))))
+				d, err := feed(c.join(nil), stream, r, 3*4096)
+				if err != nil {
+					t.Errorf("round %d, %s: %v", round, name, err)
+				}
+				mu.Lock()
+				got[name] = d
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		c.stop()
+		for name, stream := range streams {
+			if got[name] != sumOf(stream) {
+				t.Errorf("round %d, %s: digest %s, want %s", round, name, got[name], sumOf(stream))
+			}
+		}
+		if c.lent > size {
+			t.Errorf("round %d: %d bytes lent, more than the version's %d", round, c.lent, size)
+		}
+	}
+}
+
+// A stream that starts when the others are done compares with the spill
+// they left; one whose spill cannot be written goes on alone, with the
+// right digest.
+func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
+	defer func(c int) { chunkSize = c }(chunkSize)
+	chunkSize = 1024
+	version := bytes.Repeat([]byte("rack"), 2000)
+	size := int64(len(version))
+	rnd := rand.New(rand.NewPCG(1, 1))
+
+	c, err := newConvoy(context.Background(), t.TempDir(), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := feed(c.join(nil), version, rnd, 700); err != nil || d != sumOf(version) {
+		t.Fatalf("first: %s, %v", d, err)
+	}
+	late := c.join(nil)
+	other := bytes.Clone(version)
+	other[5000] = 'x'
+	if d, err := feed(late, other, rnd, 700); err != nil || d != sumOf(other) {
+		t.Fatalf("late, other bytes: %s, %v", d, err)
+	}
+	c.mu.Lock()
+	lent := c.lent
+	c.mu.Unlock()
+	if lent != size {
+		t.Errorf("%d bytes lent, want %d", lent, size)
+	}
+	c.stop()
+
+	// The spill opened read-only: the first write fails.
+	spill, err := openSpill(t.TempDir(), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", spill.Fd()))
+	spill.Close()
+	if err != nil {
+		t.Skip("no /proc/self/fd to reopen the spill read-only:", err)
+	}
+	c = startConvoy(context.Background(), ro, size)
+	if d, err := feed(c.join(nil), version, rnd, 700); err != nil || d != sumOf(version) {
+		t.Fatalf("broken spill: %s, %v", d, err)
+	}
+	if c.broken == nil {
+		t.Error("writing a read-only spill did not break the convoy")
+	}
+	c.stop()
+}
+
+// A stream waiting for the convoy's hash stops with the context, and the
+// convoy stops after it.
+func TestConvoyStopsWithTheContext(t *testing.T) {
+	defer func(c int) { chunkSize = c }(chunkSize)
+	chunkSize = 1024
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := newConvoy(ctx, t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.join(nil)
+	if _, err := s.Write(make([]byte, 10_000)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Chunk 1000 is never lent: only the context ends the wait.
+		c.mu.Lock()
+		_, err := c.stateAt(s, 1000)
+		c.mu.Unlock()
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("waiting for a chunk never lent: %v, want the context's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a wait for the hash did not stop with the context")
+	}
+	s.close()
+	c.stop()
+}
+
+// Streams of the same bytes never go alone: the version is spilled and
+// hashed once, whichever stream gets ahead.
+func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
+	defer func(c int) { chunkSize = c }(chunkSize)
+	chunkSize = 4096
+	version := bytes.Repeat([]byte("imagectl"), 10_000)
+	size := int64(len(version))
+	c, err := newConvoy(context.Background(), t.TempDir(), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	streams := make([]*joined, 4)
+	for i := range streams {
+		streams[i] = c.join(nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(i), 9))
+			for rest := version; len(rest) > 0; {
+				n := min(len(rest), 1+rnd.IntN(10_000))
+				if _, err := streams[i].Write(rest[:n]); err != nil {
+					t.Error(err)
+					return
+				}
+				rest = rest[n:]
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range streams {
+		if s.h != nil {
+			t.Errorf("stream %d went alone at byte %d", i, s.off)
+		}
+		if d, err := s.sum(); err != nil || d != sumOf(version) {
+			t.Errorf("stream %d: %s, %v", i, d, err)
+		}
+		s.close()
+	}
+	c.stop()
+	if want := (size + 4095) / 4096; c.lent != size || c.hashed != want {
+		t.Errorf("%d bytes lent, %d chunks hashed; want %d, %d", c.lent, c.hashed, size, want)
+	}
+}
