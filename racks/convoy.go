@@ -33,8 +33,8 @@ var chunkSize = 1 << 20
 // resumes the hash from the state at that chunk and hashes the rest of
 // its own bytes, so a rack serving other bytes is still named by their
 // sha256. No stream waits for another, whenever it starts; memory stays
-// at a chunk a stream, and the spill is the version's size on disk, in
-// the page cache, gone when the check ends.
+// flat (the spill is mapped a window at a time), and the spill takes the
+// version's size on its disk until the check ends.
 type convoy struct {
 	ctx    context.Context
 	size   int64
