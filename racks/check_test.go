@@ -57,6 +57,17 @@ func site(t testing.TB, version string, size int64, specs ...maassim.RackSpec) (
 	return sim, c, racks.Target{Name: "custom/x-1-4-0", Architecture: "amd64/generic", SHA256: sha, Size: size}, p
 }
 
+// checkedWith has a check compare the racks' streams with p as a local
+// copy ("local copy") or through a spill ("spill"), or hash each ("").
+func checkedWith(t *testing.T, way string, tg *racks.Target, p io.ReaderAt, o *racks.Options) {
+	switch way {
+	case "local copy":
+		tg.Local = p
+	case "spill":
+		o.SpillDir = t.TempDir()
+	}
+}
+
 func verdicts(rep *racks.Report) map[string]racks.Verdict {
 	out := map[string]racks.Verdict{}
 	for _, r := range rep.Racks {
@@ -128,12 +139,7 @@ func TestRackServingOtherBytesFailsNamingItAndTheDigest(t *testing.T) {
 	for _, withLocal := range []string{"", "local copy", "spill"} {
 		sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
 		o := racks.Options{Port: sim.RackPort()}
-		switch withLocal {
-		case "local copy":
-			tg.Local = p
-		case "spill":
-			o.SpillDir = t.TempDir()
-		}
+		checkedWith(t, withLocal, &tg, p, &o)
 		rep, err := racks.Check(context.Background(), c, tg, o)
 		if err != nil {
 			t.Fatal(err)
@@ -384,12 +390,7 @@ func TestCancelStopsTheCheck(t *testing.T) {
 			}
 		}
 		o := racks.Options{Port: sim.RackPort()}
-		switch withLocal {
-		case "local copy":
-			tg.Local = p
-		case "spill":
-			o.SpillDir = t.TempDir()
-		}
+		checkedWith(t, withLocal, &tg, p, &o)
 		_, err := racks.Check(ctx, c, tg, o)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("with %q: want the context's error, got %v", withLocal, err)
