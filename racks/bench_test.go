@@ -218,22 +218,26 @@ func TestCheckMemoryIsFlat(t *testing.T) {
 	}
 	const size = 256 << 20
 	content := newRepeated(size)
-	for _, withLocal := range []bool{false, true} {
+	for _, withLocal := range []string{"", "local copy", "spill"} {
 		sim, c, tg := bigSite(t, 2, size, content)
-		if withLocal {
+		o := racks.Options{Port: sim.RackPort()}
+		switch withLocal {
+		case "local copy":
 			tg.Local = content
+		case "spill":
+			o.SpillDir = t.TempDir()
 		}
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		stop := heappeak.Start()
-		rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort()})
+		rep, err := racks.Check(context.Background(), c, tg, o)
 		peak := stop()
-		if err != nil || rep.Verdict != racks.Passed {
-			t.Fatalf("local copy %v: %v %+v", withLocal, err, rep)
+		if err != nil || rep.Verdict != racks.Passed || rep.Spilled != (withLocal == "spill") {
+			t.Fatalf("with %q: %v %+v", withLocal, err, rep)
 		}
 		if grew := int64(peak) - int64(before.HeapAlloc); grew > 32<<20 {
-			t.Errorf("local copy %v: live heap grew by %d MiB while 2 racks served 256 MiB each", withLocal, grew>>20)
+			t.Errorf("with %q: live heap grew by %d MiB while 2 racks served 256 MiB each", withLocal, grew>>20)
 		}
 	}
 }

@@ -125,7 +125,8 @@ type Report struct {
 	// Spilled is set when, without a local copy, the racks' bytes were
 	// kept once in a spill file, each rack's stream compared with them,
 	// and hashed once (Options.SpillDir); SpillError says why a check
-	// that was to spill hashed each stream instead.
+	// that was to spill hashed each stream instead, or, with Spilled,
+	// from where on (a spill that filled its disk).
 	Spilled    bool    `json:"spilled,omitempty"`
 	SpillError string  `json:"spill_error,omitempty"`
 	Racks      []Rack  `json:"racks"`
@@ -264,7 +265,9 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 			}
 			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t, local, conv)
 			// The slot goes to the next rack before this one waits for
-			// the local copy's hash: its fetch is over.
+			// the local copy's hash: its fetch is over. (A stream of a
+			// convoy waited for the convoy's hash in fetch: the hasher
+			// lags the first racks only.)
 			<-sem
 			if r.awaitsLocal {
 				r = awaitLocal(tctx, r, local)
@@ -280,6 +283,9 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 	wg.Wait()
 	if conv != nil {
 		conv.stop()
+		if err := conv.problem(); err != nil {
+			rep.SpillError = err.Error() + " (the racks' streams were each hashed from there on)"
+		}
 	}
 	if local != nil {
 		// It reads t.Local, which the caller closes after: wait for it
@@ -549,9 +555,9 @@ func (o Options) timedOut(r Rack, err error) Rack {
 }
 
 // fetch GETs the image from the rack's first address that answers, as
-// curtin does: no Range, every byte read through sha256 (or compared with
-// the local copy, when there is one) and counted, never more than the
-// version's size. A rack that sends nothing for StallTimeout, or is
+// curtin does: no Range, every byte compared with the local copy when
+// there is one, else checked in the convoy when there is one, else read
+// through sha256, and counted, never more than the version's size. A rack that sends nothing for StallTimeout, or is
 // connected to when the check's time runs out, fails: it is reachable but
 // not serving.
 func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target, local *localCopy, conv *convoy) Rack {
@@ -561,9 +567,9 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		u := "http://" + net.JoinHostPort(addr, strconv.Itoa(o.Port)) + path
 		var connected, stalled atomic.Bool
 		fctx, cancel := context.WithCancel(ctx)
-		stall := time.AfterFunc(o.StallTimeout, func() { stalled.Store(true); cancel() })
+		stall := watchStall(o.StallTimeout, func() { stalled.Store(true); cancel() })
 		fctx = httptrace.WithClientTrace(fctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
-		done := func() { stall.Stop(); cancel() }
+		done := func() { stall.stop(); cancel() }
 		req, err := http.NewRequestWithContext(fctx, http.MethodGet, u, nil)
 		if err != nil {
 			done()
@@ -578,13 +584,6 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.Verdict, r.At = Unknown, o.Now().UTC()
 			r.Detail = fmt.Sprintf("rack %s: the check's timeout of %v ran out while another check filled it", r.Hostname, o.Timeout)
 			return r
-		}
-		// The stall timer stops while the check catches up (the copy
-		// hashed up to a difference, the convoy's hash): the rack waits
-		// on the check then, not the check on the rack.
-		pause := func() (resume func()) {
-			stall.Stop()
-			return func() { stall.Reset(o.StallTimeout) }
 		}
 		stop := done
 		done = func() { stop(); unlock() }
@@ -610,9 +609,9 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		var sink streamCheck = &hashed{h: sha256.New()}
 		switch {
 		case local != nil:
-			sink = &matched{ctx: ctx, local: local.r, size: t.Size, pause: pause}
+			sink = &matched{ctx: ctx, local: local.r, size: t.Size, pause: stall.pause}
 		case conv != nil:
-			sink = conv.join(pause)
+			sink = conv.join(stall.pause)
 		}
 		defer sink.close()
 		// Large reads: fewer system calls per byte checked; each read that
@@ -621,7 +620,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		// of 256 KiB: sha256 cannot be split across cores, so a rack's
 		// stream is bound by the slower of reading and checking, not by
 		// their sum (docs/speed.md).
-		body := &progressReader{r: io.LimitReader(resp.Body, t.Size+1), stall: stall, after: o.StallTimeout}
+		body := &progressReader{r: io.LimitReader(resp.Body, t.Size+1), stall: stall}
 		ahead, err := readahead.NewReaderSize(body, 4, 256<<10)
 		if err != nil {
 			resp.Body.Close()
@@ -641,9 +640,12 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.BytesPerSecond = float64(n) / s
 		}
 		var lerr *localError
+		var serr *spillError
 		switch {
 		case errors.As(err, &lerr):
 			local.broke(lerr)
+			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: %v", r.Hostname, err)
+		case errors.As(err, &serr):
 			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: %v", r.Hostname, err)
 		case err != nil && (ctx.Err() != nil || stalled.Load()):
 			return o.notServing(r, addr, true, stalled.Load(), n, t, err)
@@ -654,9 +656,16 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s serves other bytes: more than the %d bytes of %s (read no further)", r.Hostname, t.Size, t.SHA256)
 		case n != t.Size || !sink.same(t.SHA256):
 			sum, err := sink.sum()
-			if err != nil {
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return o.timedOut(r, err)
+			case errors.As(err, &serr):
+				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: its bytes could not be checked: %v", r.Hostname, err)
+			case err != nil:
 				local.broke(err)
 				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served other bytes than the local copy: %v", r.Hostname, err)
+			}
+			if err != nil {
 				break
 			}
 			r.SHA256 = sum
@@ -730,16 +739,72 @@ func (o Options) notServing(r Rack, addr string, connected, stalled bool, n int6
 // bytes.
 type progressReader struct {
 	r     io.Reader
-	stall *time.Timer
-	after time.Duration
+	stall *stallWatch
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	if n > 0 {
-		p.stall.Reset(p.after)
+		p.stall.progress()
 	}
 	return n, err
+}
+
+// stallWatch calls stalled when a rack has sent nothing for after, not
+// counting the time the check itself holds the stream (pause: the copy
+// hashed up to a difference, the convoy's hash), during which the socket
+// is read ahead and then waits on the check, not the check on the rack.
+type stallWatch struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	after   time.Duration
+	paused  int
+	stopped bool
+}
+
+func watchStall(after time.Duration, stalled func()) *stallWatch {
+	w := &stallWatch{after: after}
+	w.t = time.AfterFunc(after, func() {
+		w.mu.Lock()
+		fire := w.paused == 0 && !w.stopped
+		w.mu.Unlock()
+		if fire {
+			stalled()
+		}
+	})
+	return w
+}
+
+// progress puts the deadline off: bytes came.
+func (w *stallWatch) progress() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.paused == 0 && !w.stopped {
+		w.t.Reset(w.after)
+	}
+}
+
+// pause stops the watch until resume is called.
+func (w *stallWatch) pause() (resume func()) {
+	w.mu.Lock()
+	w.paused++
+	w.t.Stop()
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.paused--; w.paused == 0 && !w.stopped {
+			w.t.Reset(w.after)
+		}
+	}
+}
+
+// stop ends the watch: the fetch is over.
+func (w *stallWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.t.Stop()
 }
 
 // isTimeout reports whether err is a deadline (the transport's

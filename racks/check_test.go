@@ -144,6 +144,9 @@ func TestRackServingOtherBytesFailsNamingItAndTheDigest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if rep.Spilled != (withLocal == "spill") || rep.SpillError != "" {
+			t.Fatalf("with %q: spilled %v (%s)", withLocal, rep.Spilled, rep.SpillError)
+		}
 		if rep.Verdict != racks.Failed || verdicts(rep)["r1"] != racks.Passed || rep.Racks[0].SHA256 != tg.SHA256 {
 			t.Fatalf("with %q: verdicts %v, overall %s, r1's sha256 %s", withLocal, verdicts(rep), rep.Verdict, rep.Racks[0].SHA256)
 		}
@@ -481,6 +484,9 @@ func TestRackServingMoreThanTheVersionIsReadNoFurther(t *testing.T) {
 		rep, err := racks.Check(context.Background(), c, tg, o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if rep.Spilled != spill || rep.SpillError != "" {
+			t.Fatalf("spill %v: spilled %v (%s)", spill, rep.Spilled, rep.SpillError)
 		}
 		if r := rep.Racks[0]; rep.Verdict != racks.Failed || r.Bytes != tg.Size+1 || !strings.Contains(r.Detail, "more than the 1048576 bytes") {
 			t.Fatalf("spill %v: %s: %+v", spill, rep.Verdict, r)

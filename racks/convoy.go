@@ -22,19 +22,24 @@ var chunkSize = 1 << 20
 // convoy checks the racks' streams of one check together when there is
 // no local copy of the version: one sha256 pass over the bytes they
 // served, not one a rack, as with a local copy. The first stream to reach
-// a chunk of the version lends it: writes it to the spill, an unlinked
+// a byte of the version lends it: writes it to the spill, an unlinked
 // file the size of the version, at its offset. The streams that reach it
 // later compare theirs with it there (mapped, as a local copy is), and
-// one hasher hashes the spill's chunks in order, keeping the hash's state
-// at each chunk's start. A stream that matched every chunk to its end
-// has the digest of the spill up to there. A stream that differs from a
-// lent chunk, or would lend one that cannot be the version's (past its
-// size, or shorter than the version's chunk there), goes on alone: it
-// resumes the hash from the state at that chunk and hashes the rest of
-// its own bytes, so a rack serving other bytes is still named by their
-// sha256. No stream waits for another, whenever it starts; memory stays
-// flat (the spill is mapped a window at a time), and the spill takes the
-// version's size on its disk until the check ends.
+// one hasher hashes the spill in chunks, in order, keeping the hash's
+// state at each chunk's start. A stream that matched every byte to its
+// end has the digest of the spill up to there (the state at its last
+// chunk, then that chunk's bytes). A stream that differs from the lent
+// bytes, or would lend bytes past the version's size, or meets a spill
+// that could not be written, goes on alone: it resumes the hash from the
+// state at its chunk, hashes the spill's bytes from there to where it
+// is, then the rest of its own, so a rack serving other bytes is still
+// named by their sha256. A stream waits for no other rack, whenever it
+// starts, but for a lender's write of the bytes it is at and for the
+// hasher at its end; memory stays flat (the spill is mapped a window at
+// a time), and the spill takes the version's size on its disk until the
+// check ends. When the fastest rack serves other bytes, the others differ
+// from what it lent and each goes on alone: the check then costs what
+// hashing each stream does.
 type convoy struct {
 	ctx    context.Context
 	size   int64
@@ -82,6 +87,9 @@ func openSpill(dir string, size int64) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("making the racks check's spill file: %w", err)
 	}
+	if err := roomFor(dir, size); err != nil {
+		return nil, fmt.Errorf("making the racks check's spill file in %s: %w", dir, err)
+	}
 	f, err := os.OpenFile(dir, os.O_RDWR|unix.O_TMPFILE, 0o600)
 	if err != nil {
 		if f, err = os.CreateTemp(dir, ".racks-spill-"); err != nil {
@@ -97,6 +105,45 @@ func openSpill(dir string, size int64) (*os.File, error) {
 		return nil, fmt.Errorf("making the racks check's spill file in %s: %w", dir, err)
 	}
 	return f, nil
+}
+
+// spillError is a failure of the spill: it says nothing of the rack
+// whose stream met it.
+type spillError struct{ err error }
+
+func (e *spillError) Error() string { return "the racks check's spill file: " + e.err.Error() }
+func (e *spillError) Unwrap() error { return e.err }
+
+// problem is what went wrong with the spill during the check, once it is
+// stopped: the streams from where it broke on were each hashed.
+func (c *convoy) problem() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken != nil {
+		return &spillError{c.broken}
+	}
+	if c.hashErr != nil {
+		return &spillError{c.hashErr}
+	}
+	return nil
+}
+
+// roomFor says whether dir can take a spill of size bytes: on a disk, not
+// in memory (tmpfs, ramfs: the spill would take the version's size of
+// memory), with the size and a tenth more free.
+func roomFor(dir string, size int64) error {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return err
+	}
+	switch int64(fs.Type) {
+	case unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
+		return errors.New("it is in memory (tmpfs), where the spill would take the version's size of memory")
+	}
+	if free := int64(fs.Bavail) * int64(fs.Bsize); free < size+size/10 {
+		return fmt.Errorf("%d bytes free, less than the version's %d and a tenth more", free, size)
+	}
+	return nil
 }
 
 // chunkLen is the length of the version's chunk k, 0 past its end.
@@ -145,7 +192,9 @@ func (c *convoy) hash() {
 		st := marshalHash(h)
 		c.mu.Lock()
 		if err != nil {
-			c.hashErr = fmt.Errorf("hashing the racks' streams: %w", err)
+			if c.ctx.Err() == nil {
+				c.hashErr = fmt.Errorf("hashing it: %w", err)
+			}
 			c.broadcast()
 			return
 		}
@@ -180,10 +229,10 @@ func (c *convoy) wait() error {
 func (c *convoy) stateAt(s *joined, k int64) ([]byte, error) {
 	for c.hashed < k {
 		if c.hashErr != nil {
-			return nil, c.hashErr
+			return nil, &spillError{c.hashErr}
 		}
 		if c.stopped {
-			return nil, errors.New("the racks' streams' hash stopped")
+			return nil, &spillError{errors.New("its hash stopped")}
 		}
 		if err := c.waitPaused(s); err != nil {
 			return nil, err
@@ -217,7 +266,10 @@ type joined struct {
 func (s *joined) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 && s.h == nil {
-		k, err := s.together(p)
+		k, alone, err := s.together(p)
+		if err == nil && alone {
+			err = s.alone()
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -231,9 +283,9 @@ func (s *joined) Write(p []byte) (int, error) {
 }
 
 // together checks p's first bytes with the convoy: compared with the
-// lent bytes, or lent. It returns how many it checked; when it goes on
-// alone from there, s.h is made.
-func (s *joined) together(p []byte) (int, error) {
+// lent bytes, or lent. It returns how many it checked, and alone when s
+// goes on alone from there (alone makes its hash).
+func (s *joined) together(p []byte) (checked int, alone bool, err error) {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -254,13 +306,10 @@ func (s *joined) together(p []byte) (int, error) {
 			})
 			c.mu.Lock()
 			if err != nil {
-				return 0, &localError{fmt.Errorf("reading the racks check's spill file: %w", err)}
+				return 0, false, &spillError{fmt.Errorf("reading it: %w", err)}
 			}
 			s.off += int64(same)
-			if same < n {
-				return same, s.alone()
-			}
-			return n, nil
+			return same, same < n, nil
 		}
 		if s.off+int64(len(p)) > c.size {
 			break // past the version's size: never lent
@@ -273,38 +322,47 @@ func (s *joined) together(p []byte) (int, error) {
 			c.mu.Lock()
 			c.lending = false
 			if err != nil {
-				c.broken = fmt.Errorf("writing the racks check's spill file: %w", err)
+				c.broken = fmt.Errorf("writing it after %d bytes: %w", c.lent, err)
 				c.broadcast()
 				break
 			}
 			c.lent += int64(len(p))
 			s.off += int64(len(p))
 			c.broadcast()
-			return len(p), nil
+			return len(p), false, nil
 		}
+		// Another stream lends these bytes now: they are compared once
+		// written.
 		if err := c.waitPaused(s); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
-	return 0, s.alone()
+	return 0, true, nil
 }
 
 // alone makes s's own hash of its bytes so far, all lent: the hash's
-// state at the start of their last chunk, then that chunk's lent bytes
-// up to s.off. Called with mu held.
+// state at the start of their last chunk (waiting for the hasher to get
+// there), then that chunk's lent bytes up to s.off.
 func (s *joined) alone() error {
+	c := s.c
 	chunk := s.off / int64(chunkSize)
-	st, err := s.c.stateAt(s, chunk)
+	c.mu.Lock()
+	st, err := c.stateAt(s, chunk)
+	c.mu.Unlock()
 	if err != nil {
-		return &localError{err}
+		return err
 	}
 	h := sha256.New()
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(st); err != nil {
-		return &localError{fmt.Errorf("resuming the racks' streams' hash: %w", err)}
+		return &spillError{fmt.Errorf("resuming its hash: %w", err)}
 	}
 	from := chunk * int64(chunkSize)
-	if n, err := s.lb.hash(s.c.ctx, h, from, s.off); err != nil || n != s.off-from {
-		return &localError{fmt.Errorf("reading the racks check's spill file: %d of %d bytes: %v", n, s.off-from, err)}
+	n, err := s.lb.hash(c.ctx, h, from, s.off)
+	if ctxErr := c.ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if err != nil || n != s.off-from {
+		return &spillError{fmt.Errorf("reading it: %d of %d bytes: %v", n, s.off-from, err)}
 	}
 	s.h = h
 	return nil
@@ -317,10 +375,7 @@ func (s *joined) end() (string, error) {
 	}
 	s.ended = true
 	if s.h == nil {
-		s.c.mu.Lock()
-		s.err = s.alone()
-		s.c.mu.Unlock()
-		if s.err != nil {
+		if s.err = s.alone(); s.err != nil {
 			return "", s.err
 		}
 	}

@@ -9,9 +9,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpuaas/imagectl/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // feed writes stream into s in pieces of random sizes up to most, then
@@ -120,7 +124,10 @@ func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
 	late := c.join(nil)
 	other := bytes.Clone(version)
 	other[5000] = 'x'
-	if d, err := feed(late, other, rnd, 700); err != nil || d != sumOf(other) {
+	if _, err := late.Write(other[:5000]); err != nil || late.h != nil {
+		t.Fatalf("late: went alone before it differed (%v)", err)
+	}
+	if d, err := feed(late, other[5000:], rnd, 700); err != nil || late.off != size || d != sumOf(other) {
 		t.Fatalf("late, other bytes: %s, %v", d, err)
 	}
 	c.mu.Lock()
@@ -139,16 +146,35 @@ func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
 	ro, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", spill.Fd()))
 	spill.Close()
 	if err != nil {
-		t.Skip("no /proc/self/fd to reopen the spill read-only:", err)
+		testenv.Missing(t, "no /proc/self/fd to reopen the spill read-only: "+err.Error())
 	}
 	c = startConvoy(context.Background(), ro, size)
 	if d, err := feed(c.join(nil), version, rnd, 700); err != nil || d != sumOf(version) {
 		t.Fatalf("broken spill: %s, %v", d, err)
 	}
-	if c.broken == nil {
-		t.Error("writing a read-only spill did not break the convoy")
-	}
 	c.stop()
+	if err := c.problem(); err == nil || !strings.Contains(err.Error(), "spill file: writing it after 0 bytes") {
+		t.Errorf("writing a read-only spill: %v", err)
+	}
+}
+
+// A spill is made only on a disk with room for the version.
+func TestSpillNeedsRoomOnADisk(t *testing.T) {
+	if _, err := openSpill(t.TempDir(), 1<<62); err == nil || !strings.Contains(err.Error(), "bytes free, less than the version's") {
+		t.Errorf("a spill larger than its disk: %v", err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &fs); err != nil || int64(fs.Type) != unix.TMPFS_MAGIC {
+		testenv.Missing(t, "no tmpfs at /dev/shm")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "racks-spill-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if _, err := openSpill(dir, 1<<20); err == nil || !strings.Contains(err.Error(), "in memory (tmpfs)") {
+		t.Errorf("a spill on a tmpfs: %v", err)
+	}
 }
 
 // A stream waiting for the convoy's hash stops with the context, and the
@@ -164,6 +190,9 @@ func TestConvoyStopsWithTheContext(t *testing.T) {
 	s := c.join(nil)
 	if _, err := s.Write(make([]byte, 10_000)); err != nil {
 		t.Fatal(err)
+	}
+	if s.lb.fd < 0 {
+		t.Error("the spill is read, not mapped")
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -182,6 +211,12 @@ func TestConvoyStopsWithTheContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a wait for the hash did not stop with the context")
+	}
+	// The hasher stops with the context too, before stop is called.
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the convoy's hasher did not stop with the context")
 	}
 	s.close()
 	c.stop()

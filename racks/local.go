@@ -122,9 +122,10 @@ func (l *localBytes) hash(ctx context.Context, h hash.Hash, off, end int64) (int
 	return off - start, err
 }
 
-// guarded runs f, which reads mapped bytes of the local copy, and turns
-// the fault that reading a page past the file's end raises (the file
-// shrank after it was mapped) into an error instead of a crash.
+// guarded runs f, which reads mapped bytes of a file, and turns the
+// fault a read raises (a page past the file's end, the file having shrunk
+// after it was mapped, or a page its disk could not read) into an error
+// instead of a crash.
 func guarded(f func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -132,7 +133,7 @@ func guarded(f func() error) (err error) {
 			if _, ok := r.(interface{ Addr() uintptr }); !ok {
 				panic(r)
 			}
-			err = errors.New("the file shrank while it was read")
+			err = errors.New("reading it through its mapping faulted: it shrank, or its disk failed")
 		}
 	}()
 	return f()

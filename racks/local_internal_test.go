@@ -81,8 +81,17 @@ func TestMatchedCopyShrinksUnderItsMapping(t *testing.T) {
 	if _, err := m.Write(local[:4096]); err != nil {
 		t.Fatal(err)
 	}
+	// A hash (the copy's own, the convoy's) mapped before the shrink.
+	mapped := newLocalBytes(f, int64(len(local)))
+	defer mapped.close()
+	if b, err := mapped.at(0, 10); err != nil || mapped.win == nil || !bytes.Equal(b, local[:10]) {
+		t.Fatalf("mapping the copy: %q, %v", b, err)
+	}
 	if err := os.Truncate(f.Name(), 4096); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := mapped.hash(context.Background(), sha256.New(), 0, int64(len(local))); err == nil {
+		t.Errorf("hashing a copy that shrank under its mapping read %d bytes and no error", n)
 	}
 	_, err := m.Write(local[4096 : 300<<10])
 	var le *localError
