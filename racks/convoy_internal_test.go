@@ -45,16 +45,8 @@ func TestConvoyGivesEachStreamItsOwnDigest(t *testing.T) {
 	defer func(c int) { chunkSize = c }(chunkSize)
 	chunkSize = 4096
 	const size = 10*4096 + 123
-	version := make([]byte, size)
-	rnd := rand.New(rand.NewPCG(7, 8))
-	for i := range version {
-		version[i] = byte(rnd.Uint32())
-	}
-	flip := func(at int) []byte {
-		b := bytes.Clone(version)
-		b[at] ^= 0x01
-		return b
-	}
+	version := randomBytes(size, 7)
+	flip := func(at int) []byte { return flipped(version, at) }
 	streams := map[string][]byte{
 		"the version":                   version,
 		"the version too":               version,

@@ -13,6 +13,23 @@ import (
 	"testing"
 )
 
+// randomBytes is n bytes of a seeded random stream.
+func randomBytes(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	rnd := rand.New(rand.NewPCG(seed, seed+1))
+	for i := range b {
+		b[i] = byte(rnd.Uint32())
+	}
+	return b
+}
+
+// flipped is b with the bits of its byte at flipped.
+func flipped(b []byte, at int) []byte {
+	c := bytes.Clone(b)
+	c[at] ^= 0xff
+	return c
+}
+
 // localFile writes b to a file and opens it.
 func localFile(tb testing.TB, b []byte) *os.File {
 	tb.Helper()
@@ -35,11 +52,8 @@ func TestMatchedWithAMappedCopy(t *testing.T) {
 	defer func(w int64) { windowSize = w }(windowSize)
 	windowSize = 16 << 10 // many windows, some reads across two
 	const size = 300_007
-	local := make([]byte, size)
+	local := randomBytes(size, 3)
 	rnd := rand.New(rand.NewPCG(3, 4))
-	for i := range local {
-		local[i] = byte(rnd.Uint32())
-	}
 	f := localFile(t, local)
 	if lb := newLocalBytes(f, size); lb.fd < 0 {
 		t.Fatal("a file of the version's size is not mapped")
@@ -48,9 +62,9 @@ func TestMatchedWithAMappedCopy(t *testing.T) {
 		t.Fatal("a file shorter than the version is mapped")
 	}
 	for _, at := range []int{-1, 0, 16<<10 - 1, 16 << 10, 150_000, size - 1} {
-		stream := bytes.Clone(local)
+		stream := local
 		if at >= 0 {
-			stream[at] ^= 0x80
+			stream = flipped(local, at)
 		}
 		m := &matched{ctx: context.Background(), local: f, size: size}
 		for rest := stream; len(rest) > 0; {
@@ -117,11 +131,7 @@ func TestMatchedCopyShrinksUnderItsMapping(t *testing.T) {
 // buffer (the obvious way).
 func BenchmarkCompareWithLocalCopy(b *testing.B) {
 	const size = 256 << 20
-	stream := make([]byte, size)
-	rnd := rand.New(rand.NewPCG(5, 6))
-	for i := range stream {
-		stream[i] = byte(rnd.Uint32())
-	}
+	stream := randomBytes(size, 5)
 	f := localFile(b, stream)
 	for _, c := range []struct {
 		name  string

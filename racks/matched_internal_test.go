@@ -14,16 +14,9 @@ import (
 // was, wherever it first differs, however it is cut into writes.
 func TestMatchedNamesTheDigestOfWhatWasServed(t *testing.T) {
 	const size = 700 << 10 // over two of matched's 256 KiB reads
-	local := make([]byte, size)
+	local := randomBytes(size, 1)
 	rnd := rand.New(rand.NewPCG(1, 2))
-	for i := range local {
-		local[i] = byte(rnd.Uint32())
-	}
-	flip := func(at int) []byte {
-		b := bytes.Clone(local)
-		b[at] ^= 0xff
-		return b
-	}
+	flip := func(at int) []byte { return flipped(local, at) }
 	for _, c := range []struct {
 		name   string
 		stream []byte
