@@ -557,9 +557,9 @@ func (o Options) timedOut(r Rack, err error) Rack {
 // fetch GETs the image from the rack's first address that answers, as
 // curtin does: no Range, every byte compared with the local copy when
 // there is one, else checked in the convoy when there is one, else read
-// through sha256, and counted, never more than the version's size. A rack that sends nothing for StallTimeout, or is
-// connected to when the check's time runs out, fails: it is reachable but
-// not serving.
+// through sha256, and counted, never more than the version's size. A
+// rack that sends nothing for StallTimeout, or is connected to when the
+// check's time runs out, fails: it is reachable but not serving.
 func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Target, local *localCopy, conv *convoy) Rack {
 	client := &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	var unreachable []string
