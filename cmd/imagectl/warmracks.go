@@ -31,7 +31,10 @@ stored version's root image to deploying machines, and so fills their
 caches before a mass deploy. For each rack it reads the addresses machines
 use (where it serves DHCP) and its services from the MAAS API, then fetches
 the image through the rack's port 5248 as curtin will: one plain GET, no
-Range, read to the end through sha256. On MAAS 3.4 it first makes the rack
+Range, read to the end and checked against the version's sha256 and size
+(compared with the store's tgz when it is on this disk; else compared with
+the racks' own bytes, kept once in the cache directory and hashed once;
+else hashed). On MAAS 3.4 it first makes the rack
 import the image (racks hold their own copies there). Racks are checked
 --parallel at a time, one fetch per rack, within --timeout.
 
