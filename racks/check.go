@@ -284,7 +284,7 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 	if conv != nil {
 		conv.stop()
 		if err := conv.problem(); err != nil {
-			rep.SpillError = err.Error() + " (the racks' streams were each hashed from there on)"
+			rep.SpillError = err.Error() + " (from there on the racks' streams were each hashed, or could not be checked)"
 		}
 	}
 	if local != nil {
@@ -641,7 +641,10 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		}
 		var lerr *localError
 		var serr *spillError
+		var herr *heldError
 		switch {
+		case errors.As(err, &herr):
+			return o.timedOut(r, err)
 		case errors.As(err, &lerr):
 			local.broke(lerr)
 			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: %v", r.Hostname, err)
@@ -657,7 +660,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		case n != t.Size || !sink.same(t.SHA256):
 			sum, err := sink.sum()
 			switch {
-			case err != nil && ctx.Err() != nil:
+			case err != nil && (ctx.Err() != nil || errors.As(err, &herr)):
 				return o.timedOut(r, err)
 			case errors.As(err, &serr):
 				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: its bytes could not be checked: %v", r.Hostname, err)
@@ -755,18 +758,24 @@ func (p *progressReader) Read(b []byte) (int, error) {
 // hashed up to a difference, the convoy's hash), during which the socket
 // is read ahead and then waits on the check, not the check on the rack.
 type stallWatch struct {
-	mu      sync.Mutex
-	t       *time.Timer
-	after   time.Duration
-	paused  int
-	stopped bool
+	mu       sync.Mutex
+	t        *time.Timer
+	after    time.Duration
+	deadline time.Time // when it fires, unless paused or stopped
+	paused   int
+	stopped  bool
 }
 
 func watchStall(after time.Duration, stalled func()) *stallWatch {
-	w := &stallWatch{after: after}
+	w := &stallWatch{after: after, deadline: time.Now().Add(after)}
 	w.t = time.AfterFunc(after, func() {
 		w.mu.Lock()
 		fire := w.paused == 0 && !w.stopped
+		if left := time.Until(w.deadline); fire && left > 0 {
+			// Bytes came while this call waited for mu.
+			w.t.Reset(left)
+			fire = false
+		}
 		w.mu.Unlock()
 		if fire {
 			stalled()
@@ -775,27 +784,37 @@ func watchStall(after time.Duration, stalled func()) *stallWatch {
 	return w
 }
 
+// rearm sets the deadline after from now. Called with mu held.
+func (w *stallWatch) rearm() {
+	w.deadline = time.Now().Add(w.after)
+	w.t.Reset(w.after)
+}
+
 // progress puts the deadline off: bytes came.
 func (w *stallWatch) progress() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.paused == 0 && !w.stopped {
-		w.t.Reset(w.after)
+		w.rearm()
 	}
 }
 
-// pause stops the watch until resume is called.
+// pause stops the watch until resume is called (once; more calls do
+// nothing).
 func (w *stallWatch) pause() (resume func()) {
 	w.mu.Lock()
 	w.paused++
 	w.t.Stop()
 	w.mu.Unlock()
+	var once sync.Once
 	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.paused--; w.paused == 0 && !w.stopped {
-			w.t.Reset(w.after)
-		}
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.paused--; w.paused == 0 && !w.stopped {
+				w.rearm()
+			}
+		})
 	}
 }
 

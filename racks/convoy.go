@@ -136,12 +136,17 @@ func roomFor(dir string, size int64) error {
 	if err := unix.Statfs(dir, &fs); err != nil {
 		return err
 	}
-	switch int64(fs.Type) {
+	switch uint32(fs.Type) {
 	case unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
 		return errors.New("it is in memory (tmpfs), where the spill would take the version's size of memory")
 	}
-	if free := int64(fs.Bavail) * int64(fs.Bsize); free < size+size/10 {
-		return fmt.Errorf("%d bytes free, less than the version's %d and a tenth more", free, size)
+	unit := uint64(fs.Frsize) // f_bavail counts fragments
+	if unit == 0 {
+		unit = uint64(fs.Bsize)
+	}
+	want := uint64(size) + uint64(size)/10
+	if unit > 0 && uint64(fs.Bavail) < want/unit+1 {
+		return fmt.Errorf("%d bytes free, less than the version's %d and a tenth more", uint64(fs.Bavail)*unit, size)
 	}
 	return nil
 }
@@ -247,8 +252,21 @@ func (c *convoy) waitPaused(s *joined) error {
 	if s.pause != nil {
 		defer s.pause()()
 	}
-	return c.wait()
+	if err := c.wait(); err != nil {
+		return &heldError{err}
+	}
+	return nil
 }
+
+// heldError is the check's end (its context's) while it held a stream
+// (waiting for the convoy): the rack was not checked to the end in time,
+// which says nothing of it.
+type heldError struct{ err error }
+
+func (e *heldError) Error() string {
+	return "the check ended while it checked the rack's bytes: " + e.err.Error()
+}
+func (e *heldError) Unwrap() error { return e.err }
 
 // joined is one rack's stream in a convoy.
 type joined struct {
@@ -359,7 +377,7 @@ func (s *joined) alone() error {
 	from := chunk * int64(chunkSize)
 	n, err := s.lb.hash(c.ctx, h, from, s.off)
 	if ctxErr := c.ctx.Err(); ctxErr != nil {
-		return ctxErr
+		return &heldError{ctxErr}
 	}
 	if err != nil || n != s.off-from {
 		return &spillError{fmt.Errorf("reading it: %d of %d bytes: %v", n, s.off-from, err)}

@@ -29,6 +29,17 @@ func TestStallWatchHoldsItsPause(t *testing.T) {
 		t.Fatal("the watch did not fire once resumed and idle")
 	}
 
+	// A resume called twice counts once: the watch still fires.
+	w = watchStall(after, func() { fired <- struct{}{} })
+	resume = w.pause()
+	resume()
+	resume()
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not fire after a resume called twice")
+	}
+
 	w = watchStall(after, func() { fired <- struct{}{} })
 	resume = w.pause()
 	w.stop()
