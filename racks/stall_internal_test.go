@@ -23,22 +23,14 @@ func TestStallWatchHoldsItsPause(t *testing.T) {
 	default:
 	}
 	resume()
-	select {
-	case <-fired:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watch did not fire once resumed and idle")
-	}
+	mustFire(t, fired, "once resumed and idle")
 
 	// A resume called twice counts once: the watch still fires.
 	w = watchStall(after, func() { fired <- struct{}{} })
 	resume = w.pause()
 	resume()
 	resume()
-	select {
-	case <-fired:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watch did not fire after a resume called twice")
-	}
+	mustFire(t, fired, "after a resume called twice")
 
 	w = watchStall(after, func() { fired <- struct{}{} })
 	resume = w.pause()
@@ -49,5 +41,14 @@ func TestStallWatchHoldsItsPause(t *testing.T) {
 	case <-fired:
 		t.Fatal("a stopped watch fired")
 	default:
+	}
+}
+
+func mustFire(t *testing.T, fired <-chan struct{}, when string) {
+	t.Helper()
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not fire " + when)
 	}
 }
