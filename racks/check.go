@@ -988,10 +988,7 @@ func (s *matched) write(p []byte) error {
 			s.off += int64(len(want))
 			continue
 		}
-		i := 0
-		for i < len(want) && got[i] == want[i] {
-			i++
-		}
+		i := sameUpTo(got, want)
 		// The stream differs from the copy at s.off+i: hash the copy's
 		// bytes before that, which the rack sent too, then the rest.
 		h, err := s.hashLocal(s.off + int64(i))

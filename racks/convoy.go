@@ -1,7 +1,6 @@
 package racks
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -314,11 +313,8 @@ func (s *joined) together(p []byte) (checked int, alone bool, err error) {
 			same := n
 			err := guarded(func() error {
 				lent, err := s.lb.at(s.off, n)
-				if err == nil && !bytes.Equal(p[:n], lent) {
-					same = 0
-					for same < n && p[same] == lent[same] {
-						same++
-					}
+				if err == nil {
+					same = sameUpTo(p[:n], lent)
 				}
 				return err
 			})

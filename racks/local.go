@@ -1,6 +1,7 @@
 package racks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -120,6 +121,20 @@ func (l *localBytes) hash(ctx context.Context, h hash.Hash, off, end int64) (int
 		return nil
 	})
 	return off - start, err
+}
+
+// sameUpTo is the length of what got and want start with alike: the
+// comparison of a rack's stream with the bytes it should be.
+func sameUpTo(got, want []byte) int {
+	n := min(len(got), len(want))
+	if bytes.Equal(got[:n], want[:n]) {
+		return n
+	}
+	i := 0
+	for got[i] == want[i] {
+		i++
+	}
+	return i
 }
 
 // guarded runs f, which reads mapped bytes of a file, and turns the
