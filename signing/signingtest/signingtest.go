@@ -10,6 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gpuaas/imagectl/internal/digest"
@@ -23,19 +26,56 @@ import (
 // KeyPair makes a cosign-format key pair whose private key is encrypted
 // with password and loads it: the signer, the verifier of its public key,
 // and both keys' PEM.
+//
+// A test binary makes each pair once: the scrypt that encrypts and
+// decrypts a cosign key costs seconds a key under -race, and fixtures ask
+// for keys by the dozen. The n-th call of one test (its subtests counted
+// with it) gets the binary's n-th pair of that password, so the keys a
+// test makes differ from each other as fresh ones would; only tests that
+// never meet share one.
 func KeyPair(t testing.TB, password []byte) (s *signing.Signer, v *signing.Verifier, priv, pub []byte) {
 	t.Helper()
-	priv, pub, err := signing.GenerateKeyPair(password)
-	if err != nil {
-		t.Fatal(err)
+	made.mu.Lock()
+	defer made.mu.Unlock()
+	if made.pairs == nil {
+		made.pairs, made.calls = map[string][]keyPair{}, map[string]int{}
 	}
-	if s, err = signing.LoadPrivateKey(priv, password); err != nil {
-		t.Fatal(err)
+	pw := string(password)
+	call := strings.SplitN(t.Name(), "/", 2)[0] + "\x00" + pw
+	n := made.calls[call]
+	made.calls[call]++
+	for len(made.pairs[pw]) <= n {
+		var k keyPair
+		var err error
+		if k.priv, k.pub, err = signing.GenerateKeyPair(password); err != nil {
+			t.Fatal(err)
+		}
+		if k.s, err = signing.LoadPrivateKey(k.priv, password); err != nil {
+			t.Fatal(err)
+		}
+		if k.v, err = signing.LoadPublicKey(k.pub); err != nil {
+			t.Fatal(err)
+		}
+		made.pairs[pw] = append(made.pairs[pw], k)
 	}
-	if v, err = signing.LoadPublicKey(pub); err != nil {
-		t.Fatal(err)
-	}
-	return s, v, priv, pub
+	k := made.pairs[pw][n]
+	return k.s, k.v, slices.Clone(k.priv), slices.Clone(k.pub)
+}
+
+// keyPair is one pair KeyPair made. Signers and verifiers hold no state
+// that use changes: tests may share them.
+type keyPair struct {
+	s         *signing.Signer
+	v         *signing.Verifier
+	priv, pub []byte
+}
+
+// made are the pairs KeyPair made, by password, and how many each test
+// (by its top-level name and the password) has had.
+var made struct {
+	mu    sync.Mutex
+	pairs map[string][]keyPair
+	calls map[string]int
 }
 
 // EditJSON returns doc, a JSON object, with f's changes: the tampered
