@@ -74,9 +74,12 @@ type Options struct {
 	// reached, or not started, is unknown.
 	Timeout time.Duration
 	// StallTimeout is how long a rack may send nothing, neither its
-	// response's headers nor a byte of its body, before it fails as
-	// reachable but not serving (default 60 s): a stalled rack gives its
-	// slot back rather than holding it for the whole check.
+	// response's headers nor a byte of its body, while the check waits
+	// for it, before it fails as reachable but not serving (default 60 s):
+	// a stalled rack gives its slot back rather than holding it for the
+	// whole check. The time the check holds the stream itself (a slow
+	// disk under the local copy or the spill, the convoy's hash) is not
+	// the rack's.
 	StallTimeout time.Duration
 	// Port is the racks' image port (default 5248).
 	Port int
@@ -609,9 +612,9 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		var sink streamCheck = &hashed{h: sha256.New()}
 		switch {
 		case local != nil:
-			sink = &matched{ctx: ctx, local: local.r, size: t.Size, pause: stall.pause}
+			sink = &matched{ctx: ctx, local: local.r, size: t.Size}
 		case conv != nil:
-			sink = conv.join(stall.pause)
+			sink = conv.join()
 		}
 		defer sink.close()
 		// Large reads: fewer system calls per byte checked; each read that
@@ -628,7 +631,7 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.Verdict, r.Detail = Failed, fmt.Sprintf("rack %s: reading ahead: %v", r.Hostname, err)
 			return r
 		}
-		n, err := io.Copy(sink, ahead)
+		n, err := io.Copy(heldWrites{sink, stall}, ahead)
 		// The body first: ahead's Close waits for a read in flight, which
 		// a closed body ends at once.
 		resp.Body.Close()
@@ -753,10 +756,25 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// heldWrites is the check's side of a rack's stream: its stall watch is
+// paused while a write is checked (compared with the local copy or the
+// spill, hashed, or held by the convoy: reads of a disk, a write of the
+// spill, a wait for the hash). The socket is read ahead meanwhile, then
+// waits on the check, not the check on the rack: only the time the check
+// waits for bytes counts.
+type heldWrites struct {
+	w     io.Writer
+	stall *stallWatch
+}
+
+func (h heldWrites) Write(p []byte) (int, error) {
+	defer h.stall.pause()()
+	return h.w.Write(p)
+}
+
 // stallWatch calls stalled when a rack has sent nothing for after, not
-// counting the time the check itself holds the stream (pause: the copy
-// hashed up to a difference, the convoy's hash), during which the socket
-// is read ahead and then waits on the check, not the check on the rack.
+// counting the time the check itself holds the stream (pause: see
+// heldWrites).
 type stallWatch struct {
 	mu       sync.Mutex
 	t        *time.Timer
@@ -927,9 +945,6 @@ type matched struct {
 	ctx   context.Context
 	local io.ReaderAt
 	size  int64
-	// pause, when set, is called while the copy is hashed up to a
-	// difference, and what it returns after.
-	pause func() (resume func())
 	off   int64       // bytes written
 	lb    *localBytes // the local copy's bytes, lent; made at the first write
 	h     hash.Hash   // from the first difference on; nil before
@@ -1006,9 +1021,6 @@ func (s *matched) write(p []byte) error {
 
 // hashLocal hashes the local copy's first n bytes.
 func (s *matched) hashLocal(n int64) (hash.Hash, error) {
-	if s.pause != nil {
-		defer s.pause()()
-	}
 	if s.lb == nil {
 		s.lb = newLocalBytes(s.local, s.size)
 	}

@@ -454,6 +454,36 @@ func TestStalledRackFailsAndGivesItsSlotBack(t *testing.T) {
 	}
 }
 
+// A check that holds a stream for longer than the stall timeout (its disk
+// slow: here, the local copy's reads) does not blame the rack: only the
+// time the check waits for the rack's bytes counts.
+func TestSlowCheckingIsNoStall(t *testing.T) {
+	sim, c, tg, p := site(t, "3.7", 32<<20, maassim.RackSpec{Hostname: "fine"})
+	tg.Local = slowReads{r: p, at: 8 << 20, wait: 3 * time.Second}
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), StallTimeout: time.Second, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Racks[0]; rep.Verdict != racks.Passed || r.Bytes != tg.Size {
+		t.Fatalf("%s: %+v", rep.Verdict, r)
+	}
+}
+
+// slowReads is r whose read across offset at (once for a reader in
+// order) takes wait first.
+type slowReads struct {
+	r    io.ReaderAt
+	at   int64
+	wait time.Duration
+}
+
+func (s slowReads) ReadAt(p []byte, off int64) (int, error) {
+	if off <= s.at && s.at < off+int64(len(p)) {
+		time.Sleep(s.wait)
+	}
+	return s.r.ReadAt(p, off)
+}
+
 func TestDegradedServiceIsFetchedAnyway(t *testing.T) {
 	for _, name := range []string{"3.4", "3.7", "3.7 with a local copy", "3.7 with a local copy hashed before"} {
 		t.Run(name, func(t *testing.T) {

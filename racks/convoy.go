@@ -155,10 +155,9 @@ func (c *convoy) chunkLen(k int64) int {
 	return int(max(0, min(int64(chunkSize), c.size-k*int64(chunkSize))))
 }
 
-// join is a new stream of the convoy; pause stops its stall timer while
-// it waits on the check.
-func (c *convoy) join(pause func() (resume func())) *joined {
-	return &joined{c: c, pause: pause, lb: newLocalBytes(c.spill, c.size)}
+// join is a new stream of the convoy.
+func (c *convoy) join() *joined {
+	return &joined{c: c, lb: newLocalBytes(c.spill, c.size)}
 }
 
 // stop ends the hasher and closes the spill, once every stream is done.
@@ -230,7 +229,7 @@ func (c *convoy) wait() error {
 // stateAt is the hash's state at the start of chunk k, waiting for the
 // hasher to get there (every byte before the chunk is lent). Called with
 // mu held.
-func (c *convoy) stateAt(s *joined, k int64) ([]byte, error) {
+func (c *convoy) stateAt(k int64) ([]byte, error) {
 	for c.hashed < k {
 		if c.hashErr != nil {
 			return nil, &spillError{c.hashErr}
@@ -238,19 +237,16 @@ func (c *convoy) stateAt(s *joined, k int64) ([]byte, error) {
 		if c.stopped {
 			return nil, &spillError{errors.New("its hash stopped")}
 		}
-		if err := c.waitPaused(s); err != nil {
+		if err := c.waitHeld(); err != nil {
 			return nil, err
 		}
 	}
 	return c.states[k], nil
 }
 
-// waitPaused is wait with the stream's stall timer paused: it waits on
-// the check, not on its rack.
-func (c *convoy) waitPaused(s *joined) error {
-	if s.pause != nil {
-		defer s.pause()()
-	}
+// waitHeld is wait while the check holds a stream (its stall watch is
+// paused meanwhile, see heldWrites): the check's end then is a heldError.
+func (c *convoy) waitHeld() error {
 	if err := c.wait(); err != nil {
 		return &heldError{err}
 	}
@@ -269,10 +265,9 @@ func (e *heldError) Unwrap() error { return e.err }
 
 // joined is one rack's stream in a convoy.
 type joined struct {
-	c     *convoy
-	pause func() (resume func())
-	lb    *localBytes // the spill's lent bytes
-	off   int64       // bytes written
+	c   *convoy
+	lb  *localBytes // the spill's lent bytes
+	off int64       // bytes written
 	// h is its own hash once it goes on alone; digest and err its end.
 	h      hash.Hash
 	ended  bool
@@ -347,7 +342,7 @@ func (s *joined) together(p []byte) (checked int, alone bool, err error) {
 		}
 		// Another stream lends these bytes now: they are compared once
 		// written.
-		if err := c.waitPaused(s); err != nil {
+		if err := c.waitHeld(); err != nil {
 			return 0, false, err
 		}
 	}
@@ -361,7 +356,7 @@ func (s *joined) alone() error {
 	c := s.c
 	chunk := s.off / int64(chunkSize)
 	c.mu.Lock()
-	st, err := c.stateAt(s, chunk)
+	st, err := c.stateAt(chunk)
 	c.mu.Unlock()
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func TestConvoyGivesEachStreamItsOwnDigest(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				r := rand.New(rand.NewPCG(uint64(round), uint64(len(name))))
-				d, err := feed(c.join(nil), stream, r, 3*4096)
+				d, err := feed(c.join(), stream, r, 3*4096)
 				if err != nil {
 					t.Errorf("round %d, %s: %v", round, name, err)
 				}
@@ -110,10 +110,10 @@ func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := feed(c.join(nil), version, rnd, 700); err != nil || d != sumOf(version) {
+	if d, err := feed(c.join(), version, rnd, 700); err != nil || d != sumOf(version) {
 		t.Fatalf("first: %s, %v", d, err)
 	}
-	late := c.join(nil)
+	late := c.join()
 	other := bytes.Clone(version)
 	other[5000] = 'x'
 	if _, err := late.Write(other[:5000]); err != nil || late.h != nil {
@@ -141,7 +141,7 @@ func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
 		testenv.Missing(t, "no /proc/self/fd to reopen the spill read-only: "+err.Error())
 	}
 	c = startConvoy(context.Background(), ro, size)
-	if d, err := feed(c.join(nil), version, rnd, 700); err != nil || d != sumOf(version) {
+	if d, err := feed(c.join(), version, rnd, 700); err != nil || d != sumOf(version) {
 		t.Fatalf("broken spill: %s, %v", d, err)
 	}
 	c.stop()
@@ -179,7 +179,7 @@ func TestConvoyStopsWithTheContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.join(nil)
+	s := c.join()
 	if _, err := s.Write(make([]byte, 10_000)); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestConvoyStopsWithTheContext(t *testing.T) {
 	go func() {
 		// Chunk 1000 is never lent: only the context ends the wait.
 		c.mu.Lock()
-		_, err := c.stateAt(s, 1000)
+		_, err := c.stateAt(1000)
 		c.mu.Unlock()
 		done <- err
 	}()
@@ -229,7 +229,7 @@ func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	streams := make([]*joined, 4)
 	for i := range streams {
-		streams[i] = c.join(nil)
+		streams[i] = c.join()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -73,22 +73,3 @@ func TestMatchedLocalReadFailureIsNotTheRacks(t *testing.T) {
 		t.Fatalf("%v, want a localError", err)
 	}
 }
-
-// The copy is hashed up to a difference with the stall timer paused (the
-// rack waits on the check then), once.
-func TestMatchedPausesWhileItCatchesUp(t *testing.T) {
-	local := bytes.Repeat([]byte("imagectl"), 1<<16)
-	stream := bytes.Clone(local)
-	stream[300_000] ^= 1
-	var paused, resumed int
-	m := &matched{ctx: context.Background(), local: bytes.NewReader(local), size: int64(len(local)),
-		pause: func() func() { paused++; return func() { resumed++ } }}
-	for rest := stream; len(rest) > 0; rest = rest[min(len(rest), 100_000):] {
-		if _, err := m.Write(rest[:min(len(rest), 100_000)]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if paused != 1 || resumed != 1 {
-		t.Errorf("paused %d times, resumed %d; want once each", paused, resumed)
-	}
-}
