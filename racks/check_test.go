@@ -459,8 +459,8 @@ func TestStalledRackFailsAndGivesItsSlotBack(t *testing.T) {
 // time the check waits for the rack's bytes counts.
 func TestSlowCheckingIsNoStall(t *testing.T) {
 	sim, c, tg, p := site(t, "3.7", 32<<20, maassim.RackSpec{Hostname: "fine"})
-	tg.Local = slowReads{r: p, at: 8 << 20, wait: 3 * time.Second}
-	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), StallTimeout: time.Second, Timeout: time.Hour})
+	tg.Local = slowReads{r: p, at: 8 << 20, wait: 5 * time.Second}
+	rep, err := racks.Check(context.Background(), c, tg, racks.Options{Port: sim.RackPort(), StallTimeout: 2 * time.Second, Timeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,8 @@ func (c *convoy) stateAt(k int64) ([]byte, error) {
 }
 
 // waitHeld is wait while the check holds a stream (its stall watch is
-// paused meanwhile, see heldWrites): the check's end then is a heldError.
+// paused meanwhile, see heldWrites, or stopped once its fetch is over):
+// the check's end then is a heldError.
 func (c *convoy) waitHeld() error {
 	if err := c.wait(); err != nil {
 		return &heldError{err}
