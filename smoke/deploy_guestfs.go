@@ -59,7 +59,7 @@ func deploy(ctx context.Context, tgz, disk string, c deployConfig) (*deployed, e
 	h, err := appliance.Launch(ctx, disk, appliance.Options{
 		Identifier: "imagectl-smoke", Accel: c.accel,
 		// The scratch disk is thrown away after the boot.
-		Format: "raw",
+		Format: "raw", Log: log,
 	})
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func (e Executor) open(ctx context.Context, disk, accel string, opts guest.Sessi
 	h, err := appliance.Launch(ctx, disk, appliance.Options{
 		Identifier: "imagectl", Accel: accel, MemoryMB: e.MemoryMB, Network: true,
 		// The overlay is thrown away if the build fails.
-		Format: format, Discard: true,
+		Format: format, Discard: true, Log: opts.Log,
 	})
 	if err != nil {
 		return nil, "", "", err

@@ -15,7 +15,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"libguestfs.org/guestfs"
 
@@ -40,6 +42,31 @@ type Options struct {
 	// Discard passes the guest's discards on to the disk image, where the
 	// format and the host allow.
 	Discard bool
+	// LaunchTimeout bounds one launch (default 5 minutes under TCG, where
+	// a launch takes 15 to 60 s, 2 under KVM): libguestfs waits for the
+	// appliance without end once QEMU has started, and an appliance
+	// kernel that hangs early in its boot (seen under TCG on a loaded
+	// host: QEMU busy, no disk read) would hold the build or smoke run
+	// forever. A launch that runs past it is killed and tried again, up
+	// to launchAttempts launches in all.
+	LaunchTimeout time.Duration
+	// Log, when set, is told of a launch that did not come up in time.
+	Log func(string)
+}
+
+// launchAttempts is how many times Launch launches an appliance that does
+// not come up in time before it gives up.
+const launchAttempts = 3
+
+// launchTimeout is o.LaunchTimeout or its default.
+func (o Options) launchTimeout() time.Duration {
+	switch {
+	case o.LaunchTimeout > 0:
+		return o.LaunchTimeout
+	case o.Accel == "kvm":
+		return 2 * time.Minute
+	}
+	return 5 * time.Minute
 }
 
 // Handle is one launched appliance with its disk attached. Its calls run
@@ -66,12 +93,39 @@ var tcgAppend = "norandmaps"
 // Launch starts an appliance on disk. The disk's cache mode is "unsafe"
 // (QEMU ignores flushes): every disk imagectl attaches is a scratch copy
 // thrown away when the run fails. Cancelling ctx during the launch kills
-// the QEMU it started, so Launch returns early. The caller owns the
-// returned Handle and must Close it.
+// the QEMU it started, so Launch returns early; a launch that does not
+// come up within o's launch timeout is killed and tried again (see
+// Options.LaunchTimeout). The caller owns the returned Handle and must
+// Close it.
 func Launch(ctx context.Context, disk string, o Options) (*Handle, error) {
+	timeout := o.launchTimeout()
+	for attempt := 1; ; attempt++ {
+		g, hung, err := launch(ctx, disk, o, timeout)
+		switch {
+		case err == nil:
+			h := &Handle{g: g, accel: o.Accel}
+			if pid, err := g.Get_pid(); err == nil {
+				h.pid = pid
+			}
+			return h, nil
+		case !hung:
+			return nil, err
+		case attempt == launchAttempts:
+			return nil, fmt.Errorf("launching the libguestfs appliance (%s) on %s: it did not come up within %v, %d times; run libguestfs-test-tool for details",
+				o.Accel, disk, timeout, launchAttempts)
+		}
+		if o.Log != nil {
+			o.Log(fmt.Sprintf("the appliance (%s) did not come up within %v: killed, launching it again (%d of %d)", o.Accel, timeout, attempt+1, launchAttempts))
+		}
+	}
+}
+
+// launch launches an appliance on disk once. hung is set when it did not
+// come up within timeout and was killed: its handle is closed then.
+func launch(ctx context.Context, disk string, o Options, timeout time.Duration) (_ *guestfs.Guestfs, hung bool, _ error) {
 	g, gerr := guestfs.Create()
 	if gerr != nil {
-		return nil, fmt.Errorf("creating the libguestfs handle: %v", gerr)
+		return nil, false, fmt.Errorf("creating the libguestfs handle: %v", gerr)
 	}
 	g.Quiet()
 	format := o.Format
@@ -106,28 +160,44 @@ func Launch(ctx context.Context, disk string, o Options) (*Handle, error) {
 	for _, f := range setup {
 		if err := f(); err != nil {
 			g.Close()
-			return nil, fmt.Errorf("configuring the appliance for %s: %w", disk, err)
+			return nil, false, fmt.Errorf("configuring the appliance for %s: %w", disk, err)
 		}
 	}
 
 	// Launch is the slow part (seconds under KVM, ~15 s under TCG). The
 	// appliance's pid is not known until it returns, so cancellation kills
-	// this process's QEMU children.
+	// this process's QEMU children, and the timeout the one QEMU whose
+	// command line names disk (the others may be other appliances' and
+	// VMs'). Once Launch returned, neither kills: a launch that came up
+	// just as its time ran out is kept.
+	var mu sync.Mutex
+	returned, killed := false, false
+	timer := time.AfterFunc(timeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !returned {
+			killed = qemuproc.KillChildrenUsing(disk) > 0
+		}
+	})
 	stop := context.AfterFunc(ctx, qemuproc.KillChildren)
 	err := g.Launch()
 	stop()
-	if err != nil {
+	mu.Lock()
+	returned = true
+	hung = killed
+	mu.Unlock()
+	timer.Stop()
+	if err != nil || hung {
 		g.Close()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
-		return nil, fmt.Errorf("launching the libguestfs appliance (%s) on %s: %w; run libguestfs-test-tool for details", o.Accel, disk, err)
+		if hung {
+			return nil, true, fmt.Errorf("launching the libguestfs appliance (%s) on %s: it did not come up within %v", o.Accel, disk, timeout)
+		}
+		return nil, false, fmt.Errorf("launching the libguestfs appliance (%s) on %s: %w; run libguestfs-test-tool for details", o.Accel, disk, err)
 	}
-	h := &Handle{g: g, accel: o.Accel}
-	if pid, err := g.Get_pid(); err == nil {
-		h.pid = pid
-	}
-	return h, nil
+	return g, false, nil
 }
 
 // Accelerator is "kvm" or "tcg".

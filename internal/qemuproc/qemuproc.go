@@ -1,6 +1,6 @@
 // Package qemuproc finds and stops the QEMU processes this process started:
-// a libguestfs launch cancelled before the appliance's PID is known, and
-// the tests' check that nothing is left running.
+// a libguestfs launch cancelled, or hung, before the appliance's PID is
+// known, and the tests' check that nothing is left running.
 package qemuproc
 
 import (
@@ -16,6 +16,24 @@ func KillChildren() {
 	for _, pid := range Children() {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// KillChildrenUsing kills the live QEMU processes whose parent is this
+// process and whose command line names path (the disk of one appliance),
+// leaving the others (other appliances, VMs) running. It returns how many
+// it killed.
+func KillChildrenUsing(path string) int {
+	n := 0
+	for _, pid := range Children() {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil || !strings.Contains(string(b), path) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Children lists the live QEMU processes whose parent is this process.
