@@ -168,17 +168,24 @@ func launch(ctx context.Context, disk string, o Options, timeout time.Duration) 
 	// appliance's pid is not known until it returns, so cancellation kills
 	// this process's QEMU children, and the timeout the one QEMU whose
 	// command line names disk (the others may be other appliances' and
-	// VMs'). Once Launch returned, neither kills: a launch that came up
-	// just as its time ran out is kept.
+	// VMs'); a QEMU not started yet when the time runs out (libguestfs
+	// checks its appliance first) is looked for again until it is. Once
+	// Launch returned, neither kills: a launch that came up just as its
+	// time ran out is kept.
 	var mu sync.Mutex
 	returned, killed := false, false
-	timer := time.AfterFunc(timeout, func() {
+	var timer *time.Timer
+	mu.Lock()
+	timer = time.AfterFunc(timeout, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if !returned {
-			killed = qemuproc.KillChildrenUsing(disk) > 0
+		if !returned && !killed {
+			if killed = qemuproc.KillChildrenUsing(disk) > 0; !killed {
+				timer.Reset(min(timeout, time.Second))
+			}
 		}
 	})
+	mu.Unlock()
 	stop := context.AfterFunc(ctx, qemuproc.KillChildren)
 	err := g.Launch()
 	stop()
