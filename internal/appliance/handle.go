@@ -46,8 +46,8 @@ type Options struct {
 	// a launch takes 15 to 60 s, 2 under KVM): libguestfs waits for the
 	// appliance without end once QEMU has started, and an appliance
 	// kernel that hangs early in its boot (seen under TCG on a loaded
-	// host: QEMU busy, no disk read) would hold the build or smoke run
-	// forever. A launch that runs past it is killed and tried again, up
+	// host: QEMU busy, nothing read of its disks) would hold the build or
+	// smoke run forever. A launch that runs past it is killed and tried again, up
 	// to launchAttempts launches in all.
 	LaunchTimeout time.Duration
 	// Log, when set, is told of a launch that did not come up in time.
@@ -166,12 +166,12 @@ func launch(ctx context.Context, disk string, o Options, timeout time.Duration) 
 
 	// Launch is the slow part (seconds under KVM, ~15 s under TCG). The
 	// appliance's pid is not known until it returns, so cancellation kills
-	// this process's QEMU children, and the timeout the one QEMU whose
-	// command line names disk (the others may be other appliances' and
-	// VMs'); a QEMU not started yet when the time runs out (libguestfs
-	// checks its appliance first) is looked for again until it is. Once
-	// Launch returned, neither kills: a launch that came up just as its
-	// time ran out is kept.
+	// this process's QEMU children, and the timeout the one QEMU that has
+	// disk as a drive (the others may be other appliances' and VMs'); a
+	// QEMU not started yet when the time runs out (libguestfs checks its
+	// appliance first) is looked for again until it is. Once Launch has
+	// returned and the lock is taken, the timer kills nothing; a launch
+	// that came up in the instant before is killed and launched again.
 	var mu sync.Mutex
 	returned, killed := false, false
 	var timer *time.Timer
@@ -180,7 +180,7 @@ func launch(ctx context.Context, disk string, o Options, timeout time.Duration) 
 		mu.Lock()
 		defer mu.Unlock()
 		if !returned && !killed {
-			if killed = qemuproc.KillChildrenUsing(disk) > 0; !killed {
+			if killed = qemuproc.KillChildrenWithDrive(disk) > 0; !killed {
 				timer.Reset(min(timeout, time.Second))
 			}
 		}

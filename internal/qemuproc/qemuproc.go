@@ -18,19 +18,35 @@ func KillChildren() {
 	}
 }
 
-// KillChildrenUsing kills the live QEMU processes whose parent is this
-// process and whose command line names path (the disk of one appliance),
-// leaving the others (other appliances, VMs) running. It returns how many
-// it killed.
-func KillChildrenUsing(path string) int {
+// KillChildrenWithDrive kills the live QEMU processes whose parent is
+// this process and that have disk as a drive (an argument
+// "file=PATH,...", PATH disk's real path with its commas doubled, as
+// libguestfs passes a drive), leaving the others (other appliances, VMs)
+// running. It returns how many it killed.
+func KillChildrenWithDrive(disk string) int {
+	p, err := filepath.Abs(disk)
+	if err != nil {
+		return 0
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		p = real
+	} else if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		p = filepath.Join(dir, filepath.Base(p))
+	}
+	arg := "file=" + strings.ReplaceAll(p, ",", ",,") + ","
 	n := 0
 	for _, pid := range Children() {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if err != nil || !strings.Contains(string(b), path) {
+		if err != nil {
 			continue
 		}
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			n++
+		for _, a := range strings.Split(string(b), "\x00") {
+			if strings.HasPrefix(a, arg) {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					n++
+				}
+				break
+			}
 		}
 	}
 	return n

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,28 +47,40 @@ func TestChildren(t *testing.T) {
 	}
 }
 
-// TestKillChildrenUsing kills the QEMU child whose command line names a
-// path, and only it.
-func TestKillChildrenUsing(t *testing.T) {
-	sleep := testenv.Tool(t, "sleep", "coreutils has it")
+// TestKillChildrenWithDrive kills the QEMU child that has a disk as a
+// drive, and only it: not one whose drive's path starts with the same
+// characters.
+func TestKillChildrenWithDrive(t *testing.T) {
+	sh := testenv.Tool(t, "sh", "dash or bash has it")
 	fake := filepath.Join(t.TempDir(), "qemu-system-test")
-	b, err := os.ReadFile(sleep)
+	b, err := os.ReadFile(sh)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(fake, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// sleep 60 and sleep 61s: "61s" stands for the disk of the one to kill.
-	keep, kill := exec.Command(fake, "60"), exec.Command(fake, "61s")
-	for _, c := range []*exec.Cmd{keep, kill} {
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk,1.raw")
+	// The shell waits on its stdin, which stays open; its arguments stand
+	// for QEMU's: $0 is its drive.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	start := func(drive string) *exec.Cmd {
+		c := exec.Command(fake, "-c", "read x", "file="+drive+",cache=unsafe,format=raw")
+		c.Stdin = r
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
 	}
-	defer keep.Process.Kill()
-	defer kill.Process.Kill()
-	if n := KillChildrenUsing("61s"); n != 1 {
+	keep := start(strings.ReplaceAll(disk, ",", ",,") + ".2")
+	kill := start(strings.ReplaceAll(disk, ",", ",,"))
+	if n := KillChildrenWithDrive(disk); n != 1 {
 		t.Fatalf("killed %d, want 1", n)
 	}
 	done := make(chan error, 1)
@@ -75,9 +88,9 @@ func TestKillChildrenUsing(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the qemu child naming the path is still running")
+		t.Fatal("the qemu child with the drive is still running")
 	}
 	if got := Children(); len(got) != 1 || got[0] != keep.Process.Pid {
-		t.Errorf("after KillChildrenUsing: %v, want [%d]", got, keep.Process.Pid)
+		t.Errorf("after KillChildrenWithDrive: %v, want [%d]", got, keep.Process.Pid)
 	}
 }
