@@ -15,15 +15,7 @@ import (
 // and kills it; other children are not touched.
 func TestChildren(t *testing.T) {
 	sleep := testenv.Tool(t, "sleep", "coreutils has it")
-	fake := filepath.Join(t.TempDir(), "qemu-system-test")
-	b, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(fake, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	q := exec.Command(fake, "60")
+	q := exec.Command(fakeQEMU(t, sleep), "60")
 	other := exec.Command(sleep, "60")
 	for _, c := range []*exec.Cmd{q, other} {
 		if err := c.Start(); err != nil {
@@ -35,13 +27,7 @@ func TestChildren(t *testing.T) {
 		t.Fatalf("Children() = %v, want [%d]", got, q.Process.Pid)
 	}
 	KillChildren()
-	done := make(chan error, 1)
-	go func() { done <- q.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the qemu child is still running")
-	}
+	mustExit(t, q)
 	if got := Children(); len(got) != 0 {
 		t.Errorf("after KillChildren: %v", got)
 	}
@@ -51,15 +37,7 @@ func TestChildren(t *testing.T) {
 // drive, and only it: not one whose drive's path starts with the same
 // characters.
 func TestKillChildrenWithDrive(t *testing.T) {
-	sh := testenv.Tool(t, "sh", "dash or bash has it")
-	fake := filepath.Join(t.TempDir(), "qemu-system-test")
-	b, err := os.ReadFile(sh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(fake, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	fake := fakeQEMU(t, testenv.Tool(t, "sh", "dash or bash has it"))
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "disk,1.raw")
 	// The shell waits on its stdin, which stays open; its arguments stand
@@ -83,14 +61,35 @@ func TestKillChildrenWithDrive(t *testing.T) {
 	if n := KillChildrenWithDrive(disk); n != 1 {
 		t.Fatalf("killed %d, want 1", n)
 	}
+	mustExit(t, kill)
+	if got := Children(); len(got) != 1 || got[0] != keep.Process.Pid {
+		t.Errorf("after KillChildrenWithDrive: %v, want [%d]", got, keep.Process.Pid)
+	}
+}
+
+// fakeQEMU is a copy of the program at path named qemu-system-test: its
+// processes are QEMU's to Children.
+func fakeQEMU(t *testing.T, path string) string {
+	t.Helper()
+	fake := filepath.Join(t.TempDir(), "qemu-system-test")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fake, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return fake
+}
+
+// mustExit waits up to 5 s for c, killed, to exit.
+func mustExit(t *testing.T, c *exec.Cmd) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- kill.Wait() }()
+	go func() { done <- c.Wait() }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the qemu child with the drive is still running")
-	}
-	if got := Children(); len(got) != 1 || got[0] != keep.Process.Pid {
-		t.Errorf("after KillChildrenWithDrive: %v, want [%d]", got, keep.Process.Pid)
+		t.Fatalf("%s is still running", c.Path)
 	}
 }
