@@ -44,20 +44,20 @@ compare='TestCompareFirstBoot.*'
 
 # The jobs, about longest first (the order the last runs balanced well):
 # the seconds each took in a local CI run (CI=true .ci/run, a clean clone,
-# idle two-core machine) at 86ca403, before the test key pairs were made
-# once a test binary (race and race-release were one job of 766 s then,
-# release's and signing's tests 190 s of it).
+# two-core machine) at 638b67b, its lanes busy 2850 and 2899 s. At
+# 86ca403, before the test key pairs were made once a test binary, race
+# and race-release were one job of 766 s.
 jobs=(
-	smoke-standin # 1768: the stand-in build, its boots, the release loop
-	guestfs       # 1607: builder/guestfs, real builds
-	smoke-compare # 690: the first-boot comparison (issue 24)
-	cmd           # 559: cmd/imagectl under -race -short, then the tests it skipped
-	race-release  # ~290: -race, the release loop's packages (release_loop)
-	race          # ~285: -race, the others but cmd/imagectl
-	nocgo         # 114: the CGO-free build's tests
-	fuzz          # 56: make fuzz, four targets (50 s) and their builds
-	full          # 56: the other appliance packages, in full
-	smoke-rest    # 56: the boots of a blank disk, the smoke unit tests
+	smoke-standin # 1877: the stand-in build, its boots, the release loop
+	guestfs       # 1699: builder/guestfs, real builds
+	smoke-compare # 747: the first-boot comparison (issue 24)
+	cmd           # 580: cmd/imagectl under -race -short, then the tests it skipped
+	race-release  # 292: -race, the release loop's packages (release_loop)
+	race          # 282: -race, the others but cmd/imagectl
+	nocgo         # 112: the CGO-free build's tests
+	fuzz          # 59: make fuzz, four targets (50 s) and their builds
+	full          # 44: the other appliance packages, in full
+	smoke-rest    # 57: the boots of a blank disk, the smoke unit tests
 	dry-run       # ~1: the shipped recipes' dry-runs
 )
 

@@ -47,8 +47,8 @@ type Options struct {
 	// appliance without end once QEMU has started, and an appliance
 	// kernel that hangs early in its boot (seen under TCG on a loaded
 	// host: QEMU busy, nothing read of its disks) would hold the build or
-	// smoke run forever. A launch that runs past it is killed and tried again, up
-	// to launchAttempts launches in all.
+	// smoke run forever. A launch that runs past it is killed and tried
+	// again, up to launchAttempts launches in all.
 	LaunchTimeout time.Duration
 	// Log, when set, is told of a launch that did not come up in time.
 	Log func(string)
