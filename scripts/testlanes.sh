@@ -91,6 +91,15 @@ pkgs() {
 	done
 }
 
+# race_full HEAVY: the packages -race tests in full, one a line: all but
+# cmd/imagectl (its own job) and HEAVY, the appliance packages (tested
+# with -short).
+race_full() {
+	local all
+	all=$(pkgs all cmd/imagectl) || return 1
+	grep -vxF -f <(echo "$1") <<<"$all"
+}
+
 # Every job runs one test binary at a time (-p 1): a lane is one core.
 # Tests run with -v, into the job's log (see lane): the times of every
 # test are kept for the run's summary, and a failed job's log is shown whole.
@@ -130,10 +139,10 @@ job() {
 		# the release loop's (race-release).
 		local heavy rc=0
 		heavy=$(pkgs appliance cmd/imagectl) || return 1
-		list=$(pkgs all cmd/imagectl) || return 1
+		list=$(race_full "$heavy") || return 1
 		mapfile -t p <<<"$heavy"
 		[ -z "$heavy" ] || race_test -short "${p[@]}" || rc=1
-		mapfile -t p < <(grep -vxF -f <(echo "$heavy") <<<"$list" | grep -vE "$release_loop")
+		mapfile -t p < <(grep -vE "$release_loop" <<<"$list")
 		race_test "${p[@]}" || rc=1
 		return $rc
 		;;
@@ -141,8 +150,8 @@ job() {
 		# The release loop's packages, in full (none is an appliance one).
 		local heavy
 		heavy=$(pkgs appliance cmd/imagectl) || return 1
-		list=$(pkgs all cmd/imagectl) || return 1
-		mapfile -t p < <(grep -vxF -f <(echo "$heavy") <<<"$list" | grep -E "$release_loop")
+		list=$(race_full "$heavy") || return 1
+		mapfile -t p < <(grep -E "$release_loop" <<<"$list")
 		if [ ${#p[@]} -eq 0 ]; then
 			echo "testlanes.sh: no package matches $release_loop" >&2
 			return 1

@@ -111,8 +111,7 @@ func Launch(ctx context.Context, disk string, o Options) (*Handle, error) {
 		case !hung:
 			return nil, err
 		case attempt == launchAttempts:
-			return nil, fmt.Errorf("launching the libguestfs appliance (%s) on %s: it did not come up within %v, %d times; run libguestfs-test-tool for details",
-				o.Accel, disk, timeout, launchAttempts)
+			return nil, fmt.Errorf("%w, %d times; run libguestfs-test-tool for details", err, launchAttempts)
 		}
 		if o.Log != nil {
 			o.Log(fmt.Sprintf("the appliance (%s) did not come up within %v: killed, launching it again (%d of %d)", o.Accel, timeout, attempt+1, launchAttempts))
