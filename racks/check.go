@@ -230,7 +230,7 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		local = hashLocal(tctx, t)
 	case o.SpillDir != "":
 		var err error
-		if conv, err = newConvoy(tctx, o.SpillDir, t.Size); err != nil {
+		if conv, err = newConvoy(tctx, o.SpillDir, t.Size, len(controllers)); err != nil {
 			rep.SpillError = err.Error()
 		}
 		rep.Spilled = conv != nil
@@ -243,6 +243,9 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Once every rack is over or in the convoy, it frees what no
+			// stream needs any more.
+			defer conv.over()
 			notStarted := func() {
 				r := rackOf(rc, vlans)
 				r.Verdict, r.At = Unknown, o.Now().UTC()

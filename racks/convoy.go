@@ -35,10 +35,18 @@ var chunkSize = 1 << 20
 // named by their sha256. A stream waits for no other rack, whenever it
 // starts, but for a lender's write of the bytes it is at and for the
 // hasher at its end; memory stays flat (the spill is mapped a window at
-// a time), and the spill takes the version's size on its disk until the
-// check ends. When the fastest rack serves other bytes, the others differ
-// from what it lent and each goes on alone: the check then costs what
-// hashing each stream does.
+// a time). Once every rack of the check has joined or is done, the spill's
+// bytes that no stream can need again (behind the hasher and behind the
+// chunk each stream still in the convoy is at) are given back to its file
+// system (a hole punched): the spill then holds what lies between the
+// slowest stream and the fastest, not the whole version, and its pages
+// are used again for the next bytes lent instead of new ones (new pages
+// cost several times the writing on a virtual machine that hands freed
+// memory back to its host: docs/speed.md). Until then it grows up to the
+// version's size, as a stream joining late compares from the first byte.
+// When the fastest rack serves other bytes, the others differ from what it
+// lent and each goes on alone: the check then costs what hashing each
+// stream does.
 type convoy struct {
 	ctx    context.Context
 	size   int64
@@ -58,22 +66,34 @@ type convoy struct {
 	hashErr error
 	stopped bool
 	done    chan struct{}
+	// racks is how many racks the check has, settled how many of them are
+	// done (over), open the streams joined and not closed: when settled
+	// and open make racks, no stream can join any more. freed bytes from
+	// the spill's start are given back (free); noFree once its file system
+	// cannot.
+	racks   int
+	settled int
+	open    map[*joined]struct{}
+	freed   int64
+	noFree  bool
 }
 
 // newConvoy opens the spill for a version of size bytes in dir and starts
-// the hasher, until stop or ctx's end.
-func newConvoy(ctx context.Context, dir string, size int64) (*convoy, error) {
+// the hasher, until stop or ctx's end, for a check of the given number of
+// racks (each joins at most once, and is over once its fetch is).
+func newConvoy(ctx context.Context, dir string, size int64, racks int) (*convoy, error) {
 	spill, err := openSpill(dir, size)
 	if err != nil {
 		return nil, err
 	}
-	return startConvoy(ctx, spill, size), nil
+	return startConvoy(ctx, spill, size, racks), nil
 }
 
 // startConvoy starts a convoy's hasher over the spill, until stop or
 // ctx's end.
-func startConvoy(ctx context.Context, spill *os.File, size int64) *convoy {
-	c := &convoy{ctx: ctx, size: size, spill: spill, change: make(chan struct{}), done: make(chan struct{})}
+func startConvoy(ctx context.Context, spill *os.File, size int64, racks int) *convoy {
+	c := &convoy{ctx: ctx, size: size, spill: spill, change: make(chan struct{}), done: make(chan struct{}),
+		racks: racks, open: map[*joined]struct{}{}}
 	c.states = append(c.states, marshalHash(sha256.New()))
 	go c.hash()
 	return c
@@ -155,10 +175,69 @@ func (c *convoy) chunkLen(k int64) int {
 	return int(max(0, min(int64(chunkSize), c.size-k*int64(chunkSize))))
 }
 
-// join is a new stream of the convoy.
+// join is a new stream of the convoy, a rack's (once a rack).
 func (c *convoy) join() *joined {
-	return &joined{c: c, lb: newLocalBytes(c.spill, c.size)}
+	s := &joined{c: c, lb: newLocalBytes(c.spill, c.size)}
+	c.mu.Lock()
+	c.open[s] = struct{}{}
+	c.mu.Unlock()
+	return s
 }
+
+// over says a rack's fetch is over, whether it joined or not: it joins no
+// more. Nothing on a nil convoy.
+func (c *convoy) over() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.settled++
+	c.broadcast()
+	c.mu.Unlock()
+}
+
+// freeable is where the spill's bytes that no stream can need again end:
+// none while a rack may still join, or when how many may is not known (it compares from the first byte),
+// else those before the hasher and before the chunk of each stream still
+// in the convoy (alone hashes that chunk's spilled bytes). Called with mu
+// held.
+func (c *convoy) freeable() int64 {
+	if c.noFree || c.racks <= 0 || c.settled+len(c.open) < c.racks {
+		return c.freed
+	}
+	to := c.hashed * int64(chunkSize)
+	for s := range c.open {
+		if s.h == nil {
+			to = min(to, s.off/int64(chunkSize)*int64(chunkSize))
+		}
+	}
+	return max(to, c.freed)
+}
+
+// free gives the spill's bytes up to freeable back to its file system, a
+// hole punched (reading it gives zeros, which no stream does), so that
+// the next bytes lent take the pages those had. A file system that cannot
+// punch keeps them, as when nothing is freed. Called by the hasher, with
+// mu held; only it frees.
+func (c *convoy) free() {
+	to := c.freeable()
+	if to-c.freed < freeStep {
+		return
+	}
+	c.mu.Unlock()
+	err := unix.Fallocate(int(c.spill.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, c.freed, to-c.freed)
+	c.mu.Lock()
+	if err != nil {
+		c.noFree = true
+		return
+	}
+	c.freed = to
+	c.broadcast()
+}
+
+// freeStep is the least the hasher frees at once: a few system calls a
+// GiB. Tests make it small.
+var freeStep int64 = 8 << 20
 
 // stop ends the hasher and closes the spill, once every stream is done.
 func (c *convoy) stop() {
@@ -177,7 +256,12 @@ func (c *convoy) hash() {
 	h := sha256.New()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for !c.stopped {
+	for {
+		// free lets go of mu: stopped is read after it.
+		c.free()
+		if c.stopped {
+			return
+		}
 		k := c.hashed
 		if c.chunkLen(k) == 0 || c.lent < k*int64(chunkSize)+int64(c.chunkLen(k)) {
 			// Not lent whole yet.
@@ -374,7 +458,10 @@ func (s *joined) alone() error {
 	if err != nil || n != s.off-from {
 		return &spillError{fmt.Errorf("reading it: %d of %d bytes: %v", n, s.off-from, err)}
 	}
+	// Under mu: the hasher reads it (freeable).
+	c.mu.Lock()
 	s.h = h
+	c.mu.Unlock()
 	return nil
 }
 
@@ -405,8 +492,14 @@ func (s *joined) partial() string {
 	return d
 }
 
-// close lets go of the spill's mapping.
-func (s *joined) close() { s.lb.close() }
+// close lets go of the spill's mapping; the stream is out of the convoy.
+func (s *joined) close() {
+	s.c.mu.Lock()
+	delete(s.c.open, s)
+	s.c.broadcast()
+	s.c.mu.Unlock()
+	s.lb.close()
+}
 
 func marshalHash(h hash.Hash) []byte {
 	b, err := h.(encoding.BinaryMarshaler).MarshalBinary()

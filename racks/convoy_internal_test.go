@@ -40,10 +40,10 @@ func sumOf(b []byte) string {
 // Racks fetched at once, each stream cut into writes its own way, each get
 // the digest of what they served, whether they served the version or
 // differ from it anywhere, end early or go on past it; the version's
-// bytes are spilled once.
+// bytes are spilled once, and freed behind the streams as they go.
 func TestConvoyGivesEachStreamItsOwnDigest(t *testing.T) {
-	defer func(c int) { chunkSize = c }(chunkSize)
-	chunkSize = 4096
+	defer func(c int, f int64) { chunkSize, freeStep = c, f }(chunkSize, freeStep)
+	chunkSize, freeStep = 4096, 4096
 	const size = 10*4096 + 123
 	version := randomBytes(size, 7)
 	flip := func(at int) []byte { return flipped(version, at) }
@@ -62,7 +62,7 @@ func TestConvoyGivesEachStreamItsOwnDigest(t *testing.T) {
 		"another version of the length": bytes.Repeat([]byte{1}, size),
 	}
 	for round := range 20 {
-		c, err := newConvoy(context.Background(), t.TempDir(), size)
+		c, err := newConvoy(context.Background(), t.TempDir(), size, len(streams))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +73,7 @@ func TestConvoyGivesEachStreamItsOwnDigest(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer c.over()
 				r := rand.New(rand.NewPCG(uint64(round), uint64(len(name))))
 				d, err := feed(c.join(), stream, r, 3*4096)
 				if err != nil {
@@ -106,7 +107,7 @@ func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
 	size := int64(len(version))
 	rnd := rand.New(rand.NewPCG(1, 1))
 
-	c, err := newConvoy(context.Background(), t.TempDir(), size)
+	c, err := newConvoy(context.Background(), t.TempDir(), size, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "no /proc/self/fd to reopen the spill read-only: "+err.Error())
 	}
-	c = startConvoy(context.Background(), ro, size)
+	c = startConvoy(context.Background(), ro, size, 1)
 	if d, err := feed(c.join(), version, rnd, 700); err != nil || d != sumOf(version) {
 		t.Fatalf("broken spill: %s, %v", d, err)
 	}
@@ -175,7 +176,7 @@ func TestConvoyStopsWithTheContext(t *testing.T) {
 	defer func(c int) { chunkSize = c }(chunkSize)
 	chunkSize = 1024
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := newConvoy(ctx, t.TempDir(), 1<<20)
+	c, err := newConvoy(ctx, t.TempDir(), 1<<20, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
 	chunkSize = 4096
 	version := bytes.Repeat([]byte("imagectl"), 10_000)
 	size := int64(len(version))
-	c, err := newConvoy(context.Background(), t.TempDir(), size)
+	c, err := newConvoy(context.Background(), t.TempDir(), size, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,4 +259,84 @@ func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
 	if want := (size + 4095) / 4096; c.lent != size || c.hashed != want {
 		t.Errorf("%d bytes lent, %d chunks hashed; want %d, %d", c.lent, c.hashed, size, want)
 	}
+}
+
+// Once no rack can join any more, the spill's bytes behind the hash and
+// behind every stream's chunk are given back to the file system; a rack
+// that may still join keeps them all, and a stream behind keeps its
+// chunk and what follows.
+func TestConvoyFreesWhatNoStreamNeeds(t *testing.T) {
+	defer func(c int, f int64) { chunkSize, freeStep = c, f }(chunkSize, freeStep)
+	chunkSize, freeStep = 4096, 4096
+	const chunks = 64
+	version := randomBytes(chunks*4096, 3)
+	size := int64(len(version))
+	c, err := newConvoy(context.Background(), t.TempDir(), size, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	// waitFor waits for the convoy to be as cond says, or fails.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for !cond() {
+			ch := c.change
+			c.mu.Unlock()
+			select {
+			case <-ch:
+			case <-deadline:
+				c.mu.Lock()
+				t.Fatalf("%s: not so in 10 s (freed %d, hashed %d chunks)", what, c.freed, c.hashed)
+			}
+			c.mu.Lock()
+		}
+	}
+	ahead, behind := c.join(), c.join()
+	rnd := rand.New(rand.NewPCG(3, 3))
+	write := func(s *joined, b []byte) {
+		t.Helper()
+		for len(b) > 0 {
+			n := min(len(b), 1+rnd.IntN(5000))
+			if _, err := s.Write(b[:n]); err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+		}
+	}
+	write(ahead, version)
+	const at = 40*4096 + 100 // behind's place: in chunk 40
+	write(behind, version[:at])
+	waitFor("every chunk hashed", func() bool { return c.hashed == chunks })
+	c.mu.Lock()
+	freed := c.freed
+	c.mu.Unlock()
+	if freed != 0 {
+		t.Fatalf("%d bytes freed while a third rack may still join", freed)
+	}
+
+	c.over() // the third rack is done without joining
+	waitFor("the bytes before behind's chunk freed", func() bool { return c.freed == 40*4096 })
+	var st unix.Stat_t
+	if err := unix.Fstat(int(c.spill.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if held := st.Blocks * 512; held > size-40*4096+64<<10 {
+		t.Errorf("the spill holds %d bytes on its disk, want about the %d from behind's chunk on", held, size-40*4096)
+	}
+	write(behind, version[at:])
+	for name, s := range map[string]*joined{"ahead": ahead, "behind": behind} {
+		if s.h != nil {
+			t.Errorf("%s went alone at byte %d", name, s.off)
+		}
+		if d, err := s.sum(); err != nil || d != sumOf(version) {
+			t.Errorf("%s: %s, %v", name, d, err)
+		}
+		s.close()
+		c.over()
+	}
+	// Both racks are over: everything hashed is freed.
+	waitFor("all freed", func() bool { return c.freed == size })
 }
