@@ -197,15 +197,15 @@ func (c *convoy) over() {
 }
 
 // freeable is where the spill's bytes that no stream can need again end:
-// none while a rack may still join, or when how many may is not known (it compares from the first byte),
-// else those before the hasher and before the chunk of each stream still
-// in the convoy (alone hashes that chunk's spilled bytes). Called with mu
-// held.
+// none while a rack may still join (it compares from the first byte) or
+// when how many may is not known, else those before the hasher and before
+// the chunk of each stream still in the convoy (alone hashes that chunk's
+// spilled bytes). Called with mu held.
 func (c *convoy) freeable() int64 {
 	if c.noFree || c.racks <= 0 || c.settled+len(c.open) < c.racks {
 		return c.freed
 	}
-	to := c.hashed * int64(chunkSize)
+	to := min(c.hashed*int64(chunkSize), c.size)
 	for s := range c.open {
 		if s.h == nil {
 			to = min(to, s.off/int64(chunkSize)*int64(chunkSize))
@@ -220,19 +220,26 @@ func (c *convoy) freeable() int64 {
 // punch keeps them, as when nothing is freed. Called by the hasher, with
 // mu held; only it frees.
 func (c *convoy) free() {
-	to := c.freeable()
-	if to-c.freed < freeStep {
-		return
+	// Again until there is nothing to free: what changed while mu was let
+	// go is seen before the hasher waits for the next change.
+	for {
+		to := c.freeable()
+		if to == c.freed || to-c.freed < freeStep && to < c.size {
+			return
+		}
+		c.mu.Unlock()
+		var err error = unix.EINTR
+		for err == unix.EINTR { // the Go runtime's signals interrupt it
+			err = unix.Fallocate(int(c.spill.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, c.freed, to-c.freed)
+		}
+		c.mu.Lock()
+		if err != nil {
+			c.noFree = true
+			return
+		}
+		c.freed = to
+		c.broadcast()
 	}
-	c.mu.Unlock()
-	err := unix.Fallocate(int(c.spill.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, c.freed, to-c.freed)
-	c.mu.Lock()
-	if err != nil {
-		c.noFree = true
-		return
-	}
-	c.freed = to
-	c.broadcast()
 }
 
 // freeStep is the least the hasher frees at once: a few system calls a

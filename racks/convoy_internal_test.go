@@ -85,6 +85,8 @@ func TestConvoyGivesEachStreamItsOwnDigest(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		// Every rack is over: all that was spilled is freed.
+		waitForConvoy(t, c, fmt.Sprintf("round %d: all freed", round), func() bool { return c.freed == size })
 		c.stop()
 		for name, stream := range streams {
 			if got[name] != sumOf(stream) {
@@ -261,6 +263,26 @@ func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
 	}
 }
 
+// waitForConvoy waits for c to be as cond says (called with c.mu held),
+// or fails.
+func waitForConvoy(t *testing.T, c *convoy, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !cond() {
+		ch := c.change
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			c.mu.Lock()
+			t.Fatalf("%s: not so in 10 s (freed %d, hashed %d chunks, %d racks settled of %d, %d open, cannot free: %v, hash error %v, broken %v)", what, c.freed, c.hashed, c.settled, c.racks, len(c.open), c.noFree, c.hashErr, c.broken)
+		}
+		c.mu.Lock()
+	}
+}
+
 // Once no rack can join any more, the spill's bytes behind the hash and
 // behind every stream's chunk are given back to the file system; a rack
 // that may still join keeps them all, and a stream behind keeps its
@@ -276,24 +298,7 @@ func TestConvoyFreesWhatNoStreamNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.stop()
-	// waitFor waits for the convoy to be as cond says, or fails.
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.After(10 * time.Second)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for !cond() {
-			ch := c.change
-			c.mu.Unlock()
-			select {
-			case <-ch:
-			case <-deadline:
-				c.mu.Lock()
-				t.Fatalf("%s: not so in 10 s (freed %d, hashed %d chunks)", what, c.freed, c.hashed)
-			}
-			c.mu.Lock()
-		}
-	}
+	waitFor := func(what string, cond func() bool) { t.Helper(); waitForConvoy(t, c, what, cond) }
 	ahead, behind := c.join(), c.join()
 	rnd := rand.New(rand.NewPCG(3, 3))
 	write := func(s *joined, b []byte) {
