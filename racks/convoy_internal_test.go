@@ -249,17 +249,24 @@ func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
 	}
 	wg.Wait()
 	for i, s := range streams {
-		if s.h != nil {
-			t.Errorf("stream %d went alone at byte %d", i, s.off)
-		}
-		if d, err := s.sum(); err != nil || d != sumOf(version) {
-			t.Errorf("stream %d: %s, %v", i, d, err)
-		}
+		endedTogether(t, fmt.Sprintf("stream %d", i), s, version)
 		s.close()
 	}
 	c.stop()
 	if want := (size + 4095) / 4096; c.lent != size || c.hashed != want {
 		t.Errorf("%d bytes lent, %d chunks hashed; want %d, %d", c.lent, c.hashed, size, want)
+	}
+}
+
+// endedTogether fails t unless s never went alone and its digest is
+// version's.
+func endedTogether(t *testing.T, name string, s *joined, version []byte) {
+	t.Helper()
+	if s.h != nil {
+		t.Errorf("%s went alone at byte %d", name, s.off)
+	}
+	if d, err := s.sum(); err != nil || d != sumOf(version) {
+		t.Errorf("%s: %s, %v", name, d, err)
 	}
 }
 
@@ -333,12 +340,7 @@ func TestConvoyFreesWhatNoStreamNeeds(t *testing.T) {
 	}
 	write(behind, version[at:])
 	for name, s := range map[string]*joined{"ahead": ahead, "behind": behind} {
-		if s.h != nil {
-			t.Errorf("%s went alone at byte %d", name, s.off)
-		}
-		if d, err := s.sum(); err != nil || d != sumOf(version) {
-			t.Errorf("%s: %s, %v", name, d, err)
-		}
+		endedTogether(t, name, s, version)
 		s.close()
 		c.over()
 	}
