@@ -91,8 +91,9 @@ type Options struct {
 	// the bytes the racks serve, once, in an unlinked file the version's
 	// size for as long as it runs: each rack's stream is compared with
 	// them and they are hashed once (convoy), instead of each stream
-	// hashed. It should be on a disk (the cache directory), not in
-	// memory (a tmpfs).
+	// hashed. Once every rack is in the check, the bytes no rack needs
+	// any more are given back as it goes. It should be on a disk (the
+	// cache directory), not in memory (a tmpfs).
 	SpillDir string
 	// Transport carries the fetches; default a clone of
 	// http.DefaultTransport without a proxy (machines fetch from the rack
