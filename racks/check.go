@@ -244,10 +244,8 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Once every rack is over or in the convoy, it frees what no
-			// stream needs any more.
-			defer conv.over()
 			notStarted := func() {
+				conv.over()
 				r := rackOf(rc, vlans)
 				r.Verdict, r.At = Unknown, o.Now().UTC()
 				r.Detail = fmt.Sprintf("rack %s: not started: the check's timeout of %v ran out while other racks were checked (%d at a time): raise --timeout or --parallel",
@@ -271,6 +269,10 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 				return
 			}
 			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t, local, conv)
+			// Its fetch is over, its stream (if it joined) closed: once
+			// every rack is over or in the convoy, the convoy frees what
+			// no stream needs any more.
+			conv.over()
 			// The slot goes to the next rack before this one waits for
 			// the local copy's hash: its fetch is over. (A stream of a
 			// convoy waited for the convoy's hash in fetch: the hasher

@@ -80,7 +80,8 @@ type convoy struct {
 
 // newConvoy opens the spill for a version of size bytes in dir and starts
 // the hasher, until stop or ctx's end, for a check of the given number of
-// racks (each joins at most once, and is over once its fetch is).
+// racks: each joins at most once, and calls over once its fetch is over,
+// after it closed its stream.
 func newConvoy(ctx context.Context, dir string, size int64, racks int) (*convoy, error) {
 	spill, err := openSpill(dir, size)
 	if err != nil {
@@ -218,7 +219,7 @@ func (c *convoy) freeable() int64 {
 // hole punched (reading it gives zeros, which no stream does), so that
 // the next bytes lent take the pages those had. A file system that cannot
 // punch keeps them, as when nothing is freed. Called by the hasher, with
-// mu held; only it frees.
+// mu held, which it lets go of while it punches; only it frees.
 func (c *convoy) free() {
 	// Again until there is nothing to free: what changed while mu was let
 	// go is seen before the hasher waits for the next change.
@@ -409,6 +410,9 @@ func (s *joined) together(p []byte) (checked int, alone bool, err error) {
 			if err != nil {
 				return 0, false, &spillError{fmt.Errorf("reading it: %w", err)}
 			}
+			if (s.off+int64(same))/int64(chunkSize) != s.off/int64(chunkSize) {
+				c.broadcast() // into a new chunk: the hasher may free the last
+			}
 			s.off += int64(same)
 			return same, same < n, nil
 		}
@@ -465,9 +469,10 @@ func (s *joined) alone() error {
 	if err != nil || n != s.off-from {
 		return &spillError{fmt.Errorf("reading it: %d of %d bytes: %v", n, s.off-from, err)}
 	}
-	// Under mu: the hasher reads it (freeable).
+	// Under mu: the hasher reads it (freeable), and may free s's chunk.
 	c.mu.Lock()
 	s.h = h
+	c.broadcast()
 	c.mu.Unlock()
 	return nil
 }
@@ -499,7 +504,8 @@ func (s *joined) partial() string {
 	return d
 }
 
-// close lets go of the spill's mapping; the stream is out of the convoy.
+// close lets go of the spill's mapping; the stream is out of the convoy,
+// and what only it needed may be freed: end it first.
 func (s *joined) close() {
 	s.c.mu.Lock()
 	delete(s.c.open, s)
