@@ -296,18 +296,8 @@ func waitForConvoy(t *testing.T, c *convoy, what string, cond func() bool) {
 // that may still join keeps them all, and a stream behind keeps its
 // chunk and what follows.
 func TestConvoyFreesWhatNoStreamNeeds(t *testing.T) {
-	defer func(c int, f int64) { chunkSize, freeStep = c, f }(chunkSize, freeStep)
-	chunkSize, freeStep = 4096, 4096
-	const chunks = 64
-	version := randomBytes(chunks*4096, 3)
+	c, version := punchingConvoy(t, 3, 3)
 	size := int64(len(version))
-	dir := t.TempDir()
-	punchable(t, dir)
-	c, err := newConvoy(context.Background(), dir, size, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.stop()
 	waitFor := func(what string, cond func() bool) { t.Helper(); waitForConvoy(t, c, what, cond) }
 	ahead, behind := c.join(), c.join()
 	rnd := rand.New(rand.NewPCG(3, 3))
@@ -324,7 +314,7 @@ func TestConvoyFreesWhatNoStreamNeeds(t *testing.T) {
 	write(ahead, version)
 	const at = 40*4096 + 100 // behind's place: in chunk 40
 	write(behind, version[:at])
-	waitFor("every chunk hashed", func() bool { return c.hashed == chunks })
+	waitFor("every chunk hashed", func() bool { return c.hashed == punchChunks })
 	c.mu.Lock()
 	freed := c.freed
 	c.mu.Unlock()
@@ -351,6 +341,29 @@ func TestConvoyFreesWhatNoStreamNeeds(t *testing.T) {
 	waitFor("all freed", func() bool { return c.freed == size })
 }
 
+// punchChunks is how many chunks (of 4096 bytes) punchingConvoy's version has.
+const punchChunks = 64
+
+// punchingConvoy is a convoy for the given number of racks, of a random
+// version of punchChunks chunks of 4096 bytes (made from seed), freeing a
+// chunk at a time, on a file system that can punch holes: else the test
+// fails (or skips, outside CI).
+func punchingConvoy(t *testing.T, racks int, seed uint64) (*convoy, []byte) {
+	t.Helper()
+	c, f := chunkSize, freeStep
+	t.Cleanup(func() { chunkSize, freeStep = c, f })
+	chunkSize, freeStep = 4096, 4096
+	version := randomBytes(punchChunks*4096, seed)
+	dir := t.TempDir()
+	punchable(t, dir)
+	conv, err := newConvoy(context.Background(), dir, int64(len(version)), racks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conv.stop)
+	return conv, version
+}
+
 // punchable fails (or skips, outside CI) a test whose spill's file system
 // in dir cannot punch holes.
 func punchable(t *testing.T, dir string) {
@@ -372,24 +385,13 @@ func punchable(t *testing.T, dir string) {
 // the convoy free what is behind it as it compares; so does a stream's
 // move into a new chunk.
 func TestConvoyFreesBehindTheLastRackToJoin(t *testing.T) {
-	defer func(c int, f int64) { chunkSize, freeStep = c, f }(chunkSize, freeStep)
-	chunkSize, freeStep = 4096, 4096
-	const chunks = 64
-	version := randomBytes(chunks*4096, 5)
-	size := int64(len(version))
-	dir := t.TempDir()
-	punchable(t, dir)
-	c, err := newConvoy(context.Background(), dir, size, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.stop()
+	c, version := punchingConvoy(t, 2, 5)
 	rnd := rand.New(rand.NewPCG(5, 5))
 	if d, err := feed(c.join(), version, rnd, 5000); err != nil || d != sumOf(version) {
 		t.Fatalf("first: %s, %v", d, err)
 	}
 	c.over()
-	waitForConvoy(t, c, "every chunk hashed", func() bool { return c.hashed == chunks })
+	waitForConvoy(t, c, "every chunk hashed", func() bool { return c.hashed == punchChunks })
 	last := c.join()
 	if _, err := last.Write(version[:20*4096+7]); err != nil {
 		t.Fatal(err)
