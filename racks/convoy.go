@@ -198,12 +198,12 @@ func (c *convoy) over() {
 }
 
 // freeable is where the spill's bytes that no stream can need again end:
-// none while a rack may still join (it compares from the first byte) or
-// when how many may is not known, else those before the hasher and before
-// the chunk of each stream still in the convoy (alone hashes that chunk's
-// spilled bytes). Called with mu held.
+// none while a rack may still join (it compares from the first byte),
+// else those before the hasher and before the chunk of each stream still
+// in the convoy (alone hashes that chunk's spilled bytes). Called with mu
+// held.
 func (c *convoy) freeable() int64 {
-	if c.noFree || c.racks <= 0 || c.settled+len(c.open) < c.racks {
+	if c.noFree || c.settled+len(c.open) < c.racks {
 		return c.freed
 	}
 	to := min(c.hashed*int64(chunkSize), c.size)

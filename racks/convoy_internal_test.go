@@ -110,7 +110,7 @@ func TestConvoyLateStreamAndBrokenSpill(t *testing.T) {
 	size := int64(len(version))
 	rnd := rand.New(rand.NewPCG(1, 1))
 
-	c, err := newConvoy(context.Background(), t.TempDir(), size, 0)
+	c, err := newConvoy(context.Background(), t.TempDir(), size, 2) // the first rack and the late one
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
 	chunkSize = 4096
 	version := bytes.Repeat([]byte("imagectl"), 10_000)
 	size := int64(len(version))
-	c, err := newConvoy(context.Background(), t.TempDir(), size, 0)
+	c, err := newConvoy(context.Background(), t.TempDir(), size, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
