@@ -104,10 +104,11 @@ func cpuTime(tb testing.TB) time.Duration {
 //     with the store's tgz (a file here), which is hashed once;
 //   - "local-copy-hashed-before": the same, the tgz known unchanged since
 //     an earlier check or upload hashed it: only compared;
-//   - "spilled": without a local copy (an OCI store), with a cache
-//     directory: the racks' bytes kept once in a spill file, each stream
-//     compared with them, hashed once (Options.SpillDir);
-//   - "hash-each-stream": without either, each stream hashed.
+//   - "compared-with-each-other": without a local copy (an OCI store):
+//     each stream compared with the bytes the first to reach them lent
+//     to the convoy's ring, those hashed once;
+//   - "hash-each-stream": without a local copy, each stream hashed
+//     (Options.EachHashed), the obvious way.
 //
 // The racks serve in this process, so each side's CPU time per byte,
 // serving included, is reported too: where the CPU is what bounds both (a
@@ -133,13 +134,12 @@ func BenchmarkWarmRacks(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	spill := b.TempDir()
-	for _, mode := range []string{"local-copy", "local-copy-hashed-before", "spilled", "hash-each-stream"} {
+	for _, mode := range []string{"local-copy", "local-copy-hashed-before", "compared-with-each-other", "hash-each-stream"} {
 		b.Run(mode, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				var ms []roundMetrics
 				for range rounds {
-					ms = append(ms, warmRacksRound(b, mode, tgz, spill, content))
+					ms = append(ms, warmRacksRound(b, mode, tgz, content))
 				}
 				for _, name := range []string{"check-MB/s", "plain-MB/s", "ratio", "check-cpu-ns/B", "plain-cpu-ns/B", "cpu-ratio", "heap-growth-MiB"} {
 					vs := make([]float64, 0, len(ms))
@@ -167,7 +167,7 @@ type roundMetrics map[string]float64
 
 // warmRacksRound checks 4 fresh racks of a 1 GiB version the given way,
 // then reads it from 4 other fresh racks with plain GETs.
-func warmRacksRound(b *testing.B, mode, tgz, spill string, content io.ReaderAt) roundMetrics {
+func warmRacksRound(b *testing.B, mode, tgz string, content io.ReaderAt) roundMetrics {
 	const n, size = 4, 1 << 30
 	b.StopTimer()
 	simPlain, _, _ := bigSite(b, n, size, content)
@@ -175,9 +175,9 @@ func warmRacksRound(b *testing.B, mode, tgz, spill string, content io.ReaderAt) 
 	ro := racks.Options{Parallel: n, Port: simCheck.RackPort()}
 	var local *os.File
 	switch mode {
-	case "spilled":
-		ro.SpillDir = spill
+	case "compared-with-each-other":
 	case "hash-each-stream":
+		ro.EachHashed = true
 	default:
 		var err error
 		if local, err = os.Open(tgz); err != nil {
@@ -196,7 +196,7 @@ func warmRacksRound(b *testing.B, mode, tgz, spill string, content io.ReaderAt) 
 	rep, err := racks.Check(context.Background(), c, tg, ro)
 	check, checkCPU := time.Since(start), cpuTime(b)-cpu
 	peak := stop()
-	if err != nil || rep.Verdict != racks.Passed || rep.SpillError != "" {
+	if err != nil || rep.Verdict != racks.Passed || rep.ComparedWithEachOther != (mode == "compared-with-each-other") {
 		b.Fatalf("check: %v %+v", err, rep)
 	}
 	cpu, start = cpuTime(b), time.Now()
@@ -224,14 +224,14 @@ func TestCheckMemoryIsFlat(t *testing.T) {
 	}
 	const size = 256 << 20
 	content := newRepeated(size)
-	for _, withLocal := range []string{"", "local copy", "spill"} {
+	for _, withLocal := range []string{"each hashed", "local copy", "compared with each other"} {
 		sim, c, tg := bigSite(t, 2, size, content)
 		o := racks.Options{Port: sim.RackPort()}
 		switch withLocal {
+		case "each hashed":
+			o.EachHashed = true
 		case "local copy":
 			tg.Local = content
-		case "spill":
-			o.SpillDir = t.TempDir()
 		}
 		runtime.GC()
 		var before runtime.MemStats
@@ -239,7 +239,7 @@ func TestCheckMemoryIsFlat(t *testing.T) {
 		stop := heappeak.Start()
 		rep, err := racks.Check(context.Background(), c, tg, o)
 		peak := stop()
-		if err != nil || rep.Verdict != racks.Passed || rep.Spilled != (withLocal == "spill") {
+		if err != nil || rep.Verdict != racks.Passed || rep.ComparedWithEachOther != (withLocal == "compared with each other") {
 			t.Fatalf("with %q: %v %+v", withLocal, err, rep)
 		}
 		if grew := int64(peak) - int64(before.HeapAlloc); grew > 32<<20 {

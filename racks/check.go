@@ -78,8 +78,7 @@ type Options struct {
 	// for it, before it fails as reachable but not serving (default 60 s):
 	// a stalled rack gives its slot back rather than holding it for the
 	// whole check. The time the check holds the stream itself (a slow
-	// disk under the local copy or the spill, the convoy's hash) is not
-	// the rack's.
+	// disk under the local copy, the convoy) is not the rack's.
 	StallTimeout time.Duration
 	// Port is the racks' image port (default 5248).
 	Port int
@@ -87,14 +86,11 @@ type Options struct {
 	// image after it was asked to import it (default 10 min), polled every
 	// PollInterval (default 2 s).
 	ImportTimeout, PollInterval time.Duration
-	// SpillDir, when set, is where a check without a local copy keeps
-	// the bytes the racks serve, once, in an unlinked file the version's
-	// size for as long as it runs: each rack's stream is compared with
-	// them and they are hashed once (convoy), instead of each stream
-	// hashed. Once every rack is in the check, the bytes no rack needs
-	// any more are given back as it goes. It should be on a disk (the
-	// cache directory), not in memory (a tmpfs).
-	SpillDir string
+	// EachHashed hashes each rack's stream on its own when there is no
+	// local copy, instead of comparing the racks' streams with each other
+	// and hashing their bytes once (convoy): what make bench measures the
+	// comparison against. A check is as sure either way.
+	EachHashed bool
 	// Transport carries the fetches; default a clone of
 	// http.DefaultTransport without a proxy (machines fetch from the rack
 	// directly). Compression is always off: the bytes are checked as they
@@ -126,15 +122,14 @@ type Report struct {
 	// LocalCopyHashedBefore is set when that copy was not hashed by this
 	// check, known unchanged since an earlier one did (Target.LocalHashed).
 	LocalCopyHashedBefore bool `json:"local_copy_hashed_before,omitempty"`
-	// Spilled is set when, without a local copy, the racks' bytes were
-	// kept once in a spill file, each rack's stream compared with them,
-	// and hashed once (Options.SpillDir); SpillError says why a check
-	// that was to spill hashed each stream instead, or, with Spilled,
-	// from where on (a spill that filled its disk).
-	Spilled    bool    `json:"spilled,omitempty"`
-	SpillError string  `json:"spill_error,omitempty"`
-	Racks      []Rack  `json:"racks"`
-	Verdict    Verdict `json:"verdict"`
+	// ComparedWithEachOther is set when, without a local copy, each
+	// rack's bytes were compared with the same bytes the first rack to
+	// reach them served, those hashed once (the convoy), rather than each
+	// rack's hashed: with two racks or more checked at once, unless
+	// Options.EachHashed.
+	ComparedWithEachOther bool    `json:"compared_with_each_other,omitempty"`
+	Racks                 []Rack  `json:"racks"`
+	Verdict               Verdict `json:"verdict"`
 }
 
 // Rack is one rack controller's result.
@@ -229,12 +224,9 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		local = hashedBefore(t)
 	case t.Local != nil:
 		local = hashLocal(tctx, t)
-	case o.SpillDir != "":
-		var err error
-		if conv, err = newConvoy(tctx, o.SpillDir, t.Size, len(controllers)); err != nil {
-			rep.SpillError = err.Error()
-		}
-		rep.Spilled = conv != nil
+	case !o.EachHashed && min(o.Parallel, len(controllers)) > 1:
+		conv = newConvoy(tctx, t.Size)
+		rep.ComparedWithEachOther = true
 	}
 	rep.Racks = make([]Rack, len(controllers))
 	sem := make(chan struct{}, o.Parallel)
@@ -245,7 +237,6 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 		go func() {
 			defer wg.Done()
 			notStarted := func() {
-				conv.over()
 				r := rackOf(rc, vlans)
 				r.Verdict, r.At = Unknown, o.Now().UTC()
 				r.Detail = fmt.Sprintf("rack %s: not started: the check's timeout of %v ran out while other racks were checked (%d at a time): raise --timeout or --parallel",
@@ -269,10 +260,6 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 				return
 			}
 			r := o.checkRack(tctx, c, version, res, rep.Path, rc, vlans, t, local, conv)
-			// Its fetch is over, its stream (if it joined) closed: once
-			// every rack is over or in the convoy, the convoy frees what
-			// no stream needs any more.
-			conv.over()
 			// The slot goes to the next rack before this one waits for
 			// the local copy's hash: its fetch is over. (A stream of a
 			// convoy waited for the convoy's hash in fetch: the hasher
@@ -292,9 +279,6 @@ func Check(ctx context.Context, c *maas.Client, t Target, o Options) (*Report, e
 	wg.Wait()
 	if conv != nil {
 		conv.stop()
-		if err := conv.problem(); err != nil {
-			rep.SpillError = err.Error() + " (from there on the racks' streams were each hashed, or could not be checked)"
-		}
 	}
 	if local != nil {
 		// It reads t.Local, which the caller closes after: wait for it
@@ -649,15 +633,12 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			r.BytesPerSecond = float64(n) / s
 		}
 		var lerr *localError
-		var serr *spillError
 		var herr *heldError
 		switch {
 		case errors.As(err, &herr):
 			return o.timedOut(r, err)
 		case errors.As(err, &lerr):
 			local.broke(lerr)
-			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: %v", r.Hostname, err)
-		case errors.As(err, &serr):
 			r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: %v", r.Hostname, err)
 		case err != nil && (ctx.Err() != nil || stalled.Load()):
 			return o.notServing(r, addr, true, stalled.Load(), n, t, err)
@@ -671,8 +652,6 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 			switch {
 			case err != nil && (ctx.Err() != nil || errors.As(err, &herr)):
 				return o.timedOut(r, err)
-			case errors.As(err, &serr):
-				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s: its bytes could not be checked: %v", r.Hostname, err)
 			case err != nil:
 				local.broke(err)
 				r.Verdict, r.Detail = Unknown, fmt.Sprintf("rack %s served other bytes than the local copy: %v", r.Hostname, err)
@@ -764,8 +743,8 @@ func (p *progressReader) Read(b []byte) (int, error) {
 
 // heldWrites is the check's side of a rack's stream: its stall watch is
 // paused while a write is checked (compared with the local copy or the
-// spill, hashed, or held by the convoy: reads of a disk, a write of the
-// spill, a wait for the hash). The socket is read ahead meanwhile, then
+// other racks' bytes, hashed, or held by the convoy: reads of a disk, a
+// wait for the hash or for a rack behind). The socket is read ahead meanwhile, then
 // waits on the check, not the check on the rack: only the time the check
 // waits for bytes counts.
 type heldWrites struct {

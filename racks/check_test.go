@@ -58,13 +58,14 @@ func site(t testing.TB, version string, size int64, specs ...maassim.RackSpec) (
 }
 
 // checkedWith has a check compare the racks' streams with p as a local
-// copy ("local copy") or through a spill ("spill"), or hash each ("").
-func checkedWith(t *testing.T, way string, tg *racks.Target, p io.ReaderAt, o *racks.Options) {
+// copy ("local copy") or with each other ("each other"), or hash each
+// ("").
+func checkedWith(way string, tg *racks.Target, p io.ReaderAt, o *racks.Options) {
 	switch way {
 	case "local copy":
 		tg.Local = p
-	case "spill":
-		o.SpillDir = t.TempDir()
+	case "":
+		o.EachHashed = true
 	}
 }
 
@@ -80,21 +81,23 @@ func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
 	// 3.5.0 and 3.5.1 give no filename_on_disk and name files by their
 	// sha256; from 3.5.2 the name on disk is the API's, and the racks
 	// know files by it alone.
-	// At 3.7 the streams are also checked through a spill (the third
-	// rack starts when one of the first two is done: it compares with
-	// the spill they left).
-	for _, v := range []string{"3.5", "3.5.1", "3.5.2", "3.7", "3.7+spill", "3.8"} {
+	// The racks' streams are compared with each other (the third rack
+	// starts when one of the first two is done: it compares with the
+	// bytes they left, as the version fits the convoy's ring); at 3.7
+	// also each hashed.
+	for _, v := range []string{"3.5", "3.5.1", "3.5.2", "3.7", "3.7+each", "3.8"} {
 		t.Run(v, func(t *testing.T) {
-			v, spill, _ := strings.Cut(v, "+")
+			v, each, _ := strings.Cut(v, "+")
 			sim, c, tg, _ := site(t, v, 3<<20, maassim.RackSpec{}, maassim.RackSpec{}, maassim.RackSpec{})
 			var seen atomic.Int32
 			o := racks.Options{Port: sim.RackPort(), Parallel: 2, Progress: func(racks.Rack) { seen.Add(1) }}
-			if spill != "" {
-				o.SpillDir = t.TempDir()
-			}
+			o.EachHashed = each != ""
 			rep, err := racks.Check(context.Background(), c, tg, o)
-			if err != nil || rep.SpillError != "" {
-				t.Fatal(err, rep.SpillError)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.ComparedWithEachOther == o.EachHashed {
+				t.Errorf("compared with each other: %v, each hashed: %v", rep.ComparedWithEachOther, o.EachHashed)
 			}
 			if rep.Verdict != racks.Passed || len(rep.Racks) != 3 || seen.Load() != 3 {
 				t.Fatalf("verdict %s, %d racks, %d reported: %+v", rep.Verdict, len(rep.Racks), seen.Load(), rep.Racks)
@@ -135,17 +138,17 @@ func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
 
 func TestRackServingOtherBytesFailsNamingItAndTheDigest(t *testing.T) {
 	// Each rack's stream hashed, compared with a local copy, and compared
-	// through a spill.
-	for _, withLocal := range []string{"", "local copy", "spill"} {
+	// with each other.
+	for _, withLocal := range []string{"", "local copy", "each other"} {
 		sim, c, tg, p := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "r1"}, maassim.RackSpec{Hostname: "stale", State: maassim.RackOtherBytes})
 		o := racks.Options{Port: sim.RackPort()}
-		checkedWith(t, withLocal, &tg, p, &o)
+		checkedWith(withLocal, &tg, p, &o)
 		rep, err := racks.Check(context.Background(), c, tg, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Spilled != (withLocal == "spill") || rep.SpillError != "" {
-			t.Fatalf("with %q: spilled %v (%s)", withLocal, rep.Spilled, rep.SpillError)
+		if rep.ComparedWithEachOther != (withLocal == "each other") {
+			t.Fatalf("with %q: compared with each other: %v", withLocal, rep.ComparedWithEachOther)
 		}
 		if rep.Verdict != racks.Failed || verdicts(rep)["r1"] != racks.Passed || rep.Racks[0].SHA256 != tg.SHA256 {
 			t.Fatalf("with %q: verdicts %v, overall %s, r1's sha256 %s", withLocal, verdicts(rep), rep.Verdict, rep.Racks[0].SHA256)
@@ -383,7 +386,7 @@ func TestMAASWithoutTheVersionOrWithOtherBytesIsAnError(t *testing.T) {
 func TestCancelStopsTheCheck(t *testing.T) {
 	// Also while the local copy is hashed (it is the racks' bytes here,
 	// whose reads cancel).
-	for _, withLocal := range []string{"", "local copy", "spill"} {
+	for _, withLocal := range []string{"", "local copy", "each other"} {
 		sim, c, tg, p := site(t, "3.7", 64<<20, maassim.RackSpec{}, maassim.RackSpec{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -393,7 +396,7 @@ func TestCancelStopsTheCheck(t *testing.T) {
 			}
 		}
 		o := racks.Options{Port: sim.RackPort()}
-		checkedWith(t, withLocal, &tg, p, &o)
+		checkedWith(withLocal, &tg, p, &o)
 		_, err := racks.Check(ctx, c, tg, o)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("with %q: want the context's error, got %v", withLocal, err)
@@ -505,24 +508,21 @@ func TestDegradedServiceIsFetchedAnyway(t *testing.T) {
 }
 
 func TestRackServingMoreThanTheVersionIsReadNoFurther(t *testing.T) {
-	for _, spill := range []bool{false, true} {
+	for _, each := range []bool{false, true} {
 		sim, c, tg, _ := site(t, "3.7", 1<<20, maassim.RackSpec{Hostname: "endless", State: maassim.RackEndless}, maassim.RackSpec{Hostname: "r2"})
-		o := racks.Options{Port: sim.RackPort(), Timeout: 5 * time.Second}
-		if spill {
-			o.SpillDir = t.TempDir()
-		}
+		o := racks.Options{Port: sim.RackPort(), Timeout: 5 * time.Second, EachHashed: each}
 		rep, err := racks.Check(context.Background(), c, tg, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Spilled != spill || rep.SpillError != "" {
-			t.Fatalf("spill %v: spilled %v (%s)", spill, rep.Spilled, rep.SpillError)
+		if rep.ComparedWithEachOther == each {
+			t.Fatalf("each hashed %v: compared with each other %v", each, rep.ComparedWithEachOther)
 		}
 		if r := rep.Racks[0]; rep.Verdict != racks.Failed || r.Bytes != tg.Size+1 || !strings.Contains(r.Detail, "more than the 1048576 bytes") {
-			t.Fatalf("spill %v: %s: %+v", spill, rep.Verdict, r)
+			t.Fatalf("each hashed %v: %s: %+v", each, rep.Verdict, r)
 		}
 		if r := rep.Racks[1]; r.Verdict != racks.Passed || r.SHA256 != tg.SHA256 {
-			t.Fatalf("spill %v: the other rack: %+v", spill, r)
+			t.Fatalf("each hashed %v: the other rack: %+v", each, r)
 		}
 	}
 }

@@ -8,10 +8,10 @@
 // then fetches the image through the rack's :5248 exactly as curtin will:
 // one plain GET, no Range, no authentication, counted and never held
 // whole, each rack's stream compared with a local copy of the version
-// when the caller has one (Target.Local), which is hashed once; else, with
-// a spill directory (Options.SpillDir), compared with the bytes the first
-// rack to reach them lent to a spill file, which are hashed once (convoy);
-// else read through sha256. The URL is
+// when the caller has one (Target.Local), which is hashed once; else,
+// with two racks or more at once, compared with the bytes the first rack
+// to reach them lent to a ring of a few MiB, which are hashed once
+// (convoy); else read through sha256. The URL is
 // /images/<filename_on_disk>/custom/<arch>/<subarch>/<series>/uploaded/<filename>
 // from 3.5 (the agent's caching proxy fills its cache only on such a full
 // read, so the check warms the rack for the mass deploy), and on 3.4

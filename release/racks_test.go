@@ -369,9 +369,9 @@ func TestUploadHashesTheTgzForTheRacksCheck(t *testing.T) {
 
 // A tgz the check cannot take as the version's local copy (others may
 // write it, or it is an OCI store's blob) leaves the racks to be checked
-// by their own bytes: spilled once and hashed once with a spill
-// directory (the cache directory, from the CLI), else each hashed.
-func TestRacksWithoutALocalCopyAreSpilledOnce(t *testing.T) {
+// by their own bytes: compared with each other and hashed once, or each
+// hashed (racks.Options.EachHashed).
+func TestRacksWithoutALocalCopyAreComparedWithEachOther(t *testing.T) {
 	f, _ := racksFixture(t, "3.7", maassim.RackSpec{}, maassim.RackSpec{}, maassim.RackSpec{})
 	if _, err := release.Promote(ctx, "demo", "1.0.0", f.opts); err != nil {
 		t.Fatal(err)
@@ -383,18 +383,15 @@ func TestRacksWithoutALocalCopyAreSpilledOnce(t *testing.T) {
 	if err := os.Chmod(v.Tarball, 0o664); err != nil {
 		t.Fatal(err)
 	}
-	for _, spill := range []bool{false, true} {
-		f.opts.Racks.SpillDir = ""
-		if spill {
-			f.opts.Racks.SpillDir = t.TempDir()
-		}
+	for _, each := range []bool{false, true} {
+		f.opts.Racks.EachHashed = each
 		w, err := release.WarmRacks(ctx, "demo", "1.0.0", f.opts)
-		if err != nil || w.Verdict != racks.Passed || w.ComparedWithLocalCopy || w.Spilled != spill || w.SpillError != "" {
-			t.Fatalf("spill %v: %v %+v", spill, err, w)
+		if err != nil || w.Verdict != racks.Passed || w.ComparedWithLocalCopy || w.ComparedWithEachOther == each {
+			t.Fatalf("each hashed %v: %v %+v", each, err, w)
 		}
 		for _, r := range w.Racks {
 			if r.SHA256 != v.SHA256 || r.Bytes != v.Size {
-				t.Errorf("spill %v: rack %s: %+v", spill, r.Hostname, r)
+				t.Errorf("each hashed %v: rack %s: %+v", each, r.Hostname, r)
 			}
 		}
 	}

@@ -87,10 +87,9 @@ func (c *siteCmdFlags) siteOptions(ctx context.Context, s streams, env []string,
 		Override: c.override, WarmRacks: c.warmRacks.v,
 		NoWarmRacks: c.warmRacks.given && !c.warmRacks.v, AllowUnknownRacks: c.allowUnknownRacks}
 	// Without a cache directory, the racks check hashes the store's tgz
-	// every time, and without a local tgz each rack's stream.
+	// every time.
 	if dir, err := cachedir.Default(env); err == nil {
 		o.Hashed = cache.Hashed(dir)
-		o.Racks.SpillDir = dir
 	}
 	if promoting {
 		if o.Verifier, err = c.vf.verifier(env, site); err != nil {

@@ -99,10 +99,8 @@ func racksText(w io.Writer, rep *racks.Report) error {
 		how = " (each rack's bytes compared with the store's tgz, unchanged since an earlier check hashed it)"
 	case rep.ComparedWithLocalCopy:
 		how = " (each rack's bytes compared with the store's tgz)"
-	case rep.Spilled:
+	case rep.ComparedWithEachOther:
 		how = " (the racks' bytes hashed once, each rack's compared with them)"
-	case rep.SpillError != "":
-		how = " (each rack's bytes hashed: " + rep.SpillError + ")"
 	}
 	textsafe.Fprintf(w, "%s (sha256 %s, %d bytes) on MAAS %s: %s%s\n", rep.Name, rep.SHA256, rep.Size, rep.MAASVersion, rep.Path, how)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
