@@ -152,7 +152,11 @@ type Rack struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// Cache is its X-Cache answer: "hit" (it had it), "miss" (it filled
 	// its cache now), or "" (served from a local disk, or MAAS 3.4).
-	Cache          string        `json:"cache,omitempty"`
+	Cache string `json:"cache,omitempty"`
+	// Duration is its fetch's, from the request to the last byte, and
+	// BytesPerSecond its bytes over it: a rack compared with the others
+	// may have been held back by a slower one for a quarter of it and
+	// 100 ms at most (convoy).
 	Duration       time.Duration `json:"duration_ns"`
 	BytesPerSecond float64       `json:"bytes_per_second"`
 	At             time.Time     `json:"at"`
