@@ -126,7 +126,8 @@ type Report struct {
 	// rack's bytes were compared with the same bytes the first rack to
 	// reach them served, those hashed once (the convoy), rather than each
 	// rack's hashed: with two racks or more checked at once, unless
-	// Options.EachHashed.
+	// Options.EachHashed. A rack whose bytes differ, or that fell too far
+	// behind the others, is still hashed on its own from there.
 	ComparedWithEachOther bool    `json:"compared_with_each_other,omitempty"`
 	Racks                 []Rack  `json:"racks"`
 	Verdict               Verdict `json:"verdict"`
@@ -154,11 +155,13 @@ type Rack struct {
 	// its cache now), or "" (served from a local disk, or MAAS 3.4).
 	Cache string `json:"cache,omitempty"`
 	// Duration is its fetch's, from the request to the last byte, and
-	// BytesPerSecond its bytes over it: a rack compared with the others
-	// may have been held back by a slower one for a quarter of it and
-	// 100 ms at most (convoy).
+	// BytesPerSecond its bytes over it. Held is the part of it the
+	// check held the rack's stream back for a slower rack (at most a
+	// quarter of it plus 100 ms, when the racks are compared with each
+	// other: the convoy).
 	Duration       time.Duration `json:"duration_ns"`
 	BytesPerSecond float64       `json:"bytes_per_second"`
+	Held           time.Duration `json:"held_ns,omitempty"`
 	At             time.Time     `json:"at"`
 	// awaitsLocal is set on a rack that served the local copy's bytes
 	// before the copy's own hash ended: it passes when the hash says the
@@ -633,6 +636,9 @@ func (o Options) fetch(ctx context.Context, r Rack, version, path string, t Targ
 		done()
 		r.Duration = time.Since(start)
 		r.Bytes = n
+		if j, ok := sink.(*joined); ok {
+			r.Held = j.held
+		}
 		if s := r.Duration.Seconds(); s > 0 {
 			r.BytesPerSecond = float64(n) / s
 		}

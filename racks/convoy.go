@@ -22,7 +22,7 @@ var (
 // How long a stream that would lend the next bytes waits for a stream
 // behind to leave the ring's oldest chunk, before that one goes on
 // alone: at most holdMost at once, and over the stream's whole fetch at
-// most holdFloor and holdShare of the time since it joined. Tests change
+// most holdFloor plus holdShare of the time since it joined. Tests change
 // them.
 var (
 	holdFloor = 100 * time.Millisecond
@@ -54,8 +54,8 @@ var (
 // above, and is then sent on alone: the lender hashes its bytes of that
 // chunk into its own hash for it. So memory stays flat (the ring, the
 // states of the chunks in it), a rack is held back by a slower one for a
-// bounded share of its time only (its reported time and throughput
-// include that), and a rack that stalls holds no other for more than
+// bounded share of its time only (its report says for how long: Held),
+// and a rack that stalls holds no other for more than
 // holdMost. A stream that joins after the first chunk left the ring (a
 // rack checked after others, with more racks than --parallel) hashes its
 // own bytes from the start. When the fastest rack serves other bytes, the
@@ -211,15 +211,14 @@ func (e *heldError) Error() string {
 }
 func (e *heldError) Unwrap() error { return e.err }
 
-// resume is the hash of the version's bytes up to off, from the state at
-// the start of off's chunk k (hashed, in the ring) and the ring's bytes of
-// it up to off. Called with mu held.
-func (c *convoy) resume(k, off int64) hash.Hash {
+// resumed is a hash resumed from state (marshaled by crypto/sha256),
+// then fed rest.
+func resumed(state, rest []byte) hash.Hash {
 	h := sha256.New()
-	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(c.states[k-c.base]); err != nil {
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state); err != nil {
 		panic(err) // a state crypto/sha256 marshaled
 	}
-	h.Write(c.slot(k)[:off-k*int64(chunkSize)])
+	h.Write(rest)
 	return h
 }
 
@@ -255,7 +254,8 @@ func (c *convoy) advance(s *joined) error {
 			return err
 		}
 		for _, o := range behind {
-			o.sent = c.resume(c.base, o.off)
+			// Under mu: o may move on otherwise.
+			o.sent = resumed(c.states[0], c.slot(c.base)[:o.off-c.base*int64(chunkSize)])
 			delete(c.open, o)
 		}
 	}
@@ -378,7 +378,14 @@ func (s *joined) alone() error {
 		}
 	}
 	if s.h = s.sent; s.h == nil {
-		s.h = c.resume(chunk, s.off)
+		// Outside mu: the chunk stays in the ring while it is read.
+		state, slot := c.states[chunk-c.base], chunk%c.slots
+		c.readers[slot]++
+		c.mu.Unlock()
+		h := resumed(state, c.slot(chunk)[:s.off-chunk*int64(chunkSize)])
+		c.mu.Lock()
+		c.readers[slot]--
+		s.h = h
 	}
 	delete(c.open, s)
 	if c.holding > 0 {
