@@ -55,10 +55,10 @@ var (
 // chunk into its own hash for it. So memory stays flat (the ring, the
 // states of the chunks in it), a rack is held back by a slower one for a
 // bounded share of its time only (its report says for how long: Held),
-// and a rack that stalls holds no other for more than
-// holdMost. A stream that joins after the first chunk left the ring (a
-// rack checked after others, with more racks than --parallel) hashes its
-// own bytes from the start. When the fastest rack serves other bytes, the
+// and a rack that stalls holds no other for more than holdMost. A stream
+// that joins after the first chunk left the ring (a rack checked after
+// others, with more racks than --parallel) hashes its own bytes from the
+// start. When the fastest rack serves other bytes, the
 // others differ from what it lent and each goes on alone: the check then
 // costs what hashing each stream does.
 type convoy struct {
