@@ -113,7 +113,9 @@ func cpuTime(tb testing.TB) time.Duration {
 // The racks serve in this process, so each side's CPU time per byte,
 // serving included, is reported too: where the CPU is what bounds both (a
 // small machine), "ratio" cannot pass "cpu-ratio", their quotient,
-// whatever the clock says on a busy machine.
+// whatever the clock says on a busy machine. "held-share-max" is the
+// largest share of a rack's time the convoy held it back for a slower
+// one.
 func BenchmarkWarmRacks(b *testing.B) {
 	const size = 1 << 30
 	content := newRepeated(size)
@@ -141,7 +143,7 @@ func BenchmarkWarmRacks(b *testing.B) {
 				for range rounds {
 					ms = append(ms, warmRacksRound(b, mode, tgz, content))
 				}
-				for _, name := range []string{"check-MB/s", "plain-MB/s", "ratio", "check-cpu-ns/B", "plain-cpu-ns/B", "cpu-ratio", "heap-growth-MiB"} {
+				for _, name := range []string{"check-MB/s", "plain-MB/s", "ratio", "check-cpu-ns/B", "plain-cpu-ns/B", "cpu-ratio", "heap-growth-MiB", "held-share-max"} {
 					vs := make([]float64, 0, len(ms))
 					for _, m := range ms {
 						vs = append(vs, m[name])
@@ -212,7 +214,21 @@ func warmRacksRound(b *testing.B, mode, tgz string, content io.ReaderAt) roundMe
 		"plain-cpu-ns/B":  float64(plainCPU.Nanoseconds()) / total,
 		"cpu-ratio":       plainCPU.Seconds() / checkCPU.Seconds(),
 		"heap-growth-MiB": float64(int64(peak)-int64(before.HeapAlloc)) / (1 << 20),
+		"held-share-max":  heldShare(rep),
 	}
+}
+
+// heldShare is the largest share of a rack's fetch the check held it back
+// for a slower rack (racks.Rack.Held): 0 unless the racks were compared
+// with each other.
+func heldShare(rep *racks.Report) float64 {
+	most := 0.0
+	for _, r := range rep.Racks {
+		if r.Duration > 0 {
+			most = max(most, r.Held.Seconds()/r.Duration.Seconds())
+		}
+	}
+	return most
 }
 
 // TestCheckMemoryIsFlat checks 2 racks of 256 MiB and requires the live
