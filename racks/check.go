@@ -156,8 +156,8 @@ type Rack struct {
 	Cache string `json:"cache,omitempty"`
 	// Duration is its fetch's, from the request to the last byte, and
 	// BytesPerSecond its bytes over it. Held is the part of it the
-	// check held the rack's stream back for a slower rack (at most a
-	// quarter of it plus 100 ms, when the racks are compared with each
+	// check held the rack's stream back for a slower rack (at most half
+	// of it plus 100 ms, when the racks are compared with each
 	// other: the convoy).
 	Duration       time.Duration `json:"duration_ns"`
 	BytesPerSecond float64       `json:"bytes_per_second"`

@@ -121,7 +121,7 @@ func TestAllRacksPassAndAreWarmAfter(t *testing.T) {
 				if fills, most, _ := rk.Fills(); fills != 1 || most != 1 {
 					t.Errorf("rack %s: %d fills, %d at once; want 1, 1", rk.Hostname, fills, most)
 				}
-				if r.Held > r.Duration/4+150*time.Millisecond || (o.EachHashed && r.Held != 0) {
+				if r.Held > r.Duration/2+150*time.Millisecond || (o.EachHashed && r.Held != 0) {
 					t.Errorf("rack %s: held %v of its %v", rk.Hostname, r.Held, r.Duration)
 				}
 			}

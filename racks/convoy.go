@@ -26,7 +26,7 @@ var (
 // them.
 var (
 	holdFloor = 100 * time.Millisecond
-	holdShare = 0.25
+	holdShare = 0.5
 	holdMost  = time.Second
 )
 
