@@ -754,9 +754,9 @@ func (p *progressReader) Read(b []byte) (int, error) {
 // heldWrites is the check's side of a rack's stream: its stall watch is
 // paused while a write is checked (compared with the local copy or the
 // other racks' bytes, hashed, or held by the convoy: reads of a disk, a
-// wait for the hash or for a rack behind). The socket is read ahead meanwhile, then
-// waits on the check, not the check on the rack: only the time the check
-// waits for bytes counts.
+// wait for the hash or for a rack behind). The socket is read ahead
+// meanwhile, then waits on the check, not the check on the rack: only the
+// time the check waits for bytes counts.
 type heldWrites struct {
 	w     io.Writer
 	stall *stallWatch
