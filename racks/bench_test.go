@@ -232,8 +232,9 @@ func heldShare(rep *racks.Report) float64 {
 }
 
 // TestCheckMemoryIsFlat checks 2 racks of 256 MiB and requires the live
-// heap never to grow by more than a few buffers: the bytes stream
-// through sha256, or are compared with a local copy, and are never held.
+// heap never to grow by more than a few buffers and the convoy's 16 MiB
+// ring: the bytes stream through sha256, or are compared with a local
+// copy or with each other in the ring, and are never held whole.
 func TestCheckMemoryIsFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads 512 MiB")
