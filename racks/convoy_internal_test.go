@@ -180,7 +180,11 @@ func TestConvoyHashesTheSameBytesOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	streams := make([]*joined, 4)
 	for i := range streams {
+		// All join before any writes: one that joined after the first
+		// chunk left the ring would hash its own (TestConvoyLateStream).
 		streams[i] = c.join()
+	}
+	for i := range streams {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
