@@ -15,8 +15,8 @@ import (
 // hashed in, and ringChunks how many chunks its ring holds. Tests make
 // them small.
 var (
-	chunkSize  = 1 << 20
-	ringChunks = 16
+	chunkSize  int64 = 1 << 20
+	ringChunks int64 = 16
 )
 
 // How long a stream that would lend the next bytes waits for a stream
@@ -90,8 +90,8 @@ type convoy struct {
 // newConvoy starts the convoy of a check of a version of size bytes, its
 // hasher running until stop or ctx's end.
 func newConvoy(ctx context.Context, size int64) *convoy {
-	slots := min(int64(ringChunks), max(1, (size+int64(chunkSize)-1)/int64(chunkSize)))
-	c := &convoy{ctx: ctx, size: size, ring: make([]byte, slots*int64(chunkSize)), slots: slots,
+	slots := min(ringChunks, max(1, (size+chunkSize-1)/chunkSize))
+	c := &convoy{ctx: ctx, size: size, ring: make([]byte, slots*chunkSize), slots: slots,
 		readers: make([]int, slots), open: map[*joined]struct{}{},
 		change: make(chan struct{}), done: make(chan struct{})}
 	c.states = append(c.states, marshalHash(sha256.New()))
@@ -101,13 +101,13 @@ func newConvoy(ctx context.Context, size int64) *convoy {
 
 // chunkLen is the length of the version's chunk k, 0 past its end.
 func (c *convoy) chunkLen(k int64) int64 {
-	return max(0, min(int64(chunkSize), c.size-k*int64(chunkSize)))
+	return max(0, min(chunkSize, c.size-k*chunkSize))
 }
 
 // slot is chunk k's place in the ring.
 func (c *convoy) slot(k int64) []byte {
-	at := k % c.slots * int64(chunkSize)
-	return c.ring[at : at+int64(chunkSize)]
+	at := k % c.slots * chunkSize
+	return c.ring[at : at+chunkSize]
 }
 
 // join is a new stream of the convoy, a rack's (once a rack).
@@ -141,9 +141,9 @@ func (c *convoy) hash() {
 	for !c.stopped {
 		k := c.hashed
 		n := c.chunkLen(k)
-		if n == 0 || c.lent < k*int64(chunkSize)+n {
+		if n == 0 || c.lent < k*chunkSize+n {
 			// Not lent whole yet.
-			if c.wait() != nil {
+			if c.waitHeld(0) != nil {
 				return
 			}
 			continue
@@ -166,22 +166,19 @@ func (c *convoy) broadcast() {
 	c.change = make(chan struct{})
 }
 
-// wait waits, with mu held, for the next change or ctx's end.
-func (c *convoy) wait() error {
-	ch := c.change
-	c.mu.Unlock()
-	defer c.mu.Lock()
-	select {
-	case <-ch:
-		return nil
-	case <-c.ctx.Done():
-		return c.ctx.Err()
+// wakeLenders broadcasts when a lender waits for a stream to move on,
+// compare, go alone or close (advance): nobody else waits for those.
+// Called with mu held.
+func (c *convoy) wakeLenders() {
+	if c.holding > 0 {
+		c.broadcast()
 	}
 }
 
-// waitHeld is wait while the check holds a stream (its stall watch is
-// paused meanwhile, see heldWrites): the check's end then is a
-// heldError. It waits no longer than most when most > 0.
+// waitHeld waits, with mu held, for the next change or ctx's end, no
+// longer than most when most > 0. The check holds a stream meanwhile (its
+// stall watch is paused, see heldWrites): the check's end then is a
+// heldError.
 func (c *convoy) waitHeld(most time.Duration) error {
 	ch := c.change
 	c.mu.Unlock()
@@ -235,7 +232,7 @@ func (c *convoy) advance(s *joined) error {
 	if c.hashed <= c.base || c.readers[c.base%c.slots] > 0 {
 		return c.waitHeld(0)
 	}
-	end := (c.base + 1) * int64(chunkSize)
+	end := (c.base + 1) * chunkSize
 	var behind []*joined
 	for o := range c.open {
 		if o.off < end {
@@ -255,7 +252,7 @@ func (c *convoy) advance(s *joined) error {
 		}
 		for _, o := range behind {
 			// Under mu: o may move on otherwise.
-			o.sent = resumed(c.states[0], c.slot(c.base)[:o.off-c.base*int64(chunkSize)])
+			o.sent = resumed(c.states[0], c.slot(c.base)[:o.off-c.base*chunkSize])
 			delete(c.open, o)
 		}
 	}
@@ -311,21 +308,19 @@ func (s *joined) together(p []byte) (checked int, err error) {
 		if s.sent != nil {
 			return 0, s.alone()
 		}
-		chunk := s.off / int64(chunkSize)
-		chunkEnd := (chunk + 1) * int64(chunkSize)
+		chunk := s.off / chunkSize
+		chunkEnd := (chunk + 1) * chunkSize
 		if s.off < c.lent {
 			n := int(min(int64(len(p)), c.lent-s.off, chunkEnd-s.off))
 			slot := chunk % c.slots
 			c.readers[slot]++
 			c.mu.Unlock()
-			at := s.off - chunk*int64(chunkSize)
+			at := s.off - chunk*chunkSize
 			same := sameUpTo(p[:n], c.slot(chunk)[at:at+int64(n)])
 			c.mu.Lock()
 			c.readers[slot]--
 			s.off += int64(same)
-			if c.holding > 0 {
-				c.broadcast() // a lender may wait for this slot or stream
-			}
+			c.wakeLenders()
 			if same < n {
 				return same, s.alone()
 			}
@@ -345,7 +340,7 @@ func (s *joined) together(p []byte) (checked int, err error) {
 			n := int(min(int64(len(p)), chunkEnd-s.off))
 			c.lending = true
 			c.mu.Unlock()
-			copy(c.slot(chunk)[s.off-chunk*int64(chunkSize):], p[:n])
+			copy(c.slot(chunk)[s.off-chunk*chunkSize:], p[:n])
 			c.mu.Lock()
 			c.lending = false
 			c.lent += int64(n)
@@ -368,7 +363,7 @@ func (s *joined) together(p []byte) (checked int, err error) {
 // held.
 func (s *joined) alone() error {
 	c := s.c
-	chunk := s.off / int64(chunkSize)
+	chunk := s.off / chunkSize
 	for s.sent == nil && c.hashed < chunk {
 		if c.stopped {
 			return &heldError{errors.New("the racks' convoy stopped before the stream ended")}
@@ -382,15 +377,13 @@ func (s *joined) alone() error {
 		state, slot := c.states[chunk-c.base], chunk%c.slots
 		c.readers[slot]++
 		c.mu.Unlock()
-		h := resumed(state, c.slot(chunk)[:s.off-chunk*int64(chunkSize)])
+		h := resumed(state, c.slot(chunk)[:s.off-chunk*chunkSize])
 		c.mu.Lock()
 		c.readers[slot]--
 		s.h = h
 	}
 	delete(c.open, s)
-	if c.holding > 0 {
-		c.broadcast()
-	}
+	c.wakeLenders()
 	return nil
 }
 
@@ -429,9 +422,7 @@ func (s *joined) partial() string {
 func (s *joined) close() {
 	s.c.mu.Lock()
 	delete(s.c.open, s)
-	if s.c.holding > 0 {
-		s.c.broadcast()
-	}
+	s.c.wakeLenders()
 	s.c.mu.Unlock()
 }
 

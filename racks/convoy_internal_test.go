@@ -34,7 +34,7 @@ func sumOf(b []byte) string {
 
 // convoyOf sets the convoy's sizes and hold bounds for a test, and puts
 // them back after it.
-func convoyOf(t *testing.T, chunk, ring int, floor, most time.Duration, share float64) {
+func convoyOf(t *testing.T, chunk, ring int64, floor, most time.Duration, share float64) {
 	t.Helper()
 	c, r, f, m, s := chunkSize, ringChunks, holdFloor, holdMost, holdShare
 	t.Cleanup(func() { chunkSize, ringChunks, holdFloor, holdMost, holdShare = c, r, f, m, s })
