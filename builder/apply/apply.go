@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -230,29 +231,92 @@ func (a *Applier) requiredPackages(ctx context.Context, pkgs []string, install s
 	return a.install(ctx, install, pkgs)
 }
 
-// optionalPackages installs what the archive has: all at once when it can,
-// else one by one, recording the packages that could not be installed.
+// optionalPackages installs what the archive has. apt's own resolution
+// (--print-uris, which changes nothing) names the packages it cannot
+// locate or has no candidate for: those are recorded missing, and the rest
+// install all at once in one dpkg run. When apt refuses the rest for
+// another reason (a dependency it cannot meet), or their install fails,
+// each is tried alone, recording those that cannot be installed.
 func (a *Applier) optionalPackages(ctx context.Context, pkgs []string, install string) error {
 	if err := a.aptUpdate(ctx); err != nil {
 		return err
 	}
-	if err := a.install(ctx, install, pkgs); err == nil {
-		return nil
-	} else if !isCommandError(err) {
-		return err
+	missing := map[string]bool{}
+	defer func() {
+		for _, p := range pkgs { // in the step's order, however found
+			if missing[p] {
+				a.Missing = append(a.Missing, p)
+			}
+		}
+	}()
+	notInstalled := func(p, why string) {
+		missing[p] = true
+		a.Events.Log(fmt.Sprintf("optional package %s not installed: %s", p, why))
 	}
-	for _, p := range pkgs {
+	want := pkgs
+	for len(want) > 0 {
+		us, err := a.printURIs(ctx, install, want)
+		if err == nil {
+			err = a.installResolved(ctx, install, want, us)
+			if err == nil || !isCommandError(err) {
+				return err
+			}
+			break
+		}
+		var ce *guest.CommandError
+		if !errors.As(err, &ce) {
+			return err
+		}
+		gone := unavailable(ce.Output, want)
+		if len(gone) == 0 {
+			break
+		}
+		for _, p := range want {
+			if why, ok := gone[p]; ok {
+				notInstalled(p, why)
+			}
+		}
+		want = slices.DeleteFunc(slices.Clone(want), func(p string) bool { return missing[p] })
+	}
+	for _, p := range want {
 		err := a.install(ctx, install, []string{p})
 		switch {
 		case err == nil:
 		case isCommandError(err):
-			a.Missing = append(a.Missing, p)
-			a.Events.Log(fmt.Sprintf("optional package %s not installed: %s", p, lastLine(err.(*guest.CommandError).Output)))
+			notInstalled(p, lastLine(err.(*guest.CommandError).Output))
 		default:
 			return err
 		}
 	}
 	return nil
+}
+
+// unavailable reads apt's refusal (LC_ALL=C) for the packages it names as
+// not in the archive: a name it cannot locate, one with no installation
+// candidate (a virtual package, one known only from the status file), a
+// version or release of a package that is not there. It returns apt's
+// line for each of pkgs so named; a refusal for any other reason names
+// none of them.
+func unavailable(output string, pkgs []string) map[string]string {
+	lines := map[string]string{}
+	for _, p := range pkgs {
+		lines["E: Unable to locate package "+p] = p
+		lines["E: Package '"+p+"' has no installation candidate"] = p
+		if n, v, ok := strings.Cut(p, "="); ok {
+			lines["E: Version '"+v+"' for '"+n+"' was not found"] = p
+		}
+		if n, r, ok := strings.Cut(p, "/"); ok {
+			lines["E: Release '"+r+"' for '"+n+"' was not found"] = p
+		}
+	}
+	gone := map[string]string{}
+	for _, l := range strings.Split(output, "\n") {
+		l = strings.TrimSpace(l)
+		if p, ok := lines[l]; ok && gone[p] == "" {
+			gone[p] = l
+		}
+	}
+	return gone
 }
 
 func isCommandError(err error) bool {

@@ -1,6 +1,9 @@
 package apply
 
-import "testing"
+import (
+	"maps"
+	"testing"
+)
 
 // TestAptUpdateCmd: the build's apt-get update leaves out the Translation
 // indexes only when NoTranslations, on its command line.
@@ -14,6 +17,46 @@ func TestAptUpdateCmd(t *testing.T) {
 	} {
 		if got := (&Applier{NoTranslations: c.no}).aptUpdateCmd(); got != c.want {
 			t.Errorf("NoTranslations %v: %q, want %q", c.no, got, c.want)
+		}
+	}
+}
+
+// TestUnavailable reads apt 2.6.2's refusals of apt-get install
+// --print-uris (LC_ALL=C), as captured in the Debian test base: the
+// packages named as not in the archive are dropped, with apt's line; a
+// refusal that names none of the step's packages (a pattern's matches,
+// held broken packages) drops none.
+func TestUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		pkgs   []string
+		output string
+		want   map[string]string
+	}{
+		{[]string{"htop", "no-such-a", "no-such-b"},
+			"E: Unable to locate package no-such-a\nE: Unable to locate package no-such-b\n",
+			map[string]string{"no-such-a": "E: Unable to locate package no-such-a", "no-such-b": "E: Unable to locate package no-such-b"}},
+		{[]string{"mail-transport-agent", "htop"},
+			"E: Package 'mail-transport-agent' has no installation candidate\n",
+			map[string]string{"mail-transport-agent": "E: Package 'mail-transport-agent' has no installation candidate"}},
+		{[]string{"htop=0.0", "jq"}, "E: Version '0.0' for 'htop' was not found\n",
+			map[string]string{"htop=0.0": "E: Version '0.0' for 'htop' was not found"}},
+		{[]string{"htop/nosuchrelease"}, "E: Release 'nosuchrelease' for 'htop' was not found\n",
+			map[string]string{"htop/nosuchrelease": "E: Release 'nosuchrelease' for 'htop' was not found"}},
+		{[]string{"htop:i386"}, "E: Unable to locate package htop:i386\n",
+			map[string]string{"htop:i386": "E: Unable to locate package htop:i386"}},
+		{[]string{"no-such-*"},
+			"E: Unable to locate package no-such-*\nE: Couldn't find any package by glob 'no-such-*'\nE: Couldn't find any package by regex 'no-such-*'\n",
+			map[string]string{"no-such-*": "E: Unable to locate package no-such-*"}},
+		// A pattern's matches are not the step's names: nothing dropped,
+		// each is tried alone.
+		{[]string{"~nfoo"}, "E: Package 'bygfoot' has no installation candidate\nE: Package 'petri-foo' has no installation candidate\n", map[string]string{}},
+		{[]string{"exim4-daemon-light", "postfix"}, "E: Unable to correct problems, you have held broken packages.\n", map[string]string{}},
+		// A name inside another's line is not that name.
+		{[]string{"foo"}, "E: Unable to locate package foobar\nE: Package 'foo-dev' has no installation candidate\n", map[string]string{}},
+	} {
+		got := unavailable(c.output, c.pkgs)
+		if !maps.Equal(got, c.want) {
+			t.Errorf("%v: %v, want %v", c.pkgs, got, c.want)
 		}
 	}
 }

@@ -56,12 +56,38 @@ func (a *Applier) timed(into *float64) func() {
 	return func() { *into += time.Since(start).Seconds() }
 }
 
-// install downloads what the install command will (on the host when it
-// can, see download), then runs it: the first part counts as Download, the
-// second as Install.
+// install resolves, downloads and installs pkgs. A resolution apt refuses
+// is not downloaded: the install fails the same way, and says so.
 func (a *Applier) install(ctx context.Context, install string, pkgs []string) error {
+	us, err := a.printURIs(ctx, install, pkgs)
+	if err != nil && !isCommandError(err) {
+		return err
+	}
+	return a.installResolved(ctx, install, pkgs, us)
+}
+
+// printURIs asks the guest's apt which archives the install would fetch:
+// its resolution against the image's sources, keys and pins, which
+// changes nothing in the guest. It counts as Download.
+func (a *Applier) printURIs(ctx context.Context, install string, pkgs []string) ([]debcache.URI, error) {
+	defer a.timed(&a.Timings.Download)()
+	out, err := a.run(ctx, install+"--print-uris -qq "+shell.Join(pkgs))
+	if err != nil {
+		return nil, err
+	}
+	us, err := debcache.ParseURIs(out)
+	if err != nil {
+		return nil, fmt.Errorf("reading what apt would fetch for %s: %w", strings.Join(pkgs, " "), err)
+	}
+	return us, nil
+}
+
+// installResolved downloads the archives apt resolved (us; see download),
+// then runs the install: the first part counts as Download, the second as
+// Install.
+func (a *Applier) installResolved(ctx context.Context, install string, pkgs []string, us []debcache.URI) error {
 	done := a.timed(&a.Timings.Download)
-	err := a.download(ctx, install, pkgs)
+	err := a.download(ctx, install, pkgs, us)
 	done()
 	if err != nil {
 		return err
@@ -71,25 +97,13 @@ func (a *Applier) install(ctx context.Context, install string, pkgs []string) er
 	return err
 }
 
-// download asks the guest's apt which archives the install would fetch
-// (its resolution against the image's sources, keys and pins), fetches
-// them on the host into the package cache when a.Debs is set, each
-// checked against the sha256 of the signed index's record, and puts them in
-// the guest's archives directory, where apt finds them downloaded. What the host could not fetch, the
-// guest's apt downloads itself (--download-only), said in a log line
-// naming the package and why.
-func (a *Applier) download(ctx context.Context, install string, pkgs []string) error {
-	out, err := a.run(ctx, install+"--print-uris -qq "+shell.Join(pkgs))
-	if err != nil {
-		if isCommandError(err) {
-			return nil // the install fails the same way, and says so
-		}
-		return err
-	}
-	us, err := debcache.ParseURIs(out)
-	if err != nil {
-		return fmt.Errorf("reading what apt would fetch for %s: %w", strings.Join(pkgs, " "), err)
-	}
+// download fetches the archives apt resolved on the host into the package
+// cache when a.Debs is set, each checked against the sha256 of the signed
+// index's record, and puts them in the guest's archives directory, where
+// apt finds them downloaded. What the host could not fetch, the guest's
+// apt downloads itself (--download-only), said in a log line naming the
+// package and why.
+func (a *Applier) download(ctx context.Context, install string, pkgs []string, us []debcache.URI) error {
 	if len(us) == 0 {
 		return nil
 	}
