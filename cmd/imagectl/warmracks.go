@@ -104,14 +104,20 @@ func racksText(w io.Writer, rep *racks.Report) error {
 	}
 	textsafe.Fprintf(w, "%s (sha256 %s, %d bytes) on MAAS %s: %s%s\n", rep.Name, rep.SHA256, rep.Size, rep.MAASVersion, rep.Path, how)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RACK\tVERDICT\tCACHE\tBYTES\tTIME\tMB/S\tDETAIL")
+	// TIME includes HELD: how long the check held the rack's stream back
+	// for a slower rack (racks.Rack.Held).
+	fmt.Fprintln(tw, "RACK\tVERDICT\tCACHE\tBYTES\tTIME\tHELD\tMB/S\tDETAIL")
 	for _, r := range rep.Racks {
 		mbps := "-"
 		if r.BytesPerSecond > 0 {
 			mbps = fmt.Sprintf("%.1f", r.BytesPerSecond/1e6)
 		}
-		textsafe.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Hostname, r.Verdict, dash(r.Cache), r.Bytes,
-			r.Duration.Round(time.Millisecond), mbps, r.Detail)
+		held := "-"
+		if r.Held > 0 {
+			held = r.Held.Round(time.Millisecond).String()
+		}
+		textsafe.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Hostname, r.Verdict, dash(r.Cache), r.Bytes,
+			r.Duration.Round(time.Millisecond), held, mbps, r.Detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,11 @@ func TestWarmRacksCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "racks: passed") || !strings.Contains(errs, "passed: rack r2 serves it (its cache had it)") ||
 		!strings.Contains(out, "(each rack's bytes compared with the store's tgz)") {
 		t.Fatalf("warm-racks: exit %d\n%s%s", code, out, errs)
+	}
+	// Compared with a local copy, no rack is held for another: HELD is "-".
+	if !regexp.MustCompile(`(?m)^RACK +VERDICT +CACHE +BYTES +TIME +HELD +MB/S +DETAIL$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^r2 +passed +\S+ +\d+ +\S+ +- +\S+ +rack r2 serves it`).MatchString(out) {
+		t.Errorf("warm-racks' table has no HELD column, or r2 was held:\n%s", out)
 	}
 	out, _, code = imagectl(t, env, "warm-racks", "demo", "1.0.0", "--site", "sim", "-o", "json")
 	var res release.RacksResult
