@@ -296,23 +296,56 @@ func (a *Applier) optionalPackages(ctx context.Context, pkgs []string, install s
 // candidate (a virtual package, one known only from the status file), a
 // version or release of a package that is not there. It returns apt's
 // line for each of pkgs so named; a refusal for any other reason names
-// none of them.
+// none of them, and neither does a line that could be of more than one.
+//
+// apt names a package as the step wrote it, or by its name alone: without
+// the version (name=version) or release (name/release) when the name
+// itself is unknown, and without the architecture (name:arch) when it is
+// the native one. A line with the name as written is that package's; a
+// line with a name alone is the one package's whose name it is.
 func unavailable(output string, pkgs []string) map[string]string {
-	lines := map[string]string{}
+	exact := map[string]string{}
+	derived := map[string][]string{}
 	for _, p := range pkgs {
-		lines["E: Unable to locate package "+p] = p
-		lines["E: Package '"+p+"' has no installation candidate"] = p
-		if n, v, ok := strings.Cut(p, "="); ok {
-			lines["E: Version '"+v+"' for '"+n+"' was not found"] = p
+		name, ver, hasVer := strings.Cut(p, "=")
+		rel := ""
+		if !hasVer {
+			name, rel, _ = strings.Cut(p, "/")
 		}
-		if n, r, ok := strings.Cut(p, "/"); ok {
-			lines["E: Release '"+r+"' for '"+n+"' was not found"] = p
+		bare, _, _ := strings.Cut(name, ":")
+		exact["E: Unable to locate package "+p] = p
+		exact["E: Package '"+p+"' has no installation candidate"] = p
+		var lines []string
+		if name != p {
+			lines = append(lines, "E: Unable to locate package "+name)
+		}
+		if bare != p {
+			lines = append(lines, "E: Package '"+bare+"' has no installation candidate")
+		}
+		for _, n := range []string{name, bare} {
+			if hasVer {
+				lines = append(lines, "E: Version '"+ver+"' for '"+n+"' was not found")
+			}
+			if rel != "" {
+				lines = append(lines, "E: Release '"+rel+"' for '"+n+"' was not found")
+			}
+		}
+		for _, l := range lines {
+			if !slices.Contains(derived[l], p) {
+				derived[l] = append(derived[l], p)
+			}
 		}
 	}
 	gone := map[string]string{}
 	for _, l := range strings.Split(output, "\n") {
 		l = strings.TrimSpace(l)
-		if p, ok := lines[l]; ok && gone[p] == "" {
+		p, ok := exact[l]
+		if !ok {
+			if ps := derived[l]; len(ps) == 1 {
+				p, ok = ps[0], true
+			}
+		}
+		if ok && gone[p] == "" {
 			gone[p] = l
 		}
 	}

@@ -51,6 +51,21 @@ func TestUnavailable(t *testing.T) {
 		// each is tried alone.
 		{[]string{"~nfoo"}, "E: Package 'bygfoot' has no installation candidate\nE: Package 'petri-foo' has no installation candidate\n", map[string]string{}},
 		{[]string{"exim4-daemon-light", "postfix"}, "E: Unable to correct problems, you have held broken packages.\n", map[string]string{}},
+		// apt names a package by its name alone: without the version or
+		// release when the name is unknown, without the native
+		// architecture.
+		{[]string{"no-such=1.0", "no-such-b/bookworm", "htop"},
+			"E: Unable to locate package no-such\nE: Unable to locate package no-such-b\n",
+			map[string]string{"no-such=1.0": "E: Unable to locate package no-such", "no-such-b/bookworm": "E: Unable to locate package no-such-b"}},
+		{[]string{"awk:amd64", "htop:amd64=0.0"},
+			"E: Package 'awk' has no installation candidate\nE: Version '0.0' for 'htop' was not found\n",
+			map[string]string{"awk:amd64": "E: Package 'awk' has no installation candidate", "htop:amd64=0.0": "E: Version '0.0' for 'htop' was not found"}},
+		// A line with the name as written is that package's, even when
+		// another's name alone is the same; a name alone that two
+		// packages share is neither's.
+		{[]string{"foo=1.0", "foo"}, "E: Unable to locate package foo\n", map[string]string{"foo": "E: Unable to locate package foo"}},
+		{[]string{"foo=1.0", "foo/bookworm"}, "E: Unable to locate package foo\n", map[string]string{}},
+		{[]string{"foo:i386"}, "E: Unable to locate package foo\n", map[string]string{}},
 		// A name inside another's line is not that name.
 		{[]string{"foo"}, "E: Unable to locate package foobar\nE: Package 'foo-dev' has no installation candidate\n", map[string]string{}},
 	} {
