@@ -522,12 +522,13 @@ func applyLayers(ctx context.Context, plan *plan.Plan, m *manifest.Manifest, ap 
 // steps' time as commands.
 func layerTimings(before, after manifest.Timings, stepsTime float64) manifest.Timings {
 	t := manifest.Timings{
+		Resolve:       after.Resolve - before.Resolve,
 		Download:      after.Download - before.Download,
 		Install:       after.Install - before.Install,
 		DownloadBytes: after.DownloadBytes - before.DownloadBytes,
 		CachedBytes:   after.CachedBytes - before.CachedBytes,
 	}
-	t.Commands = max(0, stepsTime-t.Download-t.Install)
+	t.Commands = max(0, stepsTime-t.Resolve-t.Download-t.Install)
 	return t
 }
 

@@ -135,22 +135,22 @@ func TestVerifyBaseSummaryHidesCredentials(t *testing.T) {
 // TestLayerTimings: a layer's packages figures are what the applier added
 // while it ran, and its other steps' time is commands.
 func TestLayerTimings(t *testing.T) {
-	before := manifest.Timings{Install: 10, Download: 4, DownloadBytes: 1000, CachedBytes: 50}
-	after := manifest.Timings{Install: 40, Download: 9, DownloadBytes: 5000, CachedBytes: 50}
-	got := layerTimings(before, after, 45)
-	want := manifest.Timings{Install: 30, Download: 5, DownloadBytes: 4000, Commands: 10}
+	before := manifest.Timings{Resolve: 1, Install: 10, Download: 4, DownloadBytes: 1000, CachedBytes: 50}
+	after := manifest.Timings{Resolve: 3, Install: 40, Download: 9, DownloadBytes: 5000, CachedBytes: 50}
+	got := layerTimings(before, after, 47)
+	want := manifest.Timings{Resolve: 2, Install: 30, Download: 5, DownloadBytes: 4000, Commands: 10}
 	if got != want {
 		t.Errorf("layer timings %+v, want %+v", got, want)
 	}
 	// Rounding cannot make commands negative.
-	if got := layerTimings(before, after, 34.9); got.Commands != 0 {
+	if got := layerTimings(before, after, 36.9); got.Commands != 0 {
 		t.Errorf("commands %v from steps shorter than the packages' time", got.Commands)
 	}
 	var total manifest.Timings
 	total.Add(got)
 	total.Add(manifest.Timings{Launch: 3})
 	figures := timingFigures(total)
-	if figures["install"] != 30 || figures["launch"] != 3 || figures["download_bytes"] != 4000 {
+	if figures["install"] != 30 || figures["resolve"] != 2 || figures["launch"] != 3 || figures["download_bytes"] != 4000 {
 		t.Errorf("timing figures %v", figures)
 	}
 	if _, ok := figures["pack"]; ok {

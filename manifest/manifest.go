@@ -377,8 +377,14 @@ type Timings struct {
 	// appliance's launch.
 	Base   float64 `json:"base,omitempty"`
 	Launch float64 `json:"launch,omitempty"`
-	// Download is fetching packages (on the host or in the guest),
-	// Install apt and dpkg unpacking and configuring them.
+	// Resolve is apt's work in the guest before a packages step
+	// downloads: updating its lists (apt-get update, which fetches the
+	// indexes through the appliance's network) and resolving what the
+	// step installs and each archive's index record. Download is
+	// fetching the archives (on the host into the package cache, or by
+	// the guest's apt) and handing them to the guest; Install apt and
+	// dpkg unpacking and configuring them.
+	Resolve  float64 `json:"resolve,omitempty"`
 	Download float64 `json:"download,omitempty"`
 	Install  float64 `json:"install,omitempty"`
 	// Commands is every other step: files, commands, services, bundles.
@@ -398,6 +404,7 @@ type Timings struct {
 func (t *Timings) Add(u Timings) {
 	t.Base += u.Base
 	t.Launch += u.Launch
+	t.Resolve += u.Resolve
 	t.Download += u.Download
 	t.Install += u.Install
 	t.Commands += u.Commands

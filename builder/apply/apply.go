@@ -190,7 +190,7 @@ func (a *Applier) aptUpdate(ctx context.Context) error {
 	if a.aptSync {
 		return nil
 	}
-	defer a.timed(&a.Timings.Download)()
+	defer a.timed(&a.Timings.Resolve)()
 	if _, err := a.run(ctx, a.aptUpdateCmd()); err != nil {
 		return fmt.Errorf("apt-get update: %w", err)
 	}

@@ -68,9 +68,9 @@ func (a *Applier) install(ctx context.Context, install string, pkgs []string) er
 
 // printURIs asks the guest's apt which archives the install would fetch:
 // its resolution against the image's sources, keys and pins, which
-// changes nothing in the guest. It counts as Download.
+// changes nothing in the guest. It counts as Resolve.
 func (a *Applier) printURIs(ctx context.Context, install string, pkgs []string) ([]debcache.URI, error) {
-	defer a.timed(&a.Timings.Download)()
+	defer a.timed(&a.Timings.Resolve)()
 	out, err := a.run(ctx, install+"--print-uris -qq "+shell.Join(pkgs))
 	if err != nil {
 		return nil, err
@@ -83,17 +83,13 @@ func (a *Applier) printURIs(ctx context.Context, install string, pkgs []string) 
 }
 
 // installResolved downloads the archives apt resolved (us; see download),
-// then runs the install: the first part counts as Download, the second as
-// Install.
+// then runs the install, which counts as Install.
 func (a *Applier) installResolved(ctx context.Context, install string, pkgs []string, us []debcache.URI) error {
-	done := a.timed(&a.Timings.Download)
-	err := a.download(ctx, install, pkgs, us)
-	done()
-	if err != nil {
+	if err := a.download(ctx, install, pkgs, us); err != nil {
 		return err
 	}
 	defer a.timed(&a.Timings.Install)()
-	_, err = a.run(ctx, install+shell.Join(pkgs))
+	_, err := a.run(ctx, install+shell.Join(pkgs))
 	return err
 }
 
@@ -102,15 +98,19 @@ func (a *Applier) installResolved(ctx context.Context, install string, pkgs []st
 // index's record, and puts them in the guest's archives directory, where
 // apt finds them downloaded. What the host could not fetch, the guest's
 // apt downloads itself (--download-only), said in a log line naming the
-// package and why.
+// package and why. Reading the archives' index records counts as
+// Resolve, the rest as Download.
 func (a *Applier) download(ctx context.Context, install string, pkgs []string, us []debcache.URI) error {
 	if len(us) == 0 {
 		return nil
 	}
+	done := a.timed(&a.Timings.Resolve)
 	debs, unresolved, err := a.resolve(ctx, us)
+	done()
 	if err != nil {
 		return err
 	}
+	defer a.timed(&a.Timings.Download)()
 	byFile := map[string]bool{}
 	if a.Debs != nil {
 		for _, f := range slices.Sorted(maps.Keys(unresolved)) {

@@ -210,10 +210,10 @@ func BenchmarkBuildTimes(b *testing.B) {
 
 		var out strings.Builder
 		tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "build\twall\tbase\tlaunch\tdownload\tinstall\tcommands\tsnapshot\tpack\tsbom\tdownloaded MiB\tcached MiB\t")
+		fmt.Fprintln(tw, "build\twall\tbase\tlaunch\tresolve\tdownload\tinstall\tcommands\tsnapshot\tpack\tsbom\tdownloaded MiB\tcached MiB\t")
 		for _, r := range rows {
 			t := r.t
-			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.name, r.wall, t.Base, t.Launch, t.Download, t.Install,
+			fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", r.name, r.wall, t.Base, t.Launch, t.Resolve, t.Download, t.Install,
 				t.Commands, t.Snapshot, t.Pack, t.SBOM, float64(t.DownloadBytes)/(1<<20), float64(t.CachedBytes)/(1<<20))
 		}
 		tw.Flush()

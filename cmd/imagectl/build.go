@@ -211,18 +211,18 @@ func writeTimings(w io.Writer, m *manifest.Manifest) {
 	}
 	fmt.Fprintf(w, "where the time went (seconds, %.1f in all):\n", m.Build.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  \tbase\tlaunch\tdownload\tinstall\tcommands\tsnapshot\tpack\tsbom")
+	fmt.Fprintln(tw, "  \tbase\tlaunch\tresolve\tdownload\tinstall\tcommands\tsnapshot\tpack\tsbom")
 	secs := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	for _, l := range m.Layers {
 		switch {
 		case l.Timings != nil:
 			lt := l.Timings
-			textsafe.Fprintf(tw, "  layer %s\t-\t-\t%s\t%s\t%s\t%s\t-\t-\n", l.Name, secs(lt.Download), secs(lt.Install), secs(lt.Commands), secs(lt.Snapshot))
+			textsafe.Fprintf(tw, "  layer %s\t-\t-\t%s\t%s\t%s\t%s\t%s\t-\t-\n", l.Name, secs(lt.Resolve), secs(lt.Download), secs(lt.Install), secs(lt.Commands), secs(lt.Snapshot))
 		case l.CachedAt != nil:
 			textsafe.Fprintf(tw, "  layer %s\tcached\n", l.Name)
 		}
 	}
-	fmt.Fprintf(tw, "  total\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", secs(t.Base), secs(t.Launch), secs(t.Download), secs(t.Install),
+	fmt.Fprintf(tw, "  total\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", secs(t.Base), secs(t.Launch), secs(t.Resolve), secs(t.Download), secs(t.Install),
 		secs(t.Commands), secs(t.Snapshot), secs(t.Pack), secs(t.SBOM))
 	tw.Flush()
 	if t.DownloadBytes > 0 || t.CachedBytes > 0 {

@@ -16,10 +16,10 @@ func TestWriteTimings(t *testing.T) {
 	m := &manifest.Manifest{
 		Layers: []manifest.Layer{
 			{Name: "base-tools", CachedAt: &cached},
-			{Name: "packages", Timings: &manifest.Timings{Download: 12.3, Install: 80, Commands: 1.5, Snapshot: 4}},
+			{Name: "packages", Timings: &manifest.Timings{Resolve: 7.2, Download: 12.3, Install: 80, Commands: 1.5, Snapshot: 4}},
 			{Name: "finalize", Timings: &manifest.Timings{Commands: 3}},
 		},
-		Build: manifest.Build{Seconds: 130.04, Timings: &manifest.Timings{Base: 2, Launch: 9.5, Download: 12.3, Install: 80, Commands: 4.5,
+		Build: manifest.Build{Seconds: 130.04, Timings: &manifest.Timings{Base: 2, Launch: 9.5, Resolve: 7.2, Download: 12.3, Install: 80, Commands: 4.5,
 			Snapshot: 4, Pack: 11, SBOM: 5, DownloadBytes: 3 << 20}},
 	}
 	var out bytes.Buffer
@@ -28,11 +28,11 @@ func TestWriteTimings(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
 	want := [][]string{
 		{"where", "the", "time", "went", "(seconds,", "130.0", "in", "all):"},
-		{"base", "launch", "download", "install", "commands", "snapshot", "pack", "sbom"},
+		{"base", "launch", "resolve", "download", "install", "commands", "snapshot", "pack", "sbom"},
 		{"layer", "base-tools", "cached"},
-		{"layer", "packages", "-", "-", "12.3", "80.0", "1.5", "4.0", "-", "-"},
-		{"layer", "finalize", "-", "-", "0.0", "0.0", "3.0", "0.0", "-", "-"},
-		{"total", "2.0", "9.5", "12.3", "80.0", "4.5", "4.0", "11.0", "5.0"},
+		{"layer", "packages", "-", "-", "7.2", "12.3", "80.0", "1.5", "4.0", "-", "-"},
+		{"layer", "finalize", "-", "-", "0.0", "0.0", "0.0", "3.0", "0.0", "-", "-"},
+		{"total", "2.0", "9.5", "7.2", "12.3", "80.0", "4.5", "4.0", "11.0", "5.0"},
 		{"packages:", "3.0", "MiB", "downloaded,", "0", "B", "from", "the", "package", "cache"},
 	}
 	if len(lines) != len(want) {
