@@ -22,7 +22,9 @@ func TestAptUpdateCmd(t *testing.T) {
 }
 
 // TestUnavailable reads apt 2.6.2's refusals of apt-get install
-// --print-uris (LC_ALL=C), as captured in the Debian test base: the
+// --print-uris (LC_ALL=C), as captured in the Debian test base (each
+// output below is apt's for the step's names, except the last three rows,
+// made up to pin the rule for names that two entries share): the
 // packages named as not in the archive are dropped, with apt's line; a
 // refusal that names none of the step's packages (a pattern's matches,
 // held broken packages) drops none.
@@ -60,6 +62,9 @@ func TestUnavailable(t *testing.T) {
 		{[]string{"awk:amd64", "htop:amd64=0.0"},
 			"E: Package 'awk' has no installation candidate\nE: Version '0.0' for 'htop' was not found\n",
 			map[string]string{"awk:amd64": "E: Package 'awk' has no installation candidate", "htop:amd64=0.0": "E: Version '0.0' for 'htop' was not found"}},
+		{[]string{"htop:amd64/nosuchrel", "no-such:i386=1.0"},
+			"E: Release 'nosuchrel' for 'htop' was not found\nE: Unable to locate package no-such:i386\n",
+			map[string]string{"htop:amd64/nosuchrel": "E: Release 'nosuchrel' for 'htop' was not found", "no-such:i386=1.0": "E: Unable to locate package no-such:i386"}},
 		// A line with the name as written is that package's, even when
 		// another's name alone is the same; a name alone that two
 		// packages share is neither's.
