@@ -4,7 +4,8 @@
 // apt keys, the installed packages). Packages steps fetch their archives on
 // the host through the package cache (builder/debcache) when given one,
 // falling back to the guest's own download, and record the archives
-// fetched and the time and bytes of downloading apart from installing.
+// fetched and the time and bytes of apt's update and resolution,
+// downloading and installing, each apart.
 // The guest's commands run with the build's source date as
 // SOURCE_DATE_EPOCH, and the guest's clock is kept past it.
 package apply
@@ -60,8 +61,9 @@ type Applier struct {
 	ValidationScript func(ctx context.Context) ([]byte, error)
 	Marker           func(ctx context.Context) ([]byte, error)
 
-	// Timings accumulates the packages steps' download and install time
-	// and bytes (the rest of a layer's time is its caller's to measure).
+	// Timings accumulates the packages steps' resolve, download and
+	// install time and bytes (the rest of a layer's time is its caller's
+	// to measure).
 	Timings manifest.Timings
 
 	// AptProxy, when set, is the proxy the guest's apt goes through in
