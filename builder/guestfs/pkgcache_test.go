@@ -155,6 +155,14 @@ func TestPackageCache(t *testing.T) {
 		}
 	}
 
+	// Where the cold build's time went: apt's update and resolution, the
+	// host's fetch and hand-over, and dpkg, each its own part; every
+	// archive's bytes downloaded, none served by the cache.
+	if tm := cold.res.Manifest.Build.Timings; tm == nil || tm.Resolve <= 0 || tm.Download <= 0 || tm.Install <= 0 ||
+		tm.DownloadBytes <= 0 || tm.CachedBytes != 0 {
+		t.Errorf("cold build's timings %+v: want resolve, download and install time, bytes downloaded and none cached", tm)
+	}
+
 	// Corrupt one entry: same size, other bytes.
 	bad := pkgs.Path(entries[0].SHA256)
 	b, err := os.ReadFile(bad)
@@ -173,6 +181,9 @@ func TestPackageCache(t *testing.T) {
 	}
 	if l := logged(warm, "fetched again"); len(l) != 1 {
 		t.Errorf("warm build: want one archive said fetched again, logged %q", l)
+	}
+	if tm := warm.res.Manifest.Build.Timings; tm == nil || tm.CachedBytes <= 0 || tm.DownloadBytes != entries[0].Bytes {
+		t.Errorf("warm build's timings %+v: want the cache's bytes, and the corrupted archive's %d downloaded again", tm, entries[0].Bytes)
 	}
 	if sum, _ := fileSHA256(t, bad); sum != entries[0].SHA256 {
 		t.Errorf("the corrupted entry was not replaced by the good archive: %s", sum)
