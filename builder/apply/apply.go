@@ -236,7 +236,7 @@ func (a *Applier) requiredPackages(ctx context.Context, pkgs []string, install s
 // optionalPackages installs what the archive has. apt's own resolution
 // (--print-uris, which changes nothing) names the packages it cannot
 // locate or has no candidate for: those are recorded missing, and the rest
-// install all at once in one dpkg run. When apt refuses the rest for
+// install all at once, in one apt-get install. When apt refuses the rest for
 // another reason (a dependency it cannot meet), or their install fails,
 // each is tried alone, recording those that cannot be installed.
 func (a *Applier) optionalPackages(ctx context.Context, pkgs []string, install string) error {

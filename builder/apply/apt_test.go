@@ -22,13 +22,12 @@ func TestAptUpdateCmd(t *testing.T) {
 }
 
 // TestUnavailable reads apt 2.6.2's refusals of apt-get install
-// --print-uris (LC_ALL=C), as captured in the Debian test base (the
-// lines are apt's for those names, some rows joining the lines of separate
-// runs, except in the last four rows, made up to pin the rule for names
-// that entries share): the
-// packages named as not in the archive are dropped, with apt's line; a
-// refusal that names none of the step's packages (a pattern's matches,
-// held broken packages) drops none.
+// --print-uris (LC_ALL=C): the packages named as not in the archive are
+// dropped, with apt's line; a refusal that names none of the step's
+// packages (a pattern's matches, held broken packages) drops none. The
+// lines are apt's for those names, as captured in the Debian test base
+// (some rows join the lines of separate runs), except in the last four
+// rows, made up to pin the rule for names that entries share.
 func TestUnavailable(t *testing.T) {
 	for _, c := range []struct {
 		pkgs   []string
